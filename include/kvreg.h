@@ -1,0 +1,382 @@
+/*
+ * libkvreg: name, register and track KV-cache blocks for LLM inference engines.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * One header, C99, no C++ types. Every symbol starts with kvreg_ / KVREG_.
+ *
+ * Objects and their thread-safety
+ *   kvreg_config    options for a registry. Single thread; copy-in at kvreg_registry_new().
+ *   kvreg_sequence  a token sequence split into blocks. Single owner, NOT thread-safe.
+ *   kvreg_registry  the global registry shared by pools; owns its pools. Thread-safe.
+ *   kvreg_pool      one pool (tier: GPU, host, disk...). Thread-safe: any number of threads
+ *                   may register/acquire/release/query the same or different pools at once.
+ *   kvreg_block     a 64-bit handle to one reference on a block held by one pool. Plain value;
+ *                   a stale, double-released or foreign handle is detected (KVREG_ESTALE).
+ *   The hashing functions are pure and thread-safe.
+ *
+ * Status codes: functions that can fail return int, 0 (KVREG_OK) or a negative KVREG_E*
+ * code; kvreg_strerror() names it. Predicates return 1 or 0, or a negative code on bad input.
+ * Outputs are written only on success unless a function says otherwise.
+ *
+ * Memory: caller input (tokens, hashes, descriptors) is read during the call and never retained.
+ * Pointers the library hands out (event tokens, names) are borrowed; their lifetime is stated
+ * where they are returned. Nothing is allocated by the library for the caller to free except
+ * through the matching kvreg_*_free().
+ */
+#ifndef KVREG_H
+#define KVREG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvreg_version.h"
+
+#if defined(KVREG_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KVREG_API __attribute__((visibility("default")))
+#else
+#define KVREG_API
+#endif
+
+#ifdef __cplusplus
+#define KVREG_NOEXCEPT noexcept
+extern "C" {
+#else
+#define KVREG_NOEXCEPT
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes. Values are stable; new codes are only ever added.                             */
+/* ------------------------------------------------------------------------------------------ */
+#define KVREG_OK 0
+#define KVREG_EINVAL (-1)    /* bad argument: NULL, zero size, unknown option, bad value */
+#define KVREG_ENOMEM (-2)    /* allocation failed; the call changed nothing */
+#define KVREG_ERANGE (-3)    /* output too small, index or count out of range */
+#define KVREG_ESTATE (-4)    /* object in the wrong state: block not complete, sequence empty */
+#define KVREG_EEXIST (-5)    /* the hash is already registered in this pool */
+#define KVREG_ENOENT (-6)    /* no such hash in this pool / nothing stored */
+#define KVREG_ESTALE (-7)    /* released, double-released, foreign handle or freed pool */
+#define KVREG_EBUSY (-8)     /* not allowed from inside an event callback of this registry */
+#define KVREG_EOVERFLOW (-9) /* a counter would overflow (reference count, pool ids) */
+
+/* Static, never NULL; "unknown error" for codes it does not know. */
+KVREG_API const char *kvreg_strerror(int status) KVREG_NOEXCEPT;
+
+/* Runtime version: equal to KVREG_VERSION_NUMBER / _STRING of the header the library was
+ * built with. Bindings that dlopen the library check these. */
+KVREG_API unsigned kvreg_version_number(void) KVREG_NOEXCEPT;
+KVREG_API const char *kvreg_version_string(void) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hashing (bit-exact with NVIDIA Dynamo 1.0.x, lib/llm/src/tokens.rs)                         */
+/*                                                                                            */
+/*   block_hash[i]    = XXH3_64(seed = salt, bytes = tokens of block i as u32 little-endian)  */
+/*   sequence_hash[0] = block_hash[0]                                                         */
+/*   sequence_hash[i] = XXH3_64(seed = salt, u64le(sequence_hash[i-1]) || u64le(block_hash[i]))*/
+/*   Only full blocks are hashed; the trailing n % block_size tokens are the partial block.   */
+/*   Dynamo's KV router uses salt 1337 (KVREG_ROUTER_SALT).                                   */
+/* ------------------------------------------------------------------------------------------ */
+#define KVREG_ROUTER_SALT UINT64_C(1337)
+
+typedef struct kvreg_block_info {
+    uint64_t block_hash;
+    uint64_t sequence_hash;
+    uint64_t parent_sequence_hash; /* 0 when has_parent == 0 */
+    uint32_t has_parent;           /* 0 for the first block of a sequence */
+    uint32_t position;             /* block index in its sequence; KVREG_POSITION_UNKNOWN from
+                                      registry queries (the registry does not store it) */
+} kvreg_block_info;
+
+#define KVREG_POSITION_UNKNOWN UINT32_MAX
+
+/* Hash of one block's tokens. tokens may be NULL only when n_tokens == 0. */
+KVREG_API uint64_t kvreg_block_hash(const uint32_t *tokens, size_t n_tokens,
+                                    uint64_t salt) KVREG_NOEXCEPT;
+
+/* The chain step: sequence hash of a block given its parent's sequence hash. */
+KVREG_API uint64_t kvreg_sequence_hash(uint64_t parent_sequence_hash, uint64_t block_hash,
+                                       uint64_t salt) KVREG_NOEXCEPT;
+
+/* Hash every full block of tokens[0..n_tokens). Writes one kvreg_block_info per full block.
+ * *n_blocks is always set to n_tokens / block_size. If out_cap < *n_blocks nothing is written
+ * and KVREG_ERANGE is returned (call with out = NULL, out_cap = 0 to size the array).
+ * KVREG_EINVAL: block_size == 0, n_blocks NULL, tokens NULL with n_tokens > 0. */
+KVREG_API int kvreg_hash_blocks(const uint32_t *tokens, size_t n_tokens, uint32_t block_size,
+                                uint64_t salt, kvreg_block_info *out, size_t out_cap,
+                                size_t *n_blocks) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Token block sequences (Dynamo's TokenBlockSequence). Single owner, not thread-safe.         */
+/* A block is committed (hashed) as soon as it is full.                                       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct kvreg_sequence kvreg_sequence;
+
+/* KVREG_EINVAL if out is NULL or block_size is 0. */
+KVREG_API int kvreg_sequence_new(kvreg_sequence **out, uint32_t block_size,
+                                 uint64_t salt) KVREG_NOEXCEPT;
+KVREG_API void kvreg_sequence_free(kvreg_sequence *seq) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* Append tokens; *n_completed (may be NULL) receives how many blocks this call completed.
+ * The new blocks are the last *n_completed of kvreg_sequence_num_blocks(). On ENOMEM the
+ * sequence is unchanged. */
+KVREG_API int kvreg_sequence_extend(kvreg_sequence *seq, const uint32_t *tokens, size_t n_tokens,
+                                    size_t *n_completed) KVREG_NOEXCEPT;
+/* Append one token; *completed (may be NULL) is 1 if it completed a block, else 0. */
+KVREG_API int kvreg_sequence_append(kvreg_sequence *seq, uint32_t token,
+                                    int *completed) KVREG_NOEXCEPT;
+/* Keep the first n_tokens tokens (no-op if n_tokens >= total). Surviving hashes are kept. */
+KVREG_API int kvreg_sequence_truncate(kvreg_sequence *seq, size_t n_tokens) KVREG_NOEXCEPT;
+/* Remove the last n tokens. KVREG_ERANGE (unchanged) if n > total tokens. */
+KVREG_API int kvreg_sequence_unwind(kvreg_sequence *seq, size_t n) KVREG_NOEXCEPT;
+/* Remove and return the last token. KVREG_ENOENT if the sequence is empty. */
+KVREG_API int kvreg_sequence_pop(kvreg_sequence *seq, uint32_t *token) KVREG_NOEXCEPT;
+/* Drop every token; block size and salt are kept. */
+KVREG_API int kvreg_sequence_reset(kvreg_sequence *seq) KVREG_NOEXCEPT;
+
+/* Getters return 0 for a NULL sequence. */
+KVREG_API size_t kvreg_sequence_num_blocks(const kvreg_sequence *seq) KVREG_NOEXCEPT;
+KVREG_API size_t kvreg_sequence_total_tokens(const kvreg_sequence *seq) KVREG_NOEXCEPT;
+KVREG_API uint32_t kvreg_sequence_block_size(const kvreg_sequence *seq) KVREG_NOEXCEPT;
+KVREG_API uint64_t kvreg_sequence_salt(const kvreg_sequence *seq) KVREG_NOEXCEPT;
+
+/* Info of complete block `index`; KVREG_ERANGE if index >= num_blocks. */
+KVREG_API int kvreg_sequence_block(const kvreg_sequence *seq, size_t index,
+                                   kvreg_block_info *out) KVREG_NOEXCEPT;
+/* Borrowed view of a complete block's tokens (block_size of them), valid until the sequence
+ * is next modified or freed. KVREG_ERANGE if index >= num_blocks. */
+KVREG_API int kvreg_sequence_block_tokens(const kvreg_sequence *seq, size_t index,
+                                          const uint32_t **tokens, size_t *n_tokens) KVREG_NOEXCEPT;
+/* Borrowed view of the partial (uncommitted) block's tokens; *n_tokens may be 0. */
+KVREG_API int kvreg_sequence_partial_tokens(const kvreg_sequence *seq, const uint32_t **tokens,
+                                            size_t *n_tokens) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+#define KVREG_EVENT_REGISTER 1u /* the hash became registered in some pool (first holder) */
+#define KVREG_EVENT_REMOVE 2u   /* the hash left its last pool */
+
+/* Fixed size (88 bytes on LP64); new fields will take the reserved words, so arrays of
+ * events keep their stride across versions. */
+typedef struct kvreg_event {
+    uint32_t kind;            /* KVREG_EVENT_* */
+    uint32_t pool_id;         /* kvreg_pool_id() of the pool whose call caused it */
+    uint64_t event_id;        /* 0, 1, 2, ... per registry, +1 per event emitted */
+    uint64_t sequence_hash;
+    uint64_t block_hash;
+    uint64_t parent_sequence_hash; /* 0 when has_parent == 0 */
+    uint32_t has_parent;
+    uint32_t n_tokens;        /* 0 when the tokens are not known (see below) */
+    const uint32_t *tokens;   /* borrowed: valid during the callback / until the next poll */
+    uint64_t reserved[4];     /* zero */
+} kvreg_event;
+
+/* Called with events in event_id order. Never called while the library holds a lock, and never
+ * concurrently with itself for one registry. It must not unwind (no C++ exceptions, Rust panics
+ * or longjmp) through library frames. See "Re-entrancy" at kvreg_registry_set_event_fn. */
+typedef void (*kvreg_event_fn)(const kvreg_event *events, size_t n_events, void *user_data);
+typedef void (*kvreg_destroy_fn)(void *user_data);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Configuration (ABI-stable: options are keys, values are uint64_t).                         */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct kvreg_config kvreg_config;
+
+/* Event delivery. INLINE (default): the callback runs on the thread whose call caused the
+ * events, before that call returns. POLL: events wait in a bounded queue for
+ * kvreg_registry_poll(); when it is full, new events are dropped and counted
+ * (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the consumer sees a gap. */
+#define KVREG_OPT_DELIVERY 1u
+#define KVREG_DELIVERY_INLINE 0u
+#define KVREG_DELIVERY_POLL 1u
+/* 1: the registry keeps a copy of each block's tokens (once per hash, shared by pools), so
+ * kvreg_block_tokens() works and Remove events carry tokens. Default 0: tokens are not
+ * stored; Register events still carry the tokens given at registration. */
+#define KVREG_OPT_KEEP_TOKENS 2u
+/* Poll queue capacity in events (default 65536, 1 .. 2^32). */
+#define KVREG_OPT_POLL_CAPACITY 3u
+/* Number of lock shards of the hash table, a power of two (default 64, 1 .. 4096). */
+#define KVREG_OPT_SHARDS 4u
+
+KVREG_API int kvreg_config_new(kvreg_config **out) KVREG_NOEXCEPT;
+KVREG_API void kvreg_config_free(kvreg_config *cfg) KVREG_NOEXCEPT; /* NULL-safe */
+/* KVREG_EINVAL for an unknown option or a value out of range (cfg unchanged). */
+KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t value) KVREG_NOEXCEPT;
+/* The callback the registry starts with. fn NULL clears it. The config does not own
+ * user_data: kvreg_registry_new() takes it over on success (then destroy is called exactly once,
+ * when the callback is replaced or the registry freed); on failure the caller keeps it. */
+KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
+                                        kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Registry                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct kvreg_registry kvreg_registry;
+
+/* cfg may be NULL (defaults). The config can be freed or reused afterwards. */
+KVREG_API int kvreg_registry_new(kvreg_registry **out, const kvreg_config *cfg) KVREG_NOEXCEPT;
+
+/* Frees the registry, every pool it still owns and every stored block, emitting no events.
+ * Events still queued are discarded; destroy_notify runs once. NULL-safe. Must not be called
+ * from inside the registry's own callback, nor while other threads use it or its pools. */
+KVREG_API void kvreg_registry_free(kvreg_registry *reg) KVREG_NOEXCEPT;
+
+/* Replace the event callback (fn NULL: no callback; events are then counted and dropped in
+ * INLINE mode). When this returns, the old callback is not running and will not be called
+ * again, and its destroy has run. KVREG_EBUSY when called from inside a callback.
+ * KVREG_EINVAL in POLL mode.
+ *
+ * Re-entrancy: from inside a callback, a thread may call any registry, pool and block
+ * function of the same registry (register, acquire, release, queries, kvreg_pool_free ...).
+ * Events those calls cause are delivered after the current callback returns, on the same
+ * thread, in order. Not allowed from a callback: kvreg_registry_set_event_fn (KVREG_EBUSY) and
+ * kvreg_registry_free (undefined). A callback must not wait for another thread that is itself
+ * inside a kvreg call on the same registry: delivery is in event order, so that thread may be
+ * waiting for the callback to return. */
+KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn, void *user_data,
+                                          kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
+
+/* POLL mode: move up to cap queued events into out, oldest first; *n_events gets the count
+ * (0 when the queue is empty). Event tokens point into the registry and stay valid until the
+ * next kvreg_registry_poll() on this registry or its free. Thread-safe, but with several
+ * pollers each event goes to one of them. KVREG_EINVAL in INLINE mode. */
+KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,
+                                  size_t *n_events) KVREG_NOEXCEPT;
+
+/* 1 if sequence_hash is registered in any pool of the registry, 0 if not, <0 on bad input. */
+KVREG_API int kvreg_registry_contains(const kvreg_registry *reg,
+                                      uint64_t sequence_hash) KVREG_NOEXCEPT;
+
+#define KVREG_STAT_HASHES 1u          /* distinct hashes registered (in any pool) */
+#define KVREG_STAT_POOLS 2u           /* live pools */
+#define KVREG_STAT_EVENTS_REGISTER 3u /* Register events emitted (delivered, queued or dropped) */
+#define KVREG_STAT_EVENTS_REMOVE 4u   /* Remove events emitted */
+#define KVREG_STAT_EVENTS_DROPPED 5u  /* dropped: POLL queue full, or INLINE with no callback */
+#define KVREG_STAT_EVENTS_QUEUED 6u   /* waiting in the POLL queue */
+#define KVREG_STAT_NEXT_EVENT_ID 7u   /* event_id the next event will get */
+#define KVREG_STAT_TOKEN_BYTES 8u     /* bytes of stored tokens (KEEP_TOKENS) */
+/* KVREG_EINVAL for an unknown stat. A consistent snapshot of each value, not of all. */
+KVREG_API int kvreg_registry_stat(const kvreg_registry *reg, uint32_t stat,
+                                  uint64_t *value) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pools                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct kvreg_pool kvreg_pool;
+
+/* At most KVREG_MAX_POOLS live pools per registry (KVREG_EOVERFLOW beyond). name is copied;
+ * NULL gives "". */
+#define KVREG_MAX_POOLS 255u
+KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
+                             const char *name) KVREG_NOEXCEPT;
+
+/* Releases every reference the pool still holds (Remove events for hashes no other pool
+ * holds, delivered before it returns) and retires the pool. NULL-safe. The pool's memory stays
+ * with the registry: later calls with this pointer return KVREG_ESTALE, until a new pool reuses
+ * the slot (pool ids are reused least-recently first). Allowed from a callback. */
+KVREG_API void kvreg_pool_free(kvreg_pool *pool) KVREG_NOEXCEPT;
+
+/* Small integer naming the pool in events (1 .. KVREG_MAX_POOLS); 0 for NULL. */
+KVREG_API uint32_t kvreg_pool_id(const kvreg_pool *pool) KVREG_NOEXCEPT;
+/* Borrowed, valid until the registry is freed; "" for NULL. */
+KVREG_API const char *kvreg_pool_name(const kvreg_pool *pool) KVREG_NOEXCEPT;
+/* Number of distinct hashes the pool holds (0 for NULL or a freed pool). */
+KVREG_API size_t kvreg_pool_size(const kvreg_pool *pool) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Registering and releasing blocks                                                           */
+/* ------------------------------------------------------------------------------------------ */
+typedef uint64_t kvreg_block; /* opaque; 0 (KVREG_BLOCK_NONE) is never a valid handle */
+#define KVREG_BLOCK_NONE UINT64_C(0)
+
+/* A complete block described by its hashes (from kvreg_hash_blocks or a sequence, or computed
+ * elsewhere with the same rule). tokens are optional: n_tokens == 0 registers by hash only.
+ * If block_size != 0 and tokens are given, n_tokens < block_size is a partial block
+ * (KVREG_ESTATE) and n_tokens > block_size is KVREG_EINVAL. The registry does not re-hash. */
+typedef struct kvreg_block_desc {
+    uint64_t sequence_hash;
+    uint64_t block_hash;
+    uint64_t parent_sequence_hash; /* ignored when has_parent == 0 */
+    uint32_t has_parent;
+    uint32_t block_size;           /* expected tokens per block, 0 = do not check */
+    const uint32_t *tokens;        /* NULL when n_tokens == 0 */
+    size_t n_tokens;
+} kvreg_block_desc;
+
+/* Register one complete block in pool; *out gets a handle holding one reference.
+ * KVREG_EEXIST if the hash is already live in this pool (nothing changes; use kvreg_acquire).
+ * The first registration of a hash in any pool emits a Register event; others emit nothing. */
+KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
+                             kvreg_block *out) KVREG_NOEXCEPT;
+
+/* Register n blocks in input order. Per block, out_blocks[i] gets the handle (or
+ * KVREG_BLOCK_NONE) and out_status[i] (optional) the status kvreg_register would return.
+ * *n_registered (optional) counts the successes. Returns KVREG_OK unless the arguments
+ * themselves are bad (then nothing is registered). The Register events of one call are
+ * delivered together, in input order (one callback call when no other thread emits events
+ * meanwhile; always, single-threaded). */
+KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
+                                   kvreg_block *out_blocks, int *out_status,
+                                   size_t *n_registered) KVREG_NOEXCEPT;
+
+/* Register complete block `index` of seq (with its tokens). KVREG_ESTATE for the partial block
+ * (index == num_blocks), KVREG_ERANGE beyond it. */
+KVREG_API int kvreg_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq,
+                                            size_t index, kvreg_block *out) KVREG_NOEXCEPT;
+
+/* Batch form: blocks [first, first + count) of seq; as kvreg_register_batch. KVREG_ERANGE if
+ * the range goes past the complete blocks (nothing registered). */
+KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
+                                      size_t count, kvreg_block *out_blocks, int *out_status,
+                                      size_t *n_registered) KVREG_NOEXCEPT;
+
+/* Take another reference on the block registered under sequence_hash in this pool; *out is the
+ * same handle value kvreg_register returned. KVREG_ENOENT if the pool does not hold it. Every
+ * successful register/acquire must be paired with exactly one release. */
+KVREG_API int kvreg_acquire(kvreg_pool *pool, uint64_t sequence_hash,
+                            kvreg_block *out) KVREG_NOEXCEPT;
+
+/* Acquire the longest prefix of hashes[0..n) held by the pool: out_blocks[0..*n_acquired). */
+KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
+                                   kvreg_block *out_blocks, size_t *n_acquired) KVREG_NOEXCEPT;
+
+/* Drop one reference. When the pool's last reference goes, the hash leaves the pool at once;
+ * when it leaves its last pool, a Remove event is emitted. KVREG_ESTALE for a handle that is
+ * not live in this pool (released, double-released, another pool's or registry's). */
+KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
+
+/* Release n handles in order; out_status[i] (optional) per handle; *n_released (optional)
+ * counts successes. Remove events of one call are delivered together. */
+KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
+                                  int *out_status, size_t *n_released) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Queries                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+/* 1 if the pool holds sequence_hash, 0 if not, <0 on bad input. */
+KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash) KVREG_NOEXCEPT;
+
+/* *n_matched = length of the longest prefix of hashes[0..n) the pool holds (stops at the first
+ * miss). Takes no references. */
+KVREG_API int kvreg_pool_match(const kvreg_pool *pool, const uint64_t *hashes, size_t n,
+                               size_t *n_matched) KVREG_NOEXCEPT;
+
+/* Hashes of a live handle (position is KVREG_POSITION_UNKNOWN). KVREG_ESTALE if not live. */
+KVREG_API int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block,
+                                   kvreg_block_info *out) KVREG_NOEXCEPT;
+
+/* Handle's reference count in its pool. KVREG_ESTALE if not live. */
+KVREG_API int kvreg_block_refcount(const kvreg_pool *pool, kvreg_block block,
+                                   uint32_t *refcount) KVREG_NOEXCEPT;
+
+/* Copy the block's stored tokens (KEEP_TOKENS) into out[0..cap); *n_tokens gets their number.
+ * KVREG_ENOENT if no tokens are stored for it; KVREG_ERANGE (nothing copied) if cap is too
+ * small; KVREG_ESTALE if the handle is not live. */
+KVREG_API int kvreg_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out,
+                                 size_t cap, size_t *n_tokens) KVREG_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVREG_H */
