@@ -1,0 +1,26 @@
+// Status strings and the runtime version.
+#include "kvreg.h"
+
+extern "C" {
+
+KVREG_API const char *kvreg_strerror(int status) noexcept {
+    switch (status) {
+    case KVREG_OK: return "success";
+    case KVREG_EINVAL: return "invalid argument";
+    case KVREG_ENOMEM: return "out of memory";
+    case KVREG_ERANGE: return "out of range or output too small";
+    case KVREG_ESTATE: return "block or object in the wrong state (e.g. block not complete)";
+    case KVREG_EEXIST: return "hash already registered in this pool";
+    case KVREG_ENOENT: return "not found";
+    case KVREG_ESTALE: return "stale handle: released, foreign, or pool freed";
+    case KVREG_EBUSY: return "not allowed from inside an event callback";
+    case KVREG_EOVERFLOW: return "counter overflow (reference count or pool ids exhausted)";
+    default: return "unknown error";
+    }
+}
+
+KVREG_API unsigned kvreg_version_number(void) noexcept { return KVREG_VERSION_NUMBER; }
+
+KVREG_API const char *kvreg_version_string(void) noexcept { return KVREG_VERSION_STRING; }
+
+} // extern "C"

@@ -1,0 +1,58 @@
+// C entry points for kvreg_registry.
+#include "api_guard.hpp"
+#include "registry.hpp"
+
+namespace kvreg {
+const Options &options_of(const kvreg_config *c) noexcept;
+} // namespace kvreg
+
+extern "C" {
+
+KVREG_API int kvreg_registry_new(kvreg_registry **out, const kvreg_config *cfg) noexcept {
+    if (!out) return KVREG_EINVAL;
+    const kvreg::Options defaults;
+    const kvreg::Options &opt = cfg ? kvreg::options_of(cfg) : defaults;
+    if (opt.poll_mode && opt.fn) return KVREG_EINVAL; // a callback makes no sense in POLL mode
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_registry(opt);
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_registry_free(kvreg_registry *reg) noexcept { delete reg; }
+
+KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn, void *user_data,
+                                          kvreg_destroy_fn destroy) noexcept {
+    if (!reg) return KVREG_EINVAL;
+    return reg->log.set_fn(fn, fn ? user_data : nullptr, fn ? destroy : nullptr);
+}
+
+KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,
+                                  size_t *n_events) noexcept {
+    if (!reg || !n_events || (!out && cap > 0)) return KVREG_EINVAL;
+    return reg->log.poll(out, cap, n_events);
+}
+
+KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash) noexcept {
+    if (!reg) return KVREG_EINVAL;
+    // Queries lock shards; the registry is logically const to the caller.
+    return const_cast<kvreg_registry *>(reg)->contains(sequence_hash) ? 1 : 0;
+}
+
+KVREG_API int kvreg_registry_stat(const kvreg_registry *creg, uint32_t stat, uint64_t *value) noexcept {
+    if (!creg || !value) return KVREG_EINVAL;
+    kvreg_registry *reg = const_cast<kvreg_registry *>(creg);
+    switch (stat) {
+    case KVREG_STAT_HASHES: *value = reg->hash_count(); return KVREG_OK;
+    case KVREG_STAT_POOLS: *value = reg->live_pools(); return KVREG_OK;
+    case KVREG_STAT_EVENTS_REGISTER: *value = reg->log.stat_registers(); return KVREG_OK;
+    case KVREG_STAT_EVENTS_REMOVE: *value = reg->log.stat_removes(); return KVREG_OK;
+    case KVREG_STAT_EVENTS_DROPPED: *value = reg->log.stat_dropped(); return KVREG_OK;
+    case KVREG_STAT_EVENTS_QUEUED: *value = reg->log.stat_queued(); return KVREG_OK;
+    case KVREG_STAT_NEXT_EVENT_ID: *value = reg->log.stat_next_id(); return KVREG_OK;
+    case KVREG_STAT_TOKEN_BYTES: *value = reg->token_bytes(); return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+} // extern "C"

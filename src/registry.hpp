@@ -1,0 +1,116 @@
+// The global registry and its pools.
+//
+// One table for everything: the registry is split into shards by hash; each shard has one
+// mutex, an index from sequence hash to the head of that hash's membership chain, a slab of
+// membership records (one per pool holding the hash) and the stored tokens. A hash is
+// "registered" exactly while its chain is non-empty, so the global registry and the pools can
+// never disagree, every state change of a hash happens under one lock (no pool lock nested
+// around a global lock, no background cleanup), and that lock also orders the hash's events.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "event_log.hpp"
+#include "hash_index.hpp"
+#include "kvreg.h"
+#include "record_slab.hpp"
+#include "token_store.hpp"
+
+struct kvreg_pool {
+    kvreg_registry *reg = nullptr;
+    uint8_t id = 0;
+    std::atomic<bool> live{false};
+    std::atomic<uint64_t> size{0}; // distinct hashes held
+    uint64_t key = 0;              // XORed into handles: another pool's handle decodes to garbage
+    uint64_t incarnation = 0;
+    std::string name;
+};
+
+namespace kvreg {
+
+struct alignas(64) Shard {
+    std::mutex mu;
+    HashIndex index;
+    RecordSlab slab;
+    TokenStore tokens;
+};
+
+struct Options {
+    bool poll_mode = false;
+    bool keep_tokens = false;
+    uint64_t poll_capacity = 65536;
+    uint32_t shards = 64;
+    kvreg_event_fn fn = nullptr;
+    void *ud = nullptr;
+    kvreg_destroy_fn destroy = nullptr;
+};
+
+// Fibonacci hashing: one multiply spreads non-uniform keys; uniform ones lose nothing.
+inline uint64_t mix(uint64_t key) noexcept { return key * UINT64_C(0x9E3779B97F4A7C15); }
+
+} // namespace kvreg
+
+struct kvreg_registry {
+    explicit kvreg_registry(const kvreg::Options &opt);
+    ~kvreg_registry();
+    kvreg_registry(const kvreg_registry &) = delete;
+    kvreg_registry &operator=(const kvreg_registry &) = delete;
+
+    // Pools
+    int pool_new(const char *name, kvreg_pool **out);
+    void pool_free(kvreg_pool *p) noexcept;
+    uint64_t live_pools() const noexcept;
+
+    // Blocks. `appended` is set when the call queued events (the caller then delivers).
+    int register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out, bool &appended);
+    int acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexcept;
+    int release(kvreg_pool *p, kvreg_block b, bool &appended);
+    int pool_contains(const kvreg_pool *p, uint64_t seq) noexcept;
+    bool contains(uint64_t seq) noexcept;
+    int block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept;
+    int block_refcount(const kvreg_pool *p, kvreg_block b, uint32_t *out) noexcept;
+    int block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *out, size_t cap, size_t *n) noexcept;
+
+    uint64_t hash_count() noexcept;
+    uint64_t token_bytes() noexcept;
+
+    kvreg::EventLog log;
+
+private:
+    struct Decoded {
+        uint32_t shard;
+        uint32_t idx;
+        uint16_t gen;
+    };
+    bool decode(const kvreg_pool *p, kvreg_block b, Decoded *d) const noexcept;
+    kvreg_block encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint16_t gen) const noexcept;
+    uint32_t shard_of(uint64_t mixed) const noexcept {
+        return shard_bits_ ? static_cast<uint32_t>(mixed >> (64 - shard_bits_)) : 0;
+    }
+    // Live record of (pool, shard, idx, gen) or nullptr; caller holds the shard lock.
+    kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
+    uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint8_t pool) noexcept;
+    // Drop record idx (refcount already 0) from its chain; emits Remove if it was the last
+    // membership. With must_succeed, an event that cannot be queued is counted as dropped.
+    void unlink(kvreg::Shard &s, uint32_t shard_no, uint32_t idx, uint8_t pool_id, bool must_succeed,
+                bool &appended);
+
+    const bool keep_tokens_;
+    uint32_t shard_bits_ = 0;
+    uint32_t nshards_ = 1;
+    std::unique_ptr<kvreg::Shard[]> shards_;
+    uint64_t nonce_;
+
+    mutable std::mutex pools_mu_;
+    std::array<std::unique_ptr<kvreg_pool>, KVREG_MAX_POOLS + 1> pools_; // [0] unused
+    // Free pool ids, least recently freed first (a fixed ring: freeing a pool cannot fail).
+    std::array<uint8_t, KVREG_MAX_POOLS> free_ids_{};
+    uint32_t free_head_ = 0;
+    uint32_t free_count_ = 0;
+    uint64_t live_pools_ = 0;
+};
