@@ -1,0 +1,191 @@
+// kvreg-bench: shared declarations. The workloads mirror ../shared/peers/seed-rust (the seed
+// design's benchmark peer): same flags, same token generation, same JSON fields and checksums,
+// so the two programs can be run side by side (tests/bench/compare.sh).
+//
+// Everything goes through the public C API (kvreg.h); xxHash is used directly only for the
+// independent reference hashes and the raw-limit timings of the `hash` workload.
+#ifndef KVREG_BENCH_HPP
+#define KVREG_BENCH_HPP
+
+#include <kvreg.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bench {
+
+// ------------------------------------------------------------------ options (main.cpp)
+struct Opts {
+    std::string workload;
+    long long seqs = -1; // -1: the workload's default
+    long long len = -1;
+    size_t block = 16;
+    size_t prefix = 256;
+    size_t threads = 2;
+    size_t blocks = 1000000;
+    size_t rounds = 8;
+    size_t batch = 8;
+    size_t groups = 8;
+    size_t reps = 5;
+    uint64_t seed = UINT64_C(0x5EED000000000001);
+    uint64_t salt = 1337;
+    size_t rt_threads = 1;  // accepted for flag compatibility; kvreg has no runtime threads
+    bool check_order = false;
+    bool warm = true;
+    bool threads_scaling = false;
+    // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
+    std::vector<std::pair<std::string, uint64_t>> expect;
+
+    size_t seqs_or(size_t d) const { return seqs < 0 ? d : static_cast<size_t>(seqs); }
+    size_t len_or(size_t d) const { return len < 0 ? d : static_cast<size_t>(len); }
+};
+
+// ------------------------------------------------------------------ util.cpp
+// splitmix64 (Steele, Lea, Flood 2014); a token is the HIGH 32 bits of one output, as in the peer.
+struct SplitMix64 {
+    uint64_t state;
+    explicit SplitMix64(uint64_t seed) : state(seed) {}
+    uint64_t next_u64() {
+        state += UINT64_C(0x9E3779B97F4A7C15);
+        uint64_t z = state;
+        z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+        return z ^ (z >> 31);
+    }
+    uint32_t next_token() { return static_cast<uint32_t>(next_u64() >> 32); }
+    void fill(uint32_t *out, size_t n) {
+        for (size_t i = 0; i < n; i++) out[i] = next_token();
+    }
+};
+
+uint64_t peak_rss_kb(); // VmHWM
+uint64_t rss_kb();      // VmRSS
+
+inline double now_s() {
+    using clock = std::chrono::steady_clock;
+    return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// One JSON object on one line, fields in insertion order, numbers formatted like the peer's.
+class JsonLine {
+  public:
+    JsonLine &str(const char *k, const std::string &v);
+    JsonLine &u(const char *k, uint64_t v);
+    JsonLine &f(const char *k, double v);
+    JsonLine &b(const char *k, bool v);
+    JsonLine &hex(const char *k, uint64_t v); // u64 hashes as 16-digit hex strings
+    std::string finish() const { return buf_ + "}"; }
+
+  private:
+    void key(const char *k);
+    std::string buf_ = "{";
+    bool first_ = true;
+};
+
+// Fails loudly (message on stderr, exit 2) on a library error where none is expected.
+void check_rc(int rc, const char *what);
+
+// --expect handling: true when no expectation is set for `name` or the checksum matches.
+bool checksum_expected(const Opts &o, const std::string &name, uint64_t checksum);
+
+// ------------------------------------------------------------------ reference.cpp
+// Independent implementation of the hash rule straight on libxxhash: never through kvreg.
+uint64_t ref_block_hash(const uint32_t *tokens, size_t n, uint64_t salt);
+uint64_t ref_chain_hash(uint64_t parent, uint64_t block_hash, uint64_t salt);
+// Dynamo's own vectors (tokens 1..=10, block 4, salt 1337): library hashes must match them.
+bool check_vectors();
+
+// ------------------------------------------------------------------ inputs.cpp
+// A set of token sequences, each cut into full blocks described for kvreg_register_batch.
+// Token storage is owned here; descs point into it (the registry never retains caller input).
+struct SeqSet {
+    size_t n_seqs = 0;
+    size_t len = 0;
+    size_t block = 0;
+    size_t per_seq = 0;            // full blocks per sequence = len / block
+    std::vector<uint32_t> tokens;  // n_seqs * len, sequence s at s * len
+    std::vector<kvreg_block_desc> descs; // n_seqs * per_seq, sequence s at s * per_seq
+    uint64_t checksum = 0;         // wrapping sum of every block's sequence hash
+    bool ref_ok = true;            // library hashes equal the independent reference
+    const kvreg_block_desc *seq(size_t s) const { return descs.data() + s * per_seq; }
+};
+
+// S sequences of L random tokens, drawn one sequence after another (peer: gen_random_sequences).
+SeqSet gen_random(const Opts &o, size_t s, size_t l);
+// `groups` prefixes of P tokens drawn first, then each sequence's L-P tail; sequence i uses
+// prefix i % groups (peer: gen_prefixed_sequences).
+SeqSet gen_prefixed(const Opts &o, size_t s, size_t l, size_t p, size_t groups);
+// Number of distinct sequence hashes and their wrapping sum.
+std::pair<uint64_t, uint64_t> distinct_hashes(const SeqSet &set);
+
+// ------------------------------------------------------------------ events.cpp
+struct EventCounts {
+    uint64_t registers = 0;
+    uint64_t removes = 0;
+    uint64_t register_batches = 0;
+    uint64_t register_hash_sum = 0; // wrapping sum of Register events' sequence hashes
+    uint64_t remove_hash_sum = 0;
+    uint64_t register_without_tokens = 0;
+    uint64_t order_dup_register = 0;  // --check-order: Register for a hash already live
+    uint64_t order_orphan_remove = 0; // --check-order: Remove for a hash not live
+    uint64_t id_gaps = 0;             // event_id not exactly previous + 1
+};
+
+struct Counter; // opaque: the callback's state
+
+// A registry with a counting callback delivered INLINE, so event cost is inside every timing.
+class Harness {
+  public:
+    Harness(const Opts &o, bool keep_tokens);
+    ~Harness();
+    Harness(const Harness &) = delete;
+    Harness &operator=(const Harness &) = delete;
+
+    kvreg_registry *reg() const { return reg_; }
+    kvreg_pool *new_pool(const char *name);
+    EventCounts counts() const;
+    uint64_t stat(uint32_t which) const;
+    // Trailer fields shared by every workload (rt_threads, order_* with --check-order).
+    void finish(JsonLine &j) const;
+
+  private:
+    const Opts &opts_;
+    kvreg_registry *reg_ = nullptr;
+    Counter *counter_ = nullptr;
+};
+
+// Head fields every line starts with (same order as the peer).
+void head(JsonLine &j, const char *name, uint64_t ops, double seconds, const EventCounts &c);
+
+// ------------------------------------------------------------------ regops.cpp
+// Register sequence s of set with one kvreg_register_batch (the seed: one Publisher per
+// sequence); returns how many were registered.
+size_t register_seq(kvreg_pool *pool, const SeqSet &set, size_t s, kvreg_block *out, int *status);
+// One kvreg_release_batch over n handles (the seed: dropping those block states); returns
+// how many were released.
+size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n);
+// The seed waits for its async cleanup ("drain"); kvreg is synchronous, so this is only the
+// timed check that the pools (and the registry, if asked) are empty.
+bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs);
+// Exactly n Register and n Remove events, for hashes summing to hash_sum, all with tokens,
+// event ids without gaps.
+bool events_match(const EventCounts &c, uint64_t n, uint64_t hash_sum);
+double per_block_ns(double secs, uint64_t n);
+
+// ------------------------------------------------------------------ workloads
+// Each returns its JSON line and sets ok to the line's `verified`.
+std::string wl_hash(const Opts &o, bool &ok);
+std::string wl_register_release(const Opts &o, bool &ok);
+std::string wl_two_pools(const Opts &o, bool &ok);
+std::string wl_shared_prefix(const Opts &o, bool &ok);
+std::string wl_threads(const Opts &o, bool &ok);
+std::string wl_hold(const Opts &o, bool keep_tokens, bool &ok);
+std::string wl_selftest(const Opts &o, bool &ok);
+
+} // namespace bench
+
+#endif

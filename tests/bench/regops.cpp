@@ -1,0 +1,39 @@
+// Registry operations shared by the workloads: the only calls inside the timed regions.
+#include "bench.hpp"
+
+namespace bench {
+
+size_t register_seq(kvreg_pool *pool, const SeqSet &set, size_t s, kvreg_block *out, int *status) {
+    size_t n = 0;
+    if (set.per_seq == 0) return 0;
+    check_rc(kvreg_register_batch(pool, set.seq(s), set.per_seq, out, status, &n), "kvreg_register_batch");
+    return n;
+}
+
+size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n) {
+    size_t done = 0;
+    if (n == 0) return 0;
+    check_rc(kvreg_release_batch(pool, handles, n, nullptr, &done), "kvreg_release_batch");
+    return done;
+}
+
+// kvreg releases synchronously, so "drain" (the seed's wait for its cleanup task) is only the
+// check that the pools and the registry are empty; timed like the peer's wait_drained.
+bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs) {
+    const double t = now_s();
+    bool empty = true;
+    for (const kvreg_pool *p : pools) empty &= kvreg_pool_size(p) == 0;
+    if (registry) empty &= h.stat(KVREG_STAT_HASHES) == 0;
+    secs = now_s() - t;
+    return empty;
+}
+
+// Every registered hash was announced and withdrawn exactly once, with tokens, ids in order.
+bool events_match(const EventCounts &c, uint64_t n, uint64_t hash_sum) {
+    return c.registers == n && c.removes == n && c.register_hash_sum == hash_sum &&
+           c.remove_hash_sum == hash_sum && c.register_without_tokens == 0 && c.id_gaps == 0;
+}
+
+double per_block_ns(double secs, uint64_t n) { return n ? secs * 1e9 / static_cast<double>(n) : 0.0; }
+
+} // namespace bench

@@ -1,0 +1,143 @@
+// Workload `threads`: T threads, each with its own pool, all sharing one registry. Thread t does
+// R rounds over all U sequences from offset t*U/T, K sequences at a time: register them (one
+// kvreg_register_batch per sequence), then release the whole batch (one kvreg_release_batch).
+// With --threads-scaling the same workload also runs with 1 thread first, for the 2:1 ratio.
+#include "bench.hpp"
+
+#include <barrier>
+#include <thread>
+
+namespace bench {
+
+namespace {
+
+struct Tally {
+    uint64_t attempts = 0, registered = 0, dups = 0, other = 0, released = 0;
+    void add(const Tally &o) {
+        attempts += o.attempts;
+        registered += o.registered;
+        dups += o.dups;
+        other += o.other;
+        released += o.released;
+    }
+};
+
+void worker(kvreg_pool *pool, const SeqSet &set, size_t off, size_t rounds, size_t k,
+            std::barrier<> &start, Tally &out) {
+    const size_t per = set.per_seq, u = set.n_seqs;
+    std::vector<kvreg_block> tmp(per), held(k * per);
+    std::vector<int> status(per);
+    Tally t;
+    start.arrive_and_wait();
+    for (size_t r = 0; r < rounds; r++) {
+        for (size_t b0 = 0; b0 < u;) {
+            const size_t n = k < u - b0 ? k : u - b0;
+            size_t nh = 0;
+            for (size_t i = 0; i < n; i++) {
+                t.registered += register_seq(pool, set, (off + b0 + i) % u, tmp.data(), status.data());
+                t.attempts += per;
+                for (size_t x = 0; x < per; x++) {
+                    if (status[x] == KVREG_OK)
+                        held[nh++] = tmp[x];
+                    else if (status[x] == KVREG_EEXIST) // same prefix twice in this batch
+                        t.dups++;
+                    else
+                        t.other++;
+                }
+            }
+            t.released += release_all(pool, held.data(), nh);
+            b0 += n;
+        }
+    }
+    out = t;
+}
+
+struct Run {
+    size_t threads = 0;
+    Tally total;
+    EventCounts c;
+    double work_s = 0, drain_s = 0;
+    bool empty = false;
+    uint64_t ops() const { return total.attempts + total.registered; }
+    double secs() const { return work_s + drain_s; }
+    double ops_per_s() const { return static_cast<double>(ops()) / secs(); }
+};
+
+Run run(const Opts &o, const SeqSet &set, size_t t_count, size_t rounds, size_t k) {
+    Run res;
+    res.threads = t_count;
+    Harness h(o, false);
+    std::vector<kvreg_pool *> pools;
+    for (size_t t = 0; t < t_count; t++) pools.push_back(h.new_pool("worker"));
+    std::vector<Tally> tallies(t_count);
+    std::barrier<> start(static_cast<std::ptrdiff_t>(t_count + 1));
+    std::vector<std::thread> joins;
+    for (size_t t = 0; t < t_count; t++)
+        joins.emplace_back(worker, pools[t], std::cref(set), t * set.n_seqs / t_count, rounds, k,
+                           std::ref(start), std::ref(tallies[t]));
+    start.arrive_and_wait();
+    const double t0 = now_s();
+    for (std::thread &th : joins) th.join();
+    res.work_s = now_s() - t0;
+    res.empty = drained(h, pools, true, res.drain_s);
+    for (const Tally &t : tallies) res.total.add(t);
+    res.c = h.counts();
+    return res;
+}
+
+} // namespace
+
+std::string wl_threads(const Opts &o, bool &ok) {
+    const size_t t_count = o.threads ? o.threads : 1;
+    const size_t u = o.seqs_or(2048), l = o.len_or(512);
+    const size_t p = o.prefix < l ? o.prefix : l;
+    const size_t g = o.groups ? o.groups : 1, k = o.batch ? o.batch : 1;
+    const size_t rounds = o.rounds ? o.rounds : 1;
+    const SeqSet set = gen_prefixed(o, u, l, p, g);
+    const uint64_t nd = distinct_hashes(set).first;
+
+    Run one;
+    if (o.threads_scaling) one = run(o, set, 1, rounds, k);
+    const Run r = run(o, set, t_count, rounds, k);
+
+    // Which registrations were first anywhere (Register event) and which were shared with the
+    // other pool is decided by timing; the totals must still balance.
+    auto run_ok = [&](const Run &x) {
+        return x.empty && x.total.other == 0 && x.total.released == x.total.registered &&
+               x.c.registers == x.c.removes && x.c.registers >= nd && x.c.registers <= x.total.registered &&
+               x.c.register_hash_sum == x.c.remove_hash_sum && x.c.register_without_tokens == 0 &&
+               x.c.id_gaps == 0;
+    };
+    ok = set.ref_ok && run_ok(r) && (!o.threads_scaling || run_ok(one)) &&
+         checksum_expected(o, "threads", set.checksum);
+
+    JsonLine j;
+    head(j, "threads", r.ops(), r.secs(), r.c);
+    j.u("threads", t_count)
+        .f("ops_per_s", r.ops_per_s())
+        .u("seqs", u)
+        .u("len", l)
+        .u("prefix", p)
+        .u("groups", g)
+        .u("batch", k)
+        .u("rounds", rounds)
+        .u("block", o.block)
+        .u("distinct", nd)
+        .u("attempts", r.total.attempts)
+        .u("new_regs", r.c.registers)
+        .u("shared_hits", r.total.registered - r.c.registers)
+        .u("pool_dups", r.total.dups)
+        .f("work_s", r.work_s)
+        .f("drain_s", r.drain_s);
+    if (o.threads_scaling) {
+        // ops/s of T threads over 1 thread, same workload per thread (target >= 1.6 for T = 2).
+        j.f("ops_per_s_1thread", one.ops_per_s()).f("scaling_ratio", r.ops_per_s() / one.ops_per_s());
+    }
+    j.hex("hash_checksum", set.checksum).b("verified", ok);
+    // Trailer as Harness::finish writes it; --check-order describes the T-thread run.
+    j.u("rt_threads", 0);
+    if (o.check_order) j.u("order_dup_register", r.c.order_dup_register).u("order_orphan_remove", r.c.order_orphan_remove);
+    return j.finish();
+}
+
+} // namespace bench
