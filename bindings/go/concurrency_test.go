@@ -1,0 +1,203 @@
+package kvreg
+
+import (
+	"errors"
+	"math/rand"
+	"sync"
+	"testing"
+)
+
+// worker registers, acquires and releases random hashes in one pool, keeping every
+// reference it takes and releasing each exactly once, so any error is a failure.
+func worker(t *testing.T, p *Pool, seed int64, iters, nHashes int) {
+	rng := rand.New(rand.NewSource(seed))
+	var held []Block
+	for i := 0; i < iters; i++ {
+		if len(held) > 0 && rng.Intn(2) == 0 {
+			k := rng.Intn(len(held))
+			if err := p.Release(held[k]); err != nil {
+				t.Errorf("%s: Release: %v", p.Name(), err)
+				return
+			}
+			held[k] = held[len(held)-1]
+			held = held[:len(held)-1]
+			continue
+		}
+		h := uint64(1 + rng.Intn(nHashes))
+		b, err := p.Register(byHash(h))
+		if errors.Is(err, ErrExist) {
+			// Another goroutine registered it in this pool; it may also release it before
+			// we acquire, hence ErrNotFound is a normal outcome here.
+			b, err = p.Acquire(h)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+		}
+		if err != nil {
+			t.Errorf("%s: Register/Acquire(%d): %v", p.Name(), h, err)
+			return
+		}
+		held = append(held, b)
+		if ok, err := p.Contains(h); !ok || err != nil {
+			t.Errorf("%s: Contains(%d) = %v, %v while holding it", p.Name(), h, ok, err)
+			return
+		}
+	}
+	if errs, err := p.ReleaseBatch(held); err != nil {
+		t.Errorf("%s: final ReleaseBatch: %v", p.Name(), err)
+	} else {
+		for _, e := range errs {
+			if e != nil {
+				t.Errorf("%s: final release: %v", p.Name(), e)
+			}
+		}
+	}
+}
+
+// Several goroutines per pool, two pools sharing hashes, and a concurrent poller. The event
+// log must stay exact: contiguous ids, and per hash Register and Remove alternating,
+// starting with Register and ending with Remove once everything is released.
+func TestConcurrentPoolsKeepEventInvariants(t *testing.T) {
+	const (
+		workersPerPool = 4
+		iters          = 1500
+		nHashes        = 24
+	)
+	r := newReg(t, &Options{Shards: 4}) // few shards, so workers contend
+	pools := []*Pool{newPool(t, r, "gpu"), newPool(t, r, "host")}
+
+	var events []Event
+	stop := make(chan struct{})
+	pollerDone := make(chan struct{})
+	go func() {
+		defer close(pollerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			evs, err := r.Poll(256)
+			if err != nil {
+				t.Errorf("Poll: %v", err)
+				return
+			}
+			events = append(events, evs...)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for pi, p := range pools {
+		for w := 0; w < workersPerPool; w++ {
+			wg.Add(1)
+			go func(p *Pool, seed int64) {
+				defer wg.Done()
+				worker(t, p, seed, iters, nHashes)
+			}(p, int64(100*pi+w+1))
+		}
+	}
+	wg.Wait()
+	close(stop)
+	<-pollerDone
+	events = append(events, pollAll(t, r)...)
+	if t.Failed() {
+		return
+	}
+
+	for _, p := range pools {
+		if p.Size() != 0 {
+			t.Errorf("pool %s still holds %d hashes", p.Name(), p.Size())
+		}
+	}
+	st, err := r.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Hashes != 0 || st.EventsDropped != 0 || st.EventsQueued != 0 {
+		t.Fatalf("stats %+v: want no hashes, no dropped or queued events", st)
+	}
+	if uint64(len(events)) != st.NextEventID || st.EventsRegister+st.EventsRemove != st.NextEventID {
+		t.Fatalf("polled %d events; stats %+v", len(events), st)
+	}
+	last := map[uint64]EventKind{}
+	var registers uint64
+	for i, ev := range events {
+		if ev.ID != uint64(i) {
+			t.Fatalf("event %d has id %d: ids must be contiguous", i, ev.ID)
+		}
+		if ev.PoolID != pools[0].ID() && ev.PoolID != pools[1].ID() {
+			t.Fatalf("event %d from unknown pool %d", i, ev.PoolID)
+		}
+		prev, seen := last[ev.SequenceHash]
+		switch ev.Kind {
+		case EventRegister:
+			if seen && prev != EventRemove {
+				t.Fatalf("event %d: Register(%d) twice without a Remove", i, ev.SequenceHash)
+			}
+			registers++
+		case EventRemove:
+			if !seen || prev != EventRegister {
+				t.Fatalf("event %d: Remove(%d) without a live Register", i, ev.SequenceHash)
+			}
+		default:
+			t.Fatalf("event %d has kind %v", i, ev.Kind)
+		}
+		last[ev.SequenceHash] = ev.Kind
+	}
+	for h, k := range last {
+		if k != EventRemove {
+			t.Errorf("hash %d ends registered although every reference was released", h)
+		}
+	}
+	if registers != st.EventsRegister {
+		t.Errorf("%d Register events polled, stats say %d", registers, st.EventsRegister)
+	}
+	t.Logf("%d events, %d registrations of %d hashes", len(events), registers, nHashes)
+	if registers < nHashes {
+		t.Errorf("only %d registrations: the workload did not exercise every hash", registers)
+	}
+}
+
+// Closing the registry while goroutines use its pools is safe: every call either works or
+// fails with ErrStale, and none touches freed memory (run under -race and cgocheck=2).
+func TestRegistryCloseWhileInUse(t *testing.T) {
+	r, err := NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started, done sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		p, err := r.NewPool("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		started.Add(1)
+		done.Add(1)
+		go func(p *Pool, h uint64) {
+			defer done.Done()
+			first := true
+			for {
+				b, err := p.Register(byHash(h))
+				if err == nil {
+					err = p.Release(b)
+				}
+				if first {
+					started.Done() // the main goroutine closes only once all are running
+					first = false
+				}
+				if errors.Is(err, ErrStale) {
+					return
+				}
+				if err != nil {
+					t.Errorf("unexpected error while closing: %v", err)
+					return
+				}
+			}
+		}(p, uint64(w+1))
+	}
+	started.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done.Wait()
+}

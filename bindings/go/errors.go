@@ -1,0 +1,59 @@
+package kvreg
+
+/*
+#include <kvreg.h>
+*/
+import "C"
+
+// Error is a libkvreg status code together with the operation that returned it.
+// Compare with the sentinels through errors.Is: errors.Is(err, kvreg.ErrStale).
+type Error struct {
+	Code int    // negative KVREG_E* value
+	Op   string // Go method or C function that failed; empty for the sentinels
+}
+
+// Sentinels, one per KVREG_E* code. They carry no Op, so Is matches any error with their code.
+var (
+	ErrInvalid  = &Error{Code: int(C.KVREG_EINVAL)}
+	ErrNoMem    = &Error{Code: int(C.KVREG_ENOMEM)}
+	ErrRange    = &Error{Code: int(C.KVREG_ERANGE)}
+	ErrState    = &Error{Code: int(C.KVREG_ESTATE)}
+	ErrExist    = &Error{Code: int(C.KVREG_EEXIST)}
+	ErrNotFound = &Error{Code: int(C.KVREG_ENOENT)}
+	ErrStale    = &Error{Code: int(C.KVREG_ESTALE)}
+	ErrBusy     = &Error{Code: int(C.KVREG_EBUSY)}
+	ErrOverflow = &Error{Code: int(C.KVREG_EOVERFLOW)}
+)
+
+// Error returns "kvreg: <op>: <kvreg_strerror(code)>".
+func (e *Error) Error() string {
+	msg := C.GoString(C.kvreg_strerror(C.int(e.Code)))
+	if e.Op == "" {
+		return "kvreg: " + msg
+	}
+	return "kvreg: " + e.Op + ": " + msg
+}
+
+// Is reports whether target is an *Error with the same code whose Op is empty (a sentinel)
+// or equal to e's, so errors.Is(err, ErrStale) works however err was wrapped.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code && (t.Op == "" || t.Op == e.Op)
+}
+
+// check turns a C status into nil or an *Error naming op.
+func check(op string, status C.int) error {
+	if status >= 0 {
+		return nil
+	}
+	return &Error{Code: int(status), Op: op}
+}
+
+// closedErr is what every method of a closed object returns. ESTALE is the code the library
+// itself uses for a freed pool, so one errors.Is(err, ErrStale) covers both cases.
+func closedErr(op string) error {
+	return &Error{Code: int(C.KVREG_ESTALE), Op: op + " (closed)"}
+}

@@ -1,0 +1,3 @@
+module example.invalid/kvreg
+
+go 1.19

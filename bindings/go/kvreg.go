@@ -1,0 +1,35 @@
+// Package kvreg is the Go binding of libkvreg, a C library that names, registers and tracks
+// KV-cache blocks for LLM inference engines (Dynamo-compatible chained XXH3 hashes, pools
+// sharing one global registry, Register/Remove events).
+//
+// The binding is a thin cgo layer over include/kvreg.h. It adds what Go needs on top:
+// explicit Close methods (finalizers are only a safety net), errors that work with errors.Is,
+// and Go-owned copies of everything the library only lends (event tokens, block tokens).
+//
+// Events are delivered in POLL mode only (Registry.Poll, Registry.Events): the library never
+// calls into Go, so no Go pointer is ever handed to C beyond the duration of one call.
+package kvreg
+
+/*
+#cgo pkg-config: kvreg
+#include <kvreg.h>
+
+// The binding relies on the 0.1.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH).
+#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 100
+#error "the kvreg Go binding needs libkvreg >= 0.1.0"
+#endif
+*/
+import "C"
+
+// HeaderVersion is KVREG_VERSION_NUMBER of the header this package was compiled against.
+const HeaderVersion = uint(C.KVREG_VERSION_NUMBER)
+
+// RouterSalt is the salt (XXH3 seed) Dynamo's KV router uses; hashes made with another salt
+// do not match the router's.
+const RouterSalt = uint64(C.KVREG_ROUTER_SALT)
+
+// Version returns the runtime library's version number (MAJOR*10000 + MINOR*100 + PATCH)
+// and string. It can differ from HeaderVersion when the shared library was upgraded.
+func Version() (uint, string) {
+	return uint(C.kvreg_version_number()), C.GoString(C.kvreg_version_string())
+}
