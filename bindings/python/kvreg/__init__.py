@@ -1,0 +1,34 @@
+"""Python binding (ctypes, standard library only) for libkvreg.
+
+Set KVREG_LIBRARY to the library's path, or install libkvreg0 (SONAME libkvreg.so.0).
+"""
+
+from . import _ffi
+from .errors import (AlreadyRegistered, Busy, InvalidArgument, KvregError, NotFound,
+                     OutOfMemory, Overflow, RangeError, StaleHandle, StateError)
+from .events import Event, EventKind
+from .hashing import ROUTER_SALT, BlockInfo, block_hash, hash_blocks, sequence_hash
+from .pool import Block, Pool
+from .registry import STATS, Registry
+from .sequence import Sequence
+
+__all__ = [
+    "KvregError", "InvalidArgument", "OutOfMemory", "RangeError", "StateError",
+    "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow",
+    "Event", "EventKind", "BlockInfo", "hash_blocks", "block_hash", "sequence_hash",
+    "ROUTER_SALT", "MAX_POOLS", "STATS", "Registry", "Pool", "Block", "Sequence",
+    "version", "version_number", "strerror",
+]
+
+MAX_POOLS = _ffi.MAX_POOLS
+strerror = _ffi.strerror
+
+
+def version():
+    """Runtime version string of the loaded libkvreg."""
+    return _ffi.lib.kvreg_version_string().decode("ascii")
+
+
+def version_number():
+    """MAJOR*10000 + MINOR*100 + PATCH of the loaded libkvreg."""
+    return _ffi.lib.kvreg_version_number()

@@ -1,0 +1,266 @@
+"""Raw ctypes layer: loads libkvreg and mirrors include/kvreg.h one to one.
+
+Nothing here owns memory or hides a status code except that `errcheck` turns a negative
+status into a KvregError. The Pythonic layer (registry.py, pool.py, ...) builds on `lib`.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from . import errors
+
+# The binding speaks the 0.x ABI (SONAME libkvreg.so.0). A different major means a different
+# ABI, so refuse to load rather than call functions whose signatures may have changed.
+ABI_MAJOR = 0
+_SONAME = "libkvreg.so.0"
+
+# ---- constants (values are stable in the header; new ones are only added) ----------------
+OK = 0
+EINVAL, ENOMEM, ERANGE, ESTATE, EEXIST, ENOENT, ESTALE, EBUSY, EOVERFLOW = range(-1, -10, -1)
+
+ROUTER_SALT = 1337
+POSITION_UNKNOWN = 0xFFFFFFFF
+BLOCK_NONE = 0
+MAX_POOLS = 255
+
+EVENT_REGISTER = 1
+EVENT_REMOVE = 2
+
+OPT_DELIVERY = 1
+DELIVERY_INLINE = 0
+DELIVERY_POLL = 1
+OPT_KEEP_TOKENS = 2
+OPT_POLL_CAPACITY = 3
+OPT_SHARDS = 4
+
+STAT_HASHES = 1
+STAT_POOLS = 2
+STAT_EVENTS_REGISTER = 3
+STAT_EVENTS_REMOVE = 4
+STAT_EVENTS_DROPPED = 5
+STAT_EVENTS_QUEUED = 6
+STAT_NEXT_EVENT_ID = 7
+STAT_TOKEN_BYTES = 8
+
+U32_MAX = (1 << 32) - 1
+U64_MAX = (1 << 64) - 1
+
+# ---- types ---------------------------------------------------------------------------------
+c_u32 = ctypes.c_uint32
+c_u64 = ctypes.c_uint64
+c_size = ctypes.c_size_t
+c_int = ctypes.c_int
+u32_p = ctypes.POINTER(c_u32)
+u64_p = ctypes.POINTER(c_u64)
+size_p = ctypes.POINTER(c_size)
+int_p = ctypes.POINTER(c_int)
+
+
+class kvreg_block_info(ctypes.Structure):
+    _fields_ = [
+        ("block_hash", c_u64),
+        ("sequence_hash", c_u64),
+        ("parent_sequence_hash", c_u64),
+        ("has_parent", c_u32),
+        ("position", c_u32),
+    ]
+
+
+class kvreg_event(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_u32),
+        ("pool_id", c_u32),
+        ("event_id", c_u64),
+        ("sequence_hash", c_u64),
+        ("block_hash", c_u64),
+        ("parent_sequence_hash", c_u64),
+        ("has_parent", c_u32),
+        ("n_tokens", c_u32),
+        ("tokens", u32_p),
+        ("reserved", c_u64 * 4),
+    ]
+
+
+class kvreg_block_desc(ctypes.Structure):
+    _fields_ = [
+        ("sequence_hash", c_u64),
+        ("block_hash", c_u64),
+        ("parent_sequence_hash", c_u64),
+        ("has_parent", c_u32),
+        ("block_size", c_u32),
+        ("tokens", u32_p),
+        ("n_tokens", c_size),
+    ]
+
+
+# The header promises a fixed event stride (88 bytes on LP64); a mismatch here would make
+# every poll read garbage, so fail at import time instead.
+if ctypes.sizeof(ctypes.c_void_p) == 8:
+    assert ctypes.sizeof(kvreg_event) == 88, ctypes.sizeof(kvreg_event)
+    assert ctypes.sizeof(kvreg_block_info) == 32
+    assert ctypes.sizeof(kvreg_block_desc) == 48
+
+
+# Opaque objects: distinct pointer types so a Pool pointer cannot be passed as a Registry.
+class kvreg_sequence(ctypes.Structure):
+    pass
+
+
+class kvreg_config(ctypes.Structure):
+    pass
+
+
+class kvreg_registry(ctypes.Structure):
+    pass
+
+
+class kvreg_pool(ctypes.Structure):
+    pass
+
+
+seq_p = ctypes.POINTER(kvreg_sequence)
+cfg_p = ctypes.POINTER(kvreg_config)
+reg_p = ctypes.POINTER(kvreg_registry)
+pool_p = ctypes.POINTER(kvreg_pool)
+info_p = ctypes.POINTER(kvreg_block_info)
+event_p = ctypes.POINTER(kvreg_event)
+desc_p = ctypes.POINTER(kvreg_block_desc)
+kvreg_block = c_u64
+block_p = ctypes.POINTER(kvreg_block)
+
+# void (*)(const kvreg_event *, size_t, void *)  and  void (*)(void *)
+EVENT_FN = ctypes.CFUNCTYPE(None, event_p, c_size, ctypes.c_void_p)
+DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+# ---- loading -------------------------------------------------------------------------------
+def _load():
+    """KVREG_LIBRARY (a path) wins; then the SONAME; then whatever find_library knows."""
+    path = os.environ.get("KVREG_LIBRARY")
+    if path:
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            raise ImportError("kvreg: cannot load KVREG_LIBRARY=%r: %s" % (path, e)) from e
+    tried = [_SONAME]
+    try:
+        return ctypes.CDLL(_SONAME)
+    except OSError:
+        pass
+    found = ctypes.util.find_library("kvreg")
+    if found:
+        tried.append(found)
+        try:
+            return ctypes.CDLL(found)
+        except OSError:
+            pass
+    raise ImportError(
+        "kvreg: libkvreg not found (tried %s). Install the libkvreg0 package, or set "
+        "KVREG_LIBRARY to the path of libkvreg.so.0." % ", ".join(tried))
+
+
+def _errcheck(result, func, args):
+    # Status and predicate functions: >= 0 is a value, < 0 a KVREG_E* code.
+    if result < 0:
+        raise errors.from_status(result, strerror(result))
+    return result
+
+
+# name: (restype, argtypes, checked). checked=True installs _errcheck.
+_PROTOTYPES = {
+    "kvreg_strerror": (ctypes.c_char_p, [c_int], False),
+    "kvreg_version_number": (ctypes.c_uint, [], False),
+    "kvreg_version_string": (ctypes.c_char_p, [], False),
+    # hashing
+    "kvreg_block_hash": (c_u64, [u32_p, c_size, c_u64], False),
+    "kvreg_sequence_hash": (c_u64, [c_u64, c_u64, c_u64], False),
+    "kvreg_hash_blocks": (c_int, [u32_p, c_size, c_u32, c_u64, info_p, c_size, size_p], True),
+    # sequences
+    "kvreg_sequence_new": (c_int, [ctypes.POINTER(seq_p), c_u32, c_u64], True),
+    "kvreg_sequence_free": (None, [seq_p], False),
+    "kvreg_sequence_extend": (c_int, [seq_p, u32_p, c_size, size_p], True),
+    "kvreg_sequence_append": (c_int, [seq_p, c_u32, int_p], True),
+    "kvreg_sequence_truncate": (c_int, [seq_p, c_size], True),
+    "kvreg_sequence_unwind": (c_int, [seq_p, c_size], True),
+    "kvreg_sequence_pop": (c_int, [seq_p, u32_p], True),
+    "kvreg_sequence_reset": (c_int, [seq_p], True),
+    "kvreg_sequence_num_blocks": (c_size, [seq_p], False),
+    "kvreg_sequence_total_tokens": (c_size, [seq_p], False),
+    "kvreg_sequence_block_size": (c_u32, [seq_p], False),
+    "kvreg_sequence_salt": (c_u64, [seq_p], False),
+    "kvreg_sequence_block": (c_int, [seq_p, c_size, info_p], True),
+    "kvreg_sequence_block_tokens": (c_int, [seq_p, c_size, ctypes.POINTER(u32_p), size_p], True),
+    "kvreg_sequence_partial_tokens": (c_int, [seq_p, ctypes.POINTER(u32_p), size_p], True),
+    # config
+    "kvreg_config_new": (c_int, [ctypes.POINTER(cfg_p)], True),
+    "kvreg_config_free": (None, [cfg_p], False),
+    "kvreg_config_set": (c_int, [cfg_p, c_u32, c_u64], True),
+    "kvreg_config_set_event_fn": (c_int, [cfg_p, EVENT_FN, ctypes.c_void_p, DESTROY_FN], True),
+    # registry
+    "kvreg_registry_new": (c_int, [ctypes.POINTER(reg_p), cfg_p], True),
+    "kvreg_registry_free": (None, [reg_p], False),
+    "kvreg_registry_set_event_fn": (c_int, [reg_p, EVENT_FN, ctypes.c_void_p, DESTROY_FN], True),
+    "kvreg_registry_poll": (c_int, [reg_p, event_p, c_size, size_p], True),
+    "kvreg_registry_contains": (c_int, [reg_p, c_u64], True),
+    "kvreg_registry_stat": (c_int, [reg_p, c_u32, u64_p], True),
+    # pools
+    "kvreg_pool_new": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p], True),
+    "kvreg_pool_free": (None, [pool_p], False),
+    "kvreg_pool_id": (c_u32, [pool_p], False),
+    "kvreg_pool_name": (ctypes.c_char_p, [pool_p], False),
+    "kvreg_pool_size": (c_size, [pool_p], False),
+    # registering and releasing
+    "kvreg_register": (c_int, [pool_p, desc_p, block_p], True),
+    "kvreg_register_batch": (c_int, [pool_p, desc_p, c_size, block_p, int_p, size_p], True),
+    "kvreg_register_sequence_block": (c_int, [pool_p, seq_p, c_size, block_p], True),
+    "kvreg_register_sequence": (c_int, [pool_p, seq_p, c_size, c_size, block_p, int_p, size_p],
+                                True),
+    "kvreg_acquire": (c_int, [pool_p, c_u64, block_p], True),
+    "kvreg_acquire_prefix": (c_int, [pool_p, u64_p, c_size, block_p, size_p], True),
+    "kvreg_release": (c_int, [pool_p, kvreg_block], True),
+    "kvreg_release_batch": (c_int, [pool_p, block_p, c_size, int_p, size_p], True),
+    # queries
+    "kvreg_pool_contains": (c_int, [pool_p, c_u64], True),
+    "kvreg_pool_match": (c_int, [pool_p, u64_p, c_size, size_p], True),
+    "kvreg_block_get_info": (c_int, [pool_p, kvreg_block, info_p], True),
+    "kvreg_block_refcount": (c_int, [pool_p, kvreg_block, u32_p], True),
+    "kvreg_block_tokens": (c_int, [pool_p, kvreg_block, u32_p, c_size, size_p], True),
+}
+
+
+def _bind(cdll):
+    missing = []
+    for name, (restype, argtypes, checked) in _PROTOTYPES.items():
+        try:
+            fn = getattr(cdll, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+        if checked:
+            fn.errcheck = _errcheck
+    if missing:
+        raise ImportError("kvreg: %s lacks symbols %s (library too old?)"
+                          % (getattr(cdll, "_name", "libkvreg"), ", ".join(missing)))
+
+
+lib = _load()
+_bind(lib)
+
+
+def strerror(status):
+    return lib.kvreg_strerror(status).decode("utf-8", "replace")
+
+
+def _check_version():
+    number = lib.kvreg_version_number()
+    if number // 10000 != ABI_MAJOR:
+        raise ImportError(
+            "kvreg: %s is version %s (major %d); this binding needs major %d"
+            % (getattr(lib, "_name", "libkvreg"), lib.kvreg_version_string().decode(),
+               number // 10000, ABI_MAJOR))
+
+
+_check_version()

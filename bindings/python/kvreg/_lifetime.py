@@ -1,0 +1,53 @@
+"""Use-after-close protection for objects whose C memory Python frees.
+
+A Guard counts the calls in flight on one C object. close() marks it closed (new calls raise
+StaleHandle instead of touching freed memory) and, when asked, waits for the calls already
+running before handing the pointer back to be freed.
+"""
+
+import threading
+
+from . import _ffi
+from .errors import StaleHandle
+
+
+class Guard:
+    __slots__ = ("ptr", "what", "_cond", "_busy", "_closed")
+
+    def __init__(self, ptr, what):
+        self.ptr = ptr
+        self.what = what
+        self._cond = threading.Condition(threading.Lock())
+        self._busy = 0
+        self._closed = False
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def enter(self):
+        """The live pointer, counted as in use until exit(). StaleHandle once closed."""
+        with self._cond:
+            if self._closed:
+                raise StaleHandle(_ffi.ESTALE, "%s is closed" % self.what)
+            self._busy += 1
+            return self.ptr
+
+    def exit(self):
+        with self._cond:
+            self._busy -= 1
+            if self._busy == 0 and self._closed:
+                self._cond.notify_all()
+
+    def close(self, wait):
+        """Close once: returns the pointer to free, or None if already closed. With wait,
+        blocks until no call is in flight (callers must not wait on their own calls)."""
+        with self._cond:
+            if self._closed:
+                return None
+            self._closed = True
+            if wait:
+                while self._busy:
+                    self._cond.wait()
+            ptr, self.ptr = self.ptr, None
+            return ptr

@@ -1,0 +1,84 @@
+"""Exceptions: one base class carrying the KVREG_E* code, one subclass per code.
+
+Each subclass also derives from the built-in exception a Python caller would expect
+(InvalidArgument is a ValueError, NotFound a KeyError, ...) so generic handlers keep working.
+"""
+
+__all__ = [
+    "KvregError", "InvalidArgument", "OutOfMemory", "RangeError", "StateError",
+    "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow", "from_status",
+]
+
+
+class KvregError(Exception):
+    """A negative libkvreg status. `code` is the KVREG_E* value, `message` its strerror."""
+
+    code = None
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self):
+        return "%s (kvreg status %d)" % (self.message, self.code)
+
+    # KeyError's __str__ would repr() the args; keep one readable format for every class.
+    __repr__ = Exception.__repr__
+
+
+class InvalidArgument(KvregError, ValueError):
+    """KVREG_EINVAL: bad argument (zero size, unknown option, value out of range)."""
+
+
+class OutOfMemory(KvregError, MemoryError):
+    """KVREG_ENOMEM: allocation failed; the call changed nothing."""
+
+
+class RangeError(KvregError, IndexError):
+    """KVREG_ERANGE: index or count out of range, output too small."""
+
+
+class StateError(KvregError):
+    """KVREG_ESTATE: object in the wrong state (partial block, empty sequence)."""
+
+
+class AlreadyRegistered(KvregError):
+    """KVREG_EEXIST: the hash is already registered in this pool (acquire it instead)."""
+
+
+class NotFound(KvregError, KeyError):
+    """KVREG_ENOENT: no such hash in this pool, or nothing stored."""
+
+    __str__ = KvregError.__str__
+
+
+class StaleHandle(KvregError):
+    """KVREG_ESTALE: released/double-released/foreign handle, closed pool or registry."""
+
+
+class Busy(KvregError):
+    """KVREG_EBUSY: not allowed from inside an event callback of this registry."""
+
+
+class Overflow(KvregError, OverflowError):
+    """KVREG_EOVERFLOW: a counter would overflow (reference count, pool ids)."""
+
+
+_BY_CODE = {
+    -1: InvalidArgument,
+    -2: OutOfMemory,
+    -3: RangeError,
+    -4: StateError,
+    -5: AlreadyRegistered,
+    -6: NotFound,
+    -7: StaleHandle,
+    -8: Busy,
+    -9: Overflow,
+}
+
+
+def from_status(code, message):
+    """The exception instance for a negative status (KvregError itself for unknown codes,
+    which a newer library may return)."""
+    return _BY_CODE.get(code, KvregError)(code, message)

@@ -1,0 +1,274 @@
+"""Registry: the global table shared by pools, its events and its lifetime."""
+
+import ctypes
+import threading
+import weakref
+
+from . import _buffers, _ffi, events as _events
+from ._lifetime import Guard
+from .errors import Busy, InvalidArgument
+
+__all__ = ["Registry", "STATS"]
+
+lib = _ffi.lib
+
+STATS = {
+    "hashes": _ffi.STAT_HASHES,
+    "pools": _ffi.STAT_POOLS,
+    "events_register": _ffi.STAT_EVENTS_REGISTER,
+    "events_remove": _ffi.STAT_EVENTS_REMOVE,
+    "events_dropped": _ffi.STAT_EVENTS_DROPPED,
+    "events_queued": _ffi.STAT_EVENTS_QUEUED,
+    "next_event_id": _ffi.STAT_NEXT_EVENT_ID,
+    "token_bytes": _ffi.STAT_TOKEN_BYTES,
+}
+
+_DELIVERY = {"inline": _ffi.DELIVERY_INLINE, "poll": _ffi.DELIVERY_POLL}
+_POLL_CHUNK = 256
+
+
+class _Core:
+    """Everything the C registry needs from Python, kept apart from the Registry object so
+    the weakref.finalize safety net can free it without resurrecting the Registry."""
+
+    def __init__(self, delivery, callback):
+        self.guard = None
+        self.delivery = delivery
+        self.callback = callback
+        self.cfunc = None           # the CFUNCTYPE C holds; must outlive its registration
+        self.tls = threading.local()  # per thread: depth, in_callback, pending
+        self.poll_lock = threading.Lock()
+        self.poll_buf = None
+
+    # -- calls ---------------------------------------------------------------------------
+    def run(self, fn, *args):
+        """Call fn(reg_ptr, *args) with the registry pinned open, then raise any exception a
+        Python callback raised during this call (callbacks run on the calling thread)."""
+        ptr = self.guard.enter()
+        tls = self.tls
+        depth = getattr(tls, "depth", 0)
+        tls.depth = depth + 1
+        try:
+            result = fn(ptr, *args)
+        except BaseException as exc:
+            if depth == 0:
+                self._raise_pending(exc)
+            raise
+        finally:
+            tls.depth = depth
+            self.guard.exit()
+        if depth == 0 and getattr(tls, "pending", None):
+            self._raise_pending(None)
+        return result
+
+    def _raise_pending(self, cause):
+        pending = getattr(self.tls, "pending", None)
+        if not pending:
+            return
+        self.tls.pending = []
+        first = pending[0]
+        # More than one failing callback in one call: the first is raised, the others are
+        # reported like any unraisable error rather than silently dropped.
+        for extra in pending[1:]:
+            _report_unraisable(extra)
+        raise first from cause
+
+    def in_callback(self):
+        return getattr(self.tls, "in_callback", 0) > 0
+
+    # -- callbacks -----------------------------------------------------------------------
+    def make_cfunc(self, callback):
+        if callback is None:
+            return None
+        tls = self.tls
+
+        def trampoline(events_p, n, _user_data):
+            tls.in_callback = getattr(tls, "in_callback", 0) + 1
+            try:
+                evs = [_events.from_c(events_p[i]) for i in range(n)]
+                callback(evs)
+            except BaseException as exc:  # nothing may unwind into C
+                if getattr(tls, "depth", 0) > 0:
+                    pending = getattr(tls, "pending", None)
+                    if pending is None:
+                        pending = tls.pending = []
+                    pending.append(exc)
+                else:
+                    # No Python call of ours is waiting on this thread (a C caller caused the
+                    # events): let ctypes report it through sys.unraisablehook.
+                    raise
+            finally:
+                tls.in_callback -= 1
+
+        return _ffi.EVENT_FN(trampoline)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def close(self):
+        if self.guard is None:
+            return
+        if self.in_callback():
+            raise Busy(_ffi.EBUSY, "a registry cannot be closed from inside its own callback")
+        ptr = self.guard.close(wait=True)
+        if ptr:
+            lib.kvreg_registry_free(ptr)
+            # Only now is the callback guaranteed not to run again.
+            self.cfunc = None
+            self.callback = None
+            self.poll_buf = None
+
+
+def _report_unraisable(exc):
+    """Route an exception to sys.unraisablehook. Python offers no public way to build the
+    hook's argument, so raise it inside a throwaway ctypes callback, which ctypes reports
+    exactly as it reports any callback exception."""
+    def boom():
+        raise exc
+    try:
+        _ffi.DESTROY_FN(lambda _p: boom())(None)
+    except Exception:
+        pass
+
+
+def _finalize(core):
+    # Safety net only: runs when a Registry is garbage collected or at exit.
+    core.close()
+
+
+class Registry:
+    """The global registry shared by pools (thread-safe).
+
+    delivery: "poll" (events queue for poll()/drain(); recommended from Python) or "inline"
+    (callback(events) runs on the thread whose call caused the events, before it returns).
+    Default: "inline" when a callback is given, else "poll".
+    """
+
+    def __init__(self, delivery=None, *, keep_tokens=False, poll_capacity=None, shards=None,
+                 callback=None):
+        if delivery is None:
+            delivery = "inline" if callback is not None else "poll"
+        if delivery not in _DELIVERY:
+            raise ValueError("delivery must be 'poll' or 'inline', not %r" % (delivery,))
+        if delivery == "poll" and callback is not None:
+            raise ValueError("a callback needs delivery='inline'")
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable")
+        self._core = core = _Core(delivery, callback)
+        cfg = _ffi.cfg_p()
+        lib.kvreg_config_new(ctypes.byref(cfg))
+        try:
+            lib.kvreg_config_set(cfg, _ffi.OPT_DELIVERY, _DELIVERY[delivery])
+            lib.kvreg_config_set(cfg, _ffi.OPT_KEEP_TOKENS, 1 if keep_tokens else 0)
+            if poll_capacity is not None:
+                lib.kvreg_config_set(cfg, _ffi.OPT_POLL_CAPACITY,
+                                     _buffers.u64(poll_capacity, "poll_capacity"))
+            if shards is not None:
+                lib.kvreg_config_set(cfg, _ffi.OPT_SHARDS, _buffers.u64(shards, "shards"))
+            cfunc = core.make_cfunc(callback)
+            if cfunc is not None:
+                lib.kvreg_config_set_event_fn(cfg, cfunc, None, _ffi.DESTROY_FN())
+            reg = _ffi.reg_p()
+            lib.kvreg_registry_new(ctypes.byref(reg), cfg)
+        finally:
+            lib.kvreg_config_free(cfg)
+        core.cfunc = cfunc
+        core.guard = Guard(reg, "registry")
+        self._finalizer = weakref.finalize(self, _finalize, core)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def close(self):
+        """Free the registry and every pool it owns (no events). Idempotent. Pools and
+        blocks of this registry raise StaleHandle afterwards. Not from inside its callback."""
+        self._core.close()
+        self._finalizer.detach()
+
+    @property
+    def closed(self):
+        return self._core.guard.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return "<kvreg.Registry %s delivery=%s>" % (state, self._core.delivery)
+
+    # -- pools ---------------------------------------------------------------------------
+    def pool(self, name=""):
+        """A new pool (tier) in this registry. At most 255 live pools (Overflow beyond)."""
+        from .pool import Pool
+        return Pool(self, name)
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def delivery(self):
+        return self._core.delivery
+
+    def contains(self, sequence_hash):
+        """True if any pool of the registry holds sequence_hash."""
+        h = _buffers.u64(sequence_hash, "sequence_hash")
+        return self._core.run(lib.kvreg_registry_contains, h) == 1
+
+    __contains__ = contains
+
+    def stat(self, name):
+        """One counter by name (see STATS) or KVREG_STAT_* number."""
+        code = STATS.get(name, name) if isinstance(name, str) else name
+        if isinstance(code, str):
+            raise KeyError("unknown stat %r (known: %s)" % (name, ", ".join(STATS)))
+        value = ctypes.c_uint64()
+        self._core.run(lib.kvreg_registry_stat, _buffers.u32(code, "stat"),
+                       ctypes.byref(value))
+        return value.value
+
+    def stats(self):
+        """All known counters as a dict. Each value is a consistent snapshot, not the set."""
+        return {name: self.stat(code) for name, code in STATS.items()}
+
+    # -- events --------------------------------------------------------------------------
+    def set_callback(self, callback):
+        """Replace the inline callback (None: events are counted and dropped). When this
+        returns the old callback is not running and will not run again. Busy from inside a
+        callback; InvalidArgument in poll mode."""
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable")
+        core = self._core
+        cfunc = core.make_cfunc(callback)
+        # ctypes wants typed NULLs for function-pointer arguments, not None.
+        core.run(lib.kvreg_registry_set_event_fn, cfunc or _ffi.EVENT_FN(), None,
+                 _ffi.DESTROY_FN())
+        # C no longer references the old trampoline, so it may be collected now.
+        core.cfunc = cfunc
+        core.callback = callback
+
+    def poll(self, max_events=1024):
+        """Poll mode: take up to max_events queued events, oldest first ([] when empty)."""
+        limit = _buffers.size(max_events, "max_events")
+        core = self._core
+        if core.delivery != "poll":
+            raise InvalidArgument(_ffi.EINVAL, "poll() needs delivery='poll'")
+        out = []
+        # Event tokens stay valid only until the next poll on this registry: serialise our
+        # polls so one thread's copy cannot race another's poll.
+        with core.poll_lock:
+            if core.poll_buf is None:
+                core.poll_buf = (_ffi.kvreg_event * _POLL_CHUNK)()
+            buf = core.poll_buf
+            n = ctypes.c_size_t()
+            while len(out) < limit:
+                want = min(_POLL_CHUNK, limit - len(out))
+                core.run(lib.kvreg_registry_poll, buf, want, ctypes.byref(n))
+                out.extend(_events.from_c(buf[i]) for i in range(n.value))
+                if n.value < want:
+                    break
+        return out
+
+    def drain(self):
+        """Iterate over queued events until the queue is empty (poll mode)."""
+        while True:
+            batch = self.poll()
+            if not batch:
+                return
+            yield from batch

@@ -1,0 +1,194 @@
+"""Register/Remove semantics across pools sharing one registry, in both delivery modes."""
+
+import threading
+import unittest
+
+import kvreg
+from kvreg import EventKind
+
+from . import support
+
+REG, REM = EventKind.REGISTER, EventKind.REMOVE
+
+
+class _SharedHashes:
+    """Two pools holding the same hashes: one Register per hash (first holder) and one
+    Remove per hash (last holder gone), never two."""
+
+    def make_registry(self):
+        raise NotImplementedError
+
+    def events(self):
+        raise NotImplementedError
+
+    def setUp(self):
+        self.reg = self.make_registry()
+        self.gpu = self.reg.pool("gpu")
+        self.host = self.reg.pool("host")
+        self.blocks = support.infos(4, salt=kvreg.ROUTER_SALT)
+        self.hashes = [info.sequence_hash for info, _ in self.blocks]
+
+    def tearDown(self):
+        self.reg.close()
+
+    def assertOnePerHash(self, evs, kind, pool_id):
+        mine = [e for e in evs if e.kind == kind]
+        self.assertEqual(sorted(e.sequence_hash for e in mine), sorted(self.hashes))
+        self.assertTrue(all(e.pool_id == pool_id for e in mine), mine)
+
+    def test_two_pools_one_register_one_remove(self):
+        gpu = self.gpu.register_batch(self.blocks, block_size=4)
+        host = [self.host.register(info, toks, 4) for info, toks in self.blocks]
+        evs = self.events()
+        self.assertEqual([e.kind for e in evs], [REG] * 4)
+        self.assertOnePerHash(evs, REG, self.gpu.id)
+        for e, (info, toks) in zip(evs, self.blocks):  # input order, full content
+            self.assertEqual((e.sequence_hash, e.block_hash, e.parent_sequence_hash),
+                             (info.sequence_hash, info.block_hash, info.parent_sequence_hash))
+            self.assertEqual(list(e.tokens), toks)
+
+        for b in gpu:
+            b.release()
+        self.assertEqual(self.events(), [], "Remove while another pool still holds the hash")
+        self.assertTrue(all(self.reg.contains(h) for h in self.hashes))
+        self.assertEqual(self.host.release_batch(host), [None] * 4)
+        rem = self.events()
+        self.assertEqual([e.kind for e in rem], [REM] * 4)
+        self.assertOnePerHash(rem, REM, self.host.id)
+        ids = [e.event_id for e in evs + rem]
+        self.assertEqual(ids, list(range(ids[0], ids[0] + 8)))
+        self.assertFalse(any(self.reg.contains(h) for h in self.hashes))
+
+    def test_acquire_adds_no_event_and_delays_remove(self):
+        info, toks = self.blocks[0]
+        first = self.gpu.register(info, toks)
+        second = self.gpu.acquire(info.sequence_hash)
+        self.assertEqual(second.handle, first.handle)
+        self.assertEqual(first.refcount(), 2)
+        self.assertEqual(len(self.events()), 1)
+        first.release()
+        self.assertEqual(self.events(), [])
+        self.assertTrue(self.gpu.contains(info.sequence_hash))
+        second.release()
+        self.assertEqual([e.kind for e in self.events()], [REM])
+        self.assertFalse(self.gpu.contains(info.sequence_hash))
+
+    def test_pool_close_removes_what_only_it_holds(self):
+        self.gpu.register_batch(self.blocks)
+        self.host.register(*self.blocks[0])
+        self.events()
+        self.gpu.close()
+        rem = self.events()
+        self.assertEqual([e.kind for e in rem], [REM] * 3)
+        self.assertEqual(sorted(e.sequence_hash for e in rem), sorted(self.hashes[1:]))
+        self.assertEqual(self.reg.stat("hashes"), 1)
+
+    def test_sequence_registration_and_match(self):
+        tokens = [t for _, toks in self.blocks for t in toks] + [99, 98]
+        with kvreg.Sequence(4, kvreg.ROUTER_SALT, tokens) as seq:
+            got = self.gpu.register_sequence(seq)
+            self.assertEqual(len(got), 4)
+            again = self.host.register_sequence_block(seq, 0)
+        evs = self.events()
+        self.assertEqual([e.sequence_hash for e in evs], self.hashes)
+        self.assertEqual([list(e.tokens) for e in evs], [t for _, t in self.blocks])
+        self.assertEqual(self.gpu.match(self.hashes + [1]), 4)
+        self.assertEqual(self.host.match(self.hashes), 1)
+        prefix = self.host.acquire_prefix(self.hashes)
+        self.assertEqual([b.handle for b in prefix], [again.handle])
+        self.assertEqual(again.refcount(), 2)
+        self.assertEqual(got[1].info(), kvreg.BlockInfo(self.blocks[1][0].block_hash,
+                                                        self.hashes[1], self.hashes[0], None))
+        self.assertEqual(len(self.gpu), 4)
+
+    def test_stats_count_events(self):
+        blocks = self.gpu.register_batch(self.blocks)
+        self.gpu.release_batch(blocks)
+        self.events()
+        stats = self.reg.stats()
+        self.assertEqual((stats["events_register"], stats["events_remove"], stats["hashes"],
+                          stats["pools"], stats["next_event_id"]), (4, 4, 0, 2, 8))
+
+
+class PollMode(_SharedHashes, unittest.TestCase):
+    def make_registry(self):
+        return kvreg.Registry("poll", keep_tokens=True)
+
+    def events(self):
+        return self.reg.poll()
+
+    def test_drain_and_small_polls(self):
+        self.gpu.register_batch(self.blocks)
+        first = self.reg.poll(max_events=3)
+        self.assertEqual(len(first), 3)
+        rest = list(self.reg.drain())
+        self.assertEqual([e.event_id for e in first + rest], [0, 1, 2, 3])
+        self.assertEqual(self.reg.poll(), [])
+
+    def test_full_queue_drops_and_leaves_a_gap(self):
+        with kvreg.Registry("poll", poll_capacity=2) as reg:
+            pool = reg.pool()
+            pool.register_batch(self.blocks)
+            self.assertEqual(reg.stat("events_dropped"), 2)
+            self.assertEqual([e.event_id for e in reg.poll()], [0, 1])
+            pool.register(*support.infos(1, start=1000)[0])
+            self.assertEqual([e.event_id for e in reg.poll()], [4])
+
+    def test_concurrent_pollers_copy_safely(self):
+        # Tokens point into the registry until the next poll: polls from several threads
+        # must still each see intact copies.
+        n = 64
+        many = support.infos(n, block_size=4, start=10_000)
+        got, lock = [], threading.Lock()
+        stop = threading.Event()
+
+        def poller():
+            while not stop.is_set() or self.reg.stat("events_queued"):
+                for e in self.reg.poll(max_events=3):
+                    with lock:
+                        got.append(e)
+
+        threads = [threading.Thread(target=poller) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for info, toks in many:
+                self.gpu.register(info, toks)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        want = {info.sequence_hash: toks for info, toks in many}
+        self.assertEqual(len(got), n)
+        for e in got:
+            self.assertEqual(list(e.tokens), want[e.sequence_hash])
+
+
+class InlineMode(_SharedHashes, unittest.TestCase):
+    def make_registry(self):
+        self._got = []
+        return kvreg.Registry("inline", keep_tokens=True, callback=self._got.extend)
+
+    def events(self):
+        out, self._got[:] = list(self._got), []
+        return out
+
+    def test_callback_runs_on_the_calling_thread(self):
+        threads = []
+        self.reg.set_callback(lambda evs: threads.append(threading.get_ident()))
+        worker = threading.Thread(target=self.gpu.register, args=self.blocks[0])
+        worker.start()
+        worker.join()
+        self.assertEqual(threads, [worker.ident])
+
+    def test_batch_is_one_callback(self):
+        calls = []
+        self.reg.set_callback(calls.append)
+        self.gpu.register_batch(self.blocks)
+        self.assertEqual([len(c) for c in calls], [4])
+
+    def test_no_callback_counts_dropped(self):
+        self.reg.set_callback(None)
+        self.gpu.register_batch(self.blocks)
+        self.assertEqual(self.reg.stat("events_dropped"), 4)
+        self.assertEqual(self._got, [])
