@@ -1,0 +1,81 @@
+//! The repr(C) structs must have exactly the C layout: a wrong field order or width would make
+//! the library read garbage without any compile error. Expected numbers are worked out by hand
+//! from the C declarations in include/kvreg.h (LP64: pointers and size_t are 8 bytes).
+//! `offset_of!` needs rustc 1.77, so offsets come from raw field addresses instead.
+
+use super::*;
+use std::mem::{align_of, size_of, MaybeUninit};
+use std::ptr::addr_of;
+
+/// Byte offset of a field, computed without creating a reference to uninitialised memory.
+macro_rules! offset {
+    ($ty:ty, $field:ident) => {{
+        let v = MaybeUninit::<$ty>::uninit();
+        let base = v.as_ptr();
+        // SAFETY: addr_of! only computes the address; nothing is read.
+        let field = unsafe { addr_of!((*base).$field) };
+        field as usize - base as usize
+    }};
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn block_info_layout() {
+    assert_eq!(size_of::<kvreg_block_info>(), 32);
+    assert_eq!(align_of::<kvreg_block_info>(), 8);
+    assert_eq!(offset!(kvreg_block_info, block_hash), 0);
+    assert_eq!(offset!(kvreg_block_info, sequence_hash), 8);
+    assert_eq!(offset!(kvreg_block_info, parent_sequence_hash), 16);
+    assert_eq!(offset!(kvreg_block_info, has_parent), 24);
+    assert_eq!(offset!(kvreg_block_info, position), 28);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn event_layout() {
+    assert_eq!(size_of::<kvreg_event>(), 88);
+    assert_eq!(align_of::<kvreg_event>(), 8);
+    assert_eq!(offset!(kvreg_event, kind), 0);
+    assert_eq!(offset!(kvreg_event, pool_id), 4);
+    assert_eq!(offset!(kvreg_event, event_id), 8);
+    assert_eq!(offset!(kvreg_event, sequence_hash), 16);
+    assert_eq!(offset!(kvreg_event, block_hash), 24);
+    assert_eq!(offset!(kvreg_event, parent_sequence_hash), 32);
+    assert_eq!(offset!(kvreg_event, has_parent), 40);
+    assert_eq!(offset!(kvreg_event, n_tokens), 44);
+    assert_eq!(offset!(kvreg_event, tokens), 48);
+    assert_eq!(offset!(kvreg_event, reserved), 56);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn block_desc_layout() {
+    assert_eq!(size_of::<kvreg_block_desc>(), 48);
+    assert_eq!(align_of::<kvreg_block_desc>(), 8);
+    assert_eq!(offset!(kvreg_block_desc, sequence_hash), 0);
+    assert_eq!(offset!(kvreg_block_desc, block_hash), 8);
+    assert_eq!(offset!(kvreg_block_desc, parent_sequence_hash), 16);
+    assert_eq!(offset!(kvreg_block_desc, has_parent), 24);
+    assert_eq!(offset!(kvreg_block_desc, block_size), 28);
+    assert_eq!(offset!(kvreg_block_desc, tokens), 32);
+    assert_eq!(offset!(kvreg_block_desc, n_tokens), 40);
+}
+
+#[test]
+fn handle_and_callback_widths() {
+    // kvreg_block is uint64_t on every target; the callbacks are nullable C function pointers,
+    // which Option<fn> represents with no extra tag.
+    assert_eq!(size_of::<kvreg_block>(), 8);
+    assert_eq!(size_of::<kvreg_event_fn>(), size_of::<*const c_void>());
+    assert_eq!(size_of::<kvreg_destroy_fn>(), size_of::<*const c_void>());
+}
+
+#[test]
+fn strerror_links_and_names_codes() {
+    // One real call proves the declarations link against the library under test.
+    // SAFETY: kvreg_strerror returns a static NUL-terminated string for any input.
+    let known = unsafe { std::ffi::CStr::from_ptr(kvreg_strerror(KVREG_EEXIST)) };
+    let unknown = unsafe { std::ffi::CStr::from_ptr(kvreg_strerror(-12345)) };
+    assert!(!known.to_bytes().is_empty());
+    assert_eq!(unknown.to_str().unwrap(), "unknown error");
+}

@@ -1,0 +1,338 @@
+//! Pools (one per tier), block handles and registration.
+
+use std::ffi::CStr;
+use std::marker::PhantomData;
+use std::os::raw::c_int;
+use std::ptr::{self, NonNull};
+
+use kvreg_sys as ffi;
+
+use crate::error::{check, Error, Result};
+use crate::event;
+use crate::hash::BlockInfo;
+use crate::registry::Registry;
+use crate::sequence::Sequence;
+
+/// A handle to one reference on a block held by one pool. A plain value: releasing it twice,
+/// or in another pool, is detected by the library (`ErrorKind::Stale`), never undefined.
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Block(ffi::kvreg_block);
+
+impl Block {
+    /// The raw 64-bit handle (never 0).
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// Rebuilds a handle from `raw()`. Safe: the library validates every handle it is given.
+    pub fn from_raw(raw: u64) -> Block {
+        Block(raw)
+    }
+}
+
+/// A complete block to register, described by its hashes (from `hash_blocks`, a `Sequence`,
+/// or computed elsewhere with the same rule). The registry does not re-hash.
+#[derive(Debug, Copy, Clone, PartialEq, Eq)]
+pub struct BlockDesc<'a> {
+    pub sequence_hash: u64,
+    pub block_hash: u64,
+    /// None for the first block of a sequence.
+    pub parent_sequence_hash: Option<u64>,
+    /// Expected tokens per block, checked against `tokens` when both are given; 0 = no check.
+    pub block_size: u32,
+    /// Optional; empty registers by hash only.
+    pub tokens: &'a [u32],
+}
+
+impl BlockDesc<'static> {
+    /// A hash-only description of a block.
+    pub fn from_info(info: &BlockInfo) -> BlockDesc<'static> {
+        BlockDesc {
+            sequence_hash: info.sequence_hash,
+            block_hash: info.block_hash,
+            parent_sequence_hash: info.parent_sequence_hash,
+            block_size: 0,
+            tokens: &[],
+        }
+    }
+}
+
+impl<'a> BlockDesc<'a> {
+    /// The same description carrying the block's tokens (checked against `block_size`).
+    pub fn with_tokens<'t>(self, tokens: &'t [u32], block_size: u32) -> BlockDesc<'t> {
+        BlockDesc {
+            sequence_hash: self.sequence_hash,
+            block_hash: self.block_hash,
+            parent_sequence_hash: self.parent_sequence_hash,
+            block_size,
+            tokens,
+        }
+    }
+
+    fn to_raw(self) -> ffi::kvreg_block_desc {
+        ffi::kvreg_block_desc {
+            sequence_hash: self.sequence_hash,
+            block_hash: self.block_hash,
+            parent_sequence_hash: self.parent_sequence_hash.unwrap_or(0),
+            has_parent: u32::from(self.parent_sequence_hash.is_some()),
+            block_size: self.block_size,
+            // The header wants NULL exactly when there are no tokens.
+            tokens: if self.tokens.is_empty() { ptr::null() } else { self.tokens.as_ptr() },
+            n_tokens: self.tokens.len(),
+        }
+    }
+}
+
+impl From<&BlockInfo> for BlockDesc<'static> {
+    fn from(info: &BlockInfo) -> Self {
+        BlockDesc::from_info(info)
+    }
+}
+
+/// One pool (tier: GPU, host, disk...) of a registry. Thread-safe (`Send + Sync`). It borrows
+/// its registry, so it cannot outlive it. Dropping it releases every reference it still holds
+/// (Remove events for hashes no other pool holds, delivered before `drop` returns).
+pub struct Pool<'r> {
+    raw: NonNull<ffi::kvreg_pool>,
+    _registry: PhantomData<&'r Registry>,
+}
+
+// SAFETY: the header documents kvreg_pool as thread-safe for every operation; freeing happens
+// only in Drop, which has exclusive access.
+unsafe impl Send for Pool<'_> {}
+unsafe impl Sync for Pool<'_> {}
+
+/// Per-item results of a batch call: handles for successes, the error otherwise.
+fn batch_results(blocks: &[ffi::kvreg_block], status: &[c_int]) -> Vec<Result<Block>> {
+    blocks
+        .iter()
+        .zip(status)
+        .map(|(&b, &s)| check(s).map(|_| Block(b)))
+        .collect()
+}
+
+impl<'r> Pool<'r> {
+    pub(crate) fn from_raw(raw: NonNull<ffi::kvreg_pool>, registry: PhantomData<&'r Registry>) -> Self {
+        Pool { raw, _registry: registry }
+    }
+
+    fn ptr(&self) -> *mut ffi::kvreg_pool {
+        self.raw.as_ptr()
+    }
+
+    /// Re-raises a panic of the event handler that ran during the call, then passes `r` on.
+    fn after<T>(&self, r: T) -> T {
+        event::resume_pending_panic();
+        r
+    }
+
+    /// Small integer naming the pool in events (1 ..= 255).
+    pub fn id(&self) -> u32 {
+        // SAFETY: live pool.
+        unsafe { ffi::kvreg_pool_id(self.ptr()) }
+    }
+
+    pub fn name(&self) -> String {
+        // SAFETY: live pool; the name is a NUL-terminated string owned by the registry.
+        unsafe { CStr::from_ptr(ffi::kvreg_pool_name(self.ptr())) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Number of distinct hashes the pool holds.
+    pub fn size(&self) -> usize {
+        // SAFETY: live pool.
+        unsafe { ffi::kvreg_pool_size(self.ptr()) }
+    }
+
+    /// Registers one complete block; the handle holds one reference. `AlreadyExists` if the
+    /// hash is live in this pool (use `acquire`). The first registration of a hash in any pool
+    /// emits a Register event.
+    pub fn register(&self, desc: &BlockDesc<'_>) -> Result<Block> {
+        let raw = desc.to_raw();
+        let mut out: ffi::kvreg_block = ffi::KVREG_BLOCK_NONE;
+        // SAFETY: live pool; desc and its tokens are read during the call only.
+        let status = unsafe { ffi::kvreg_register(self.ptr(), &raw, &mut out) };
+        self.after(check(status).map(|_| Block(out)))
+    }
+
+    /// Registers blocks in input order; one result per block. The outer error is for bad
+    /// arguments only (then nothing was registered).
+    pub fn register_batch(&self, descs: &[BlockDesc<'_>]) -> Result<Vec<Result<Block>>> {
+        let raw: Vec<ffi::kvreg_block_desc> = descs.iter().map(|d| d.to_raw()).collect();
+        let mut blocks = vec![ffi::KVREG_BLOCK_NONE; raw.len()];
+        let mut status = vec![ffi::KVREG_OK; raw.len()];
+        // SAFETY: the three arrays have raw.len() elements; n_registered may be NULL.
+        let rc = unsafe {
+            ffi::kvreg_register_batch(
+                self.ptr(),
+                raw.as_ptr(),
+                raw.len(),
+                blocks.as_mut_ptr(),
+                status.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        self.after(check(rc).map(|_| batch_results(&blocks, &status)))
+    }
+
+    /// Registers complete block `index` of `seq` with its tokens. `InvalidState` for the
+    /// partial block, `OutOfRange` beyond it.
+    pub fn register_sequence_block(&self, seq: &Sequence, index: usize) -> Result<Block> {
+        let mut out: ffi::kvreg_block = ffi::KVREG_BLOCK_NONE;
+        // SAFETY: live pool and sequence (borrowed, so unmodified during the call).
+        let status =
+            unsafe { ffi::kvreg_register_sequence_block(self.ptr(), seq.as_ptr(), index, &mut out) };
+        self.after(check(status).map(|_| Block(out)))
+    }
+
+    /// Registers blocks `first .. first + count` of `seq`; one result per block.
+    /// `OutOfRange` (nothing registered) if the range passes the complete blocks.
+    pub fn register_sequence(
+        &self,
+        seq: &Sequence,
+        first: usize,
+        count: usize,
+    ) -> Result<Vec<Result<Block>>> {
+        let mut blocks = vec![ffi::KVREG_BLOCK_NONE; count];
+        let mut status = vec![ffi::KVREG_OK; count];
+        // SAFETY: both output arrays have `count` elements.
+        let rc = unsafe {
+            ffi::kvreg_register_sequence(
+                self.ptr(),
+                seq.as_ptr(),
+                first,
+                count,
+                blocks.as_mut_ptr(),
+                status.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        self.after(check(rc).map(|_| batch_results(&blocks, &status)))
+    }
+
+    /// Another reference on the block this pool holds under `sequence_hash` (the same handle
+    /// value). `NotFound` if the pool does not hold it.
+    pub fn acquire(&self, sequence_hash: u64) -> Result<Block> {
+        let mut out: ffi::kvreg_block = ffi::KVREG_BLOCK_NONE;
+        // SAFETY: live pool, valid out pointer.
+        let status = unsafe { ffi::kvreg_acquire(self.ptr(), sequence_hash, &mut out) };
+        self.after(check(status).map(|_| Block(out)))
+    }
+
+    /// Acquires the longest prefix of `hashes` the pool holds.
+    pub fn acquire_prefix(&self, hashes: &[u64]) -> Result<Vec<Block>> {
+        let mut blocks = vec![ffi::KVREG_BLOCK_NONE; hashes.len()];
+        let mut n: usize = 0;
+        // SAFETY: blocks has room for hashes.len() handles.
+        let status = unsafe {
+            ffi::kvreg_acquire_prefix(self.ptr(), hashes.as_ptr(), hashes.len(), blocks.as_mut_ptr(), &mut n)
+        };
+        self.after(check(status).map(|_| {
+            blocks.truncate(n);
+            blocks.into_iter().map(Block).collect()
+        }))
+    }
+
+    /// Drops one reference. When the pool's last one goes the hash leaves the pool; when it
+    /// leaves its last pool a Remove event is emitted. `Stale` for a handle not live here.
+    pub fn release(&self, block: Block) -> Result<()> {
+        // SAFETY: live pool; the library validates the handle.
+        let status = unsafe { ffi::kvreg_release(self.ptr(), block.0) };
+        self.after(check(status).map(drop))
+    }
+
+    /// Releases handles in order; one result per handle.
+    pub fn release_batch(&self, blocks: &[Block]) -> Result<Vec<Result<()>>> {
+        let mut status = vec![ffi::KVREG_OK; blocks.len()];
+        // SAFETY: Block is repr(transparent) over kvreg_block, so the slice is a valid
+        // kvreg_block array; status has one slot per handle.
+        let rc = unsafe {
+            ffi::kvreg_release_batch(
+                self.ptr(),
+                blocks.as_ptr() as *const ffi::kvreg_block,
+                blocks.len(),
+                status.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        self.after(check(rc).map(|_| status.iter().map(|&s| check(s).map(drop)).collect()))
+    }
+
+    /// True if the pool holds `sequence_hash`.
+    pub fn contains(&self, sequence_hash: u64) -> bool {
+        // SAFETY: live pool.
+        unsafe { ffi::kvreg_pool_contains(self.ptr(), sequence_hash) == 1 }
+    }
+
+    /// Length of the longest prefix of `hashes` the pool holds. Takes no references.
+    pub fn match_prefix(&self, hashes: &[u64]) -> Result<usize> {
+        let mut n: usize = 0;
+        // SAFETY: live pool; hashes read during the call.
+        check(unsafe { ffi::kvreg_pool_match(self.ptr(), hashes.as_ptr(), hashes.len(), &mut n) })?;
+        Ok(n)
+    }
+
+    /// Hashes of a live handle (position is None: the registry does not store it).
+    pub fn block_info(&self, block: Block) -> Result<BlockInfo> {
+        let mut raw = ffi::kvreg_block_info::default();
+        // SAFETY: live pool, valid out pointer.
+        check(unsafe { ffi::kvreg_block_get_info(self.ptr(), block.0, &mut raw) })?;
+        Ok(BlockInfo::from_raw(&raw))
+    }
+
+    /// The handle's reference count in this pool.
+    pub fn refcount(&self, block: Block) -> Result<u32> {
+        let mut n: u32 = 0;
+        // SAFETY: live pool, valid out pointer.
+        check(unsafe { ffi::kvreg_block_refcount(self.ptr(), block.0, &mut n) })?;
+        Ok(n)
+    }
+
+    /// The block's stored tokens (registry built with `keep_tokens(true)`); `NotFound` if none
+    /// are stored for it.
+    pub fn block_tokens(&self, block: Block) -> Result<Vec<u32>> {
+        // The header does not promise *n_tokens on ERANGE, so grow until the copy fits.
+        let mut buf: Vec<u32> = vec![0; 256];
+        loop {
+            let mut n: usize = 0;
+            // SAFETY: buf has buf.len() writable tokens.
+            let status = unsafe {
+                ffi::kvreg_block_tokens(self.ptr(), block.0, buf.as_mut_ptr(), buf.len(), &mut n)
+            };
+            if status == ffi::KVREG_ERANGE {
+                // Events carry n_tokens as u32, so no block has more than u32::MAX tokens.
+                let limit = u32::MAX as usize;
+                let grown = if n > buf.len() { n } else { buf.len().saturating_mul(2).min(limit) };
+                if grown <= buf.len() {
+                    return Err(Error::from_code(status));
+                }
+                buf.resize(grown, 0);
+                continue;
+            }
+            check(status)?;
+            buf.truncate(n);
+            return Ok(buf);
+        }
+    }
+}
+
+impl Drop for Pool<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own the pool; the registry outlives us (borrow), so the pointer is live.
+        unsafe { ffi::kvreg_pool_free(self.ptr()) };
+        // Remove events were delivered during the free; their handler may have panicked.
+        event::resume_pending_panic_in_drop();
+    }
+}
+
+impl std::fmt::Debug for Pool<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("size", &self.size())
+            .finish()
+    }
+}

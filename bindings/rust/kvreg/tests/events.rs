@@ -1,0 +1,236 @@
+//! Register/Remove events with two pools sharing hashes: one Register when a hash enters its
+//! first pool, one Remove when it leaves its last, in both delivery modes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use kvreg::{
+    hash_blocks, BlockDesc, BlockInfo, Delivery, ErrorKind, Event, EventKind, Pool, Registry,
+    Stat, ROUTER_SALT,
+};
+
+const BLOCK: u32 = 4;
+
+fn workload() -> (Vec<u32>, Vec<BlockInfo>) {
+    let tokens: Vec<u32> = (1..=12).collect();
+    let infos = hash_blocks(&tokens, BLOCK, ROUTER_SALT).unwrap();
+    assert_eq!(infos.len(), 3);
+    (tokens, infos)
+}
+
+fn register_all(pool: &Pool<'_>, tokens: &[u32], infos: &[BlockInfo], with_tokens: bool) -> Vec<kvreg::Block> {
+    infos
+        .iter()
+        .zip(tokens.chunks(BLOCK as usize))
+        .map(|(info, chunk)| {
+            let desc = BlockDesc::from(info);
+            let desc = if with_tokens { desc.with_tokens(chunk, BLOCK) } else { desc };
+            pool.register(&desc).unwrap()
+        })
+        .collect()
+}
+
+/// The shared scenario; `drain` returns the events delivered since its last call.
+fn two_pools_share_hashes(registry: &Registry, drain: &mut dyn FnMut() -> Vec<Event>) {
+    let (tokens, infos) = workload();
+    let gpu = registry.pool("gpu").unwrap();
+    let host = registry.pool("host").unwrap();
+    assert_ne!(gpu.id(), host.id());
+    assert_eq!((gpu.name(), host.name()), ("gpu".to_string(), "host".to_string()));
+
+    let on_gpu = register_all(&gpu, &tokens, &infos, true);
+    let on_host = register_all(&host, &tokens, &infos, false);
+    let registered = drain();
+    assert_eq!(registered.len(), 3, "second pool must not re-announce: {:?}", registered);
+    for (i, (ev, info)) in registered.iter().zip(&infos).enumerate() {
+        assert_eq!(ev.kind, EventKind::Register);
+        assert_eq!(ev.event_id, i as u64);
+        assert_eq!(ev.pool_id, gpu.id());
+        assert_eq!((ev.sequence_hash, ev.block_hash), (info.sequence_hash, info.block_hash));
+        assert_eq!(ev.parent_sequence_hash, info.parent_sequence_hash);
+        assert_eq!(ev.tokens, tokens[i * 4..i * 4 + 4].to_vec(), "Register carries its tokens");
+    }
+
+    for h in on_gpu {
+        gpu.release(h).unwrap();
+    }
+    assert!(drain().is_empty(), "host still holds every hash");
+    assert!(infos.iter().all(|i| registry.contains(i.sequence_hash)));
+
+    for h in on_host {
+        host.release(h).unwrap();
+    }
+    let removed = drain();
+    assert_eq!(removed.len(), 3);
+    let mut seen: Vec<u64> = removed.iter().map(|e| e.sequence_hash).collect();
+    seen.sort_unstable();
+    let mut want: Vec<u64> = infos.iter().map(|i| i.sequence_hash).collect();
+    want.sort_unstable();
+    assert_eq!(seen, want, "one Remove per hash");
+    for (i, ev) in removed.iter().enumerate() {
+        assert_eq!(ev.kind, EventKind::Remove);
+        assert_eq!(ev.event_id, 3 + i as u64);
+        assert_eq!(ev.pool_id, host.id());
+    }
+    assert!(!infos.iter().any(|i| registry.contains(i.sequence_hash)));
+    assert_eq!(registry.stat(Stat::EventsRegister).unwrap(), 3);
+    assert_eq!(registry.stat(Stat::EventsRemove).unwrap(), 3);
+    assert_eq!(registry.stat(Stat::NextEventId).unwrap(), 6);
+}
+
+fn collecting_registry() -> (Registry, Arc<Mutex<Vec<Event>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&log);
+    let registry = Registry::builder()
+        .on_events(move |events| sink.lock().unwrap().extend_from_slice(events))
+        .build()
+        .unwrap();
+    (registry, log)
+}
+
+#[test]
+fn inline_two_pools() {
+    let (registry, log) = collecting_registry();
+    two_pools_share_hashes(&registry, &mut || std::mem::take(&mut *log.lock().unwrap()));
+}
+
+#[test]
+fn poll_two_pools() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    assert!(registry.poll().unwrap().is_empty());
+    two_pools_share_hashes(&registry, &mut || registry.poll().unwrap());
+    assert_eq!(registry.stat(Stat::EventsQueued).unwrap(), 0);
+}
+
+#[test]
+fn poll_max_takes_oldest_first() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    register_all(&pool, &tokens, &infos, false);
+    let first = registry.poll_max(2).unwrap();
+    assert_eq!(first.iter().map(|e| e.event_id).collect::<Vec<_>>(), vec![0, 1]);
+    let rest = registry.poll_max(10).unwrap();
+    assert_eq!(rest.iter().map(|e| e.event_id).collect::<Vec<_>>(), vec![2]);
+}
+
+#[test]
+fn full_poll_queue_drops_and_leaves_a_gap() {
+    let registry = Registry::builder().delivery(Delivery::Poll).poll_capacity(2).build().unwrap();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    let handles = register_all(&pool, &tokens, &infos, false);
+    assert_eq!(registry.stat(Stat::EventsDropped).unwrap(), 1);
+    assert_eq!(registry.poll().unwrap().len(), 2);
+    pool.release(handles[0]).unwrap();
+    // Event 2 was dropped, so the next one delivered is 3.
+    assert_eq!(registry.poll().unwrap()[0].event_id, 3);
+}
+
+#[test]
+fn dropping_a_pool_removes_what_it_held() {
+    let (registry, log) = collecting_registry();
+    let (tokens, infos) = workload();
+    {
+        let pool = registry.pool("gpu").unwrap();
+        register_all(&pool, &tokens, &infos, false);
+        log.lock().unwrap().clear();
+    }
+    let events = std::mem::take(&mut *log.lock().unwrap());
+    assert_eq!(events.len(), 3);
+    assert!(events.iter().all(|e| e.kind == EventKind::Remove));
+    assert_eq!(registry.stat(Stat::Pools).unwrap(), 0);
+}
+
+#[test]
+fn keep_tokens_puts_tokens_in_remove_events() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&log);
+    let registry = Registry::builder()
+        .keep_tokens(true)
+        .on_events(move |events: &[Event]| sink.lock().unwrap().extend_from_slice(events))
+        .build()
+        .unwrap();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    let handles = register_all(&pool, &tokens, &infos, true);
+    assert_eq!(pool.block_tokens(handles[2]).unwrap(), vec![9, 10, 11, 12]);
+    pool.release(handles[2]).unwrap();
+    let last = log.lock().unwrap().last().cloned().unwrap();
+    assert_eq!((last.kind, last.tokens), (EventKind::Remove, vec![9, 10, 11, 12]));
+}
+
+#[test]
+fn mode_mismatches_are_invalid() {
+    let inline = Registry::new().unwrap();
+    assert_eq!(inline.poll().unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let polled = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let err = polled.set_event_handler(|_: &[Event]| {}).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn handler_can_be_replaced_and_cleared() {
+    let (registry, first_log) = collecting_registry();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    let second_log = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&second_log);
+    registry
+        .set_event_handler(move |events: &[Event]| sink.lock().unwrap().extend_from_slice(events))
+        .unwrap();
+    // The old closure was dropped by the library's destroy-notify: only our Arc is left.
+    assert_eq!(Arc::strong_count(&first_log), 1);
+    let handles = register_all(&pool, &tokens, &infos, false);
+    assert!(first_log.lock().unwrap().is_empty());
+    assert_eq!(second_log.lock().unwrap().len(), 3);
+
+    registry.clear_event_handler().unwrap();
+    assert_eq!(Arc::strong_count(&second_log), 1);
+    pool.release(handles[0]).unwrap();
+    assert_eq!(second_log.lock().unwrap().len(), 3);
+    assert_eq!(registry.stat(Stat::EventsDropped).unwrap(), 1);
+}
+
+#[test]
+fn replacing_the_handler_from_inside_it_is_busy() {
+    let registry = Arc::new(Registry::new().unwrap());
+    let results: Arc<Mutex<Vec<ErrorKind>>> = Arc::new(Mutex::new(Vec::new()));
+    let (weak, sink): (Weak<Registry>, _) = (Arc::downgrade(&registry), Arc::clone(&results));
+    registry
+        .set_event_handler(move |_: &[Event]| {
+            // Weak: a strong reference would make the registry own itself.
+            let reg = weak.upgrade().unwrap();
+            let err = reg.set_event_handler(|_: &[Event]| {}).unwrap_err();
+            sink.lock().unwrap().push(err.kind());
+        })
+        .unwrap();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    register_all(&pool, &tokens[..4], &infos[..1], false);
+    assert_eq!(*results.lock().unwrap(), vec![ErrorKind::Busy]);
+}
+
+#[test]
+fn events_are_distinct_per_hash_in_batches() {
+    let (registry, log) = collecting_registry();
+    let (_, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    let descs: Vec<BlockDesc> = infos.iter().map(BlockDesc::from).collect();
+    let mut twice = descs.clone();
+    twice.push(descs[0]);
+    let results = pool.register_batch(&twice).unwrap();
+    assert!(results[..3].iter().all(|r| r.is_ok()));
+    assert_eq!(results[3].unwrap_err().kind(), ErrorKind::AlreadyExists);
+    let handles: Vec<_> = results[..3].iter().map(|r| r.unwrap()).collect();
+    let statuses = pool.release_batch(&[handles[0], handles[0], handles[1], handles[2]]).unwrap();
+    assert!(statuses[0].is_ok() && statuses[2].is_ok() && statuses[3].is_ok());
+    assert_eq!(statuses[1].unwrap_err().kind(), ErrorKind::Stale);
+
+    let mut per_hash: HashMap<(u64, EventKind), usize> = HashMap::new();
+    for ev in log.lock().unwrap().iter() {
+        *per_hash.entry((ev.sequence_hash, ev.kind)).or_insert(0) += 1;
+    }
+    assert_eq!(per_hash.len(), 6);
+    assert!(per_hash.values().all(|&n| n == 1));
+}
