@@ -2,7 +2,7 @@
 // library (kvreg_hash_blocks) and cross-checked against the independent reference.
 #include "bench.hpp"
 
-#include <unordered_set>
+#include <algorithm>
 
 namespace bench {
 
@@ -74,12 +74,14 @@ SeqSet gen_prefixed(const Opts &o, size_t s, size_t l, size_t p, size_t groups) 
 }
 
 std::pair<uint64_t, uint64_t> distinct_hashes(const SeqSet &set) {
-    std::unordered_set<uint64_t> seen;
-    seen.reserve(set.descs.size());
+    // Sort + unique: several times faster than a node-based set at 640k hashes.
+    std::vector<uint64_t> h(set.descs.size());
+    for (size_t i = 0; i < h.size(); i++) h[i] = set.descs[i].sequence_hash;
+    std::sort(h.begin(), h.end());
+    h.erase(std::unique(h.begin(), h.end()), h.end());
     uint64_t sum = 0;
-    for (const kvreg_block_desc &d : set.descs)
-        if (seen.insert(d.sequence_hash).second) sum += d.sequence_hash;
-    return {seen.size(), sum};
+    for (uint64_t x : h) sum += x;
+    return {h.size(), sum};
 }
 
 } // namespace bench

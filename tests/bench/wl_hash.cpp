@@ -1,5 +1,7 @@
 // Workload `hash`: name every block of S sequences of L tokens, timed against the raw limit of
 // the hash rule (two XXH3 calls per block, libxxhash called directly over the same bytes).
+// Each timed phase is its own non-inlined function, so a profiler can be pointed at one of them
+// (valgrind --tool=callgrind --toggle-collect='bench::*phase_*').
 #include "bench.hpp"
 
 #include <xxhash.h>
@@ -8,117 +10,147 @@
 
 namespace bench {
 
+namespace {
+
 // Keeps the compiler from hoisting or merging work across repetitions.
-static inline void opaque(const void *p) { asm volatile("" : : "r"(p) : "memory"); }
+inline void opaque(const void *p) { asm volatile("" : : "r"(p) : "memory"); }
 
-std::string wl_hash(const Opts &o, bool &ok) {
-    const size_t s = o.seqs_or(2000), l = o.len_or(4096), b = o.block;
-    const size_t reps = o.reps ? o.reps : 1;
-    const size_t per_seq = l / b;
-    std::vector<uint32_t> flat(s * l);
-    SplitMix64 rng(o.seed);
-    rng.fill(flat.data(), flat.size());
-    const uint64_t blocks_per_rep = s * per_seq;
-    const double bytes = static_cast<double>(blocks_per_rep * b * 4 * reps);
-    const uint32_t bs = static_cast<uint32_t>(b);
+struct Input {
+    std::vector<uint32_t> flat;
+    size_t s, l, b, per_seq, reps;
+    uint64_t salt;
+    const uint32_t *seq(size_t i) const { return flat.data() + i * l; }
+};
 
-    // 1. Primary number: kvreg_hash_blocks per sequence into a reused array (how an engine names
-    //    a request's blocks), summing the sequence hashes.
-    std::vector<kvreg_block_info> info(per_seq ? per_seq : 1);
+// 1. Primary number: kvreg_hash_blocks per sequence into a reused array (how an engine names a
+//    request's blocks), summing the sequence hashes.
+[[gnu::noinline]] uint64_t phase_hash_blocks(const Input &in) {
+    std::vector<kvreg_block_info> info(in.per_seq ? in.per_seq : 1);
     uint64_t acc = 0;
-    double t = now_s();
-    for (size_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < s; i++) {
+    for (size_t r = 0; r < in.reps; r++) {
+        for (size_t i = 0; i < in.s; i++) {
             size_t nb = 0;
-            opaque(flat.data() + i * l);
-            check_rc(kvreg_hash_blocks(flat.data() + i * l, l, bs, o.salt, info.data(), info.size(), &nb),
+            opaque(in.seq(i));
+            check_rc(kvreg_hash_blocks(in.seq(i), in.l, static_cast<uint32_t>(in.b), in.salt, info.data(),
+                                       info.size(), &nb),
                      "kvreg_hash_blocks");
             for (size_t k = 0; k < nb; k++) acc += info[k].sequence_hash;
         }
     }
-    const double seq_s = now_s() - t;
+    return acc;
+}
 
-    // 2. The sequence object (kvreg_sequence, owns a copy of its tokens: the peer's
-    //    TokenBlockSequence counterpart), reset and refilled per sequence.
+// 2. The sequence object (kvreg_sequence owns a copy of its tokens: the counterpart of the
+//    peer's TokenBlockSequence), reset and refilled per sequence.
+[[gnu::noinline]] uint64_t phase_sequence(const Input &in) {
     kvreg_sequence *sq = nullptr;
-    check_rc(kvreg_sequence_new(&sq, bs, o.salt), "kvreg_sequence_new");
-    uint64_t acc_obj = 0;
-    t = now_s();
-    for (size_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < s; i++) {
+    check_rc(kvreg_sequence_new(&sq, static_cast<uint32_t>(in.b), in.salt), "kvreg_sequence_new");
+    uint64_t acc = 0;
+    for (size_t r = 0; r < in.reps; r++) {
+        for (size_t i = 0; i < in.s; i++) {
             kvreg_sequence_reset(sq);
             size_t done = 0;
-            check_rc(kvreg_sequence_extend(sq, flat.data() + i * l, l, &done), "kvreg_sequence_extend");
+            check_rc(kvreg_sequence_extend(sq, in.seq(i), in.l, &done), "kvreg_sequence_extend");
             kvreg_block_info bi;
             for (size_t k = 0; k < done; k++) {
                 kvreg_sequence_block(sq, k, &bi);
-                acc_obj += bi.sequence_hash;
+                acc += bi.sequence_hash;
             }
         }
     }
-    const double obj_s = now_s() - t;
     kvreg_sequence_free(sq);
+    return acc;
+}
 
-    // 3. The raw limit: the rule's two XXH3 calls per block, nothing else. Token bytes are the
-    //    in-memory u32s on little-endian hosts (on others the limit is not meaningful).
-    uint64_t acc_c = 0;
-    t = now_s();
-    for (size_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < s; i++) {
-            const uint32_t *p = flat.data() + i * l;
+// 3. The raw limit: the rule's two XXH3 calls per block and nothing else. Token bytes are the
+//    in-memory u32s, so this equals the rule on little-endian hosts only (checked by the caller).
+[[gnu::noinline]] uint64_t phase_chain_limit(const Input &in) {
+    uint64_t acc = 0;
+    for (size_t r = 0; r < in.reps; r++) {
+        for (size_t i = 0; i < in.s; i++) {
+            const uint32_t *p = in.seq(i);
             opaque(p);
             uint64_t parent = 0;
-            for (size_t k = 0; k < per_seq; k++) {
-                const uint64_t bh = XXH3_64bits_withSeed(p + k * b, b * 4, o.salt);
+            for (size_t k = 0; k < in.per_seq; k++) {
+                const uint64_t bh = XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
                 uint64_t sh = bh;
                 if (k > 0) {
-                    uint64_t buf[2] = {parent, bh}; // u64le || u64le on little-endian hosts
-                    sh = XXH3_64bits_withSeed(buf, sizeof buf, o.salt);
+                    const uint64_t buf[2] = {parent, bh}; // u64le || u64le on little-endian hosts
+                    sh = XXH3_64bits_withSeed(buf, sizeof buf, in.salt);
                 }
                 parent = sh;
-                acc_c += sh;
+                acc += sh;
             }
         }
     }
-    const double chain_s = now_s() - t;
+    return acc;
+}
 
-    // 4. One XXH3 call per block over the same bytes (the peer's raw_xxh3).
-    uint64_t acc_x = 0;
-    t = now_s();
-    for (size_t r = 0; r < reps; r++) {
-        for (size_t i = 0; i < s; i++) {
-            const uint32_t *p = flat.data() + i * l;
+// 4. One XXH3 call per block over the same bytes (the peer's raw_xxh3).
+[[gnu::noinline]] uint64_t phase_raw_xxh3(const Input &in) {
+    uint64_t acc = 0;
+    for (size_t r = 0; r < in.reps; r++) {
+        for (size_t i = 0; i < in.s; i++) {
+            const uint32_t *p = in.seq(i);
             opaque(p);
-            for (size_t k = 0; k < per_seq; k++) acc_x ^= XXH3_64bits_withSeed(p + k * b, b * 4, o.salt);
+            for (size_t k = 0; k < in.per_seq; k++) acc ^= XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
         }
     }
-    const double raw_s = now_s() - t;
+    return acc;
+}
+
+template <typename F> double timed(F f, uint64_t &result) {
+    const double t = now_s();
+    result = f();
+    return now_s() - t;
+}
+
+} // namespace
+
+std::string wl_hash(const Opts &o, bool &ok) {
+    Input in;
+    in.s = o.seqs_or(2000);
+    in.l = o.len_or(4096);
+    in.b = o.block;
+    in.per_seq = in.l / in.b;
+    in.reps = o.reps ? o.reps : 1;
+    in.salt = o.salt;
+    in.flat.resize(in.s * in.l);
+    SplitMix64 rng(o.seed);
+    rng.fill(in.flat.data(), in.flat.size());
+
+    uint64_t acc = 0, acc_obj = 0, acc_c = 0, acc_x = 0;
+    const double seq_s = timed([&] { return phase_hash_blocks(in); }, acc);
+    const double obj_s = timed([&] { return phase_sequence(in); }, acc_obj);
+    const double chain_s = timed([&] { return phase_chain_limit(in); }, acc_c);
+    const double raw_s = timed([&] { return phase_raw_xxh3(in); }, acc_x);
     opaque(&acc_x);
 
-    // Checksum of one repetition from the independent reference (handles any endianness).
+    // Checksum of one repetition from the independent reference (any endianness).
     uint64_t sum_one_rep = 0;
-    for (size_t i = 0; i < s; i++) {
+    for (size_t i = 0; i < in.s; i++) {
         uint64_t parent = 0;
-        for (size_t k = 0; k < per_seq; k++) {
-            const uint64_t bh = ref_block_hash(flat.data() + i * l + k * b, b, o.salt);
+        for (size_t k = 0; k < in.per_seq; k++) {
+            const uint64_t bh = ref_block_hash(in.seq(i) + k * in.b, in.b, o.salt);
             parent = k == 0 ? bh : ref_chain_hash(parent, bh, o.salt);
             sum_one_rep += parent;
         }
     }
-    const uint64_t want = sum_one_rep * reps;
+    const uint64_t want = sum_one_rep * in.reps;
     const bool limit_valid = std::endian::native == std::endian::little;
     ok = acc == want && acc_obj == want && (!limit_valid || acc_c == want) &&
          checksum_expected(o, "hash", sum_one_rep);
 
-    const uint64_t ops = blocks_per_rep * reps;
-    const double tokens = static_cast<double>(ops * b);
+    const uint64_t ops = in.s * in.per_seq * in.reps;
+    const double tokens = static_cast<double>(ops * in.b);
+    const double bytes = tokens * 4;
     auto gbps = [&](double secs) { return bytes / secs / 1e9; };
     JsonLine j;
     head(j, "hash", ops, seq_s, EventCounts{});
-    j.u("seqs", s)
-        .u("len", l)
-        .u("block", b)
-        .u("reps", reps)
+    j.u("seqs", in.s)
+        .u("len", in.l)
+        .u("block", in.b)
+        .u("reps", in.reps)
         .f("tokens_per_s", tokens / seq_s)
         .f("gb_per_s", gbps(seq_s))
         .f("sequence_seconds", obj_s)

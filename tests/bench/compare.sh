@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: the seed design's peer (../shared/peers/seed-rust) against kvreg-bench.
+# Builds both (release), runs every workload alternately N times with the same flags, checks the
+# checksums agree, and prints a Markdown table of medians and ratios (tests/bench/compare_table.py).
+#
+#   tests/bench/compare.sh            # full sizes (the peer's defaults), 5 runs each
+#   tests/bench/compare.sh --quick    # small sizes, 2 runs: a sanity check in seconds
+#   options: --runs N   --build-dir DIR (default /tmp/kvreg-bench-release)
+#            --keep DIR (keep the raw JSON lines there)   --workloads "hash threads ..."
+# Environment: CARGO_TARGET_DIR (default /tmp/seed-peer), PEER_SRC (default ../shared/peers/seed-rust).
+# The peer is never built inside its own folder (read-only in CI).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+peer_src=${PEER_SRC:-$src/../shared/peers/seed-rust}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/tmp/seed-peer}
+build=/tmp/kvreg-bench-release
+runs=""
+quick=0
+keep=""
+workloads="hash register_release two_pools shared_prefix threads hold"
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --runs) runs=${2:?}; shift ;;
+        --build-dir) build=${2:?}; shift ;;
+        --keep) keep=${2:?}; shift ;;
+        --workloads) workloads=${2:?}; shift ;;
+        -h|--help) usage ;;
+        *) echo "compare.sh: unknown argument $1" >&2; usage ;;
+    esac
+    shift
+done
+# Default runs: 5, or 2 with --quick; an explicit --runs wins either way.
+[ -n "$runs" ] || { [ "$quick" = 1 ] && runs=2 || runs=5; }
+[ "$runs" -ge 1 ] 2>/dev/null || { echo "compare.sh: --runs must be a number >= 1" >&2; exit 2; }
+
+echo "== building seed-peer (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+"$peer_src/build.sh" >&2
+peer=$CARGO_TARGET_DIR/release/seed-peer
+
+echo "== building kvreg-bench (release, $build)" >&2
+# Only the library and kvreg-bench are needed: leave the other parts out of this build.
+opts=(-Dbench=true -Dexamples=false -Dbindings_tests=disabled -Dfuzz=disabled)
+if [ -f "$build/build.ninja" ]; then
+    meson configure "$build" -Dbuildtype=release "${opts[@]}" >&2
+else
+    meson setup --buildtype=release "${opts[@]}" "$build" "$src" >&2
+fi
+meson compile -C "$build" kvreg-bench >&2
+ours=$build/tests/bench/kvreg-bench
+[ -x "$ours" ] || { echo "compare.sh: $ours was not built (is cmocka installed? tests/ needs it)" >&2; exit 1; }
+
+# Per-workload size flags; the same for both programs, so the checksums must agree.
+sizes() {
+    if [ "$quick" = 1 ]; then
+        case "$1" in
+            hash) echo "--seqs 200" ;;
+            threads) echo "--seqs 512 --rounds 2" ;;
+            hold) echo "--blocks 100000" ;;
+            *) echo "--seqs 2000" ;;
+        esac
+    fi
+}
+
+out=${keep:-$(mktemp -d)}
+mkdir -p "$out"
+: > "$out/peer.jsonl"; : > "$out/ours.jsonl"; : > "$out/peer_1thread.jsonl"
+[ -n "$keep" ] || trap 'rm -rf "$out"' EXIT
+
+run() { # file, command...: append the command's JSON lines, fail loudly on a failed run
+    local f=$1; shift
+    if ! "$@" >> "$f"; then
+        echo "compare.sh: FAILED: $*" >&2
+        exit 1
+    fi
+}
+
+for w in $workloads; do
+    read -ra sz <<< "$(sizes "$w")"
+    for r in $(seq 1 "$runs"); do
+        echo "== $w run $r/$runs" >&2
+        # Alternate who goes first, so drift on a noisy machine hits both alike.
+        if [ $((r % 2)) = 1 ]; then
+            run "$out/peer.jsonl" "$peer" --workload "$w" "${sz[@]}"
+        fi
+        case "$w" in
+            threads)
+                run "$out/ours.jsonl" "$ours" --workload threads --threads-scaling "${sz[@]}"
+                # The peer's own 1-thread figure, for its scaling ratio.
+                run "$out/peer_1thread.jsonl" "$peer" --workload threads --threads 1 "${sz[@]}" ;;
+            hold)
+                run "$out/ours.jsonl" "$ours" --workload hold "${sz[@]}"
+                run "$out/ours.jsonl" "$ours" --workload hold_tokens "${sz[@]}" ;;
+            *)
+                run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
+        esac
+        if [ $((r % 2)) = 0 ]; then
+            run "$out/peer.jsonl" "$peer" --workload "$w" "${sz[@]}"
+        fi
+    done
+done
+
+cmd="tests/bench/compare.sh"
+[ "$quick" = 1 ] && cmd="$cmd --quick"
+python3 "$here/compare_table.py" --runs "$runs" --command "$cmd --runs $runs" \
+    "$out/peer.jsonl" "$out/ours.jsonl" "$out/peer_1thread.jsonl"
