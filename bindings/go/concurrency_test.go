@@ -201,3 +201,80 @@ func TestRegistryCloseWhileInUse(t *testing.T) {
 	}
 	done.Wait()
 }
+
+// Several goroutines poll at once while blocks are registered: every event reaches exactly
+// one poller, and each carries its own tokens (the library reuses one token buffer per
+// registry for the last poll, so the binding must copy before another poll runs).
+func TestConcurrentPollersGetIntactEvents(t *testing.T) {
+	const (
+		pollers = 4
+		nBlocks = 4000
+	)
+	r := newReg(t, nil)
+	p := newPool(t, r, "gpu")
+	tokensOf := func(h uint64) []uint32 {
+		return []uint32{uint32(h), uint32(h) + 1, uint32(h) * 3, ^uint32(h)}
+	}
+
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// poll takes one small batch (so pollers interleave often); n is 0 when the queue was
+	// empty, -1 on failure.
+	poll := func() (n int) {
+		evs, err := r.Poll(7)
+		if err != nil {
+			t.Errorf("Poll: %v", err)
+			return -1
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			seen[ev.ID]++
+			if !equalTokens(ev.Tokens, tokensOf(ev.SequenceHash)) {
+				t.Errorf("event %d (hash %d) has tokens %v, want %v", ev.ID, ev.SequenceHash,
+					ev.Tokens, tokensOf(ev.SequenceHash))
+				return -1
+			}
+		}
+		return len(evs)
+	}
+	for i := 0; i < pollers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if poll() < 0 {
+					return
+				}
+			}
+		}()
+	}
+	for h := uint64(1); h <= nBlocks; h++ {
+		if _, err := p.Register(BlockDesc{SequenceHash: h, BlockHash: h, Tokens: tokensOf(h)}); err != nil {
+			t.Errorf("Register(%d): %v", h, err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for poll() > 0 { // what the pollers left
+	}
+	if t.Failed() {
+		return
+	}
+	for id := uint64(0); id < nBlocks; id++ {
+		if seen[id] != 1 {
+			t.Fatalf("event %d delivered %d times, want once", id, seen[id])
+		}
+	}
+	if len(seen) != nBlocks {
+		t.Fatalf("%d distinct events, want %d", len(seen), nBlocks)
+	}
+}

@@ -453,3 +453,42 @@ func TestOptionsValidated(t *testing.T) {
 		t.Fatalf("unknown stat = %v, want ErrInvalid", err)
 	}
 }
+
+func TestPoolLimitIsOverflow(t *testing.T) {
+	r := newReg(t, nil)
+	pools := make([]*Pool, 0, 255)
+	for i := 0; i < 255; i++ {
+		pools = append(pools, newPool(t, r, "p"))
+	}
+	if _, err := r.NewPool("one too many"); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("pool 256 = %v, want ErrOverflow", err)
+	}
+	if err := pools[7].Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, r, "reuses a slot")
+	if p.ID() == 0 || p.ID() > 255 {
+		t.Fatalf("pool id %d out of range", p.ID())
+	}
+}
+
+// Tokens grows its buffer when a block has more tokens than its first guess.
+func TestTokensOfLargeBlock(t *testing.T) {
+	const blockSize = 1000
+	toks := make([]uint32, blockSize)
+	for i := range toks {
+		toks[i] = uint32(i * 7)
+	}
+	r := newReg(t, &Options{KeepTokens: true})
+	p := newPool(t, r, "gpu")
+	b := mustRegister(t, p, BlockDesc{SequenceHash: 1, BlockHash: 1, BlockSize: blockSize,
+		Tokens: toks})
+	got, err := p.Tokens(b)
+	if err != nil || !equalTokens(got, toks) {
+		t.Fatalf("Tokens = %d tokens, %v; want the %d registered", len(got), err, blockSize)
+	}
+	noTok := mustRegister(t, p, byHash(2))
+	if _, err := p.Tokens(noTok); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Tokens of a block registered by hash = %v, want ErrNotFound", err)
+	}
+}

@@ -31,8 +31,10 @@ CGO_ENABLED=1
 PKG_CONFIG_PATH=$builddir/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 LD_LIBRARY_PATH=$builddir/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 KVREG_VECTORS=${KVREG_VECTORS:-$srcdir/../../tests/vectors/public.json}
+# The cgo preambles and generated code must be as warning-clean as the C library.
+CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -Wall -Wextra -pedantic -Werror"
 export GOFLAGS GOPROXY GOCACHE GOPATH GOTOOLCHAIN CGO_ENABLED PKG_CONFIG_PATH LD_LIBRARY_PATH \
-    KVREG_VECTORS
+    KVREG_VECTORS CGO_CFLAGS
 
 if [ ! -f "$builddir/meson-uninstalled/kvreg-uninstalled.pc" ]; then
     echo "FAIL: $builddir/meson-uninstalled/kvreg-uninstalled.pc missing (not a configured build dir?)" >&2
