@@ -1,0 +1,185 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvreg.h>
+
+#include "cache.h"
+#include "events.h"
+#include "synth.h"
+#include "trace.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: kvreg-replay [OPTIONS] [TRACE.jsonl | -]\n"
+"\n"
+"Replay an LLM inference workload through libkvreg the way an engine with a tiered KV cache\n"
+"would, and report hit rates, events, speed and memory. Without TRACE it runs a built-in,\n"
+"deterministic synthetic workload (multi-turn chats sharing system prompts).\n"
+"\n"
+"TRACE is Mooncake JSON lines: timestamp, input_length, output_length, hash_ids (one id per\n"
+"prompt block, prefix-chained). Each id becomes a block of tokens derived from the id and is\n"
+"named with Dynamo's chained XXH3 hashes (kvreg_block_hash, kvreg_sequence_hash).%s\n"
+"\n"
+"Model:\n"
+"  --g1-blocks N|unlimited   device pool capacity in blocks (default: unlimited)\n"
+"  --g2-blocks N|unlimited   add a host pool G2 of this capacity; G1 evictions are offloaded\n"
+"                            to it and G2 hits onboarded back (default: no G2)\n"
+"  --inflight N              requests running at once, holding their blocks (default 8)\n"
+"  --block-tokens N          tokens per block id (default 512)\n"
+"  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
+"Input:\n"
+"  --skip-bad                skip malformed trace lines and count them (default: stop with\n"
+"                            the line number, exit status 2)\n"
+"  --max-requests N          stop after N requests\n"
+"  --seed N                  synthetic workload seed (default %u)\n"
+"  --conversations N         synthetic workload size (default %u)\n"
+"  --dump-trace FILE         also write the requests replayed as Mooncake JSON lines\n"
+"Output:\n"
+"  --json                    one JSON object on stdout instead of the summary\n"
+"  --no-progress             no progress bar (shown on a terminal for long inputs)\n"
+"  --verify-events           rebuild the registered set from the event stream (INLINE\n"
+"                            callback) and check it equals the registry at checkpoints and\n"
+"                            at the end; exit status 1 on a mismatch\n"
+"  --checkpoint-every N      requests between checkpoints (default 1000)\n"
+"  --verify-ignore-event ID  testing aid: the verifier drops event ID, so it must fail\n"
+"  --help, --version\n"
+"\n"
+"Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
+            trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
+            SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
+}
+
+/* A decimal number in [min, max], or "unlimited" when allowed. */
+static int number(const char *opt, const char *text, uint64_t min, uint64_t max,
+                  int allow_unlimited, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    if (allow_unlimited && strcmp(text, "unlimited") == 0) {
+        *out = CACHE_UNLIMITED;
+        return 0;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE || v < min ||
+        v > max) {
+        fprintf(stderr, "kvreg-replay: %s: expected a whole number from %llu to %llu%s, got '%s'\n",
+                opt, (unsigned long long)min, (unsigned long long)max,
+                allow_unlimited ? " or 'unlimited'" : "", text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse(int argc, char **argv, replay_options *o)
+{
+    int i;
+    memset(o, 0, sizeof *o);
+    o->block_tokens = 512;
+    o->g1_blocks = CACHE_UNLIMITED;
+    o->g2_blocks = 0;
+    o->inflight = 8;
+    o->salt = KVREG_ROUTER_SALT;
+    o->seed = SYNTH_DEFAULT_SEED;
+    o->conversations = SYNTH_DEFAULT_CONVERSATIONS;
+    o->checkpoint_every = 1000;
+    o->ignore_event = EVENTS_IGNORE_NONE;
+    o->progress = 1;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = NULL;
+        const char *eq;
+        char name[64];
+        uint64_t v;
+
+        if (arg[0] != '-' || strcmp(arg, "-") == 0) {
+            if (o->trace) {
+                fprintf(stderr, "kvreg-replay: only one trace can be given ('%s', '%s')\n",
+                        o->trace, arg);
+                return CLI_USAGE;
+            }
+            o->trace = arg;
+            continue;
+        }
+        /* Accept both --opt=value and --opt value. */
+        eq = strchr(arg, '=');
+        if (eq && (size_t)(eq - arg) < sizeof name) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+        }
+
+#define FLAG(str) (strcmp(name, str) == 0 && !val)
+#define OPTION(str) (strcmp(name, str) == 0 && (val || (i + 1 < argc && (val = argv[++i]))))
+        if (FLAG("--help") || FLAG("-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (FLAG("--version")) {
+            printf("kvreg-replay (libkvreg %s)\n", kvreg_version_string());
+            return CLI_EXIT_OK;
+        } else if (FLAG("--json")) {
+            o->json = 1;
+        } else if (FLAG("--skip-bad")) {
+            o->skip_bad = 1;
+        } else if (FLAG("--verify-events")) {
+            o->verify = 1;
+        } else if (FLAG("--no-progress")) {
+            o->progress = 0;
+        } else if (OPTION("--g1-blocks")) {
+            if (number(name, val, 1, UINT32_MAX, 1, &o->g1_blocks) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--g2-blocks")) {
+            if (number(name, val, 0, UINT32_MAX, 1, &o->g2_blocks) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--inflight")) {
+            if (number(name, val, 1, 1u << 20, 0, &v) != 0)
+                return CLI_USAGE;
+            o->inflight = (uint32_t)v;
+        } else if (OPTION("--block-tokens")) {
+            if (number(name, val, 1, 1u << 20, 0, &v) != 0)
+                return CLI_USAGE;
+            o->block_tokens = (uint32_t)v;
+        } else if (OPTION("--salt")) {
+            if (number(name, val, 0, UINT64_MAX, 0, &o->salt) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--seed")) {
+            if (number(name, val, 0, UINT64_MAX, 0, &o->seed) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--conversations")) {
+            if (number(name, val, 1, 10000000, 0, &v) != 0)
+                return CLI_USAGE;
+            o->conversations = (uint32_t)v;
+        } else if (OPTION("--max-requests")) {
+            if (number(name, val, 1, UINT64_MAX, 0, &o->max_requests) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--checkpoint-every")) {
+            if (number(name, val, 1, UINT64_MAX, 0, &o->checkpoint_every) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--verify-ignore-event")) {
+            if (number(name, val, 0, UINT64_MAX - 1, 0, &o->ignore_event) != 0)
+                return CLI_USAGE;
+        } else if (OPTION("--dump-trace")) {
+            o->dump_trace = val;
+        } else {
+            fprintf(stderr, "kvreg-replay: unknown option or missing value: %s "
+                            "(see kvreg-replay --help)\n", arg);
+            return CLI_USAGE;
+        }
+#undef FLAG
+#undef OPTION
+    }
+    if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
+        fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}

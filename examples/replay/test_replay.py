@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Tests for kvreg-replay (meson suite 'examples'); Python 3 standard library only.
+
+Each --case runs kvreg-replay and checks its exit status and output. Expected hit counts
+are computed here, independently, from the requests themselves (a block is a hit iff its
+id was seen before), never taken from the program under test.
+
+Cases:
+  help                     --help text; bad options exit 2
+  default-text             no arguments: the readable report
+  default-json             --json on the built-in workload vs an independent count of the
+                           same workload (written out with --dump-trace); deterministic
+  verify-tiers             --verify-events with small G1 and G2: evictions, offload, onboard
+  verify-g1-only           --verify-events with a small G1 and no G2: one Remove per eviction
+  verify-detects-mismatch  the verifier fails when it is made to miss one event
+  malformed                each kind of bad line: exit 2 naming the line
+  skip-bad                 --skip-bad skips and counts the bad lines
+  trace-conversation       shared Mooncake traces, unlimited capacity: hit rate == the
+  trace-synthetic          theoretical maximum counted here
+  trace-verify-tiers       a shared trace with small tiers under --verify-events
+Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+BLOCK_TOKENS = 512
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def run(args, expect_rc=0, stdin=None):
+    proc = subprocess.run([ARGS.replay] + args, input=stdin, capture_output=True, timeout=600)
+    out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    if expect_rc is not None and proc.returncode != expect_rc:
+        raise Failure(f"kvreg-replay {' '.join(args)}: exit {proc.returncode}, expected "
+                      f"{expect_rc}\n--- stdout\n{out}\n--- stderr\n{err}")
+    return proc.returncode, out, err
+
+
+def run_json(args, expect_rc=0):
+    _, out, err = run(["--json"] + args, expect_rc)
+    try:
+        return json.loads(out), err
+    except ValueError as e:
+        raise Failure(f"--json output is not one JSON object ({e}):\n{out}")
+
+
+def block_tokens(input_length, i, bt=BLOCK_TOKENS):
+    return max(0, min(bt, input_length - i * bt))
+
+
+def independent_count(lines):
+    """Requests, blocks, tokens and the theoretical-maximum hits of a list of JSONL lines."""
+    seen = set()
+    parent_of = {}
+    c = dict(requests=0, blocks=0, prompt_tokens=0, hit_blocks=0, hit_tokens=0)
+    for line in lines:
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        ids = row["hash_ids"]
+        c["requests"] += 1
+        c["blocks"] += len(ids)
+        c["prompt_tokens"] += row["input_length"]
+        for i, block_id in enumerate(ids):
+            # Ids must be prefix-chained, or hit-by-id would not be a prefix-cache hit rate.
+            parent = ids[i - 1] if i else None
+            check(parent_of.setdefault(block_id, parent) == parent,
+                  f"id {block_id} has two different parents: not a prefix-chained trace")
+            if block_id in seen:
+                c["hit_blocks"] += 1
+                c["hit_tokens"] += block_tokens(row["input_length"], i)
+            else:
+                seen.add(block_id)
+    c["unique_blocks"] = len(seen)
+    return c
+
+
+def compare_unlimited(report, expected):
+    """An unlimited G1 must reach exactly the theoretical maximum."""
+    got = dict(requests=report["requests"], blocks=report["blocks"],
+               prompt_tokens=report["prompt_tokens"], hit_blocks=report["hit_blocks"]["total"],
+               hit_tokens=report["hit_tokens"]["total"], unique_blocks=report["unique_blocks"])
+    check(got == expected, f"replay {got}\n  != independent count {expected}")
+    check(report["hit_blocks"]["max"] == expected["hit_blocks"], "reported max is wrong")
+    check(report["hit_blocks"]["g2"] == 0 and report["g1_evictions"] == 0, "unlimited G1 evicted")
+    # Nothing is ever evicted, so every distinct id stays registered and no Remove is sent.
+    check(report["events"]["register"] == expected["unique_blocks"], "one Register per id")
+    check(report["events"]["remove"] == 0, "Remove events with unlimited capacity")
+    check(report["final"]["registry_hashes"] == expected["unique_blocks"] ==
+          report["final"]["g1_blocks"], "final registry size")
+    print(f"requests {got['requests']}, blocks {got['blocks']}, hits {got['hit_blocks']} "
+          f"({got['hit_blocks'] / max(1, got['blocks']):.2%}) == independent count")
+
+
+def check_tiers_consistent(r, g1, g2):
+    check(r["verify"] == {"enabled": True, "ok": True, "checkpoints": r["verify"]["checkpoints"]},
+          f"verify: {r['verify']}")
+    check(r["verify"]["checkpoints"] >= 2, "too few checkpoints")
+    check(r["hit_blocks"]["total"] <= r["hit_blocks"]["max"], "more hits than possible")
+    check(r["events"]["register"] - r["events"]["remove"] == r["final"]["registry_hashes"],
+          "Register - Remove != registered hashes")
+    if r["over_capacity"] == 0:
+        check(r["final"]["g1_blocks"] <= g1, "G1 above capacity")
+    if g2:
+        check(r["final"]["g2_blocks"] <= g2, "G2 above capacity")
+
+
+def needs_jansson():
+    if ARGS.jansson != "1":
+        print("SKIP: kvreg-replay was built without jansson (trace input disabled)")
+        sys.exit(SKIP)
+
+
+def trace_path(name):
+    needs_jansson()
+    path = os.path.join(ARGS.traces, name)
+    if not os.path.isdir(ARGS.traces):
+        print(f"SKIP: shared traces folder missing: {ARGS.traces}")
+        sys.exit(SKIP)
+    check(os.path.isfile(path), f"trace file missing from {ARGS.traces}: {name}")
+    return path
+
+
+# --------------------------------------------------------------------------------------
+def case_help():
+    _, out, _ = run(["--help"])
+    for word in ("Usage: kvreg-replay", "--g1-blocks", "--g2-blocks", "--inflight",
+                 "--verify-events", "--skip-bad", "--json", "Exit status"):
+        check(word in out, f"--help does not mention {word}")
+    for bad in (["--bogus"], ["--g1-blocks", "0"], ["--inflight", "abc"], ["--g2-blocks"],
+                ["--block-tokens", "-5"], ["a.jsonl", "b.jsonl"],
+                ["--verify-ignore-event", "3"]):
+        _, _, err = run(bad, expect_rc=2)
+        check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
+
+
+def case_default_text():
+    _, out, err = run([])
+    for label in ("workload    synthetic", "hit rate", "  G1 ", "  G2 ", "  max ",
+                  "events      Register", "speed", "peak RSS"):
+        check(label in out, f"report lacks {label!r}:\n{out}")
+    check(err == "", f"unexpected stderr (no progress bar when not a terminal): {err!r}")
+    print(out)
+
+
+def case_default_json():
+    with tempfile.TemporaryDirectory() as tmp:
+        dumps = [os.path.join(tmp, f"w{i}.jsonl") for i in range(3)]
+        r, _ = run_json(["--dump-trace", dumps[0]])
+        run_json(["--dump-trace", dumps[1]])
+        run_json(["--dump-trace", dumps[2], "--seed", "7"])
+        with open(dumps[0]) as f:
+            lines = f.read().splitlines()
+        with open(dumps[1]) as f:
+            check(f.read().splitlines() == lines, "the built-in workload is not deterministic")
+        with open(dumps[2]) as f:
+            check(f.read().splitlines() != lines, "--seed does not change the workload")
+    expected = independent_count(lines)
+    check(r["source"] == "synthetic" and expected["requests"] >= 5000, "workload too small")
+    rate = expected["hit_blocks"] / expected["blocks"]
+    check(0.3 < rate < 0.95, f"synthetic workload should reuse prefixes, not everything: {rate}")
+    compare_unlimited(r, expected)
+
+
+def case_verify_tiers():
+    g1, g2 = 256, 1024
+    r, _ = run_json(["--verify-events", "--g1-blocks", str(g1), "--g2-blocks", str(g2),
+                     "--inflight", "4", "--checkpoint-every", "200"])
+    check_tiers_consistent(r, g1, g2)
+    for key in ("g1_evictions", "g2_stores", "g2_evictions", "onboards"):
+        check(r[key] > 0, f"{key} is 0: the small tiers were not exercised")
+    check(r["onboards"] == r["hit_blocks"]["g2"], "every G2 hit is onboarded")
+    # Offloading registers in G2 before releasing from G1: only G2 evictions may remove.
+    check(0 < r["events"]["remove"] <= r["g2_evictions"], "Remove without a G2 eviction")
+    only_g1, _ = run_json(["--verify-events", "--g1-blocks", str(g1), "--inflight", "4"])
+    check(r["hit_blocks"]["total"] > only_g1["hit_blocks"]["total"], "G2 adds no hits")
+    print(f"G1+G2 hits {r['hit_blocks']['total']} (G2 {r['hit_blocks']['g2']}) > G1 only "
+          f"{only_g1['hit_blocks']['total']}; {r['verify']['checkpoints']} checkpoints passed")
+
+
+def case_verify_g1_only():
+    r, _ = run_json(["--verify-events", "--g1-blocks", "300", "--checkpoint-every", "250"])
+    check_tiers_consistent(r, 300, 0)
+    check(r["g2_enabled"] is False and r["hit_blocks"]["g2"] == 0, "G2 used without --g2-blocks")
+    check(r["g1_evictions"] > 0, "no evictions with a small G1")
+    # Without G2 an evicted block leaves its last pool: exactly one Remove per eviction.
+    check(r["events"]["remove"] == r["g1_evictions"], "Remove events != G1 evictions")
+
+
+def case_verify_detects_mismatch():
+    r, err = run_json(["--verify-events", "--verify-ignore-event", "10", "--g1-blocks", "300"],
+                      expect_rc=1)
+    check(r["verify"]["ok"] is False, "verify reported ok although an event was dropped")
+    check("disagree" in err, f"no explanation on stderr: {err!r}")
+
+
+BAD_LINES = [
+    (b'{"timestamp": 0, "input_length": 10', "invalid JSON"),
+    (b"not json at all", "invalid JSON"),
+    (b"[1, 2, 3]", "expected a JSON object"),
+    (b'{"timestamp": 0, "input_length": 10, "output_length": 1}', "hash_ids"),
+    (b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": "0,1"}', "hash_ids"),
+    (b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0, -1]}',
+     "hash_ids[1]"),
+    (b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0, 1.5]}',
+     "hash_ids[1]"),
+    (b'{"timestamp": 0, "input_length": -10, "output_length": 1, "hash_ids": [0]}',
+     "input_length"),
+    (b'{"timestamp": "0", "input_length": 10, "output_length": 1, "hash_ids": [0]}',
+     "timestamp"),
+    (b'{"timestamp": 0, "input_length": 99999999999999999999999, "output_length": 1, '
+     b'"hash_ids": [0]}', "invalid JSON"),
+    (b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}\x00x',
+     "invalid JSON"),
+    (b'\xff\xfe{"timestamp": 0}', "invalid JSON"),
+]
+GOOD = b'{"timestamp": 0, "input_length": 700, "output_length": 5, "hash_ids": [0, 1]}'
+
+
+def case_malformed():
+    needs_jansson()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bad.jsonl")
+        for bad, what in BAD_LINES:
+            # Line 2 is blank: line numbers count every line of the file.
+            with open(path, "wb") as f:
+                f.write(GOOD + b"\n\n" + bad + b"\n" + GOOD + b"\n")
+            _, out, err = run([path], expect_rc=2)
+            check(f"{path}:3: " in err and what in err, f"{bad!r}: error lacks line 3 / "
+                  f"{what!r}: {err!r}")
+            check(out == "", f"{bad!r}: a report was printed for a bad trace")
+        _, _, err = run([os.path.join(tmp, "missing.jsonl")], expect_rc=2)
+        check("cannot open" in err, f"missing file: {err!r}")
+
+
+def case_skip_bad():
+    needs_jansson()
+    content = b"".join(GOOD + b"\n" + bad + b"\n" for bad, _ in BAD_LINES) + GOOD + b"\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bad.jsonl")
+        with open(path, "wb") as f:
+            f.write(content)
+        r, err = run_json(["--skip-bad", path])
+    check(r["bad_lines"] == len(BAD_LINES), f"bad_lines {r['bad_lines']} != {len(BAD_LINES)}")
+    good = len(BAD_LINES) + 1
+    check(r["requests"] == good and r["blocks"] == 2 * good, "good lines lost")
+    check(r["hit_blocks"]["total"] == 2 * good - 2, "every repeat of the good line hits")
+    check(err.count("kvreg-replay: ") == len(BAD_LINES), "each skipped line is reported")
+
+
+def trace_case(name):
+    path = trace_path(name)
+    with open(path) as f:
+        expected = independent_count(f)
+    r, _ = run_json([path])
+    check(r["source"] == path and r["bad_lines"] == 0, "source / bad_lines")
+    compare_unlimited(r, expected)
+
+
+def case_trace_verify_tiers():
+    path = trace_path("conversation_trace.jsonl")
+    g1, g2 = 2000, 8000
+    r, _ = run_json(["--verify-events", "--g1-blocks", str(g1), "--g2-blocks", str(g2),
+                     "--max-requests", "4000", path])
+    check(r["requests"] == 4000, "--max-requests")
+    check_tiers_consistent(r, g1, g2)
+    check(r["g1_evictions"] > 0 and r["g2_stores"] > 0 and r["onboards"] > 0, "tiers unused")
+
+
+CASES = {
+    "help": case_help,
+    "default-text": case_default_text,
+    "default-json": case_default_json,
+    "verify-tiers": case_verify_tiers,
+    "verify-g1-only": case_verify_g1_only,
+    "verify-detects-mismatch": case_verify_detects_mismatch,
+    "malformed": case_malformed,
+    "skip-bad": case_skip_bad,
+    "trace-conversation": lambda: trace_case("conversation_trace.jsonl"),
+    "trace-synthetic": lambda: trace_case("synthetic_trace.jsonl"),
+    "trace-verify-tiers": case_trace_verify_tiers,
+}
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replay", required=True)
+    p.add_argument("--jansson", choices=["0", "1"], required=True)
+    p.add_argument("--traces", required=True)
+    p.add_argument("--case", choices=sorted(CASES), required=True)
+    ARGS = p.parse_args()
+    try:
+        CASES[ARGS.case]()
+    except Failure as e:
+        print(f"FAIL ({ARGS.case}): {e}")
+        sys.exit(1)
+    print(f"ok: {ARGS.case}")
