@@ -3,6 +3,7 @@
 //! libkvreg.so, which skips pkg-config entirely (cross builds, unusual layouts).
 
 use std::env;
+use std::path::Path;
 use std::process::Command;
 
 /// Oldest libkvreg whose header these declarations match.
@@ -67,12 +68,15 @@ fn main() {
     }
 
     // Exposed to dependents as DEP_KVREG_INCLUDE (the `links` metadata), for crates that
-    // compile C against the same header.
+    // compile C against the same header. Only one value survives, so pick the directory that
+    // holds kvreg.h (an uninstalled .pc lists several -I).
     if let Some(cflags) = run(&pkg_config, &["--cflags", "kvreg"]) {
-        for flag in cflags.split_whitespace() {
-            if let Some(dir) = flag.strip_prefix("-I") {
-                println!("cargo:include={}", dir);
-            }
+        let header_dir = cflags
+            .split_whitespace()
+            .filter_map(|flag| flag.strip_prefix("-I"))
+            .find(|dir| Path::new(dir).join("kvreg.h").is_file());
+        if let Some(dir) = header_dir {
+            println!("cargo:include={}", dir);
         }
     }
 }

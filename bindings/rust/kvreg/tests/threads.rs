@@ -145,6 +145,18 @@ fn arc_registry_with_spawned_threads() {
 }
 
 #[test]
+fn thread_safety_markers() {
+    // Compile-time: the header calls registries and pools thread-safe, sequences single-owner.
+    // (That Sequence is not Sync is a compile_fail doctest in src/lib.rs.)
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Registry>();
+    send_sync::<kvreg::Pool<'static>>();
+    send::<Sequence>();
+    send_sync::<kvreg::Error>();
+}
+
+#[test]
 fn sequence_moves_between_threads() {
     let mut seq = Sequence::new(4, 0).unwrap();
     seq.extend(&[1, 2, 3]).unwrap();
