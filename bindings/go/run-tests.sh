@@ -20,6 +20,11 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     exit 77
 fi
 
+if [ ! -f "$builddir/meson-uninstalled/kvreg-uninstalled.pc" ]; then
+    echo "FAIL: $builddir/meson-uninstalled/kvreg-uninstalled.pc missing (not a configured build dir?)" >&2
+    exit 1
+fi
+
 # Build against the uninstalled library of this build tree only: no network, no module
 # proxy, caches inside the build dir so concurrent builds never share state.
 GOFLAGS=-mod=mod
@@ -32,14 +37,12 @@ PKG_CONFIG_PATH=$builddir/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 LD_LIBRARY_PATH=$builddir/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 KVREG_VECTORS=${KVREG_VECTORS:-$srcdir/../../tests/vectors/public.json}
 # The cgo preambles and generated code must be as warning-clean as the C library.
-CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -Wall -Wextra -pedantic -Werror"
+# Go's build cache does not see changes to headers outside the package, so a digest of
+# the ones we include goes into the flags: a changed header then means a fresh cgo build.
+headers_sum=$(cat "$srcdir/../../include/kvreg.h" "$builddir/include/kvreg_version.h" | cksum | cut -d' ' -f1)
+CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -Wall -Wextra -pedantic -Werror -DKVREG_GO_HEADERS_SUM=$headers_sum"
 export GOFLAGS GOPROXY GOCACHE GOPATH GOTOOLCHAIN CGO_ENABLED PKG_CONFIG_PATH LD_LIBRARY_PATH \
     KVREG_VECTORS CGO_CFLAGS
-
-if [ ! -f "$builddir/meson-uninstalled/kvreg-uninstalled.pc" ]; then
-    echo "FAIL: $builddir/meson-uninstalled/kvreg-uninstalled.pc missing (not a configured build dir?)" >&2
-    exit 1
-fi
 
 cd "$srcdir"
 echo "== $(go version)"
