@@ -255,15 +255,17 @@ class Pool:
         entry per block: None when released, else the KvregError (not raised)."""
         blocks = list(blocks)
         result = [None] * len(blocks)
-        todo = []
+        todo, seen = [], set()
         for i, b in enumerate(blocks):
             if not isinstance(b, Block):
                 raise TypeError("release_batch() takes Blocks, not %s" % type(b).__name__)
             if b.pool is not self:
                 result[i] = StaleHandle(_ffi.ESTALE, "block belongs to another pool")
-            elif b._released:
+            elif b._released or id(b) in seen:
+                # The same Block twice would drop a reference another Block object owns.
                 result[i] = StaleHandle(_ffi.ESTALE, "block already released")
             else:
+                seen.add(id(b))
                 todo.append(i)
         n = len(todo)
         if n == 0:

@@ -7,6 +7,7 @@ import weakref
 from . import _buffers, _ffi, events as _events
 from ._lifetime import Guard
 from .errors import Busy, InvalidArgument
+from .pool import Pool
 
 __all__ = ["Registry", "STATS"]
 
@@ -198,7 +199,6 @@ class Registry:
     # -- pools ---------------------------------------------------------------------------
     def pool(self, name=""):
         """A new pool (tier) in this registry. At most 255 live pools (Overflow beyond)."""
-        from .pool import Pool
         return Pool(self, name)
 
     # -- queries -------------------------------------------------------------------------
