@@ -21,6 +21,9 @@ func newPool(t *testing.T, r *Registry, name string) *Pool {
 	if err != nil {
 		t.Fatalf("NewPool(%q): %v", name, err)
 	}
+	// Closing at cleanup also keeps p reachable for the whole test: an unreachable Pool is
+	// closed by its finalizer, which would release its blocks mid-test.
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
