@@ -192,3 +192,40 @@ class InlineMode(_SharedHashes, unittest.TestCase):
         self.gpu.register_batch(self.blocks)
         self.assertEqual(self.reg.stat("events_dropped"), 4)
         self.assertEqual(self._got, [])
+
+
+class ManyThreads(unittest.TestCase):
+    def test_per_hash_events_alternate(self):
+        # Threads (the GIL is released inside C) register and release the same hashes in
+        # their own pools. Whatever the interleaving, each hash's events must alternate
+        # Register, Remove, ... in event_id order, ending with a Remove.
+        got = []
+        blocks = support.infos(16)
+        with kvreg.Registry(callback=got.extend) as reg:
+            pools = [reg.pool("t%d" % i) for i in range(4)]
+            start = threading.Barrier(len(pools))
+            failures = []
+
+            def work(pool):
+                try:
+                    start.wait()
+                    for _ in range(20):
+                        pool.release_batch(pool.register_batch(blocks))
+                except BaseException as exc:
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=work, args=(p,)) for p in pools]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [])
+            self.assertEqual(reg.stat("hashes"), 0)
+        ids = [e.event_id for e in got]
+        self.assertEqual(ids, list(range(len(got))))
+        per_hash = {}
+        for e in got:
+            per_hash.setdefault(e.sequence_hash, []).append(e.kind)
+        self.assertEqual(len(per_hash), 16)
+        for kinds in per_hash.values():
+            self.assertEqual(kinds, [REG, REM] * (len(kinds) // 2))
