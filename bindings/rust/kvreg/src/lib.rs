@@ -56,6 +56,11 @@ pub use crate::pool::{Block, BlockDesc, Pool};
 pub use crate::registry::{Delivery, Registry, RegistryBuilder, Stat};
 pub use crate::sequence::Sequence;
 
+/// Compiles and runs the README's example as a doctest, so it cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// Version of the library actually loaded: (MAJOR*10000 + MINOR*100 + PATCH, "MAJOR.MINOR.PATCH").
 pub fn version() -> (u32, &'static str) {
     // SAFETY: both functions are pure; the string is static and NUL-terminated.
