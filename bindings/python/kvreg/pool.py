@@ -1,6 +1,7 @@
 """Pools (tiers) and the block references they hand out."""
 
 import ctypes
+import threading
 import weakref
 
 from . import _buffers, _ffi, errors
@@ -11,6 +12,9 @@ from .hashing import info_from_c
 __all__ = ["Pool", "Block"]
 
 lib = _ffi.lib
+
+# Serialises the released-flag check-and-set of Blocks (rare, short).
+_claim_lock = threading.Lock()
 
 
 def _finalize(core, guard):
@@ -254,36 +258,50 @@ class Pool:
         """Release many Blocks in one call (Remove events delivered together). Returns one
         entry per block: None when released, else the KvregError (not raised)."""
         blocks = list(blocks)
-        result = [None] * len(blocks)
-        todo, seen = [], set()
-        for i, b in enumerate(blocks):
+        for b in blocks:
             if not isinstance(b, Block):
                 raise TypeError("release_batch() takes Blocks, not %s" % type(b).__name__)
-            if b.pool is not self:
-                result[i] = StaleHandle(_ffi.ESTALE, "block belongs to another pool")
-            elif b._released or id(b) in seen:
-                # The same Block twice would drop a reference another Block object owns.
-                result[i] = StaleHandle(_ffi.ESTALE, "block already released")
-            else:
-                seen.add(id(b))
-                todo.append(i)
+        result = [None] * len(blocks)
+        todo = []
+        with _claim_lock:
+            for i, b in enumerate(blocks):
+                if b.pool is not self:
+                    result[i] = StaleHandle(_ffi.ESTALE, "block belongs to another pool")
+                elif b._released:
+                    # Also the same Block twice: it would drop a reference another Block owns.
+                    result[i] = StaleHandle(_ffi.ESTALE, "block already released")
+                else:
+                    b._released = True
+                    todo.append(i)
         n = len(todo)
         if n == 0:
             return result
         handles = (_ffi.kvreg_block * n)(*(blocks[i].handle for i in todo))
         status = (ctypes.c_int * n)()
 
-        def record(exc=None):
+        def record():
             for k, i in enumerate(todo):
                 s = status[k]
-                if s == 0 or s == _ffi.ESTALE:
-                    blocks[i]._released = True
                 if s:
                     result[i] = errors.from_status(s, _ffi.strerror(s))
-            if exc is not None:
+                    if s != _ffi.ESTALE:  # C kept that reference
+                        blocks[i]._released = False
+        ran = []
+        try:
+            self._run(lib.kvreg_release_batch, handles, n, status, None, late=ran.append)
+        except StaleHandle:
+            if not ran:  # pool or registry closed: their references are gone already
+                raise
+            record()
+            raise
+        except BaseException as exc:
+            if ran:  # a callback raised after C released them
+                record()
                 _attach(exc, result)
-        # late: a callback raised after C released them; still mark them released.
-        self._run(lib.kvreg_release_batch, handles, n, status, None, late=record)
+            else:
+                for i in todo:
+                    blocks[i]._released = False
+            raise
         record()
         return result
 
@@ -334,17 +352,21 @@ class Block:
 
     def release(self):
         """Drop this reference. StaleHandle if it was already released or its pool closed."""
-        self._live()
-
-        def done(_exc=None):
+        # Claim first, under a lock: two threads releasing one Block must not both reach C
+        # (the second would drop a reference another Block object owns).
+        with _claim_lock:
+            self._live()
             self._released = True
+        ran = []
         try:
-            self._pool._run(lib.kvreg_release, self._handle, late=done)
+            self._pool._run(lib.kvreg_release, self._handle, late=ran.append)
         except StaleHandle:
-            # C's ESTALE: the handle is not live; a closed pool or registry dropped it.
-            done()
+            # C's ESTALE (not live), or a closed pool/registry (which dropped it): gone.
             raise
-        done()
+        except BaseException:
+            if not ran:  # C did not release it: the reference is still held
+                self._released = False
+            raise
 
     close = release
 

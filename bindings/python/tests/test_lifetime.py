@@ -139,3 +139,34 @@ class ConcurrentClose(unittest.TestCase):
             t.join()
         self.assertEqual(len(outcome), len(pools))
         self.assertTrue(all(r >= 5 for r in outcome))
+
+
+class ConcurrentRelease(unittest.TestCase):
+    def test_one_block_released_by_two_threads(self):
+        # Exactly one release of a Block may reach C, or the other thread would drop the
+        # reference that `keep` owns.
+        info = support.infos(1)[0][0]
+        with kvreg.Registry() as reg:
+            pool = reg.pool()
+            for _ in range(50):
+                blk = pool.register(info)
+                keep = pool.acquire(info.sequence_hash)
+                start = threading.Barrier(2)
+                outcome = []
+
+                def release():
+                    start.wait()
+                    try:
+                        blk.release()
+                        outcome.append("ok")
+                    except kvreg.StaleHandle:
+                        outcome.append("stale")
+
+                threads = [threading.Thread(target=release) for _ in range(2)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                self.assertEqual(sorted(outcome), ["ok", "stale"])
+                self.assertEqual(keep.refcount(), 1)
+                keep.release()
