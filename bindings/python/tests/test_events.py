@@ -134,6 +134,15 @@ class PollMode(_SharedHashes, unittest.TestCase):
             pool.register(*support.infos(1, start=1000)[0])
             self.assertEqual([e.event_id for e in reg.poll()], [4])
 
+    def test_remove_carries_tokens_only_with_keep_tokens(self):
+        for keep in (False, True):
+            with self.subTest(keep_tokens=keep), kvreg.Registry(keep_tokens=keep) as reg:
+                info, toks = self.blocks[0]
+                reg.pool().register(info, toks).release()
+                reg_ev, rem_ev = reg.poll()
+                self.assertEqual(list(reg_ev.tokens), toks)
+                self.assertEqual(list(rem_ev.tokens), toks if keep else [])
+
     def test_concurrent_pollers_copy_safely(self):
         # Tokens point into the registry until the next poll: polls from several threads
         # must still each see intact copies.
