@@ -83,8 +83,6 @@ pub(crate) type Handler = Box<dyn FnMut(&[Event]) + Send>;
 thread_local! {
     /// A panic caught in a callback on this thread, waiting to be re-raised.
     static PENDING_PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
-    /// How many kvreg callbacks this thread is inside (callbacks may nest across registries).
-    static CALLBACK_DEPTH: RefCell<usize> = const { RefCell::new(0) };
 }
 
 /// Boxes a closure into the user_data pointer the library will own.
@@ -118,11 +116,6 @@ fn panic_pending() -> bool {
     PENDING_PANIC
         .try_with(|slot| slot.borrow().is_some())
         .unwrap_or(false)
-}
-
-/// True while this thread runs inside any kvreg event callback.
-pub(crate) fn in_callback() -> bool {
-    CALLBACK_DEPTH.try_with(|d| *d.borrow() > 0).unwrap_or(true)
 }
 
 /// Re-raises a panic parked by a callback on this thread. Call after every C call that can
@@ -162,7 +155,6 @@ pub(crate) unsafe extern "C" fn trampoline(
     if panic_pending() {
         return;
     }
-    let _ = CALLBACK_DEPTH.try_with(|d| *d.borrow_mut() += 1);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let raw: &[ffi::kvreg_event] = if n_events == 0 || events.is_null() {
             &[]
@@ -177,7 +169,6 @@ pub(crate) unsafe extern "C" fn trampoline(
         let handler = &mut *(user_data as *mut Handler);
         handler(&converted);
     }));
-    let _ = CALLBACK_DEPTH.try_with(|d| *d.borrow_mut() -= 1);
     if let Err(payload) = result {
         park_panic(payload);
     }

@@ -176,10 +176,6 @@ impl Drop for Config {
 /// The global registry shared by pools. Thread-safe (`Send + Sync`): share it by reference
 /// (scoped threads) or in an `Arc`. Pools borrow it, so it cannot be dropped while a pool is
 /// alive.
-///
-/// Dropping a registry from inside an event handler (of any registry) leaks it instead of
-/// freeing it: the library forbids freeing a registry from its own callback, and the handler
-/// cannot tell which registry it belongs to.
 pub struct Registry {
     raw: NonNull<ffi::kvreg_registry>,
     /// Poll hands out tokens that live only until the next poll on the registry, by any
@@ -304,11 +300,10 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        if event::in_callback() {
-            return; // see the type's documentation: freeing here is undefined in C
-        }
         // SAFETY: we own the registry; pools borrow it, so none is alive, and no other thread
-        // can be using it.
+        // can be using it. Nor can this run inside the registry's own callback (which the C
+        // side forbids): every call that delivers events holds a borrow of the registry,
+        // directly or through a Pool, so the registry cannot be dropped until it returns.
         unsafe { ffi::kvreg_registry_free(self.raw.as_ptr()) };
         // The handler's Drop ran in destroy and may have panicked.
         event::resume_pending_panic_in_drop();

@@ -234,3 +234,42 @@ fn events_are_distinct_per_hash_in_batches() {
     assert_eq!(per_hash.len(), 6);
     assert!(per_hash.values().all(|&n| n == 1));
 }
+
+#[test]
+fn handler_may_call_back_into_its_registry() {
+    // The handler must be 'static, so it can only hold a pool of a 'static registry: leak one
+    // (a few hundred bytes, once per test run).
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new().unwrap()));
+    let mirror: &'static Pool<'static> = Box::leak(Box::new(registry.pool("mirror").unwrap()));
+    let gpu = registry.pool("gpu").unwrap();
+    let gpu_id = gpu.id();
+    let log = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let sink = Arc::clone(&log);
+    registry
+        .set_event_handler(move |events: &[Event]| {
+            for e in events {
+                sink.lock().unwrap().push(e.clone());
+                if e.pool_id == gpu_id && e.kind == EventKind::Register {
+                    // A new hash: its Register event is caused from inside this handler and
+                    // must arrive in a later, separate call (never nested in this one).
+                    let desc = BlockDesc {
+                        sequence_hash: e.sequence_hash ^ 1,
+                        block_hash: e.block_hash,
+                        parent_sequence_hash: None,
+                        block_size: 0,
+                        tokens: &[],
+                    };
+                    mirror.register(&desc).unwrap();
+                }
+            }
+        })
+        .unwrap();
+    let (_, infos) = workload();
+    gpu.register(&BlockDesc::from(&infos[0])).unwrap();
+    let events = std::mem::take(&mut *log.lock().unwrap());
+    let summary: Vec<(u64, u32, u64)> =
+        events.iter().map(|e| (e.event_id, e.pool_id, e.sequence_hash)).collect();
+    let hash = infos[0].sequence_hash;
+    assert_eq!(summary, vec![(0, gpu_id, hash), (1, mirror.id(), hash ^ 1)]);
+    assert!(mirror.contains(hash ^ 1));
+}
