@@ -4,7 +4,9 @@ import os
 import re
 import subprocess
 import sys
+import types
 import unittest
+from unittest import mock
 
 import kvreg
 from kvreg import _ffi
@@ -53,3 +55,25 @@ class Loading(unittest.TestCase):
         self.assertEqual(declared, set(_ffi._PROTOTYPES))
         for name in declared:
             self.assertIsNotNone(getattr(_ffi.lib, name).argtypes, name)
+
+
+class _FakeLib:
+    """Stands in for a CDLL of another major version / an older build."""
+    _name = "libkvreg.so.1"
+
+    def kvreg_version_number(self):
+        return 10203
+
+    def kvreg_version_string(self):
+        return b"1.2.3"
+
+
+class Refusals(unittest.TestCase):
+    def test_other_major_is_refused(self):
+        with mock.patch.object(_ffi, "lib", _FakeLib()):
+            with self.assertRaisesRegex(ImportError, "major 1.*needs major 0"):
+                _ffi._check_version()
+
+    def test_missing_symbols_are_named(self):
+        with self.assertRaisesRegex(ImportError, "kvreg_register_batch"):
+            _ffi._bind(types.SimpleNamespace(_name="libkvreg.so.0"))
