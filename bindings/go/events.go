@@ -155,7 +155,8 @@ const DefaultEventInterval = 10 * time.Millisecond
 // is closed. Events already polled but not yet received when ctx ends are lost, so cancel
 // only once the remaining events no longer matter (or drain with Poll afterwards: events
 // not yet polled stay queued). Use one consumer per registry: Poll from elsewhere takes
-// events away from the stream.
+// events away from the stream. The goroutine keeps the registry reachable, so end the
+// stream (cancel ctx or Close the registry) when done with it.
 func (r *Registry) Events(ctx context.Context, interval time.Duration) *EventStream {
 	if interval <= 0 {
 		interval = DefaultEventInterval

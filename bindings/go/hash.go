@@ -67,7 +67,8 @@ func HashBlocks(tokens []uint32, blockSize uint32, salt uint64) ([]BlockInfo, er
 		// Checked here because the division below would panic before C could say EINVAL.
 		return nil, &Error{Code: int(C.KVREG_EINVAL), Op: "HashBlocks"}
 	}
-	n := len(tokens) / int(blockSize)
+	// In uint64: int(blockSize) could overflow on 32-bit platforms.
+	n := int(uint64(len(tokens)) / uint64(blockSize))
 	out := make([]C.kvreg_block_info, n+1) // +1 so &out[0] exists when n == 0
 	var got C.size_t
 	status := C.kvreg_hash_blocks(tokensPtr(tokens), C.size_t(len(tokens)), C.uint32_t(blockSize),
