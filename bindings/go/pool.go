@@ -262,10 +262,17 @@ func (p *Pool) RegisterSequence(seq *Sequence, first, count int) (blocks []Block
 	if first < 0 || count < 0 {
 		return nil, nil, &Error{Code: int(C.KVREG_ERANGE), Op: "Pool.RegisterSequence"}
 	}
-	out := make([]C.kvreg_block, count+1) // +1 so &out[0] exists when count == 0
-	status := make([]C.int, count+1)
+	var out []C.kvreg_block
+	var status []C.int
 	err = p.with("Pool.RegisterSequence", func(pp *C.kvreg_pool) error {
 		return seq.with("Pool.RegisterSequence", func(sp *C.kvreg_sequence) error {
+			// Size the outputs only for a range that exists, so a wild count cannot make
+			// us allocate before the library rejects it.
+			if nb := int(C.kvreg_sequence_num_blocks(sp)); first > nb || count > nb-first {
+				return &Error{Code: int(C.KVREG_ERANGE), Op: "kvreg_register_sequence"}
+			}
+			out = make([]C.kvreg_block, count+1) // +1 so &out[0] exists when count == 0
+			status = make([]C.int, count+1)
 			return check("kvreg_register_sequence", C.kvreg_register_sequence(pp, sp,
 				C.size_t(first), C.size_t(count), &out[0], &status[0], nil))
 		})

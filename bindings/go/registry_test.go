@@ -305,8 +305,13 @@ func TestBatchAndSequenceRegistration(t *testing.T) {
 	if _, err := gpu.RegisterSequenceBlock(seq, len(want)+1); !errors.Is(err, ErrRange) {
 		t.Fatalf("registering past the partial block = %v, want ErrRange", err)
 	}
-	if _, _, err := gpu.RegisterSequence(seq, 0, len(want)+1); !errors.Is(err, ErrRange) {
-		t.Fatalf("RegisterSequence past the complete blocks = %v, want ErrRange", err)
+	for _, span := range [][2]int{{0, len(want) + 1}, {len(want) + 1, 0}, {1, 1 << 40}} {
+		if _, _, err := gpu.RegisterSequence(seq, span[0], span[1]); !errors.Is(err, ErrRange) {
+			t.Fatalf("RegisterSequence(first %d, count %d) = %v, want ErrRange", span[0], span[1], err)
+		}
+	}
+	if b, errs, err := gpu.RegisterSequence(seq, len(want), 0); err != nil || len(b) != 0 || len(errs) != 0 {
+		t.Fatalf("empty RegisterSequence = %v, %v, %v; want nothing, no error", b, errs, err)
 	}
 	if n := gpu.Size(); n != 0 {
 		t.Fatalf("a rejected range registered %d blocks", n)
