@@ -126,7 +126,10 @@ void report_json(FILE *out, const report *r)
         json_string(out, r->source);
     else
         fputs("\"synthetic\"", out);
-    fprintf(out, ",\"seed\":%llu,\"conversations\":%u", U(r->seed), r->conversations);
+    if (r->source) /* seed and size only describe the synthetic workload */
+        fputs(",\"seed\":null,\"conversations\":null", out);
+    else
+        fprintf(out, ",\"seed\":%llu,\"conversations\":%u", U(r->seed), r->conversations);
     fprintf(out, ",\"block_tokens\":%u,\"salt\":%llu,\"inflight\":%u,\"g1_capacity_blocks\":",
             r->cfg.block_tokens, U(r->salt), r->cfg.inflight);
     json_capacity(out, r->cfg.g1_blocks);

@@ -169,7 +169,8 @@ def case_default_json():
         with open(dumps[2]) as f:
             check(f.read().splitlines() != lines, "--seed does not change the workload")
     expected = independent_count(lines)
-    check(r["source"] == "synthetic" and expected["requests"] >= 5000, "workload too small")
+    check(r["source"] == "synthetic" and r["seed"] == 42, "source / default seed")
+    check(expected["requests"] >= 5000, "workload too small")
     rate = expected["hit_blocks"] / expected["blocks"]
     check(0.3 < rate < 0.95, f"synthetic workload should reuse prefixes, not everything: {rate}")
     compare_unlimited(r, expected)
@@ -266,7 +267,7 @@ def trace_case(name):
     with open(path) as f:
         expected = independent_count(f)
     r, _ = run_json([path])
-    check(r["source"] == path and r["bad_lines"] == 0, "source / bad_lines")
+    check(r["source"] == path and r["bad_lines"] == 0 and r["seed"] is None, "source, bad_lines")
     compare_unlimited(r, expected)
 
 
