@@ -48,7 +48,23 @@ int cache_init(cache *c, kvreg_registry *reg, const cache_config *cfg)
     return rc;
 }
 
-/* Drop the references the oldest running request holds; its blocks stay cached. */
+static int evict_g1(cache *c, lru_entry *v);
+
+/* Back to capacity once blocks are free again: G1 only exceeds it while a request too big
+ * for it runs; afterwards its extra blocks must not linger as free hits. */
+static int trim_g1(cache *c)
+{
+    lru_entry *v;
+    while (c->cfg.g1_blocks != CACHE_UNLIMITED && c->t1.size > c->cfg.g1_blocks &&
+           (v = lru_victim(&c->t1)) != NULL) {
+        if (evict_g1(c, v) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Drop the references the oldest running request holds; its blocks stay cached (as far as
+ * capacity allows). */
 static int finish_oldest(cache *c)
 {
     running_request *r = &c->ring[c->ring_head];
@@ -67,7 +83,7 @@ static int finish_oldest(cache *c)
     r->n = 0;
     c->ring_head = (c->ring_head + 1) % c->cfg.inflight;
     c->ring_count--;
-    return 0;
+    return trim_g1(c);
 }
 
 static int evict_g2(cache *c)

@@ -13,7 +13,7 @@
  *   registered in G2 (so the registry keeps the hash and no Remove is emitted), then released
  *   from G1. G2 evicts its own LRU block by releasing it. If every G1 block is in use, the
  *   oldest running request finishes early; if none is running, G1 goes over capacity
- *   (counted), as an engine would have to preempt.
+ *   (counted) until that request finishes, when G1 is trimmed back to capacity.
  * Only the public libkvreg API is used; the eviction policy lives here, not in the library.
  */
 #ifndef KVREG_REPLAY_CACHE_H

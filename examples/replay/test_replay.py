@@ -11,7 +11,8 @@ Cases:
   default-json             --json on the built-in workload vs an independent count of the
                            same workload (written out with --dump-trace); deterministic
   verify-tiers             --verify-events with small G1 and G2: evictions, offload, onboard
-  verify-g1-only           --verify-events with a small G1 and no G2: one Remove per eviction
+  verify-g1-only           --verify-events with a small G1 and no G2: one Remove per
+                           eviction; a G1 smaller than a request overflows, then trims
   verify-detects-mismatch  the verifier fails when it is made to miss one event
   malformed                each kind of bad line: exit 2 naming the line
   skip-bad                 --skip-bad skips and counts the bad lines
@@ -112,8 +113,8 @@ def check_tiers_consistent(r, g1, g2):
     check(r["hit_blocks"]["total"] <= r["hit_blocks"]["max"], "more hits than possible")
     check(r["events"]["register"] - r["events"]["remove"] == r["final"]["registry_hashes"],
           "Register - Remove != registered hashes")
-    if r["over_capacity"] == 0:
-        check(r["final"]["g1_blocks"] <= g1, "G1 above capacity")
+    # After the last request finishes nothing is in use, so G1 is back within capacity.
+    check(r["final"]["g1_blocks"] <= g1, "G1 above capacity at the end")
     if g2:
         check(r["final"]["g2_blocks"] <= g2, "G2 above capacity")
 
@@ -199,6 +200,12 @@ def case_verify_g1_only():
     check(r["g1_evictions"] > 0, "no evictions with a small G1")
     # Without G2 an evicted block leaves its last pool: exactly one Remove per eviction.
     check(r["events"]["remove"] == r["g1_evictions"], "Remove events != G1 evictions")
+    # A G1 smaller than one request: it overflows while the request runs, then is trimmed.
+    tiny, _ = run_json(["--verify-events", "--g1-blocks", "1", "--inflight", "1",
+                        "--conversations", "300"])
+    check_tiers_consistent(tiny, 1, 0)
+    check(tiny["over_capacity"] > 0, "requests larger than G1 did not overflow it")
+    check(tiny["events"]["remove"] == tiny["g1_evictions"], "tiny G1: Remove != evictions")
 
 
 def case_verify_detects_mismatch():
