@@ -7,7 +7,7 @@
 #define N_SYSTEM_PROMPTS 8
 #define SYSTEM_MIN 600
 #define SYSTEM_MAX 3000
-#define ACTIVE_CONVERSATIONS 16 /* conversations interleaved at any time */
+#define ACTIVE_CONVERSATIONS 256 /* conversations interleaved at any time */
 #define TURNS_MAX 8
 #define USER_MIN 30
 #define USER_MAX 600

@@ -17,7 +17,7 @@ typedef struct synth_params {
 } synth_params;
 
 #define SYNTH_DEFAULT_SEED 42u
-#define SYNTH_DEFAULT_CONVERSATIONS 2000u
+#define SYNTH_DEFAULT_CONVERSATIONS 5000u
 
 /* NULL when memory runs out (message printed). */
 workload *synth_open(const synth_params *p);
