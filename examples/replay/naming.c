@@ -20,16 +20,24 @@ void namer_free(namer *nm)
     nm->tokens = NULL;
 }
 
+/* splitmix64's output function. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
 void namer_tokens(const namer *nm, uint64_t id, uint32_t *out)
 {
-    uint64_t state = id * UINT64_C(0x9e3779b97f4a7c15);
+    /* Seeding with mix(id), not id itself: splitmix64 streams seeded with consecutive
+     * multiples of its increment are the same stream shifted by one, so neighbouring ids
+     * would get blocks sharing all but one token. */
+    uint64_t state = mix(id);
     uint32_t j;
     for (j = 0; j < nm->block_tokens; j++) {
-        uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        z ^= z >> 31;
-        out[j] = (uint32_t)(z % NAMING_VOCABULARY);
+        state += UINT64_C(0x9e3779b97f4a7c15);
+        out[j] = (uint32_t)(mix(state) % NAMING_VOCABULARY);
     }
 }
 

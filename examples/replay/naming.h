@@ -3,8 +3,10 @@
  *
  * The mapping, so other tools can reproduce it:
  *   - Block id k stands for a block of `block_tokens` tokens. Its tokens are a deterministic
- *     function of k alone: token j = splitmix64 output number j+1 of a generator seeded with
- *     k * 0x9e3779b97f4a7c15, reduced modulo 128000 (a Llama-3-sized vocabulary).
+ *     function of k alone: token j = output number j+1 of a splitmix64 generator whose state
+ *     starts at mix(k), reduced modulo 128000 (a Llama-3-sized vocabulary), where mix is
+ *     splitmix64's output function (z ^= z>>30; z *= 0xbf58476d1ce4e5b9; z ^= z>>27;
+ *     z *= 0x94d049bb133111eb; z ^= z>>31) and the state advances by 0x9e3779b97f4a7c15.
  *   - block_hash(k) = kvreg_block_hash(those tokens, salt): the Dynamo rule, XXH3-64 over the
  *     tokens as u32 little-endian, seeded with the salt.
  *   - The ids of a request are then chained with kvreg_sequence_hash, exactly as Dynamo
