@@ -17,7 +17,7 @@ inline void opaque(const void *p) { asm volatile("" : : "r"(p) : "memory"); }
 
 struct Input {
     std::vector<uint32_t> flat;
-    size_t s, l, b, per_seq, reps;
+    size_t s, l, b, per_seq;
     uint64_t salt;
     const uint32_t *seq(size_t i) const { return flat.data() + i * l; }
 };
@@ -27,15 +27,13 @@ struct Input {
 [[gnu::noinline]] uint64_t phase_hash_blocks(const Input &in) {
     std::vector<kvreg_block_info> info(in.per_seq ? in.per_seq : 1);
     uint64_t acc = 0;
-    for (size_t r = 0; r < in.reps; r++) {
-        for (size_t i = 0; i < in.s; i++) {
-            size_t nb = 0;
-            opaque(in.seq(i));
-            check_rc(kvreg_hash_blocks(in.seq(i), in.l, static_cast<uint32_t>(in.b), in.salt, info.data(),
-                                       info.size(), &nb),
-                     "kvreg_hash_blocks");
-            for (size_t k = 0; k < nb; k++) acc += info[k].sequence_hash;
-        }
+    for (size_t i = 0; i < in.s; i++) {
+        size_t nb = 0;
+        opaque(in.seq(i));
+        check_rc(kvreg_hash_blocks(in.seq(i), in.l, static_cast<uint32_t>(in.b), in.salt, info.data(),
+                                   info.size(), &nb),
+                 "kvreg_hash_blocks");
+        for (size_t k = 0; k < nb; k++) acc += info[k].sequence_hash;
     }
     return acc;
 }
@@ -46,16 +44,14 @@ struct Input {
     kvreg_sequence *sq = nullptr;
     check_rc(kvreg_sequence_new(&sq, static_cast<uint32_t>(in.b), in.salt), "kvreg_sequence_new");
     uint64_t acc = 0;
-    for (size_t r = 0; r < in.reps; r++) {
-        for (size_t i = 0; i < in.s; i++) {
-            kvreg_sequence_reset(sq);
-            size_t done = 0;
-            check_rc(kvreg_sequence_extend(sq, in.seq(i), in.l, &done), "kvreg_sequence_extend");
-            kvreg_block_info bi;
-            for (size_t k = 0; k < done; k++) {
-                kvreg_sequence_block(sq, k, &bi);
-                acc += bi.sequence_hash;
-            }
+    for (size_t i = 0; i < in.s; i++) {
+        kvreg_sequence_reset(sq);
+        size_t done = 0;
+        check_rc(kvreg_sequence_extend(sq, in.seq(i), in.l, &done), "kvreg_sequence_extend");
+        kvreg_block_info bi;
+        for (size_t k = 0; k < done; k++) {
+            kvreg_sequence_block(sq, k, &bi);
+            acc += bi.sequence_hash;
         }
     }
     kvreg_sequence_free(sq);
@@ -66,21 +62,19 @@ struct Input {
 //    in-memory u32s, so this equals the rule on little-endian hosts only (checked by the caller).
 [[gnu::noinline]] uint64_t phase_chain_limit(const Input &in) {
     uint64_t acc = 0;
-    for (size_t r = 0; r < in.reps; r++) {
-        for (size_t i = 0; i < in.s; i++) {
-            const uint32_t *p = in.seq(i);
-            opaque(p);
-            uint64_t parent = 0;
-            for (size_t k = 0; k < in.per_seq; k++) {
-                const uint64_t bh = XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
-                uint64_t sh = bh;
-                if (k > 0) {
-                    const uint64_t buf[2] = {parent, bh}; // u64le || u64le on little-endian hosts
-                    sh = XXH3_64bits_withSeed(buf, sizeof buf, in.salt);
-                }
-                parent = sh;
-                acc += sh;
+    for (size_t i = 0; i < in.s; i++) {
+        const uint32_t *p = in.seq(i);
+        opaque(p);
+        uint64_t parent = 0;
+        for (size_t k = 0; k < in.per_seq; k++) {
+            const uint64_t bh = XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
+            uint64_t sh = bh;
+            if (k > 0) {
+                const uint64_t buf[2] = {parent, bh}; // u64le || u64le on little-endian hosts
+                sh = XXH3_64bits_withSeed(buf, sizeof buf, in.salt);
             }
+            parent = sh;
+            acc += sh;
         }
     }
     return acc;
@@ -89,20 +83,19 @@ struct Input {
 // 4. One XXH3 call per block over the same bytes (the peer's raw_xxh3).
 [[gnu::noinline]] uint64_t phase_raw_xxh3(const Input &in) {
     uint64_t acc = 0;
-    for (size_t r = 0; r < in.reps; r++) {
-        for (size_t i = 0; i < in.s; i++) {
-            const uint32_t *p = in.seq(i);
-            opaque(p);
-            for (size_t k = 0; k < in.per_seq; k++) acc ^= XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
-        }
+    for (size_t i = 0; i < in.s; i++) {
+        const uint32_t *p = in.seq(i);
+        opaque(p);
+        for (size_t k = 0; k < in.per_seq; k++) acc ^= XXH3_64bits_withSeed(p + k * in.b, in.b * 4, in.salt);
     }
     return acc;
 }
 
-template <typename F> double timed(F f, uint64_t &result) {
+// Adds one pass's time to secs and its result to acc.
+template <typename F> void timed(F f, double &secs, uint64_t &acc) {
     const double t = now_s();
-    result = f();
-    return now_s() - t;
+    acc += f();
+    secs += now_s() - t;
 }
 
 } // namespace
@@ -113,17 +106,22 @@ std::string wl_hash(const Opts &o, bool &ok) {
     in.l = o.len_or(4096);
     in.b = o.block;
     in.per_seq = in.l / in.b;
-    in.reps = o.reps ? o.reps : 1;
+    const size_t reps = o.reps ? o.reps : 1;
     in.salt = o.salt;
     in.flat.resize(in.s * in.l);
     SplitMix64 rng(o.seed);
     rng.fill(in.flat.data(), in.flat.size());
 
+    // The four phases take turns, one pass each per repetition, so a burst of noise from
+    // other processes lands on all of them alike and the ratios stay meaningful.
     uint64_t acc = 0, acc_obj = 0, acc_c = 0, acc_x = 0;
-    const double seq_s = timed([&] { return phase_hash_blocks(in); }, acc);
-    const double obj_s = timed([&] { return phase_sequence(in); }, acc_obj);
-    const double chain_s = timed([&] { return phase_chain_limit(in); }, acc_c);
-    const double raw_s = timed([&] { return phase_raw_xxh3(in); }, acc_x);
+    double seq_s = 0, obj_s = 0, chain_s = 0, raw_s = 0;
+    for (size_t r = 0; r < reps; r++) {
+        timed([&] { return phase_hash_blocks(in); }, seq_s, acc);
+        timed([&] { return phase_sequence(in); }, obj_s, acc_obj);
+        timed([&] { return phase_chain_limit(in); }, chain_s, acc_c);
+        timed([&] { return phase_raw_xxh3(in); }, raw_s, acc_x);
+    }
     opaque(&acc_x);
 
     // Checksum of one repetition from the independent reference (any endianness).
@@ -136,12 +134,12 @@ std::string wl_hash(const Opts &o, bool &ok) {
             sum_one_rep += parent;
         }
     }
-    const uint64_t want = sum_one_rep * in.reps;
+    const uint64_t want = sum_one_rep * reps;
     const bool limit_valid = std::endian::native == std::endian::little;
     ok = acc == want && acc_obj == want && (!limit_valid || acc_c == want) &&
          checksum_expected(o, "hash", sum_one_rep);
 
-    const uint64_t ops = in.s * in.per_seq * in.reps;
+    const uint64_t ops = in.s * in.per_seq * reps;
     const double tokens = static_cast<double>(ops * in.b);
     const double bytes = tokens * 4;
     auto gbps = [&](double secs) { return bytes / secs / 1e9; };
@@ -150,7 +148,7 @@ std::string wl_hash(const Opts &o, bool &ok) {
     j.u("seqs", in.s)
         .u("len", in.l)
         .u("block", in.b)
-        .u("reps", in.reps)
+        .u("reps", reps)
         .f("tokens_per_s", tokens / seq_s)
         .f("gb_per_s", gbps(seq_s))
         .f("sequence_seconds", obj_s)
