@@ -46,7 +46,7 @@ const char kUsage[] =
     "  --salt X          hash salt / xxh3 seed  (1337)\n"
     "  --check-order     the event callback tracks per-hash live counts (reports anomalies)\n"
     "  --no-warm         register_release: skip the second (warm) pass\n"
-    "  --threads-scaling threads: also run with 1 thread first; adds ops_per_s_1thread, scaling_ratio\n"
+    "  --threads-scaling threads: also run with 1 thread after; adds ops_per_s_1thread, scaling_ratio\n"
     "  --expect W=HEX    fail workload W unless its hash_checksum is HEX (repeatable)\n"
     "  --rt-threads N    accepted for compatibility; kvreg has no runtime threads (rt_threads: 0)\n";
 
