@@ -19,11 +19,13 @@ Cases:
   trace-conversation       shared Mooncake traces, unlimited capacity: hit rate == the
   trace-synthetic          theoretical maximum counted here
   trace-verify-tiers       a shared trace with small tiers under --verify-events
+--wrapper runs kvreg-replay under another program (meson uses it for valgrind).
 Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
 """
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,7 +44,8 @@ def check(cond, what):
 
 
 def run(args, expect_rc=0, stdin=None):
-    proc = subprocess.run([ARGS.replay] + args, input=stdin, capture_output=True, timeout=600)
+    proc = subprocess.run(ARGS.wrapper + [ARGS.replay] + args, input=stdin, capture_output=True,
+                          timeout=600)
     out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     if expect_rc is not None and proc.returncode != expect_rc:
         raise Failure(f"kvreg-replay {' '.join(args)}: exit {proc.returncode}, expected "
@@ -179,15 +182,16 @@ def case_default_json():
 
 def case_verify_tiers():
     g1, g2 = 256, 1024
-    r, _ = run_json(["--verify-events", "--g1-blocks", str(g1), "--g2-blocks", str(g2),
-                     "--inflight", "4", "--checkpoint-every", "200"])
+    size = ["--conversations", "2000"]  # plenty for these tiers, and quick under valgrind
+    r, _ = run_json(size + ["--verify-events", "--g1-blocks", str(g1), "--g2-blocks", str(g2),
+                            "--inflight", "4", "--checkpoint-every", "200"])
     check_tiers_consistent(r, g1, g2)
     for key in ("g1_evictions", "g2_stores", "g2_evictions", "onboards"):
         check(r[key] > 0, f"{key} is 0: the small tiers were not exercised")
     check(r["onboards"] == r["hit_blocks"]["g2"], "every G2 hit is onboarded")
     # Offloading registers in G2 before releasing from G1: only G2 evictions may remove.
     check(0 < r["events"]["remove"] <= r["g2_evictions"], "Remove without a G2 eviction")
-    only_g1, _ = run_json(["--verify-events", "--g1-blocks", str(g1), "--inflight", "4"])
+    only_g1, _ = run_json(size + ["--verify-events", "--g1-blocks", str(g1), "--inflight", "4"])
     check(r["hit_blocks"]["total"] > only_g1["hit_blocks"]["total"], "G2 adds no hits")
     print(f"G1+G2 hits {r['hit_blocks']['total']} (G2 {r['hit_blocks']['g2']}) > G1 only "
           f"{only_g1['hit_blocks']['total']}; {r['verify']['checkpoints']} checkpoints passed")
@@ -308,7 +312,10 @@ if __name__ == "__main__":
     p.add_argument("--jansson", choices=["0", "1"], required=True)
     p.add_argument("--traces", required=True)
     p.add_argument("--case", choices=sorted(CASES), required=True)
+    p.add_argument("--wrapper", default="",
+                   help="command line to run kvreg-replay under, e.g. valgrind and its flags")
     ARGS = p.parse_args()
+    ARGS.wrapper = shlex.split(ARGS.wrapper)
     try:
         CASES[ARGS.case]()
     except Failure as e:
