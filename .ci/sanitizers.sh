@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sanitizer, valgrind and fuzz passes (issue 5), run by .ci/run after the main suite, from the
+# repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
+#   2. TSan build: the concurrency tests (stress suite, misuse_events).
+#   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
+#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
+# Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=2
+fuzz_seconds=${KVREG_FUZZ_SECONDS:-60}
+common=(-Dtests=enabled -Dexamples=false -Dbench=false -Dbindings_tests=disabled
+        --wrap-mode=nodownload)
+
+section() { echo; echo "=== sanitizers.sh: $* ($(date +%T))"; }
+
+# Any report is an error; keep going long enough to print it with a stack.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+section "ASan + UBSan"
+meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dbuildtype=debugoptimized
+meson compile -C build-asan -j "$jobs"
+KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
+  meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+
+section "TSan (concurrency tests)"
+meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events
+KVREG_STRESS_SECONDS=3 \
+  meson test -C build-tsan --print-errorlogs --no-rebuild stress-inline stress-poll misuse_events
+
+section "valgrind memcheck"
+if command -v valgrind >/dev/null 2>&1; then
+  # valgrind runs threads one at a time and ~30x slower: shorter stress, fewer model seeds
+  KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=8 \
+    meson test -C build --setup valgrind --print-errorlogs \
+      --suite unit --suite api --suite fuzz --suite stress
+else
+  echo "SKIP: no valgrind test setup (valgrind not installed?)"
+fi
+
+section "libFuzzer"
+if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
+  # -fsanitize=fuzzer-no-link on the whole build dir puts coverage into the library too
+  CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
+    meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dbuildtype=debugoptimized
+  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz
+  work=$(mktemp -d)
+  cp tests/fuzz/corpus/* "$work/"
+  mkdir -p "$work/artifacts"
+  # a crash or model mismatch leaves its input in artifacts/; replay it with
+  # build/tests/fuzz/kvreg-fuzz-replay FILE
+  if ! build-fuzz/tests/fuzz/kvreg-fuzz -max_total_time="$fuzz_seconds" -max_len=1024 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
+      2>"$work/fuzz.log"; then
+    tail -60 "$work/fuzz.log"
+    for f in "$work"/artifacts/*; do echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20; done
+    exit 1
+  fi
+  grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^#[0-9]+ +DONE' "$work/fuzz.log" || true
+  rm -rf "$work"
+else
+  echo "SKIP: clang not found, no libFuzzer run"
+fi
+section "done"
