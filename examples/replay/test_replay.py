@@ -14,6 +14,7 @@ Cases:
   verify-g1-only           --verify-events with a small G1 and no G2: one Remove per
                            eviction; a G1 smaller than a request overflows, then trims
   verify-detects-mismatch  the verifier fails when it is made to miss one event
+  progress                 progress bar only on a terminal and for long inputs
   malformed                each kind of bad line: exit 2 naming the line
   skip-bad                 --skip-bad skips and counts the bad lines
   trace-conversation       shared Mooncake traces, unlimited capacity: hit rate == the
@@ -25,6 +26,7 @@ Exit 77 (skipped) says why: no jansson in this build, or the shared traces folde
 import argparse
 import json
 import os
+import pty
 import shlex
 import subprocess
 import sys
@@ -292,6 +294,41 @@ def case_trace_verify_tiers():
     check(r["g1_evictions"] > 0 and r["g2_stores"] > 0 and r["onboards"] > 0, "tiers unused")
 
 
+def run_with_tty_stderr(args):
+    """Run kvreg-replay with stderr on a pseudo-terminal; return (rc, stdout, tty output)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(ARGS.wrapper + [ARGS.replay] + args, stdout=subprocess.PIPE,
+                            stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:  # drain the terminal while it runs, or its writes would block
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out = proc.stdout.read().decode()
+    rc = proc.wait(timeout=600)
+    os.close(master)
+    return rc, out, b"".join(chunks).decode(errors="replace")
+
+
+def case_progress():
+    long_run = ["--json", "--conversations", "20000"]  # long enough for a progress bar
+    rc, out, tty = run_with_tty_stderr(long_run)
+    check(rc == 0, f"exit {rc}: {tty}")
+    check("\r[" in tty and "%" in tty, f"no progress bar on a terminal: {tty[:200]!r}")
+    check(json.loads(out)["requests"] > 50000, "stdout is still the JSON report")
+    rc, out, tty = run_with_tty_stderr(long_run + ["--no-progress"])
+    check(rc == 0 and tty == "", f"--no-progress still drew: {tty[:200]!r}")
+    rc, out, tty = run_with_tty_stderr(["--json"])
+    check(rc == 0 and tty == "", f"a short run drew a progress bar: {tty[:200]!r}")
+    _, _, err = run(long_run)
+    check(err == "", "progress bar drawn although stderr is not a terminal")
+
+
 CASES = {
     "help": case_help,
     "default-text": case_default_text,
@@ -299,6 +336,7 @@ CASES = {
     "verify-tiers": case_verify_tiers,
     "verify-g1-only": case_verify_g1_only,
     "verify-detects-mismatch": case_verify_detects_mismatch,
+    "progress": case_progress,
     "malformed": case_malformed,
     "skip-bad": case_skip_bad,
     "trace-conversation": lambda: trace_case("conversation_trace.jsonl"),
