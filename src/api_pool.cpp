@@ -10,25 +10,18 @@ const Sequence *sequence_of(const kvreg_sequence *s) noexcept;
 
 namespace {
 
-// Delivers on scope exit, so events queued before an exception are still delivered.
-struct DeliverOnExit {
-    kvreg_registry *reg;
-    bool appended = false;
-    ~DeliverOnExit() {
-        if (appended) reg->log.deliver_mine();
-    }
-};
+using kvreg::EventBatch; // on the caller's stack; delivers its events when it goes out of scope
 
 int register_one(kvreg_registry *reg, kvreg_pool *pool, const kvreg_block_desc &d, kvreg_block *out,
-                 bool &appended) noexcept {
+                 EventBatch &batch) noexcept {
     KVREG_GUARD_BEGIN
-    return reg->register_block(pool, d, out, appended);
+    return reg->register_block(pool, d, out, batch);
     KVREG_GUARD_END
 }
 
-int release_one(kvreg_registry *reg, kvreg_pool *pool, kvreg_block b, bool &appended) noexcept {
+int release_one(kvreg_registry *reg, kvreg_pool *pool, kvreg_block b, EventBatch &batch) noexcept {
     KVREG_GUARD_BEGIN
-    return reg->release(pool, b, appended);
+    return reg->release(pool, b, batch);
     KVREG_GUARD_END
 }
 
@@ -73,18 +66,18 @@ KVREG_API size_t kvreg_pool_size(const kvreg_pool *pool) noexcept {
 
 KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc, kvreg_block *out) noexcept {
     if (!pool || !desc || !out) return KVREG_EINVAL;
-    DeliverOnExit deliver{pool->reg};
-    return register_one(pool->reg, pool, *desc, out, deliver.appended);
+    EventBatch batch(pool->reg->log);
+    return register_one(pool->reg, pool, *desc, out, batch);
 }
 
 KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
                                    kvreg_block *out_blocks, int *out_status, size_t *n_registered) noexcept {
     if (!pool || (n > 0 && (!descs || !out_blocks))) return KVREG_EINVAL;
-    DeliverOnExit deliver{pool->reg};
+    EventBatch batch(pool->reg->log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         out_blocks[i] = KVREG_BLOCK_NONE;
-        const int rc = register_one(pool->reg, pool, descs[i], &out_blocks[i], deliver.appended);
+        const int rc = register_one(pool->reg, pool, descs[i], &out_blocks[i], batch);
         if (out_status) out_status[i] = rc;
         if (rc == KVREG_OK) ok++;
     }
@@ -108,12 +101,12 @@ KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *se
     const kvreg::Sequence *s = kvreg::sequence_of(seq);
     if (!pool || !s || (count > 0 && !out_blocks)) return KVREG_EINVAL;
     if (first > s->num_blocks() || count > s->num_blocks() - first) return KVREG_ERANGE;
-    DeliverOnExit deliver{pool->reg};
+    EventBatch batch(pool->reg->log);
     size_t ok = 0;
     for (size_t i = 0; i < count; i++) {
         const kvreg_block_desc d = desc_of(*s, first + i);
         out_blocks[i] = KVREG_BLOCK_NONE;
-        const int rc = register_one(pool->reg, pool, d, &out_blocks[i], deliver.appended);
+        const int rc = register_one(pool->reg, pool, d, &out_blocks[i], batch);
         if (out_status) out_status[i] = rc;
         if (rc == KVREG_OK) ok++;
     }
@@ -135,8 +128,8 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
         if (rc == KVREG_ENOENT) break;
         if (rc != KVREG_OK) {
             // Give back what this call took, so a failed call changes nothing of ours.
-            DeliverOnExit deliver{pool->reg};
-            for (size_t i = 0; i < got; i++) release_one(pool->reg, pool, out_blocks[i], deliver.appended);
+            EventBatch batch(pool->reg->log);
+            for (size_t i = 0; i < got; i++) release_one(pool->reg, pool, out_blocks[i], batch);
             return rc;
         }
     }
@@ -146,17 +139,17 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
 
 KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) noexcept {
     if (!pool) return KVREG_EINVAL;
-    DeliverOnExit deliver{pool->reg};
-    return release_one(pool->reg, pool, block, deliver.appended);
+    EventBatch batch(pool->reg->log);
+    return release_one(pool->reg, pool, block, batch);
 }
 
 KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) noexcept {
     if (!pool || (n > 0 && !blocks)) return KVREG_EINVAL;
-    DeliverOnExit deliver{pool->reg};
+    EventBatch batch(pool->reg->log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
-        const int rc = release_one(pool->reg, pool, blocks[i], deliver.appended);
+        const int rc = release_one(pool->reg, pool, blocks[i], batch);
         if (out_status) out_status[i] = rc;
         if (rc == KVREG_OK) ok++;
     }

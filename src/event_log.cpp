@@ -5,6 +5,8 @@
 
 namespace kvreg {
 
+// ------------------------------------------------------------------------------- EventLog
+
 EventLog::~EventLog() {
     if (destroy_) destroy_(ud_);
 }
@@ -15,141 +17,14 @@ void EventLog::set_initial_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn dest
     destroy_ = destroy;
 }
 
-void EventLog::append(const EventData &e, const uint32_t *tokens, uint32_t n_tokens) {
-    std::lock_guard<std::mutex> lk(mu_);
-    const bool deliverable = poll_mode_ ? (queue_.size() - head_) < capacity_ : fn_ != nullptr;
-    if (deliverable) {
-        // Strong guarantee: if either push throws, nothing was appended and no id consumed.
-        const size_t off = tokens_.size();
-        if (n_tokens) tokens_.insert(tokens_.end(), tokens, tokens + n_tokens);
-        try {
-            queue_.push_back(Queued{e, next_id_, std::this_thread::get_id(), off, n_tokens});
-        } catch (...) {
-            tokens_.resize(off);
-            throw;
-        }
-    } else {
-        dropped_++;
-    }
-    next_id_++;
-    (e.kind == KVREG_EVENT_REGISTER ? registers_ : removes_)++;
-}
-
-void EventLog::append_or_drop(const EventData &e, const uint32_t *tokens, uint32_t n_tokens) noexcept {
-    try {
-        append(e, tokens, n_tokens);
-    } catch (...) {
-        std::lock_guard<std::mutex> lk(mu_);
-        dropped_++;
-        next_id_++;
-        (e.kind == KVREG_EVENT_REGISTER ? registers_ : removes_)++;
-    }
-}
-
-bool EventLog::owns_queued_locked(std::thread::id me) const noexcept {
-    for (size_t i = head_; i < queue_.size(); i++)
-        if (queue_[i].owner == me) return true;
-    return false;
-}
-
-void EventLog::compact_locked() noexcept {
-    if (head_ == queue_.size()) {
-        queue_.clear();
-        tokens_.clear();
-        head_ = tokens_head_ = 0;
-        return;
-    }
-    // A lagging poll consumer: drop the consumed front once it is most of the buffer.
-    if (head_ >= 1024 && head_ * 2 >= queue_.size()) {
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
-        head_ = 0;
-        tokens_.erase(tokens_.begin(), tokens_.begin() + static_cast<std::ptrdiff_t>(tokens_head_));
-        for (auto &q : queue_) q.token_off -= tokens_head_;
-        tokens_head_ = 0;
-    }
-}
-
-static void fill_event(kvreg_event *out, const EventData &d, uint64_t id, const uint32_t *tokens,
-                       uint32_t n_tokens) noexcept {
-    std::memset(out, 0, sizeof *out);
-    out->kind = d.kind;
-    out->pool_id = d.pool;
-    out->event_id = id;
-    out->sequence_hash = d.seq;
-    out->block_hash = d.block;
-    out->has_parent = d.has_parent ? 1 : 0;
-    out->parent_sequence_hash = d.has_parent ? d.parent : 0;
-    out->n_tokens = n_tokens;
-    out->tokens = n_tokens ? tokens : nullptr;
-}
-
-void EventLog::deliver_mine() noexcept {
-    if (poll_mode_) return;
-    const std::thread::id me = std::this_thread::get_id();
-    std::unique_lock<std::mutex> lk(mu_);
-    if (delivering_ && deliverer_ == me) return; // nested: the outer delivery loop takes them
-    while (owns_queued_locked(me)) {
-        if (delivering_ || queue_[head_].owner != me) {
-            turn_.wait(lk); // an earlier event belongs to another thread: let it go first
-            continue;
-        }
-        delivering_ = true;
-        deliverer_ = me;
-        size_t end = head_;
-        while (end < queue_.size() && queue_[end].owner == me) end++;
-        size_t n = end - head_;
-        const size_t tok_begin = queue_[head_].token_off;
-        const size_t tok_end = end < queue_.size() ? queue_[end].token_off : tokens_.size();
-        bool whole_run = true;
-        try {
-            // The scratch buffers belong to the delivering thread; their capacity is kept, so
-            // steady-state delivery allocates nothing.
-            scratch_events_.resize(n);
-            scratch_tokens_.resize(tok_end - tok_begin);
-        } catch (...) {
-            whole_run = false;
-        }
-        kvreg_event single;
-        const kvreg_event *events = scratch_events_.data();
-        if (whole_run) {
-            if (tok_end > tok_begin)
-                std::memcpy(scratch_tokens_.data(), tokens_.data() + tok_begin,
-                            (tok_end - tok_begin) * sizeof(uint32_t));
-            for (size_t i = 0; i < n; i++) {
-                const Queued &q = queue_[head_ + i];
-                fill_event(&scratch_events_[i], q.data, q.id,
-                           scratch_tokens_.data() + (q.token_off - tok_begin), q.n_tokens);
-            }
-        } else {
-            // Out of memory for the scratch copy: deliver one event, without its tokens
-            // ("not known"), rather than lose or reorder it.
-            n = 1;
-            fill_event(&single, queue_[head_].data, queue_[head_].id, nullptr, 0);
-            events = &single;
-        }
-        const kvreg_event_fn fn = fn_;
-        void *const ud = ud_;
-        head_ += n;
-        tokens_head_ = head_ < queue_.size() ? queue_[head_].token_off : tokens_.size();
-        if (!fn) dropped_ += n; // the callback was cleared after these were appended
-        compact_locked();
-        lk.unlock();
-        if (fn) fn(events, n, ud);
-        lk.lock();
-        delivering_ = false;
-        turn_.notify_all();
-    }
-}
-
 int EventLog::set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept {
     if (poll_mode_) return KVREG_EINVAL;
-    const std::thread::id me = std::this_thread::get_id();
+    if (in_callback()) return KVREG_EBUSY; // would wait for itself
     kvreg_destroy_fn old_destroy;
     void *old_ud;
     {
-        std::unique_lock<std::mutex> lk(mu_);
-        if (delivering_ && deliverer_ == me) return KVREG_EBUSY;
-        turn_.wait(lk, [this] { return !delivering_; });
+        std::unique_lock<std::mutex> lk(fn_mu_);
+        fn_idle_.wait(lk, [this] { return !calling_; });
         old_destroy = destroy_;
         old_ud = ud_;
         fn_ = fn;
@@ -160,45 +35,246 @@ int EventLog::set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noex
     return KVREG_OK;
 }
 
-bool EventLog::in_callback() const noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    return delivering_ && deliverer_ == std::this_thread::get_id();
+void EventLog::wait_turn(uint64_t id) noexcept {
+    // Spin briefly (the thread ahead of us is usually just finishing a callback), then sleep.
+    for (int i = 0; i < 4096; i++) {
+        if (delivered_.load(std::memory_order_acquire) == id) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    std::unique_lock<std::mutex> lk(turn_mu_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    turn_cv_.wait(lk, [&] { return delivered_.load(std::memory_order_seq_cst) == id; });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void EventLog::end_turn(uint64_t next) noexcept {
+    delivered_.store(next, std::memory_order_seq_cst);
+    // seq_cst on both sides: either the sleeper sees the new value before sleeping, or we see
+    // its registration here and wake it (taking the mutex orders us after its predicate check).
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard<std::mutex> lk(turn_mu_); }
+        turn_cv_.notify_all();
+    }
+}
+
+void EventLog::count(const kvreg_event *events, size_t n, bool dropped) noexcept {
+    // Only the thread holding the turn writes these, so load + store is enough.
+    uint64_t reg = 0;
+    for (size_t i = 0; i < n; i++) reg += events[i].kind == KVREG_EVENT_REGISTER;
+    registers_.store(registers_.load(std::memory_order_relaxed) + reg, std::memory_order_relaxed);
+    removes_.store(removes_.load(std::memory_order_relaxed) + (n - reg), std::memory_order_relaxed);
+    if (dropped) dropped_.store(dropped_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+void EventLog::dispatch(kvreg_event *events, size_t n) noexcept {
+    if (poll_mode_) {
+        std::lock_guard<std::mutex> lk(queue_mu_);
+        size_t i = 0;
+        try {
+            for (; i < n && queue_.size() - head_ < capacity_; i++) {
+                const kvreg_event &e = events[i];
+                queue_token_off_.push_back(queue_tokens_.size());
+                try {
+                    if (e.n_tokens) queue_tokens_.insert(queue_tokens_.end(), e.tokens, e.tokens + e.n_tokens);
+                    queue_.push_back(e);
+                } catch (...) {
+                    queue_token_off_.pop_back();
+                    throw;
+                }
+            }
+        } catch (...) {
+            // out of memory: like a full queue, the rest is dropped and counted
+        }
+        count(events, i, false);
+        if (i < n) count(events + i, n - i, true);
+        return;
+    }
+    kvreg_event_fn fn;
+    void *ud;
+    {
+        std::lock_guard<std::mutex> lk(fn_mu_);
+        fn = fn_;
+        ud = ud_;
+        calling_ = fn != nullptr;
+        if (fn) deliverer_.store(std::this_thread::get_id(), std::memory_order_release);
+    }
+    if (!fn) {
+        count(events, n, true);
+        return;
+    }
+    fn(events, n, ud);
+    {
+        std::lock_guard<std::mutex> lk(fn_mu_);
+        calling_ = false;
+        deliverer_.store(std::thread::id{}, std::memory_order_release);
+    }
+    fn_idle_.notify_all();
+    count(events, n, false);
 }
 
 int EventLog::poll(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(queue_mu_);
     const size_t n = std::min(cap, queue_.size() - head_);
     if (n == 0) {
         *n_out = 0;
         return KVREG_OK;
     }
     const size_t end = head_ + n;
-    const size_t tok_begin = queue_[head_].token_off;
-    const size_t tok_end = end < queue_.size() ? queue_[end].token_off : tokens_.size();
+    const size_t tok_begin = queue_token_off_[head_];
+    const size_t tok_end = end < queue_.size() ? queue_token_off_[end] : queue_tokens_.size();
     try {
         polled_tokens_.resize(tok_end - tok_begin);
     } catch (...) {
         return KVREG_ENOMEM; // nothing consumed
     }
     if (tok_end > tok_begin)
-        std::memcpy(polled_tokens_.data(), tokens_.data() + tok_begin,
+        std::memcpy(polled_tokens_.data(), queue_tokens_.data() + tok_begin,
                     (tok_end - tok_begin) * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) {
-        const Queued &q = queue_[head_ + i];
-        fill_event(&out[i], q.data, q.id, polled_tokens_.data() + (q.token_off - tok_begin), q.n_tokens);
+        out[i] = queue_[head_ + i];
+        out[i].tokens = out[i].n_tokens ? polled_tokens_.data() + (queue_token_off_[head_ + i] - tok_begin) : nullptr;
     }
     head_ = end;
-    tokens_head_ = tok_end;
-    compact_locked();
+    if (head_ == queue_.size()) {
+        queue_.clear();
+        queue_tokens_.clear();
+        queue_token_off_.clear();
+        head_ = 0;
+    } else if (head_ >= 1024 && head_ * 2 >= queue_.size()) {
+        // A lagging consumer: drop the consumed front once it is most of the buffer.
+        const size_t tok_head = queue_token_off_[head_];
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
+        queue_token_off_.erase(queue_token_off_.begin(), queue_token_off_.begin() + static_cast<std::ptrdiff_t>(head_));
+        queue_tokens_.erase(queue_tokens_.begin(), queue_tokens_.begin() + static_cast<std::ptrdiff_t>(tok_head));
+        for (auto &o : queue_token_off_) o -= tok_head;
+        head_ = 0;
+    }
     *n_out = n;
     return KVREG_OK;
 }
 
-uint64_t EventLog::stat_registers() const noexcept { std::lock_guard<std::mutex> lk(mu_); return registers_; }
-uint64_t EventLog::stat_removes() const noexcept { std::lock_guard<std::mutex> lk(mu_); return removes_; }
-uint64_t EventLog::stat_dropped() const noexcept { std::lock_guard<std::mutex> lk(mu_); return dropped_; }
-uint64_t EventLog::stat_queued() const noexcept { std::lock_guard<std::mutex> lk(mu_); return queue_.size() - head_; }
-uint64_t EventLog::stat_next_id() const noexcept { std::lock_guard<std::mutex> lk(mu_); return next_id_; }
+uint64_t EventLog::stat_queued() const noexcept {
+    std::lock_guard<std::mutex> lk(queue_mu_);
+    return queue_.size() - head_;
+}
+
+// ----------------------------------------------------------------------------- EventBatch
+
+EventBatch::EventBatch(EventLog &log) noexcept : log_(log), nested_(log.in_callback()) {}
+
+size_t EventBatch::room() const noexcept {
+    if (nested_) return log_.nested_.capacity() - log_.nested_.size();
+    const size_t cap = heap_.empty() ? kInline : heap_.capacity();
+    return std::min(cap, kMaxChunk) > n_ ? std::min(cap, kMaxChunk) - n_ : 0;
+}
+
+void EventBatch::prepare(size_t k) {
+    if (nested_) {
+        std::vector<kvreg_event> &v = log_.nested_;
+        if (v.capacity() - v.size() < k) v.reserve(std::max(v.size() + k, 2 * v.capacity()));
+        return;
+    }
+    if (n_ + k > kMaxChunk) flush(); // bound the memory of huge calls: deliver in chunks
+    if (n_ + k <= kInline && heap_.empty()) return;
+    if (heap_.capacity() < n_ + k) {
+        std::vector<kvreg_event> bigger;
+        bigger.reserve(std::max(n_ + k, 2 * std::max(heap_.capacity(), kInline)));
+        bigger.assign(events(), events() + n_);
+        heap_.swap(bigger);
+    }
+}
+
+bool EventBatch::make_room() noexcept {
+    if (room() > 0) return true;
+    if (!nested_) {
+        flush(); // the inline buffer is then empty
+        return true;
+    }
+    try {
+        prepare(64);
+    } catch (...) {
+        return false;
+    }
+    return true;
+}
+
+void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent,
+                     bool has_parent, const uint32_t *tokens, uint32_t n_tokens, bool copy) {
+    kvreg_event e;
+    std::memset(&e, 0, sizeof e);
+    e.kind = kind;
+    e.pool_id = pool;
+    e.sequence_hash = seq;
+    e.block_hash = block;
+    e.has_parent = has_parent ? 1 : 0;
+    e.parent_sequence_hash = has_parent ? parent : 0;
+    e.n_tokens = tokens ? n_tokens : 0;
+    e.tokens = e.n_tokens ? tokens : nullptr;
+    if (e.n_tokens && (copy || nested_)) {
+        std::vector<uint32_t> &arena = nested_ ? log_.nested_copied_ : copied_;
+        const size_t off = arena.size();
+        arena.insert(arena.end(), tokens, tokens + n_tokens); // may throw: nothing taken yet
+        e.tokens = nullptr;
+        e.reserved[0] = off + 1;
+    }
+    e.event_id = log_.take_id(); // from here on the event must be delivered
+    if (nested_) {
+        log_.nested_.push_back(e); // capacity reserved by prepare()
+    } else if (heap_.empty()) {
+        inline_[n_++] = e;
+    } else {
+        heap_.push_back(e);
+        n_++;
+    }
+}
+
+// Point copied events at their tokens (the arena no longer moves) and clear the marker.
+static void resolve_copied(kvreg_event *ev, size_t n, const std::vector<uint32_t> &arena) noexcept {
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].reserved[0]) {
+            ev[i].tokens = arena.data() + (ev[i].reserved[0] - 1);
+            ev[i].reserved[0] = 0;
+        }
+    }
+}
+
+void EventBatch::deliver_runs(kvreg_event *ev, size_t n) noexcept {
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i + 1;
+        while (j < n && ev[j].event_id == ev[j - 1].event_id + 1) j++;
+        log_.wait_turn(ev[i].event_id);
+        log_.dispatch(ev + i, j - i);
+        log_.end_turn(ev[j - 1].event_id + 1);
+        i = j;
+    }
+}
+
+void EventBatch::deliver_nested() noexcept {
+    // Events our callbacks caused have larger ids than everything this call recorded earlier,
+    // and they may cause more: deliver them round by round.
+    while (!log_.nested_.empty()) {
+        std::vector<kvreg_event> mine;
+        std::vector<uint32_t> tokens;
+        mine.swap(log_.nested_);
+        tokens.swap(log_.nested_copied_);
+        resolve_copied(mine.data(), mine.size(), tokens);
+        deliver_runs(mine.data(), mine.size());
+    }
+}
+
+void EventBatch::flush() noexcept {
+    if (nested_ || n_ == 0) return; // nested events are delivered by the outer call
+    kvreg_event *ev = events();
+    resolve_copied(ev, n_, copied_);
+    deliver_runs(ev, n_);
+    n_ = 0;
+    heap_.clear();
+    copied_.clear();
+    deliver_nested();
+}
 
 } // namespace kvreg

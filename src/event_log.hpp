@@ -1,19 +1,20 @@
 // The registry's single ordered event stream.
 //
-// Ordering: an event is appended while the shard lock of its hash is held, and the append
-// assigns the next event_id under the log's mutex. So, per hash, events are in the order of the
-// state changes (Register, Remove, Register ... never reordered), and anything that observed a
-// hash registered (a child registration, a second pool) appends after that hash's Register.
+// Ordering. Every event gets its event_id from one atomic counter while the shard lock of its
+// hash is held. So per hash, ids follow the state changes (Register, Remove, Register ...), and
+// anything that saw a hash registered (a child registration, a second pool) gets a later id than
+// that hash's Register.
 //
-// Delivery (INLINE): events are handed to the callback in event_id order, never under a lock,
-// one callback at a time, on the thread whose call appended them. A thread that appended events
-// waits for its turn (earlier events of other threads first), then delivers its own run of
-// consecutive events in one call. Events appended from inside a callback are delivered by the
-// same thread after the callback returns.
-// Delivery (POLL): events wait in a bounded queue; a full queue drops and counts new events
-// (their ids are skipped, so the consumer sees the gap).
+// Delivery. Each API call collects its events in an EventBatch on its own stack. When the call
+// has released every lock, it waits until all smaller ids are delivered (a turnstile on
+// `delivered_`), then hands its run of consecutive ids to the callback straight from its buffer
+// (INLINE), or moves them into the bounded queue (POLL). So callbacks run one at a time, in id
+// order, on the thread that caused the events, never under a lock, and one call's events arrive
+// in one callback unless another thread's events fall between them. Events caused from inside a
+// callback are parked in `nested_` and delivered by the same thread after the callback returns.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -25,14 +26,7 @@
 
 namespace kvreg {
 
-struct EventData {
-    uint64_t seq;
-    uint64_t block;
-    uint64_t parent;
-    uint32_t kind;
-    uint32_t pool;
-    bool has_parent;
-};
+class EventBatch;
 
 class EventLog {
 public:
@@ -42,69 +36,108 @@ public:
     EventLog &operator=(const EventLog &) = delete;
 
     void set_initial_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
-
-    // Append one event (caller holds the shard lock of e.seq). Throws std::bad_alloc with
-    // nothing appended and no id consumed.
-    void append(const EventData &e, const uint32_t *tokens, uint32_t n_tokens);
-    // For paths that cannot fail (freeing a pool): if the event cannot be queued for lack of
-    // memory it is counted as dropped and its id skipped, so consumers see the gap.
-    void append_or_drop(const EventData &e, const uint32_t *tokens, uint32_t n_tokens) noexcept;
-
-    // Deliver this thread's queued events (INLINE). Call with no registry lock held, after any
-    // call that appended. Returns at once when called from inside this log's callback.
-    void deliver_mine() noexcept;
-
     int set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
     int poll(kvreg_event *out, size_t cap, size_t *n) noexcept;
-
-    // True when the calling thread is inside this log's callback.
-    bool in_callback() const noexcept;
-
-    uint64_t stat_registers() const noexcept;
-    uint64_t stat_removes() const noexcept;
-    uint64_t stat_dropped() const noexcept;
-    uint64_t stat_queued() const noexcept;
-    uint64_t stat_next_id() const noexcept;
     bool poll_mode() const noexcept { return poll_mode_; }
+    // True when the calling thread is inside this log's callback.
+    bool in_callback() const noexcept { return deliverer_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
+
+    uint64_t stat_registers() const noexcept { return registers_.load(std::memory_order_relaxed); }
+    uint64_t stat_removes() const noexcept { return removes_.load(std::memory_order_relaxed); }
+    uint64_t stat_dropped() const noexcept {
+        return dropped_.load(std::memory_order_relaxed) + lost_.load(std::memory_order_relaxed);
+    }
+    // An event that could not even be recorded (out of memory inside a callback while freeing a
+    // pool): no id is taken, it is only counted.
+    void count_lost() noexcept { lost_.fetch_add(1, std::memory_order_relaxed); }
+    uint64_t stat_next_id() const noexcept { return next_id_.load(std::memory_order_relaxed); }
+    uint64_t stat_queued() const noexcept;
 
 private:
-    struct Queued {
-        EventData data;
-        uint64_t id;
-        std::thread::id owner;
-        size_t token_off; // into tokens_
-        uint32_t n_tokens;
-    };
+    friend class EventBatch;
 
-    bool owns_queued_locked(std::thread::id me) const noexcept;
-    void compact_locked() noexcept;
+    uint64_t take_id() noexcept { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+    void wait_turn(uint64_t id) noexcept;
+    void end_turn(uint64_t next) noexcept;
+    // Hand events (consecutive ids, our turn) to the callback or the queue.
+    void dispatch(kvreg_event *events, size_t n) noexcept;
+    void count(const kvreg_event *events, size_t n, bool dropped) noexcept;
 
     const bool poll_mode_;
     const size_t capacity_;
 
-    mutable std::mutex mu_;
-    std::condition_variable turn_;
-    std::vector<Queued> queue_;    // [head_, size) pending
-    size_t head_ = 0;
-    std::vector<uint32_t> tokens_; // token copies of pending events
-    size_t tokens_head_ = 0;
+    alignas(64) std::atomic<uint64_t> next_id_{0};
+    alignas(64) std::atomic<uint64_t> delivered_{0}; // every id below this is delivered
+    std::atomic<uint32_t> sleepers_{0};               // threads asleep in wait_turn
+    std::mutex turn_mu_;
+    std::condition_variable turn_cv_;
 
+    // Statistics: written only by the thread holding the turn, read by anyone.
+    std::atomic<uint64_t> registers_{0}, removes_{0}, dropped_{0};
+    std::atomic<uint64_t> lost_{0};
+
+    // The callback. fn_mu_ guards fn_/ud_/destroy_/calling_; it is never held during a call.
+    mutable std::mutex fn_mu_;
+    std::condition_variable fn_idle_;
     kvreg_event_fn fn_ = nullptr;
     void *ud_ = nullptr;
     kvreg_destroy_fn destroy_ = nullptr;
-    bool delivering_ = false;
-    std::thread::id deliverer_{};
+    bool calling_ = false;
+    std::atomic<std::thread::id> deliverer_{};
 
-    uint64_t next_id_ = 0;
-    uint64_t registers_ = 0;
-    uint64_t removes_ = 0;
-    uint64_t dropped_ = 0;
+    // Events caused from inside the callback: owned by the delivering thread (no lock needed).
+    // Their tokens are always copied (the nested caller's memory is gone by delivery time).
+    std::vector<kvreg_event> nested_;
+    std::vector<uint32_t> nested_copied_;
 
-    // Owned by the thread that is delivering (delivering_ == true): no lock needed.
-    std::vector<kvreg_event> scratch_events_;
-    std::vector<uint32_t> scratch_tokens_;
-    // Tokens of the events returned by the last poll() (valid until the next poll).
-    std::vector<uint32_t> polled_tokens_;
+    // POLL queue, [head_, size) pending; tokens copied in. Guarded by queue_mu_.
+    mutable std::mutex queue_mu_;
+    std::vector<kvreg_event> queue_;
+    std::vector<uint32_t> queue_tokens_;
+    std::vector<size_t> queue_token_off_;
+    size_t head_ = 0;
+    std::vector<uint32_t> polled_tokens_; // tokens of the last poll's events
+};
+
+// The events of one API call. Lives on the caller's stack; delivers on flush()/destruction.
+class EventBatch {
+public:
+    explicit EventBatch(EventLog &log) noexcept;
+    ~EventBatch() { flush(); }
+    EventBatch(const EventBatch &) = delete;
+    EventBatch &operator=(const EventBatch &) = delete;
+
+    // Before taking a shard lock for up to k events: make room (may deliver what is buffered,
+    // or grow; throws std::bad_alloc with nothing changed). No lock may be held.
+    void prepare(size_t k);
+    // Room already made for this many events without allocating.
+    size_t room() const noexcept;
+    // Ensure room() > 0 by delivering (outside callbacks) or growing (inside); false only when
+    // inside a callback and out of memory. No lock may be held.
+    bool make_room() noexcept;
+    // Under the shard lock: record one event and assign its id. Never throws after prepare(),
+    // except when copying tokens (copy = true), which may throw std::bad_alloc before the id is
+    // taken. Without copy, tokens must stay valid until flush() (the caller's own input does).
+    void add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent, bool has_parent,
+             const uint32_t *tokens, uint32_t n_tokens, bool copy);
+    // Deliver everything buffered (waits for earlier events of other threads). No lock held.
+    void flush() noexcept;
+
+private:
+    static constexpr size_t kInline = 128;    // events held without allocating
+    static constexpr size_t kMaxChunk = 8192; // larger calls deliver in chunks of this size
+
+    void deliver_runs(kvreg_event *ev, size_t n) noexcept;
+    void deliver_nested() noexcept;
+
+    EventLog &log_;
+    const bool nested_;
+    size_t n_ = 0;
+    kvreg_event *events() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
+
+    std::vector<kvreg_event> heap_; // all events once a call outgrows inline_
+    std::vector<uint32_t> copied_;  // copied tokens; an event's reserved[0] holds offset + 1
+    kvreg_event inline_[kInline];
 };
 
 } // namespace kvreg

@@ -1,15 +1,17 @@
-// Open-addressing index from a 64-bit key to a record index, 4 bytes a slot.
+// Open-addressing index from a 64-bit key to the record heading that key's chain, 4 bytes a
+// slot.
 //
-// Keys are already uniform hashes, so they are not re-hashed: one multiply (Fibonacci hashing)
-// is applied by the caller only to protect against callers that register non-uniform names
-// (counters, trace ids). A slot holds an 8-bit tag from the key and the record index + 1 in
-// 24 bits; the tag rejects almost every non-matching probe without touching the record.
-// Linear probing with backward-shift deletion (no tombstones), capacity grows 1.5x at 7/8 load
-// so the table's slack stays small (memory budget). Not thread-safe.
+// Keys are already uniform hashes, so they are not re-hashed: the caller applies one multiply
+// (Fibonacci hashing) only to protect against non-uniform names (counters, trace ids). A slot
+// holds an 8-bit tag from the key and the record index + 1 in 24 bits, so a probe almost never
+// touches a record that does not match. Deletion leaves a tombstone: no record is read to
+// delete (backward shifting would read the records of the rest of the cluster, a cache miss
+// each). Rebuilds (growth 1.5x at 7/8 live load, or a purge when tombstones fill the table)
+// scan the slab in address order for chain heads instead of chasing records from the slots.
+// Not thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <new>
 
@@ -19,72 +21,63 @@ namespace kvreg {
 
 class HashIndex {
 public:
-    // mixed: the caller's mixed key. Slot position comes from bits 12..43, the tag from 44..51;
-    // the bits above are the shard number.
-    static uint32_t tag_of(uint64_t mixed) noexcept { return static_cast<uint32_t>(mixed >> 44) & 0xFF; }
+    static constexpr uint32_t kMissing = UINT32_MAX;
 
     uint32_t size() const noexcept { return size_; }
-    uint64_t slot_bytes() const noexcept { return uint64_t{cap_} * sizeof(uint32_t); }
 
-    // Record index of key, or UINT32_MAX.
-    uint32_t find(uint64_t key, uint64_t mixed, const RecordSlab &slab) const noexcept {
-        if (cap_ == 0) return UINT32_MAX;
+    // Record index of key, or kMissing; *pos gets the slot (for erase_at) when found.
+    uint32_t find(uint64_t key, uint64_t mixed, const RecordSlab &slab, uint32_t *pos = nullptr) const noexcept {
+        if (cap_ == 0) return kMissing;
         const uint32_t tag = tag_of(mixed);
         for (uint32_t i = home(mixed);; i = next(i)) {
             const uint32_t s = slots_[i];
-            if (s == 0) return UINT32_MAX;
-            if ((s >> 24) == tag && slab.at((s & kIdxMask) - 1).seq == key) return (s & kIdxMask) - 1;
+            if (s == kEmpty) return kMissing;
+            if (s != kTomb && (s >> 24) == tag && slab.at((s & kIdxMask) - 1).seq == key) {
+                if (pos) *pos = i;
+                return (s & kIdxMask) - 1;
+            }
         }
     }
 
     // Make room for one more insert. Throws std::bad_alloc (index unchanged).
     void reserve_one(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
-        if (uint64_t{size_ + 1} * 8 <= uint64_t{cap_} * 7) return;
-        uint32_t ncap = cap_ < 16 ? 16 : cap_ + cap_ / 2;
-        rebuild(ncap, slab, mix);
+        if (uint64_t{size_ + tombs_ + 1} * 8 <= uint64_t{cap_} * 7) return;
+        uint32_t ncap = cap_;
+        if (cap_ < 16)
+            ncap = 16;
+        else if (uint64_t{size_ + 1} * 8 > uint64_t{cap_} * 6) // mostly live: grow
+            ncap = cap_ + cap_ / 2;
+        rebuild(ncap, slab, mix); // otherwise: same size, tombstones purged
     }
 
     // Insert a key known to be absent; reserve_one must have been called.
     void insert(uint64_t mixed, uint32_t idx) noexcept {
         uint32_t i = home(mixed);
-        while (slots_[i] != 0) i = next(i);
+        while (slots_[i] != kEmpty && slots_[i] != kTomb) i = next(i);
+        if (slots_[i] == kTomb) tombs_--;
         slots_[i] = (tag_of(mixed) << 24) | (idx + 1);
         size_++;
     }
 
-    // Repoint key's slot from record old_idx to new_idx (a chain's head changed).
-    void replace(uint64_t mixed, uint32_t old_idx, uint32_t new_idx) noexcept {
-        for (uint32_t i = home(mixed);; i = next(i)) {
-            if ((slots_[i] & kIdxMask) == old_idx + 1) {
-                slots_[i] = (slots_[i] & ~kIdxMask) | (new_idx + 1);
-                return;
-            }
-        }
+    // Repoint the slot at `pos` (from find) to record new_idx (a chain's head changed).
+    void replace_at(uint32_t pos, uint32_t new_idx) noexcept {
+        slots_[pos] = (slots_[pos] & ~kIdxMask) | (new_idx + 1);
     }
 
-    // Remove the slot pointing at record idx (key present).
-    void erase(uint64_t mixed, uint32_t idx, const RecordSlab &slab, uint64_t (*mix)(uint64_t)) noexcept {
-        uint32_t i = home(mixed);
-        while ((slots_[i] & kIdxMask) != idx + 1) i = next(i);
-        // Backward shift: pull later entries of the cluster into the hole when their home
-        // position allows it, so lookups never need tombstones.
-        for (uint32_t j = next(i);; j = next(j)) {
-            const uint32_t s = slots_[j];
-            if (s == 0) break;
-            const uint32_t h = home(mix(slab.at((s & kIdxMask) - 1).seq));
-            const bool movable = (i <= j) ? (h <= i || h > j) : (h <= i && h > j);
-            if (movable) {
-                slots_[i] = s;
-                i = j;
-            }
-        }
-        slots_[i] = 0;
+    void erase_at(uint32_t pos) noexcept {
+        slots_[pos] = kTomb;
         size_--;
+        tombs_++;
     }
 
 private:
     static constexpr uint32_t kIdxMask = (1u << 24) - 1;
+    static constexpr uint32_t kEmpty = 0;
+    static constexpr uint32_t kTomb = UINT32_MAX; // never a live slot: idx + 1 < 2^24 - 1
 
+    // Slot position from bits 12..43 of the mixed key, the tag from 44..51; the bits above
+    // choose the shard.
+    static uint32_t tag_of(uint64_t mixed) noexcept { return static_cast<uint32_t>(mixed >> 44) & 0xFF; }
     uint32_t home(uint64_t mixed) const noexcept {
         // Lemire's fastrange: a multiply instead of a modulo, any capacity.
         return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(mixed >> 12)} * cap_) >> 32);
@@ -92,21 +85,35 @@ private:
     uint32_t next(uint32_t i) const noexcept { return i + 1 == cap_ ? 0 : i + 1; }
 
     void rebuild(uint32_t ncap, const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
-        std::unique_ptr<uint32_t[]> fresh(new uint32_t[ncap]());
+        std::unique_ptr<uint32_t[]> fresh(new uint32_t[ncap]()); // may throw: nothing changed
         std::unique_ptr<uint32_t[]> old = std::move(slots_);
         const uint32_t ocap = cap_;
+        const uint32_t live = size_;
         slots_ = std::move(fresh);
         cap_ = ncap;
         size_ = 0;
-        for (uint32_t i = 0; i < ocap; i++) {
-            const uint32_t s = old[i];
-            if (s != 0) insert(mix(slab.at((s & kIdxMask) - 1).seq), (s & kIdxMask) - 1);
+        tombs_ = 0;
+        const uint32_t n = slab.capacity();
+        if (uint64_t{live} * 4 >= n) {
+            // Most records are live heads: scan the slab in address order (no cache-missing
+            // jumps from slots to records).
+            for (uint32_t idx = 0; idx < n; idx++) {
+                const Record &r = slab.at(idx);
+                if (r.refcount != 0 && (r.flags & Record::kHead)) insert(mix(r.seq), idx);
+            }
+        } else {
+            // Few live entries in a big slab (after a burst): visit only them.
+            for (uint32_t i = 0; i < ocap; i++) {
+                const uint32_t s = old[i];
+                if (s != kEmpty && s != kTomb) insert(mix(slab.at((s & kIdxMask) - 1).seq), (s & kIdxMask) - 1);
+            }
         }
     }
 
     std::unique_ptr<uint32_t[]> slots_;
     uint32_t cap_ = 0;
     uint32_t size_ = 0;
+    uint32_t tombs_ = 0;
 };
 
 } // namespace kvreg

@@ -1,5 +1,7 @@
-// Fixed-address storage for Records: chunks of 1024, a free list threaded through `next`.
-// Growing never moves a record, so indices (and handles) stay valid. Not thread-safe.
+// Fixed-address storage for Records: chunks of 256, a free list threaded through `next`.
+// Growing never moves a record, so indices (and handles) stay valid. With tokens kept, a
+// parallel array holds each record's TokenStore ref (so registries that do not keep tokens
+// do not pay for the field). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,21 @@ namespace kvreg {
 
 class RecordSlab {
 public:
-    static constexpr uint32_t kMaxRecords = (1u << 24) - 1; // indices fit the index's 24 bits
+    // Indices fit the index's 24 bits, minus the values it reserves.
+    static constexpr uint32_t kMaxRecords = (1u << 24) - 2;
+    static constexpr uint32_t kNoTokens = UINT32_MAX;
+
+    explicit RecordSlab(bool with_token_refs = false) : with_tokens_(with_token_refs) {}
 
     Record &at(uint32_t idx) noexcept { return chunks_[idx >> kBits][idx & kMask]; }
     const Record &at(uint32_t idx) const noexcept { return chunks_[idx >> kBits][idx & kMask]; }
     uint32_t capacity() const noexcept { return used_; }
+
+    void enable_token_refs() noexcept { with_tokens_ = true; } // before the first allocate()
+    void set_token_ref(uint32_t idx, uint32_t ref) noexcept { tok_chunks_[idx >> kBits][idx & kMask] = ref; }
+    uint32_t token_ref(uint32_t idx) const noexcept {
+        return with_tokens_ ? tok_chunks_[idx >> kBits][idx & kMask] : kNoTokens;
+    }
 
     // Index of a free record (contents unspecified except gen). Throws std::bad_alloc.
     uint32_t allocate() {
@@ -29,8 +41,12 @@ public:
         if (used_ >= kMaxRecords) throw std::bad_alloc();
         if ((used_ & kMask) == 0) {
             chunks_.reserve(chunks_.size() + 1);
-            chunks_.emplace_back(new Record[kChunk]());
+            if (with_tokens_) tok_chunks_.reserve(tok_chunks_.size() + 1);
+            std::unique_ptr<Record[]> c(new Record[kChunk]());
+            if (with_tokens_) tok_chunks_.emplace_back(new uint32_t[kChunk]);
+            chunks_.push_back(std::move(c));
         }
+        if (with_tokens_) set_token_ref(used_, kNoTokens);
         return used_++;
     }
 
@@ -38,17 +54,21 @@ public:
         Record &r = at(idx);
         r.refcount = 0;
         r.pool = 0;
+        r.flags = 0;
         r.gen++;
         r.next = free_;
         free_ = idx + 1;
+        if (with_tokens_) set_token_ref(idx, kNoTokens);
     }
 
 private:
-    static constexpr uint32_t kBits = 10;
+    static constexpr uint32_t kBits = 8;
     static constexpr uint32_t kChunk = 1u << kBits;
     static constexpr uint32_t kMask = kChunk - 1;
 
+    bool with_tokens_;
     std::vector<std::unique_ptr<Record[]>> chunks_;
+    std::vector<std::unique_ptr<uint32_t[]>> tok_chunks_;
     uint32_t used_ = 0;   // records ever handed out (high-water mark)
     uint32_t free_ = kNil;
 };

@@ -27,6 +27,8 @@ kvreg_registry::kvreg_registry(const kvreg::Options &opt)
     shard_bits_ = log2_exact(opt.shards);
     nshards_ = 1u << shard_bits_;
     shards_.reset(new Shard[nshards_]);
+    if (keep_tokens_)
+        for (uint32_t i = 0; i < nshards_; i++) shards_[i].slab.enable_token_refs();
     for (uint32_t i = 0; i < KVREG_MAX_POOLS; i++) free_ids_[i] = static_cast<uint8_t>(i + 1);
     free_count_ = KVREG_MAX_POOLS;
     // Distinguishes this registry's handles from another's; not a secret, just a spread.
@@ -65,19 +67,27 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
     if (!p->live.exchange(false, std::memory_order_acq_rel)) return; // already retired
     // Every registration that checked `live` under a shard lock before we cleared it finished
     // before we take that shard lock below, so the sweep sees all of the pool's records.
-    bool appended = false;
+    // The sweep takes as many records per lock hold as the batch has room for events, and
+    // delivers in between (never while holding a lock).
+    kvreg::EventBatch batch(log);
     for (uint32_t sn = 0; sn < nshards_; sn++) {
         Shard &s = shards_[sn];
-        std::lock_guard<std::mutex> lk(s.mu);
-        const uint32_t n = s.slab.capacity();
-        for (uint32_t idx = 0; idx < n; idx++) {
-            Record &r = s.slab.at(idx);
-            if (r.refcount == 0 || r.pool != p->id) continue;
-            r.refcount = 0;
-            unlink(s, sn, idx, p->id, true, appended);
+        uint32_t idx = 0;
+        for (;;) {
+            const bool has_room = batch.make_room();
+            std::lock_guard<std::mutex> lk(s.mu);
+            const uint32_t n = s.slab.capacity();
+            for (; idx < n; idx++) {
+                Record &r = s.slab.at(idx);
+                if (r.refcount == 0 || r.pool != p->id) continue;
+                if (has_room && batch.room() == 0) break;
+                r.refcount = 0;
+                unlink(s, idx, p->id, true, has_room ? &batch : nullptr);
+            }
+            if (idx >= n) break;
         }
     }
-    if (appended) log.deliver_mine();
+    batch.flush();
     p->size.store(0, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(pools_mu_);
     free_ids_[(free_head_ + free_count_) % KVREG_MAX_POOLS] = p->id;
@@ -126,13 +136,14 @@ uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uin
 // --------------------------------------------------------------------------- registration
 
 int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out,
-                                   bool &appended) {
+                                   kvreg::EventBatch &batch) {
     if (d.n_tokens > 0 && !d.tokens) return KVREG_EINVAL;
     if (d.n_tokens > UINT32_MAX) return KVREG_EINVAL;
     if (d.block_size != 0 && d.n_tokens != 0) {
         if (d.n_tokens < d.block_size) return KVREG_ESTATE; // a partial block never registers
         if (d.n_tokens > d.block_size) return KVREG_EINVAL;
     }
+    batch.prepare(1); // before the lock: it may deliver earlier events of this call
     const uint64_t m = kvreg::mix(d.sequence_hash);
     const uint32_t sn = shard_of(m);
     Shard &s = shards_[sn];
@@ -156,23 +167,22 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
     r.parent = d.has_parent ? d.parent_sequence_hash : 0;
     r.flags = d.has_parent ? Record::kHasParent : 0;
     r.refcount = 1;
-    r.token_ref = kvreg::TokenStore::kNone;
     r.next = kvreg::kNil;
     r.pool = p->id;
 
     if (head == kNotFound) {
         const uint32_t nt = static_cast<uint32_t>(d.n_tokens);
         try {
-            if (keep_tokens_ && nt) r.token_ref = s.tokens.store(d.tokens, nt);
-            log.append(kvreg::EventData{r.seq, r.block, r.parent, KVREG_EVENT_REGISTER, p->id,
-                                        d.has_parent != 0},
-                       d.tokens, nt);
+            if (keep_tokens_ && nt) s.slab.set_token_ref(idx, s.tokens.store(d.tokens, nt));
+            // The caller's tokens outlive the call's delivery: no copy (except when nested).
+            batch.add(KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0,
+                      d.tokens, nt, false);
         } catch (...) {
-            if (r.token_ref != kvreg::TokenStore::kNone) s.tokens.release(r.token_ref);
+            if (s.slab.token_ref(idx) != kvreg::TokenStore::kNone) s.tokens.release(s.slab.token_ref(idx));
             s.slab.release(idx);
             throw;
         }
-        appended = true;
+        r.flags |= Record::kHead;
         s.index.insert(m, idx);
     } else {
         s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
@@ -197,9 +207,10 @@ int kvreg_registry::acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexc
     return KVREG_OK;
 }
 
-int kvreg_registry::release(kvreg_pool *p, kvreg_block b, bool &appended) {
+int kvreg_registry::release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch) {
     Decoded d;
     if (!decode(p, b, &d)) return KVREG_ESTALE;
+    batch.prepare(1);
     Shard &s = shards_[d.shard];
     std::lock_guard<std::mutex> lk(s.mu);
     Record *r = live_record(p, s, d);
@@ -210,7 +221,7 @@ int kvreg_registry::release(kvreg_pool *p, kvreg_block b, bool &appended) {
     }
     r->refcount = 0;
     try {
-        unlink(s, d.shard, d.idx, p->id, false, appended);
+        unlink(s, d.idx, p->id, false, &batch);
     } catch (...) {
         r->refcount = 1; // the Remove could not be queued: nothing changed
         throw;
@@ -218,36 +229,44 @@ int kvreg_registry::release(kvreg_pool *p, kvreg_block b, bool &appended) {
     return KVREG_OK;
 }
 
-void kvreg_registry::unlink(Shard &s, uint32_t /*shard_no*/, uint32_t idx, uint8_t pool_id, bool must_succeed,
-                            bool &appended) {
+void kvreg_registry::unlink(Shard &s, uint32_t idx, uint8_t pool_id, bool must_succeed,
+                            kvreg::EventBatch *batch) {
     Record &r = s.slab.at(idx);
-    const uint64_t m = kvreg::mix(r.seq);
-    const uint32_t head = s.index.find(r.seq, m, s.slab);
-    if (head == idx) {
+    if (r.flags & Record::kHead) {
+        uint32_t pos = 0;
+        s.index.find(r.seq, kvreg::mix(r.seq), s.slab, &pos); // the head is in the index
+        const uint32_t tref = s.slab.token_ref(idx);
         if (r.next == kvreg::kNil) {
-            // The hash leaves its last pool: Remove, queued before the state changes so a
-            // failure to queue leaves everything as it was.
-            const bool has_tok = r.token_ref != kvreg::TokenStore::kNone;
-            const uint32_t *tok = has_tok ? s.tokens.tokens(r.token_ref) : nullptr;
-            const uint32_t nt = has_tok ? s.tokens.size(r.token_ref) : 0;
-            const kvreg::EventData e{r.seq, r.block, r.parent, KVREG_EVENT_REMOVE, pool_id,
-                                     (r.flags & Record::kHasParent) != 0};
-            if (must_succeed)
-                log.append_or_drop(e, tok, nt);
-            else
-                log.append(e, tok, nt);
-            appended = true;
-            if (has_tok) s.tokens.release(r.token_ref);
-            s.index.erase(m, idx, s.slab, kvreg::mix);
+            // The hash leaves its last pool: Remove. The event is recorded before the state
+            // changes, so a failure to record it leaves everything as it was.
+            const bool has_tok = tref != kvreg::TokenStore::kNone;
+            const uint32_t *tok = has_tok ? s.tokens.tokens(tref) : nullptr;
+            const uint32_t nt = has_tok ? s.tokens.size(tref) : 0;
+            const bool hp = (r.flags & Record::kHasParent) != 0;
+            if (!batch) {
+                log.count_lost(); // see unlink's contract
+            } else if (!must_succeed) {
+                // stored tokens are freed below: the event gets a copy
+                batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, tok, nt, true);
+            } else {
+                try {
+                    batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, tok, nt, true);
+                } catch (...) {
+                    batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, nullptr, 0, false);
+                }
+            }
+            if (has_tok) s.tokens.release(tref);
+            s.index.erase_at(pos);
         } else {
             // Another pool still holds it: the next membership becomes the head and inherits
             // the stored tokens.
             const uint32_t nh = r.next - 1;
-            s.slab.at(nh).token_ref = r.token_ref;
-            s.index.replace(m, idx, nh);
+            s.slab.at(nh).flags |= Record::kHead;
+            if (keep_tokens_) s.slab.set_token_ref(nh, tref);
+            s.index.replace_at(pos, nh);
         }
     } else {
-        uint32_t prev = head;
+        uint32_t prev = s.index.find(r.seq, kvreg::mix(r.seq), s.slab);
         while (s.slab.at(prev).next != idx + 1) prev = s.slab.at(prev).next - 1;
         s.slab.at(prev).next = r.next;
     }
@@ -307,7 +326,7 @@ int kvreg_registry::block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *o
     const Record *r = live_record(p, s, d);
     if (!r) return KVREG_ESTALE;
     const uint32_t head = s.index.find(r->seq, kvreg::mix(r->seq), s.slab);
-    const uint32_t ref = s.slab.at(head).token_ref;
+    const uint32_t ref = s.slab.token_ref(head);
     if (ref == kvreg::TokenStore::kNone) return KVREG_ENOENT;
     const uint32_t nt = s.tokens.size(ref);
     *n = nt;

@@ -66,10 +66,10 @@ struct kvreg_registry {
     void pool_free(kvreg_pool *p) noexcept;
     uint64_t live_pools() const noexcept;
 
-    // Blocks. `appended` is set when the call queued events (the caller then delivers).
-    int register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out, bool &appended);
+    // Blocks. Events go into the caller's batch, which delivers them once no lock is held.
+    int register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out, kvreg::EventBatch &batch);
     int acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexcept;
-    int release(kvreg_pool *p, kvreg_block b, bool &appended);
+    int release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch);
     int pool_contains(const kvreg_pool *p, uint64_t seq) noexcept;
     bool contains(uint64_t seq) noexcept;
     int block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept;
@@ -96,9 +96,10 @@ private:
     kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
     uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint8_t pool) noexcept;
     // Drop record idx (refcount already 0) from its chain; emits Remove if it was the last
-    // membership. With must_succeed, an event that cannot be queued is counted as dropped.
-    void unlink(kvreg::Shard &s, uint32_t shard_no, uint32_t idx, uint8_t pool_id, bool must_succeed,
-                bool &appended);
+    // membership. Throws std::bad_alloc before any change, unless must_succeed: then a Remove
+    // whose tokens cannot be copied goes out without them, and with no room at all (only
+    // possible inside a callback, out of memory) it is counted as lost.
+    void unlink(kvreg::Shard &s, uint32_t idx, uint8_t pool_id, bool must_succeed, kvreg::EventBatch *batch);
 
     const bool keep_tokens_;
     uint32_t shard_bits_ = 0;
