@@ -202,9 +202,11 @@ KVREG_API int kvreg_config_new(kvreg_config **out) KVREG_NOEXCEPT;
 KVREG_API void kvreg_config_free(kvreg_config *cfg) KVREG_NOEXCEPT; /* NULL-safe */
 /* KVREG_EINVAL for an unknown option or a value out of range (cfg unchanged). */
 KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t value) KVREG_NOEXCEPT;
-/* The callback the registry starts with. fn NULL clears it. The config does not own
- * user_data: kvreg_registry_new() takes it over on success (then destroy is called exactly once,
- * when the callback is replaced or the registry freed); on failure the caller keeps it. */
+/* The callback the registry starts with (INLINE mode only: kvreg_registry_new() returns
+ * KVREG_EINVAL for a config with both a callback and POLL delivery). fn NULL clears it. The
+ * config does not own user_data: kvreg_registry_new() takes it over on success (then destroy
+ * is called exactly once, when the callback is replaced or the registry freed); on failure the
+ * caller keeps it. */
 KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
                                         kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
@@ -238,8 +240,9 @@ KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn
 
 /* POLL mode: move up to cap queued events into out, oldest first; *n_events gets the count
  * (0 when the queue is empty). Event tokens point into the registry and stay valid until the
- * next kvreg_registry_poll() on this registry or its free. Thread-safe, but with several
- * pollers each event goes to one of them. KVREG_EINVAL in INLINE mode. */
+ * next kvreg_registry_poll() on this registry (by any thread) or its free: with several
+ * pollers, each event goes to one of them, and a poller that reads tokens must copy them before
+ * another poll can run (serialize the pollers). KVREG_EINVAL in INLINE mode. */
 KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                   size_t *n_events) KVREG_NOEXCEPT;
 
@@ -273,7 +276,10 @@ KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
 /* Releases every reference the pool still holds (Remove events for hashes no other pool
  * holds, delivered before it returns) and retires the pool. NULL-safe. The pool's memory stays
  * with the registry: later calls with this pointer return KVREG_ESTALE, until a new pool reuses
- * the slot (pool ids are reused least-recently first). Allowed from a callback. */
+ * the slot (pool ids are reused least-recently first). Allowed from a callback. It cannot fail:
+ * if memory runs out, a Remove goes out without its tokens, and inside a callback it may only
+ * be counted in KVREG_STAT_EVENTS_DROPPED (without an event_id). Must not race with other calls
+ * on the same pool. */
 KVREG_API void kvreg_pool_free(kvreg_pool *pool) KVREG_NOEXCEPT;
 
 /* Small integer naming the pool in events (1 .. KVREG_MAX_POOLS); 0 for NULL. */
@@ -303,8 +309,10 @@ typedef struct kvreg_block_desc {
     size_t n_tokens;
 } kvreg_block_desc;
 
-/* Register one complete block in pool; *out gets a handle holding one reference.
- * KVREG_EEXIST if the hash is already live in this pool (nothing changes; use kvreg_acquire).
+/* Register one complete block in pool; *out gets a handle holding one reference (it is already
+ * set when the block's Register event reaches the callback).
+ * Checks in this order: arguments (KVREG_EINVAL), completeness (KVREG_ESTATE), pool retired
+ * (KVREG_ESTALE), already live in this pool (KVREG_EEXIST: nothing changes; use kvreg_acquire).
  * The first registration of a hash in any pool emits a Register event; others emit nothing. */
 KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
                              kvreg_block *out) KVREG_NOEXCEPT;
@@ -324,8 +332,9 @@ KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *des
 KVREG_API int kvreg_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq,
                                             size_t index, kvreg_block *out) KVREG_NOEXCEPT;
 
-/* Batch form: blocks [first, first + count) of seq; as kvreg_register_batch. KVREG_ERANGE if
- * the range goes past the complete blocks (nothing registered). */
+/* Batch form: blocks [first, first + count) of seq; as kvreg_register_batch (count 0 with NULL
+ * outputs is a no-op). KVREG_ERANGE if the range goes past the complete blocks (nothing
+ * registered). */
 KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
                                       size_t count, kvreg_block *out_blocks, int *out_status,
                                       size_t *n_registered) KVREG_NOEXCEPT;
@@ -369,9 +378,10 @@ KVREG_API int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block,
 KVREG_API int kvreg_block_refcount(const kvreg_pool *pool, kvreg_block block,
                                    uint32_t *refcount) KVREG_NOEXCEPT;
 
-/* Copy the block's stored tokens (KEEP_TOKENS) into out[0..cap); *n_tokens gets their number.
- * KVREG_ENOENT if no tokens are stored for it; KVREG_ERANGE (nothing copied) if cap is too
- * small; KVREG_ESTALE if the handle is not live. */
+/* Copy the block's stored tokens (KEEP_TOKENS) into out[0..cap); *n_tokens gets their number,
+ * also when KVREG_ERANGE is returned because cap is too small (nothing copied then; call with
+ * out = NULL, cap = 0 to size the buffer). KVREG_ENOENT if no tokens are stored for it;
+ * KVREG_ESTALE if the handle is not live. */
 KVREG_API int kvreg_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out,
                                  size_t cap, size_t *n_tokens) KVREG_NOEXCEPT;
 
