@@ -278,8 +278,9 @@ KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
  * with the registry: later calls with this pointer return KVREG_ESTALE, until a new pool reuses
  * the slot (pool ids are reused least-recently first). Allowed from a callback. It cannot fail:
  * if memory runs out, a Remove goes out without its tokens, and inside a callback it may only
- * be counted in KVREG_STAT_EVENTS_DROPPED (without an event_id). Must not race with other calls
- * on the same pool. */
+ * be counted in KVREG_STAT_EVENTS_DROPPED (without an event_id). Calls other threads make on
+ * the pool meanwhile either complete before the sweep reaches their hash or fail with
+ * KVREG_ESTALE; nothing they register survives it. */
 KVREG_API void kvreg_pool_free(kvreg_pool *pool) KVREG_NOEXCEPT;
 
 /* Small integer naming the pool in events (1 .. KVREG_MAX_POOLS); 0 for NULL. */

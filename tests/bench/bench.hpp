@@ -126,7 +126,8 @@ std::pair<uint64_t, uint64_t> distinct_hashes(const SeqSet &set);
 struct EventCounts {
     uint64_t registers = 0;
     uint64_t removes = 0;
-    uint64_t register_batches = 0;
+    uint64_t register_batches = 0;  // callback invocations carrying at least one Register
+    uint64_t callbacks = 0;         // callback invocations
     uint64_t register_hash_sum = 0; // wrapping sum of Register events' sequence hashes
     uint64_t remove_hash_sum = 0;
     uint64_t register_without_tokens = 0;

@@ -111,12 +111,16 @@ def main():
         os_ = med(O("threads", []), lambda r: r.get("scaling_ratio"))
         row("threads", f"{t} threads / 1 thread (ops/s)", ratio(pv, p1), os_, target=">= 1.6",
             met=None if os_ is None else os_ >= 1.6, show_ratio=False)
+        cb = med(O("threads", []), lambda r: r.get("callbacks_per_call"))
+        if cb is not None:
+            rows.append(("threads", "kvreg: event callbacks per API call", "", fmt(cb), "", "", ""))
     if P("hold") or O("hold"):
         pb = med(P("hold", []), lambda r: r["registry_bytes_per_block"])
         ob = med(O("hold", []), lambda r: r["registry_bytes_per_block"])
         row("hold", "registry bytes per held block (no tokens)", pb, ob, target="<= 48",
             met=None if ob is None else ob <= 48)
-        row("hold", "register ns/block (1M held)", med(P("hold", []), lambda r: r["ns_per_op"]),
+        n = (O("hold") or P("hold"))[0]["blocks"]
+        row("hold", f"register ns/block ({n} held)", med(P("hold", []), lambda r: r["ns_per_op"]),
             med(O("hold", []), lambda r: r["ns_per_op"]))
     if O("hold_tokens"):
         ht = O("hold_tokens")

@@ -13,7 +13,9 @@ namespace {
 
 struct Tally {
     uint64_t attempts = 0, registered = 0, dups = 0, other = 0, released = 0;
+    uint64_t calls = 0; // kvreg_register_batch + kvreg_release_batch calls
     void add(const Tally &o) {
+        calls += o.calls;
         attempts += o.attempts;
         registered += o.registered;
         dups += o.dups;
@@ -36,6 +38,7 @@ void worker(kvreg_pool *pool, const SeqSet &set, size_t off, size_t rounds, size
             for (size_t i = 0; i < n; i++) {
                 t.registered += register_seq(pool, set, (off + b0 + i) % u, tmp.data(), status.data());
                 t.attempts += per;
+                t.calls++;
                 for (size_t x = 0; x < per; x++) {
                     if (status[x] == KVREG_OK)
                         held[nh++] = tmp[x];
@@ -46,6 +49,7 @@ void worker(kvreg_pool *pool, const SeqSet &set, size_t off, size_t rounds, size
                 }
             }
             t.released += release_all(pool, held.data(), nh);
+            t.calls++;
             b0 += n;
         }
     }
@@ -129,6 +133,9 @@ std::string wl_threads(const Opts &o, bool &ok) {
         .u("new_regs", r.c.registers)
         .u("shared_hits", r.total.registered - r.c.registers)
         .u("pool_dups", r.total.dups)
+        // Callback invocations per API call: 1 or less when a call's events are delivered
+        // together; more when other threads' events interleave with them.
+        .f("callbacks_per_call", static_cast<double>(r.c.callbacks) / static_cast<double>(r.total.calls ? r.total.calls : 1))
         .f("work_s", r.work_s)
         .f("drain_s", r.drain_s);
     if (o.threads_scaling) {
