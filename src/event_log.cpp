@@ -189,15 +189,13 @@ void EventBatch::prepare(size_t k) {
 
 bool EventBatch::make_room() noexcept {
     if (room() > 0) return true;
-    if (!nested_) {
-        flush(); // the inline buffer is then empty
-        return true;
-    }
     try {
-        prepare(64);
+        prepare(64); // grows (up to a chunk) so a pool's Removes stay in one callback
+        if (room() > 0) return true;
     } catch (...) {
-        return false;
     }
+    if (nested_) return false;
+    flush(); // out of memory, or a full chunk: deliver, which empties the inline buffer
     return true;
 }
 
