@@ -204,6 +204,32 @@ static void t_slot_reuse(void **state)
     kvreg_registry_free(reg);
 }
 
+/* kvreg_pool_name: "Borrowed, valid until the registry is freed". That must hold for a pool
+ * that was freed and whose slot a new pool then took (the name is long enough to live on the
+ * heap, so a freed buffer shows under ASan/valgrind, and a reused one as changed text). */
+static void t_pool_name_lifetime(void **state)
+{
+    (void)state;
+    static const char long_name[] = "gpu-pool-with-a-name-longer-than-any-small-string-buffer";
+    kvreg_registry *reg = NULL;
+    kvreg_pool *p = NULL, *q = NULL;
+    assert_int_equal(kvreg_registry_new(&reg, NULL), KVREG_OK);
+    assert_int_equal(kvreg_pool_new(&p, reg, long_name), KVREG_OK);
+    const char *name = kvreg_pool_name(p);
+    assert_string_equal(name, long_name);
+    kvreg_pool_free(p);
+    assert_string_equal(name, long_name);
+    for (unsigned i = 0; i < 2 * KVREG_MAX_POOLS; i++) {
+        assert_int_equal(kvreg_pool_new(&q, reg, "another-pool-with-a-long-name-on-the-heap-too"), KVREG_OK);
+        int reused = q == p;
+        kvreg_pool_free(q);
+        if (reused)
+            break;
+    }
+    assert_string_equal(name, long_name);
+    kvreg_registry_free(reg);
+}
+
 static void t_pool_limit(void **state)
 {
     (void)state;
@@ -314,6 +340,7 @@ int main(void)
         cmocka_unit_test(t_foreign_handles),
         cmocka_unit_test(t_use_after_pool_free),
         cmocka_unit_test(t_slot_reuse),
+        cmocka_unit_test(t_pool_name_lifetime),
         cmocka_unit_test(t_pool_limit),
         cmocka_unit_test(t_edge_hash_values),
         cmocka_unit_test(t_free_with_live_objects),

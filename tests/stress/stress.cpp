@@ -16,7 +16,13 @@
 //  - at quiescence the set rebuilt from events equals kvreg_registry_contains and the union of
 //    kvreg_pool_contains over all live pools; stats agree with the events counted.
 //
-// Usage: kvreg-stress inline|poll [seed]. Env KVREG_STRESS_SECONDS (default 4 per mode).
+// Modes: inline (the callback consumes; it also re-enters the registry now and then: queries,
+// and a register + release in a pool of its own), poll (one consumer thread drains), poll2 (two
+// consumer threads poll concurrently; events are merged by event_id, so a duplicated or lost
+// event shows as a wrong or missing id; tokens are not read there, as another poll invalidates
+// them).
+//
+// Usage: kvreg-stress inline|poll|poll2 [seed]. Env KVREG_STRESS_SECONDS (default 3 per mode).
 #include <kvreg.h>
 
 #include <algorithm>
@@ -117,6 +123,7 @@ int hash_index(uint64_t seq)
 
 // ---- the consumer: applies every event in order --------------------------------------------
 struct Consumer {
+    bool check_tokens = true;
     uint64_t next_id = 0;
     uint64_t n_register = 0, n_remove = 0;
     int state[kHashes]{};
@@ -143,8 +150,8 @@ struct Consumer {
             if (state[i])
                 fail("Register of hash #%d twice without a Remove (event %llu)", i,
                      static_cast<unsigned long long>(e.event_id));
-            if (e.n_tokens != h.desc.n_tokens ||
-                (e.n_tokens && std::memcmp(e.tokens, h.tok, sizeof h.tok) != 0))
+            if (check_tokens && (e.n_tokens != h.desc.n_tokens ||
+                                 (e.n_tokens && std::memcmp(e.tokens, h.tok, sizeof h.tok) != 0)))
                 fail("Register event tokens differ from the registration");
             state[i] = 1;
             n_register++;
@@ -163,6 +170,29 @@ struct Consumer {
 
 Consumer g_consumer;
 
+kvreg_registry *g_reg = nullptr;
+kvreg_pool *g_cbpool = nullptr; // used only from inside callbacks
+uint64_t g_reentries = 0;
+
+// From inside the callback, while other threads keep calling in: queries, and a register +
+// release whose events must come after this callback returns, in order (checked by apply()).
+void reenter(const kvreg_event &e)
+{
+    int i = hash_index(e.sequence_hash);
+    if (kvreg_registry_contains(g_reg, e.sequence_hash) < 0)
+        fail("kvreg_registry_contains from a callback failed");
+    uint64_t v = 0;
+    expect_status(kvreg_registry_stat(g_reg, KVREG_STAT_NEXT_EVENT_ID, &v), KVREG_OK, "stat in a callback");
+    if (v <= e.event_id)
+        fail("NEXT_EVENT_ID %llu inside the callback of event %llu", static_cast<unsigned long long>(v),
+             static_cast<unsigned long long>(e.event_id));
+    kvreg_block b = KVREG_BLOCK_NONE;
+    expect_status(kvreg_register(g_cbpool, &g_hash[static_cast<size_t>(i)].desc, &b), KVREG_OK,
+                  "kvreg_register from a callback");
+    expect_status(kvreg_release(g_cbpool, b), KVREG_OK, "kvreg_release from a callback");
+    g_reentries++;
+}
+
 struct CallbackData {
     std::atomic<int> retired{0};
     std::atomic<int> destroyed{0};
@@ -178,6 +208,9 @@ void on_events(const kvreg_event *ev, size_t n, void *ud)
         fail("two callbacks of one registry ran at once");
     for (size_t k = 0; k < n; k++)
         g_consumer.apply(ev[k]);
+    for (size_t k = 0; k < n; k++)
+        if (ev[k].event_id % 61 == 0)
+            reenter(ev[k]);
     g_consumer.inside.store(0);
 }
 
@@ -187,12 +220,12 @@ void on_destroy(void *ud)
 }
 
 // ---- shared state -------------------------------------------------------------------------
-kvreg_registry *g_reg = nullptr;
 kvreg_pool *g_stable[kStable];
 std::atomic<kvreg_pool *> g_churn[kChurn];
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_ops{0};
 bool g_poll = false;
+int g_pollers = 1;
 
 uint64_t next_event_id()
 {
@@ -429,15 +462,58 @@ void churn_thread(Rng rng)
     }
 }
 
+// poll2: pollers put what they got here; events are applied once the next id has arrived
+std::mutex g_merge_mu;
+std::vector<kvreg_event> g_pending; // kept sorted by event_id
+
+void merge(const kvreg_event *ev, size_t n)
+{
+    std::lock_guard<std::mutex> lk(g_merge_mu);
+    for (size_t k = 0; k < n; k++) {
+        kvreg_event e = ev[k];
+        e.tokens = nullptr;
+        auto at = std::lower_bound(g_pending.begin(), g_pending.end(), e,
+                                   [](const kvreg_event &a, const kvreg_event &b) { return a.event_id < b.event_id; });
+        if (at != g_pending.end() && at->event_id == e.event_id)
+            fail("event %llu polled twice", static_cast<unsigned long long>(e.event_id));
+        g_pending.insert(at, e);
+    }
+    size_t done = 0;
+    while (done < g_pending.size() && g_pending[done].event_id == g_consumer.next_id)
+        g_consumer.apply(g_pending[done++]);
+    g_pending.erase(g_pending.begin(), g_pending.begin() + static_cast<long>(done));
+    if (g_pending.size() > 4096)
+        fail("event %llu never arrived", static_cast<unsigned long long>(g_consumer.next_id));
+}
+
+void poller_thread()
+{
+    while (!g_stop.load(std::memory_order_relaxed)) {
+        kvreg_event ev[64];
+        size_t n = 0;
+        expect_status(kvreg_registry_poll(g_reg, ev, 64, &n), KVREG_OK, "kvreg_registry_poll");
+        merge(ev, n);
+        if (n == 0)
+            std::this_thread::yield();
+    }
+}
+
 void drain()
 {
     kvreg_event ev[256];
     size_t n = 0;
     do {
         expect_status(kvreg_registry_poll(g_reg, ev, 256, &n), KVREG_OK, "kvreg_registry_poll");
+        if (g_pollers > 1) {
+            merge(ev, n);
+            continue;
+        }
         for (size_t k = 0; k < n; k++)
             g_consumer.apply(ev[k]);
     } while (n > 0);
+    if (!g_pending.empty())
+        fail("%zu polled events wait for event %llu, which never came", g_pending.size(),
+             static_cast<unsigned long long>(g_consumer.next_id));
 }
 
 void consumer_thread()
@@ -481,6 +557,8 @@ void check_quiescent(const char *when, bool pools_live)
             in_pools |= kvreg_pool_contains(g_stable[p], sh);
         for (int p = 0; pools_live && p < kChurn; p++)
             in_pools |= kvreg_pool_contains(g_churn[p].load(), sh);
+        if (pools_live)
+            in_pools |= kvreg_pool_contains(g_cbpool, sh);
         int reg = kvreg_registry_contains(g_reg, sh);
         if (reg != g_consumer.state[i] || in_pools != g_consumer.state[i])
             fail("%s: hash #%d: events say %d, registry %d, pools %d", when, i,
@@ -507,17 +585,20 @@ void check_quiescent(const char *when, bool pools_live)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || (std::strcmp(argv[1], "inline") != 0 && std::strcmp(argv[1], "poll") != 0)) {
-        std::fprintf(stderr, "usage: %s inline|poll [seed]\n", argv[0]);
+    if (argc < 2 || (std::strcmp(argv[1], "inline") != 0 && std::strcmp(argv[1], "poll") != 0 &&
+                     std::strcmp(argv[1], "poll2") != 0)) {
+        std::fprintf(stderr, "usage: %s inline|poll|poll2 [seed]\n", argv[0]);
         return 2;
     }
     g_mode = argv[1];
-    g_poll = std::strcmp(argv[1], "poll") == 0;
+    g_poll = std::strncmp(argv[1], "poll", 4) == 0;
+    g_pollers = std::strcmp(argv[1], "poll2") == 0 ? 2 : 1;
+    g_consumer.check_tokens = g_pollers == 1;
     if (argc > 2)
         g_seed = std::strtoul(argv[2], nullptr, 10);
     else if (const char *s = std::getenv("KVREG_STRESS_SEED"))
         g_seed = std::strtoul(s, nullptr, 10);
-    double seconds = 4;
+    double seconds = 3;
     if (const char *s = std::getenv("KVREG_STRESS_SECONDS"))
         seconds = std::atof(s);
     std::printf("stress: mode=%s seed=%lu seconds=%.1f (replay: %s %s %lu)\n", g_mode, g_seed,
@@ -547,6 +628,7 @@ int main(int argc, char **argv)
         expect_status(kvreg_pool_new(&np, g_reg, "churn"), KVREG_OK, "kvreg_pool_new");
         g_churn[p].store(np);
     }
+    expect_status(kvreg_pool_new(&g_cbpool, g_reg, "callback"), KVREG_OK, "kvreg_pool_new");
 
     std::vector<Worker> workers(kWorkers);
     std::vector<std::thread> threads;
@@ -555,7 +637,10 @@ int main(int argc, char **argv)
         threads.emplace_back([&workers, w] { workers[static_cast<size_t>(w)].run(); });
     }
     threads.emplace_back(churn_thread, Rng{g_seed * 1000 + 999});
-    if (g_poll)
+    if (g_pollers > 1)
+        for (int k = 0; k < g_pollers; k++)
+            threads.emplace_back(poller_thread);
+    else if (g_poll)
         threads.emplace_back(consumer_thread);
 
     // the run is bounded by time; the main thread only waits for the deadline
@@ -581,6 +666,7 @@ int main(int argc, char **argv)
         kvreg_pool_free(g_churn[p].load());
     for (int p = 0; p < kStable; p++)
         kvreg_pool_free(g_stable[p]);
+    kvreg_pool_free(g_cbpool);
     check_quiescent("after freeing every pool", false);
     for (int i = 0; i < kHashes; i++)
         if (g_consumer.state[i])
@@ -592,10 +678,12 @@ int main(int argc, char **argv)
             fail("destroy ran %d times", cd->destroyed.load());
         delete cd;
     }
-    std::printf("stress: mode=%s %llu operations, %llu events checked (%llu Register, %llu Remove)\n",
+    std::printf("stress: mode=%s %llu operations, %llu events checked (%llu Register, %llu Remove), "
+                "%llu callback re-entries\n",
                 g_mode, static_cast<unsigned long long>(g_ops.load()),
                 static_cast<unsigned long long>(g_consumer.next_id),
                 static_cast<unsigned long long>(g_consumer.n_register),
-                static_cast<unsigned long long>(g_consumer.n_remove));
+                static_cast<unsigned long long>(g_consumer.n_remove),
+                static_cast<unsigned long long>(g_reentries));
     return 0;
 }
