@@ -408,8 +408,14 @@ static void check_handle_queries(kvh *h, int s, int hi)
         KVH_EQ(h, "stored tokens", nt, 4);
         if (memcmp(tok, x->tok, sizeof x->tok) != 0)
             kvh_fail(h, "stored tokens differ");
+        nt = 99;
         KVH_EQ(h, "kvreg_block_tokens small cap", kvreg_block_tokens(p->pool, b, tok, 3, &nt),
                KVREG_ERANGE);
+        KVH_EQ(h, "kvreg_block_tokens sizes on ERANGE", nt, 4);
+        nt = 99;
+        KVH_EQ(h, "kvreg_block_tokens sizing call", kvreg_block_tokens(p->pool, b, NULL, 0, &nt),
+               KVREG_ERANGE);
+        KVH_EQ(h, "kvreg_block_tokens sizing call count", nt, 4);
     } else {
         KVH_EQ(h, "kvreg_block_tokens (none stored)", st, KVREG_ENOENT);
     }

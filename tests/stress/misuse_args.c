@@ -274,6 +274,11 @@ static void t_zero_sizes(void **state)
         assert_int_equal(n, 0);
     st = kvreg_pool_match(f->pool, NULL, 0, &n);
     assert_true(st == KVREG_OK || st == KVREG_EINVAL);
+    /* documented: count 0 with NULL outputs is a no-op */
+    kvreg_sequence *seq = NULL;
+    assert_int_equal(kvreg_sequence_new(&seq, 4, 0), KVREG_OK);
+    assert_int_equal(kvreg_register_sequence(f->pool, seq, 0, 0, NULL, NULL, NULL), KVREG_OK);
+    kvreg_sequence_free(seq);
     assert_int_equal(stat_of(f->reg, KVREG_STAT_HASHES), 0);
     assert_int_equal(stat_of(f->reg, KVREG_STAT_NEXT_EVENT_ID), 0);
 }
