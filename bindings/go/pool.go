@@ -416,7 +416,8 @@ func (p *Pool) Tokens(b Block) (tokens []uint32, err error) {
 		if !isCode(err, C.KVREG_ERANGE) || len(buf) >= maxTokens {
 			return nil, err
 		}
-		// The header does not promise *n_tokens on ERANGE, so use it only if it helps.
+		// On ERANGE the library still reports the count, so one retry normally suffices;
+		// doubling is only the fallback should a count ever not be larger.
 		next := 2 * len(buf)
 		if int(n) > len(buf) && int(n) <= maxTokens {
 			next = int(n)
