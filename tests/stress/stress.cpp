@@ -122,6 +122,37 @@ int hash_index(uint64_t seq)
 }
 
 // ---- the consumer: applies every event in order --------------------------------------------
+// Hashes a callback registers while re-entering (see reenter()): outside the universe, one per
+// re-entry, with the thread that must deliver their events.
+constexpr uint64_t kCbBase = 0xCB00000000000000ull;
+struct CbPending {
+    uint64_t hash;
+    std::thread::id thread;
+    int state;
+};
+std::vector<CbPending> g_cb_pending; // touched only from callbacks, which never overlap
+
+void apply_cb_event(const kvreg_event &e)
+{
+    for (size_t k = 0; k < g_cb_pending.size(); k++) {
+        CbPending &c = g_cb_pending[k];
+        if (c.hash != e.sequence_hash)
+            continue;
+        if (c.thread != std::this_thread::get_id())
+            fail("event %llu caused inside a callback was delivered on another thread",
+                 static_cast<unsigned long long>(e.event_id));
+        if ((c.state == 0 && e.kind != KVREG_EVENT_REGISTER) || (c.state == 1 && e.kind != KVREG_EVENT_REMOVE))
+            fail("re-entrant hash: kind %u out of order", e.kind);
+        if (++c.state == 2) {
+            c = g_cb_pending.back();
+            g_cb_pending.pop_back();
+        }
+        return;
+    }
+    fail("event %llu for a re-entrant hash nobody registered (or delivered twice)",
+         static_cast<unsigned long long>(e.event_id));
+}
+
 struct Consumer {
     bool check_tokens = true;
     uint64_t next_id = 0;
@@ -136,6 +167,11 @@ struct Consumer {
             fail("event_id %llu, expected %llu (gap or reorder)",
                  static_cast<unsigned long long>(e.event_id), static_cast<unsigned long long>(next_id));
         next_id++;
+        if ((e.sequence_hash & 0xFF00000000000000ull) == kCbBase) {
+            apply_cb_event(e);
+            (e.kind == KVREG_EVENT_REGISTER ? n_register : n_remove)++;
+            return;
+        }
         int i = hash_index(e.sequence_hash);
         if (i < 0)
             fail("event for unknown hash %llu", static_cast<unsigned long long>(e.sequence_hash));
@@ -175,10 +211,10 @@ kvreg_pool *g_cbpool = nullptr; // used only from inside callbacks
 uint64_t g_reentries = 0;
 
 // From inside the callback, while other threads keep calling in: queries, and a register +
-// release whose events must come after this callback returns, in order (checked by apply()).
+// release of a fresh hash, whose Register and Remove must be delivered after this callback
+// returns, on this thread, in order (checked by apply_cb_event()).
 void reenter(const kvreg_event &e)
 {
-    int i = hash_index(e.sequence_hash);
     if (kvreg_registry_contains(g_reg, e.sequence_hash) < 0)
         fail("kvreg_registry_contains from a callback failed");
     uint64_t v = 0;
@@ -186,11 +222,13 @@ void reenter(const kvreg_event &e)
     if (v <= e.event_id)
         fail("NEXT_EVENT_ID %llu inside the callback of event %llu", static_cast<unsigned long long>(v),
              static_cast<unsigned long long>(e.event_id));
+    kvreg_block_desc d{};
+    d.sequence_hash = kCbBase | ++g_reentries;
+    d.block_hash = d.sequence_hash;
+    g_cb_pending.push_back(CbPending{d.sequence_hash, std::this_thread::get_id(), 0});
     kvreg_block b = KVREG_BLOCK_NONE;
-    expect_status(kvreg_register(g_cbpool, &g_hash[static_cast<size_t>(i)].desc, &b), KVREG_OK,
-                  "kvreg_register from a callback");
+    expect_status(kvreg_register(g_cbpool, &d, &b), KVREG_OK, "kvreg_register from a callback");
     expect_status(kvreg_release(g_cbpool, b), KVREG_OK, "kvreg_release from a callback");
-    g_reentries++;
 }
 
 struct CallbackData {
