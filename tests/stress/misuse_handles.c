@@ -250,6 +250,29 @@ static void t_pool_limit(void **state)
     kvreg_registry_free(reg);
 }
 
+/* "pool ids are reused least-recently first": once every id has been used, freeing ids in the
+ * order a, b, c gives them back in the order a, b, c. */
+static void t_pool_id_lru(void **state)
+{
+    (void)state;
+    kvreg_registry *reg = NULL;
+    kvreg_pool *pools[KVREG_MAX_POOLS], *q = NULL;
+    uint32_t order[3];
+    assert_int_equal(kvreg_registry_new(&reg, NULL), KVREG_OK);
+    for (unsigned i = 0; i < KVREG_MAX_POOLS; i++)
+        assert_int_equal(kvreg_pool_new(&pools[i], reg, NULL), KVREG_OK);
+    static const unsigned victims[3] = {200, 3, 77};
+    for (int k = 0; k < 3; k++) {
+        order[k] = kvreg_pool_id(pools[victims[k]]);
+        kvreg_pool_free(pools[victims[k]]);
+    }
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(kvreg_pool_new(&q, reg, NULL), KVREG_OK);
+        assert_int_equal(kvreg_pool_id(q), order[k]);
+    }
+    kvreg_registry_free(reg);
+}
+
 /* Hash values an implementation might use as "empty" markers are ordinary hashes. */
 static void t_edge_hash_values(void **state)
 {
@@ -342,6 +365,7 @@ int main(void)
         cmocka_unit_test(t_slot_reuse),
         cmocka_unit_test(t_pool_name_lifetime),
         cmocka_unit_test(t_pool_limit),
+        cmocka_unit_test(t_pool_id_lru),
         cmocka_unit_test(t_edge_hash_values),
         cmocka_unit_test(t_free_with_live_objects),
     };
