@@ -88,7 +88,9 @@ def main():
     P, O = peer.get, ours.get
     if P("hash") or O("hash"):
         pg, og = med(P("hash", []), lambda r: r["gb_per_s"]), med(O("hash", []), lambda r: r["gb_per_s"])
-        row("hash", "naming blocks, GB/s of tokens", pg, og)
+        row("hash", "naming blocks, GB/s of tokens (kvreg_hash_blocks)", pg, og)
+        row("hash", "same, into a sequence object that keeps the tokens", pg,
+            med(O("hash", []), lambda r: r.get("sequence_gb_per_s")))
         pl = med(P("hash", []), lambda r: r["chain_only_seconds"] / r["seconds"])
         ol = med(O("hash", []), lambda r: r["limit_ratio"])
         row("hash", "fraction of raw limit (2 XXH3 calls/block)", pl, ol, target=">= 0.9",
