@@ -56,7 +56,7 @@ KVREG_API void kvreg_pool_free(kvreg_pool *pool) noexcept {
 KVREG_API uint32_t kvreg_pool_id(const kvreg_pool *pool) noexcept { return pool ? pool->id : 0; }
 
 KVREG_API const char *kvreg_pool_name(const kvreg_pool *pool) noexcept {
-    return pool ? pool->name.c_str() : "";
+    return pool && pool->name ? pool->name->c_str() : "";
 }
 
 KVREG_API size_t kvreg_pool_size(const kvreg_pool *pool) noexcept {

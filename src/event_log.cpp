@@ -68,7 +68,7 @@ void EventLog::count(const kvreg_event *events, size_t n, bool dropped) noexcept
     if (dropped) dropped_.store(dropped_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
-void EventLog::dispatch(kvreg_event *events, size_t n) noexcept {
+void EventLog::dispatch(kvreg_event *events, size_t n, EventBatch *owner) noexcept {
     if (poll_mode_) {
         std::lock_guard<std::mutex> lk(queue_mu_);
         size_t i = 0;
@@ -98,7 +98,10 @@ void EventLog::dispatch(kvreg_event *events, size_t n) noexcept {
         fn = fn_;
         ud = ud_;
         calling_ = fn != nullptr;
-        if (fn) deliverer_.store(std::this_thread::get_id(), std::memory_order_release);
+        if (fn) {
+            delivering_batch_ = owner;
+            deliverer_.store(std::this_thread::get_id(), std::memory_order_release);
+        }
     }
     if (!fn) {
         count(events, n, true);
@@ -108,6 +111,7 @@ void EventLog::dispatch(kvreg_event *events, size_t n) noexcept {
     {
         std::lock_guard<std::mutex> lk(fn_mu_);
         calling_ = false;
+        delivering_batch_ = nullptr;
         deliverer_.store(std::thread::id{}, std::memory_order_release);
     }
     fn_idle_.notify_all();
@@ -163,17 +167,18 @@ uint64_t EventLog::stat_queued() const noexcept {
 
 // ----------------------------------------------------------------------------- EventBatch
 
-EventBatch::EventBatch(EventLog &log) noexcept : log_(log), nested_(log.in_callback()) {}
+EventBatch::EventBatch(EventLog &log) noexcept
+    : log_(log), is_nested_(log.in_callback()), outer_(log.in_callback() ? log.delivering_batch_ : nullptr) {}
 
 size_t EventBatch::room() const noexcept {
-    if (nested_) return log_.nested_.capacity() - log_.nested_.size();
+    if (is_nested_) return outer_->nested_events_.capacity() - outer_->nested_events_.size();
     const size_t cap = heap_.empty() ? kInline : heap_.capacity();
     return std::min(cap, kMaxChunk) > n_ ? std::min(cap, kMaxChunk) - n_ : 0;
 }
 
 void EventBatch::prepare(size_t k) {
-    if (nested_) {
-        std::vector<kvreg_event> &v = log_.nested_;
+    if (is_nested_) {
+        std::vector<kvreg_event> &v = outer_->nested_events_;
         if (v.capacity() - v.size() < k) v.reserve(std::max(v.size() + k, 2 * v.capacity()));
         return;
     }
@@ -194,7 +199,7 @@ bool EventBatch::make_room() noexcept {
         if (room() > 0) return true;
     } catch (...) {
     }
-    if (nested_) return false;
+    if (is_nested_) return false;
     flush(); // out of memory, or a full chunk: deliver, which empties the inline buffer
     return true;
 }
@@ -211,16 +216,16 @@ void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
     e.parent_sequence_hash = has_parent ? parent : 0;
     e.n_tokens = tokens ? n_tokens : 0;
     e.tokens = e.n_tokens ? tokens : nullptr;
-    if (e.n_tokens && (copy || nested_)) {
-        std::vector<uint32_t> &arena = nested_ ? log_.nested_copied_ : copied_;
+    if (e.n_tokens && (copy || is_nested_)) {
+        std::vector<uint32_t> &arena = is_nested_ ? outer_->nested_copied_ : copied_;
         const size_t off = arena.size();
         arena.insert(arena.end(), tokens, tokens + n_tokens); // may throw: nothing taken yet
         e.tokens = nullptr;
         e.reserved[0] = off + 1;
     }
     e.event_id = log_.take_id(); // from here on the event must be delivered
-    if (nested_) {
-        log_.nested_.push_back(e); // capacity reserved by prepare()
+    if (is_nested_) {
+        outer_->nested_events_.push_back(e); // capacity reserved by prepare()
     } else if (heap_.empty()) {
         inline_[n_++] = e;
     } else {
@@ -245,7 +250,7 @@ void EventBatch::deliver_runs(kvreg_event *ev, size_t n) noexcept {
         size_t j = i + 1;
         while (j < n && ev[j].event_id == ev[j - 1].event_id + 1) j++;
         log_.wait_turn(ev[i].event_id);
-        log_.dispatch(ev + i, j - i);
+        log_.dispatch(ev + i, j - i, this);
         log_.end_turn(ev[j - 1].event_id + 1);
         i = j;
     }
@@ -254,18 +259,18 @@ void EventBatch::deliver_runs(kvreg_event *ev, size_t n) noexcept {
 void EventBatch::deliver_nested() noexcept {
     // Events our callbacks caused have larger ids than everything this call recorded earlier,
     // and they may cause more: deliver them round by round.
-    while (!log_.nested_.empty()) {
+    while (!nested_events_.empty()) {
         std::vector<kvreg_event> mine;
         std::vector<uint32_t> tokens;
-        mine.swap(log_.nested_);
-        tokens.swap(log_.nested_copied_);
+        mine.swap(nested_events_);
+        tokens.swap(nested_copied_);
         resolve_copied(mine.data(), mine.size(), tokens);
         deliver_runs(mine.data(), mine.size());
     }
 }
 
 void EventBatch::flush() noexcept {
-    if (nested_ || n_ == 0) return; // nested events are delivered by the outer call
+    if (is_nested_ || n_ == 0) return; // nested events are delivered by the outer batch
     kvreg_event *ev = events();
     resolve_copied(ev, n_, copied_);
     deliver_runs(ev, n_);

@@ -60,7 +60,7 @@ private:
     void wait_turn(uint64_t id) noexcept;
     void end_turn(uint64_t next) noexcept;
     // Hand events (consecutive ids, our turn) to the callback or the queue.
-    void dispatch(kvreg_event *events, size_t n) noexcept;
+    void dispatch(kvreg_event *events, size_t n, EventBatch *owner) noexcept;
     void count(const kvreg_event *events, size_t n, bool dropped) noexcept;
 
     const bool poll_mode_;
@@ -85,10 +85,10 @@ private:
     bool calling_ = false;
     std::atomic<std::thread::id> deliverer_{};
 
-    // Events caused from inside the callback: owned by the delivering thread (no lock needed).
-    // Their tokens are always copied (the nested caller's memory is gone by delivery time).
-    std::vector<kvreg_event> nested_;
-    std::vector<uint32_t> nested_copied_;
+    // The batch whose events the callback is handling right now (set by the thread holding
+    // the turn, read only by that thread): calls made from inside the callback put their
+    // events into that batch, which delivers them after its current run, on the same thread.
+    EventBatch *delivering_batch_ = nullptr;
 
     // POLL queue, [head_, size) pending; tokens copied in. Guarded by queue_mu_.
     mutable std::mutex queue_mu_;
@@ -131,12 +131,17 @@ private:
     void deliver_nested() noexcept;
 
     EventLog &log_;
-    const bool nested_;
+    const bool is_nested_; // constructed inside this log's callback
     size_t n_ = 0;
     kvreg_event *events() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
 
+    EventBatch *const outer_; // nested: the batch being delivered on this thread, else null
     std::vector<kvreg_event> heap_; // all events once a call outgrows inline_
     std::vector<uint32_t> copied_;  // copied tokens; an event's reserved[0] holds offset + 1
+    // Events that calls made from our callbacks caused (ids later than all of ours), with
+    // their copied tokens (reserved[0] = offset + 1 into nested_copied_).
+    std::vector<kvreg_event> nested_events_;
+    std::vector<uint32_t> nested_copied_;
     kvreg_event inline_[kInline];
 };
 

@@ -46,14 +46,15 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
     if (free_count_ == 0) return KVREG_EOVERFLOW;
     const uint8_t id = free_ids_[free_head_];
     std::unique_ptr<kvreg_pool> &slot = pools_[id];
-    std::string nm(name ? name : ""); // may throw: nothing changed yet
+    // Both may throw: nothing visible has changed yet (an interned name is harmless).
+    const std::string *nm = &*names_.emplace(name ? name : "").first;
     if (!slot) slot.reset(new kvreg_pool());
     kvreg_pool *p = slot.get();
     free_head_ = (free_head_ + 1) % KVREG_MAX_POOLS;
     free_count_--;
     p->reg = this;
     p->id = id;
-    p->name.swap(nm);
+    p->name = nm;
     p->incarnation++;
     p->key = kvreg::mix(nonce_ ^ (uint64_t{id} << 32) ^ kvreg::mix(p->incarnation));
     p->size.store(0, std::memory_order_relaxed);

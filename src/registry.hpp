@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "event_log.hpp"
@@ -28,7 +29,7 @@ struct kvreg_pool {
     std::atomic<uint64_t> size{0}; // distinct hashes held
     uint64_t key = 0;              // XORed into handles: another pool's handle decodes to garbage
     uint64_t incarnation = 0;
-    std::string name;
+    const std::string *name = nullptr; // interned in the registry: valid until it is freed
 };
 
 namespace kvreg {
@@ -113,5 +114,8 @@ private:
     std::array<uint8_t, KVREG_MAX_POOLS> free_ids_{};
     uint32_t free_head_ = 0;
     uint32_t free_count_ = 0;
+    // Every pool name ever used, once each: kvreg_pool_name() pointers stay valid until the
+    // registry is freed even when a pool's slot is reused (engines reuse a handful of names).
+    std::set<std::string> names_;
     uint64_t live_pools_ = 0;
 };
