@@ -184,8 +184,9 @@ typedef struct kvreg_config kvreg_config;
 
 /* Event delivery. INLINE (default): the callback runs on the thread whose call caused the
  * events, before that call returns. POLL: events wait in a bounded queue for
- * kvreg_registry_poll(); when it is full, new events are dropped and counted
- * (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the consumer sees a gap. */
+ * kvreg_registry_poll(); when it is full (or cannot grow for lack of memory), new events are
+ * dropped and counted (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the
+ * consumer sees a gap; the registry's state is never rolled back for a lost event. */
 #define KVREG_OPT_DELIVERY 1u
 #define KVREG_DELIVERY_INLINE 0u
 #define KVREG_DELIVERY_POLL 1u
