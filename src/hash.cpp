@@ -40,12 +40,13 @@ uint64_t block_hash(const uint32_t *tokens, size_t n_tokens, uint64_t salt) noex
 }
 
 uint64_t chain_hash(uint64_t parent_sequence_hash, uint64_t block_hash_value, uint64_t salt) noexcept {
-    unsigned char bytes[16];
-    for (int i = 0; i < 8; i++) {
-        bytes[i] = static_cast<unsigned char>(parent_sequence_hash >> (8 * i));
-        bytes[8 + i] = static_cast<unsigned char>(block_hash_value >> (8 * i));
-    }
-    return XXH3_64bits_withSeed(bytes, sizeof bytes, salt);
+    // u64le(parent) || u64le(block): on a little-endian host that is the two words' memory.
+    uint64_t words[2] = {parent_sequence_hash, block_hash_value};
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    words[0] = __builtin_bswap64(words[0]);
+    words[1] = __builtin_bswap64(words[1]);
+#endif
+    return XXH3_64bits_withSeed(words, sizeof words, salt);
 }
 
 } // namespace kvreg
