@@ -4,7 +4,6 @@
 #include "bench.hpp"
 
 #include <atomic>
-#include <cinttypes>
 #include <cstdio>
 #include <unordered_map>
 

@@ -5,6 +5,7 @@
 #include "bench.hpp"
 
 #include <barrier>
+#include <functional>
 #include <thread>
 
 namespace bench {
