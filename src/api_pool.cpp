@@ -12,6 +12,10 @@ namespace {
 
 using kvreg::EventBatch; // on the caller's stack; delivers its events when it goes out of scope
 
+// Batch loops prefetch the index slot this many blocks ahead (one cache miss in flight per
+// few blocks of work; measured best around 4-8 on a 2-core EPYC VM).
+constexpr size_t kPrefetchAhead = 6;
+
 int register_one(kvreg_registry *reg, kvreg_pool *pool, const kvreg_block_desc &d, kvreg_block *out,
                  EventBatch &batch) noexcept {
     KVREG_GUARD_BEGIN
@@ -76,6 +80,7 @@ KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *des
     EventBatch batch(pool->reg->log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
+        if (i + kPrefetchAhead < n) pool->reg->prefetch(descs[i + kPrefetchAhead].sequence_hash);
         out_blocks[i] = KVREG_BLOCK_NONE;
         const int rc = register_one(pool->reg, pool, descs[i], &out_blocks[i], batch);
         if (out_status) out_status[i] = rc;
@@ -104,6 +109,7 @@ KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *se
     EventBatch batch(pool->reg->log);
     size_t ok = 0;
     for (size_t i = 0; i < count; i++) {
+        if (i + kPrefetchAhead < count) pool->reg->prefetch(s->block(first + i + kPrefetchAhead).sequence_hash);
         const kvreg_block_desc d = desc_of(*s, first + i);
         out_blocks[i] = KVREG_BLOCK_NONE;
         const int rc = register_one(pool->reg, pool, d, &out_blocks[i], batch);

@@ -11,6 +11,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -24,6 +25,17 @@ public:
     static constexpr uint32_t kMissing = UINT32_MAX;
 
     uint32_t size() const noexcept { return size_; }
+
+    // Start loading the slot a lookup of `mixed` would probe first. Callable without the
+    // shard lock: it reads a relaxed copy of the table's address and size, and a prefetch of a
+    // stale address is harmless (it never faults). Batch calls use it a few blocks ahead, so
+    // the table's cache miss overlaps the work on the blocks before.
+    void prefetch(uint64_t mixed) const noexcept {
+        const uint32_t *slots = hint_slots_.load(std::memory_order_relaxed);
+        const uint32_t cap = hint_cap_.load(std::memory_order_relaxed);
+        if (slots && cap)
+            __builtin_prefetch(slots + static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(mixed >> 12)} * cap) >> 32));
+    }
 
     // Record index of key, or kMissing; *pos gets the slot (for erase_at) when found.
     uint32_t find(uint64_t key, uint64_t mixed, const RecordSlab &slab, uint32_t *pos = nullptr) const noexcept {
@@ -93,6 +105,8 @@ private:
         cap_ = ncap;
         size_ = 0;
         tombs_ = 0;
+        hint_slots_.store(slots_.get(), std::memory_order_relaxed);
+        hint_cap_.store(cap_, std::memory_order_relaxed);
         const uint32_t n = slab.capacity();
         if (uint64_t{live} * 4 >= n) {
             // Most records are live heads: scan the slab in address order (no cache-missing
@@ -112,6 +126,8 @@ private:
 
     std::unique_ptr<uint32_t[]> slots_;
     uint32_t cap_ = 0;
+    std::atomic<const uint32_t *> hint_slots_{nullptr}; // for prefetch() only
+    std::atomic<uint32_t> hint_cap_{0};
     uint32_t size_ = 0;
     uint32_t tombs_ = 0;
 };

@@ -77,6 +77,12 @@ struct kvreg_registry {
     int block_refcount(const kvreg_pool *p, kvreg_block b, uint32_t *out) noexcept;
     int block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *out, size_t cap, size_t *n) noexcept;
 
+    // Warm the cache for a coming lookup of seq (no lock, no effect on state).
+    void prefetch(uint64_t seq) const noexcept {
+        const uint64_t m = kvreg::mix(seq);
+        shards_[shard_of(m)].index.prefetch(m);
+    }
+
     uint64_t hash_count() noexcept;
     uint64_t token_bytes() noexcept;
 
