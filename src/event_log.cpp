@@ -184,11 +184,13 @@ void EventBatch::prepare(size_t k) {
     }
     if (n_ + k > kMaxChunk) flush(); // bound the memory of huge calls: deliver in chunks
     if (n_ + k <= kInline && heap_.empty()) return;
-    if (heap_.capacity() < n_ + k) {
-        std::vector<kvreg_event> bigger;
-        bigger.reserve(std::max(n_ + k, 2 * std::max(heap_.capacity(), kInline)));
-        bigger.assign(events(), events() + n_);
-        heap_.swap(bigger);
+    if (heap_.empty()) {
+        // Moving from inline_ to heap_ (again, after a chunk was delivered: heap_ keeps its
+        // capacity, so usually without allocating).
+        if (heap_.capacity() < n_ + k) heap_.reserve(std::max(n_ + k, 2 * kInline)); // may throw
+        heap_.assign(inline_, inline_ + n_);
+    } else if (heap_.capacity() < n_ + k) {
+        heap_.reserve(std::max(n_ + k, 2 * heap_.capacity())); // may throw; contents kept
     }
 }
 

@@ -444,8 +444,36 @@ static void test_two_threads_keep_per_hash_order(void **state) {
     free(m);
 }
 
+/* A call with more events than the batch holds inline, and more than one delivery chunk:
+ * every event arrives, in input order, ids contiguous, each callback at most 1024 events.
+ * (Regression: after the first chunk was delivered, the next events overflowed the inline
+ * buffer; found by kvreg-bench's big-batch smoke test.) */
+static void test_big_batch_chunks_in_order(void **state) {
+    fixture *f = *state;
+    const size_t N = 3000;
+    kvreg_block_desc *d = calloc(N, sizeof *d);
+    kvreg_block *h = calloc(N, sizeof *h);
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++) d[i] = hash_desc(5000 + i, i, i > 0, 5000 + i - 1);
+    assert_int_equal(kvreg_register_batch(f->pool, d, N, h, NULL, &n), KVREG_OK);
+    assert_int_equal(n, N);
+    assert_int_equal(f->rec.n, N);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(f->rec.events[i].event_id, i);
+        assert_true(f->rec.events[i].sequence_hash == 5000 + i);
+    }
+    for (size_t c = 0; c < f->rec.calls; c++) assert_true(f->rec.call_sizes[c] <= 1024);
+    assert_true(f->rec.calls >= 3);
+    assert_int_equal(kvreg_release_batch(f->pool, h, N, NULL, &n), KVREG_OK);
+    assert_int_equal(n, N);
+    assert_int_equal(kvreg_registry_contains(f->reg, 5000), 0);
+    free(d);
+    free(h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_big_batch_chunks_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_single_handle_register_then_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_extra_reference_delays_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_batch_of_two, setup, teardown),
