@@ -292,64 +292,63 @@ bool kvreg_registry::contains(uint64_t seq) noexcept {
     return s.index.find(seq, m, s.slab) != kNotFound;
 }
 
-int kvreg_registry::block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept {
+// Run fn(shard, record) on the live record behind handle b, under its shard lock.
+template <typename F>
+int kvreg_registry::with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept {
     Decoded d;
     if (!decode(p, b, &d)) return KVREG_ESTALE;
     Shard &s = shards_[d.shard];
     std::lock_guard<std::mutex> lk(s.mu);
     const Record *r = live_record(p, s, d);
-    if (!r) return KVREG_ESTALE;
-    out->block_hash = r->block;
-    out->sequence_hash = r->seq;
-    out->has_parent = (r->flags & Record::kHasParent) ? 1 : 0;
-    out->parent_sequence_hash = out->has_parent ? r->parent : 0;
-    out->position = KVREG_POSITION_UNKNOWN;
-    return KVREG_OK;
+    return r ? fn(s, *r) : KVREG_ESTALE;
+}
+
+int kvreg_registry::block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept {
+    return with_live(p, b, [out](Shard &, const Record &r) {
+        out->block_hash = r.block;
+        out->sequence_hash = r.seq;
+        out->has_parent = (r.flags & Record::kHasParent) ? 1 : 0;
+        out->parent_sequence_hash = out->has_parent ? r.parent : 0;
+        out->position = KVREG_POSITION_UNKNOWN;
+        return KVREG_OK;
+    });
 }
 
 int kvreg_registry::block_refcount(const kvreg_pool *p, kvreg_block b, uint32_t *out) noexcept {
-    Decoded d;
-    if (!decode(p, b, &d)) return KVREG_ESTALE;
-    Shard &s = shards_[d.shard];
-    std::lock_guard<std::mutex> lk(s.mu);
-    const Record *r = live_record(p, s, d);
-    if (!r) return KVREG_ESTALE;
-    *out = r->refcount;
-    return KVREG_OK;
+    return with_live(p, b, [out](Shard &, const Record &r) {
+        *out = r.refcount;
+        return KVREG_OK;
+    });
 }
 
 int kvreg_registry::block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *out, size_t cap,
                                  size_t *n) noexcept {
-    Decoded d;
-    if (!decode(p, b, &d)) return KVREG_ESTALE;
-    Shard &s = shards_[d.shard];
-    std::lock_guard<std::mutex> lk(s.mu);
-    const Record *r = live_record(p, s, d);
-    if (!r) return KVREG_ESTALE;
-    const uint32_t head = s.index.find(r->seq, kvreg::mix(r->seq), s.slab);
-    const uint32_t ref = s.slab.token_ref(head);
-    if (ref == kvreg::TokenStore::kNone) return KVREG_ENOENT;
-    const uint32_t nt = s.tokens.size(ref);
-    *n = nt;
-    if (cap < nt) return KVREG_ERANGE;
-    if (nt) std::memcpy(out, s.tokens.tokens(ref), size_t{nt} * sizeof(uint32_t));
-    return KVREG_OK;
+    return with_live(p, b, [out, cap, n](Shard &s, const Record &r) {
+        // Tokens belong to the hash: the chain's head holds them for every pool.
+        const uint32_t ref = s.slab.token_ref(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
+        if (ref == kvreg::TokenStore::kNone) return KVREG_ENOENT;
+        const uint32_t nt = s.tokens.size(ref);
+        *n = nt;
+        if (cap < nt) return KVREG_ERANGE;
+        if (nt) std::memcpy(out, s.tokens.tokens(ref), size_t{nt} * sizeof(uint32_t));
+        return KVREG_OK;
+    });
+}
+
+// Sum a per-shard quantity, each shard read under its lock (a consistent value per shard).
+template <typename F> static uint64_t sum_shards(Shard *shards, uint32_t n, F per_shard) noexcept {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        std::lock_guard<std::mutex> lk(shards[i].mu);
+        total += per_shard(shards[i]);
+    }
+    return total;
 }
 
 uint64_t kvreg_registry::hash_count() noexcept {
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < nshards_; i++) {
-        std::lock_guard<std::mutex> lk(shards_[i].mu);
-        n += shards_[i].index.size();
-    }
-    return n;
+    return sum_shards(shards_.get(), nshards_, [](const Shard &s) { return uint64_t{s.index.size()}; });
 }
 
 uint64_t kvreg_registry::token_bytes() noexcept {
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < nshards_; i++) {
-        std::lock_guard<std::mutex> lk(shards_[i].mu);
-        n += shards_[i].tokens.bytes();
-    }
-    return n;
+    return sum_shards(shards_.get(), nshards_, [](const Shard &s) { return s.tokens.bytes(); });
 }

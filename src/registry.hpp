@@ -101,6 +101,7 @@ private:
     }
     // Live record of (pool, shard, idx, gen) or nullptr; caller holds the shard lock.
     kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
+    template <typename F> int with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept;
     uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint8_t pool) noexcept;
     // Drop record idx (refcount already 0) from its chain; emits Remove if it was the last
     // membership. Throws std::bad_alloc before any change, unless must_succeed: then a Remove
