@@ -442,6 +442,23 @@ int main()
         each_fill("kvreg_release (shared hash)", poll, [](World &w) {
             return kvreg_release(w.b, w.shared_b);
         });
+        each_fill("kvreg_register_sequence (one block)", poll, [](World &w) {
+            kvreg_block h = 0;
+            int status = 0;
+            int st = kvreg_register_sequence(w.a, w.seq, 1, 1, &h, &status, nullptr);
+            return st == KVREG_OK ? status : st;
+        });
+        each_fill("kvreg_release_batch (last reference)", poll, [](World &w) {
+            int status = 0;
+            int st = kvreg_release_batch(w.a, &w.held.front(), 1, &status, nullptr);
+            return st == KVREG_OK ? status : st;
+        });
+        each_fill("kvreg_acquire_prefix", poll, [](World &w) {
+            uint64_t hs[2] = {1000, 1};
+            kvreg_block out[2];
+            size_t n = 0;
+            return kvreg_acquire_prefix(w.a, hs, 2, out, &n);
+        });
         // void: it cannot report a failure, so it must not be disturbed by one
         each_fill("kvreg_pool_free", poll, [](World &w) {
             kvreg_pool_free(w.a);
@@ -460,6 +477,12 @@ int main()
     each_fill("kvreg_sequence_extend", false, [](World &w) {
         uint32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
         return kvreg_sequence_extend(w.seq, t, 9, nullptr);
+    });
+    each_fill("kvreg_registry_set_event_fn", false, [](World &w) {
+        return kvreg_registry_set_event_fn(w.reg, record, &w.rec, nullptr);
+    });
+    each_fill("kvreg_sequence_unwind", false, [](World &w) {
+        return kvreg_sequence_unwind(w.seq, 7);
     });
     each_fill("kvreg_sequence_append", false, [](World &w) {
         return kvreg_sequence_append(w.seq, 77, nullptr);
