@@ -520,7 +520,9 @@ void merge(const kvreg_event *ev, size_t n)
     while (done < g_pending.size() && g_pending[done].event_id == g_consumer.next_id)
         g_consumer.apply(g_pending[done++]);
     g_pending.erase(g_pending.begin(), g_pending.begin() + static_cast<long>(done));
-    if (g_pending.size() > 4096)
+    // A poller preempted between its poll and this merge legitimately holds back the next id
+    // while the other keeps going; a lost event shows when drain() ends with events pending.
+    if (g_pending.size() > (1u << 22))
         fail("event %llu never arrived", static_cast<unsigned long long>(g_consumer.next_id));
 }
 
