@@ -22,7 +22,7 @@
 // event shows as a wrong or missing id; tokens are not read there, as another poll invalidates
 // them).
 //
-// Usage: kvreg-stress inline|poll|poll2 [seed]. Env KVREG_STRESS_SECONDS (default 3 per mode).
+// Usage: kvreg-stress inline|poll|poll2 [seed]. Env KVREG_STRESS_SECONDS (default 2 per mode).
 #include <kvreg.h>
 
 #include <algorithm>
@@ -638,7 +638,7 @@ int main(int argc, char **argv)
         g_seed = std::strtoul(argv[2], nullptr, 10);
     else if (const char *s = std::getenv("KVREG_STRESS_SEED"))
         g_seed = std::strtoul(s, nullptr, 10);
-    double seconds = 3;
+    double seconds = 2;
     if (const char *s = std::getenv("KVREG_STRESS_SECONDS"))
         seconds = std::atof(s);
     std::printf("stress: mode=%s seed=%lu seconds=%.1f (replay: %s %s %lu)\n", g_mode, g_seed,
