@@ -171,6 +171,10 @@ typedef struct kvreg_event {
     uint64_t reserved[4];     /* zero */
 } kvreg_event;
 
+/* The most events one callback call (or one batch chunk) carries; a kvreg_*_batch call with
+ * more is delivered in consecutive chunks. Bounds the library's buffers (it stays in L2). */
+#define KVREG_EVENTS_PER_CALL 1024u
+
 /* Called with events in event_id order. Never called while the library holds a lock, and never
  * concurrently with itself for one registry. It must not unwind (no C++ exceptions, Rust panics
  * or longjmp) through library frames. See "Re-entrancy" at kvreg_registry_set_event_fn. */
@@ -323,8 +327,9 @@ KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
  * KVREG_BLOCK_NONE) and out_status[i] (optional) the status kvreg_register would return.
  * *n_registered (optional) counts the successes. Returns KVREG_OK unless the arguments
  * themselves are bad (then nothing is registered). The Register events of one call are
- * delivered together, in input order (one callback call when no other thread emits events
- * meanwhile; always, single-threaded). */
+ * delivered together, in input order: one callback call when no other thread emits events
+ * meanwhile (always, single-threaded) and the call has at most KVREG_EVENTS_PER_CALL events;
+ * a larger call is delivered in consecutive calls of at most that many. */
 KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
                                    kvreg_block *out_blocks, int *out_status,
                                    size_t *n_registered) KVREG_NOEXCEPT;
@@ -357,7 +362,8 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
 KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
 
 /* Release n handles in order; out_status[i] (optional) per handle; *n_released (optional)
- * counts successes. Remove events of one call are delivered together. */
+ * counts successes. Remove events of one call are delivered together, as for
+ * kvreg_register_batch (chunks of KVREG_EVENTS_PER_CALL). */
 KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) KVREG_NOEXCEPT;
 

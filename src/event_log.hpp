@@ -125,7 +125,7 @@ public:
 
 private:
     static constexpr size_t kInline = 128;    // events held without allocating
-    static constexpr size_t kMaxChunk = 1024; // larger calls deliver in chunks (stays in L2)
+    static constexpr size_t kMaxChunk = KVREG_EVENTS_PER_CALL; // larger calls deliver in chunks
 
     void deliver_runs(kvreg_event *ev, size_t n) noexcept;
     void deliver_nested() noexcept;
