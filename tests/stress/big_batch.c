@@ -1,8 +1,9 @@
-/* Big batches (suite 'api'). kvreg.h: "The Register events of one call are delivered together,
- * in input order (one callback call when no other thread emits events meanwhile; always,
- * single-threaded)", and likewise the Removes of one kvreg_release_batch. Batches well past any
- * internal buffer size must keep that, in both delivery modes, and touch no memory they do
- * not own (ASan in CI). Kept apart from the other misuse tests: a crash here ends the binary. */
+/* Big batches (suite 'api'). kvreg.h: the events of one batch call are delivered together, in
+ * input order: single-threaded, one callback call of at most KVREG_EVENTS_PER_CALL events, a
+ * larger call in consecutive full chunks. Batches well past the internal buffers must keep
+ * that in both delivery modes and touch no memory they do not own (ASan in CI; this test found
+ * a stack overflow after the first chunk). Kept apart from the other misuse tests: a crash
+ * here ends the binary. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +19,7 @@ static kvreg_block handles[MAX_N];
 
 typedef struct calls {
     int calls;
-    size_t events;
+    size_t events, largest;
     uint64_t next_id;
     int in_order;
 } calls;
@@ -27,6 +28,8 @@ static void calls_fn(const kvreg_event *ev, size_t n, void *ud)
 {
     calls *c = ud;
     c->calls++;
+    if (n > c->largest)
+        c->largest = n;
     for (size_t i = 0; i < n; i++)
         c->in_order &= ev[i].event_id == c->next_id++;
     c->events += n;
@@ -34,7 +37,8 @@ static void calls_fn(const kvreg_event *ev, size_t n, void *ud)
 
 static void one_batch(size_t n_blocks, int poll)
 {
-    calls c = {0, 0, 0, 1};
+    calls c = {0, 0, 0, 0, 1};
+    int chunks = (int)((n_blocks + KVREG_EVENTS_PER_CALL - 1) / KVREG_EVENTS_PER_CALL);
     kvreg_registry *reg = NULL;
     kvreg_config *cfg = NULL;
     kvreg_pool *p = NULL;
@@ -59,7 +63,8 @@ static void one_batch(size_t n_blocks, int poll)
     if (!poll) {
         assert_int_equal(c.events, n_blocks);
         assert_true(c.in_order);
-        assert_int_equal(c.calls, 1);
+        assert_int_equal(c.calls, chunks);
+        assert_true(c.largest <= KVREG_EVENTS_PER_CALL);
         c.calls = 0;
     }
     assert_int_equal(kvreg_release_batch(p, handles, n_blocks, NULL, &n), KVREG_OK);
@@ -67,7 +72,8 @@ static void one_batch(size_t n_blocks, int poll)
     if (!poll) {
         assert_int_equal(c.events, 2 * n_blocks);
         assert_true(c.in_order);
-        assert_int_equal(c.calls, 1);
+        assert_int_equal(c.calls, chunks);
+        assert_true(c.largest <= KVREG_EVENTS_PER_CALL);
     } else {
         uint64_t q = 0;
         assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_EVENTS_QUEUED, &q), KVREG_OK);
@@ -76,13 +82,15 @@ static void one_batch(size_t n_blocks, int poll)
     kvreg_registry_free(reg);
 }
 
-static void t_batch_1025_inline(void **state) { (void)state; one_batch(1025, 0); }
+static void t_batch_1024_inline(void **state) { (void)state; one_batch(KVREG_EVENTS_PER_CALL, 0); }
+static void t_batch_1025_inline(void **state) { (void)state; one_batch(KVREG_EVENTS_PER_CALL + 1, 0); }
 static void t_batch_3000_inline(void **state) { (void)state; one_batch(3000, 0); }
 static void t_batch_3000_poll(void **state) { (void)state; one_batch(3000, 1); }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_batch_1024_inline),
         cmocka_unit_test(t_batch_1025_inline),
         cmocka_unit_test(t_batch_3000_inline),
         cmocka_unit_test(t_batch_3000_poll),
