@@ -128,6 +128,7 @@ struct EventCounts {
     uint64_t removes = 0;
     uint64_t register_batches = 0;  // callback invocations carrying at least one Register
     uint64_t callbacks = 0;         // callback invocations
+    uint64_t max_per_callback = 0;  // most events in one callback call
     uint64_t register_hash_sum = 0; // wrapping sum of Register events' sequence hashes
     uint64_t remove_hash_sum = 0;
     uint64_t register_without_tokens = 0;
@@ -173,7 +174,7 @@ size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n);
 // timed check that the pools (and the registry, if asked) are empty.
 bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs);
 // Exactly n Register and n Remove events, for hashes summing to hash_sum, all with tokens,
-// event ids without gaps.
+// event ids without gaps, no callback call over KVREG_EVENTS_PER_CALL events.
 bool events_match(const EventCounts &c, uint64_t n, uint64_t hash_sum);
 double per_block_ns(double secs, uint64_t n);
 

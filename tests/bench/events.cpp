@@ -17,6 +17,7 @@ struct alignas(64) Counter {
     std::atomic<uint64_t> removes{0};
     std::atomic<uint64_t> register_batches{0};
     std::atomic<uint64_t> callbacks{0};
+    std::atomic<uint64_t> max_per_callback{0};
     std::atomic<uint64_t> register_hash_sum{0};
     std::atomic<uint64_t> remove_hash_sum{0};
     std::atomic<uint64_t> register_without_tokens{0};
@@ -64,6 +65,8 @@ static void on_events(const kvreg_event *ev, size_t n, void *user_data) {
     }
     c->next_id.store(id, std::memory_order_relaxed);
     add(c->callbacks, uint64_t{1});
+    if (n > c->max_per_callback.load(std::memory_order_relaxed))
+        c->max_per_callback.store(n, std::memory_order_relaxed);
     if (regs) {
         add(c->registers, regs);
         add(c->register_batches, uint64_t{1});
@@ -110,6 +113,7 @@ EventCounts Harness::counts() const {
     c.removes = counter_->removes.load();
     c.register_batches = counter_->register_batches.load();
     c.callbacks = counter_->callbacks.load();
+    c.max_per_callback = counter_->max_per_callback.load();
     c.register_hash_sum = counter_->register_hash_sum.load();
     c.remove_hash_sum = counter_->remove_hash_sum.load();
     c.register_without_tokens = counter_->register_without_tokens.load();

@@ -28,10 +28,12 @@ bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool regi
     return empty;
 }
 
-// Every registered hash was announced and withdrawn exactly once, with tokens, ids in order.
+// Every registered hash was announced and withdrawn exactly once, with tokens, ids in order,
+// in callback calls of at most KVREG_EVENTS_PER_CALL events.
 bool events_match(const EventCounts &c, uint64_t n, uint64_t hash_sum) {
     return c.registers == n && c.removes == n && c.register_hash_sum == hash_sum &&
-           c.remove_hash_sum == hash_sum && c.register_without_tokens == 0 && c.id_gaps == 0;
+           c.remove_hash_sum == hash_sum && c.register_without_tokens == 0 && c.id_gaps == 0 &&
+           c.max_per_callback <= KVREG_EVENTS_PER_CALL;
 }
 
 double per_block_ns(double secs, uint64_t n) { return n ? secs * 1e9 / static_cast<double>(n) : 0.0; }

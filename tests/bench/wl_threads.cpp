@@ -113,7 +113,7 @@ std::string wl_threads(const Opts &o, bool &ok) {
         return x.empty && x.total.other == 0 && x.total.released == x.total.registered &&
                x.c.registers == x.c.removes && x.c.registers >= nd && x.c.registers <= x.total.registered &&
                x.c.register_hash_sum == x.c.remove_hash_sum && x.c.register_without_tokens == 0 &&
-               x.c.id_gaps == 0;
+               x.c.id_gaps == 0 && x.c.max_per_callback <= KVREG_EVENTS_PER_CALL;
     };
     ok = set.ref_ok && run_ok(r) && (!o.threads_scaling || run_ok(one)) &&
          checksum_expected(o, "threads", set.checksum);
