@@ -60,7 +60,8 @@ KVREG_API void kvreg_pool_free(kvreg_pool *pool) noexcept {
 KVREG_API uint32_t kvreg_pool_id(const kvreg_pool *pool) noexcept { return pool ? pool->id : 0; }
 
 KVREG_API const char *kvreg_pool_name(const kvreg_pool *pool) noexcept {
-    return pool && pool->name ? pool->name->c_str() : "";
+    const std::string *name = pool ? pool->name.load(std::memory_order_relaxed) : nullptr;
+    return name ? name->c_str() : "";
 }
 
 KVREG_API size_t kvreg_pool_size(const kvreg_pool *pool) noexcept {

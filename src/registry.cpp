@@ -48,15 +48,18 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
     std::unique_ptr<kvreg_pool> &slot = pools_[id];
     // Both may throw: nothing visible has changed yet (an interned name is harmless).
     const std::string *nm = &*names_.emplace(name ? name : "").first;
-    if (!slot) slot.reset(new kvreg_pool());
+    if (!slot) {
+        slot.reset(new kvreg_pool());
+        slot->reg = this;
+        slot->id = id;
+    }
     kvreg_pool *p = slot.get();
     free_head_ = (free_head_ + 1) % KVREG_MAX_POOLS;
     free_count_--;
-    p->reg = this;
-    p->id = id;
-    p->name = nm;
+    p->name.store(nm, std::memory_order_relaxed);
     p->incarnation++;
-    p->key = kvreg::mix(nonce_ ^ (uint64_t{id} << 32) ^ kvreg::mix(p->incarnation));
+    p->key.store(kvreg::mix(nonce_ ^ (uint64_t{id} << 32) ^ kvreg::mix(p->incarnation)),
+                 std::memory_order_relaxed);
     p->size.store(0, std::memory_order_relaxed);
     p->live.store(true, std::memory_order_release);
     live_pools_++;
@@ -106,11 +109,11 @@ uint64_t kvreg_registry::live_pools() const noexcept {
 kvreg_block kvreg_registry::encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint16_t gen) const noexcept {
     const uint64_t raw = (uint64_t{gen} << 48) | (uint64_t{p->id} << 40) | (kMarker << 36) |
                          (uint64_t{shard} << 24) | idx;
-    return raw ^ p->key;
+    return raw ^ p->key.load(std::memory_order_relaxed);
 }
 
 bool kvreg_registry::decode(const kvreg_pool *p, kvreg_block b, Decoded *d) const noexcept {
-    const uint64_t raw = b ^ p->key;
+    const uint64_t raw = b ^ p->key.load(std::memory_order_relaxed);
     if (((raw >> 36) & 0xF) != kMarker || ((raw >> 40) & 0xFF) != p->id) return false;
     d->shard = static_cast<uint32_t>((raw >> 24) & 0xFFF);
     d->idx = static_cast<uint32_t>(raw & 0xFFFFFF);

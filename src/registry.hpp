@@ -22,14 +22,18 @@
 #include "record_slab.hpp"
 #include "token_store.hpp"
 
+// A pool slot. The struct lives as long as the registry and is reused by later pools with
+// the same id, so a caller that keeps using a freed pool's pointer races only with atomics:
+// `reg` and `id` never change after the slot is first made, and everything a new pool
+// rewrites is atomic (a stale handle then decodes against the new key and is ESTALE).
 struct kvreg_pool {
-    kvreg_registry *reg = nullptr;
-    uint8_t id = 0;
+    kvreg_registry *reg = nullptr; // set once
+    uint8_t id = 0;                // set once
     std::atomic<bool> live{false};
-    std::atomic<uint64_t> size{0}; // distinct hashes held
-    uint64_t key = 0;              // XORed into handles: another pool's handle decodes to garbage
-    uint64_t incarnation = 0;
-    const std::string *name = nullptr; // interned in the registry: valid until it is freed
+    std::atomic<uint64_t> size{0};  // distinct hashes held
+    std::atomic<uint64_t> key{0};   // XORed into handles: another pool's handle decodes to garbage
+    uint64_t incarnation = 0;       // under the registry's pools_mu_
+    std::atomic<const std::string *> name{nullptr}; // interned in the registry
 };
 
 namespace kvreg {
