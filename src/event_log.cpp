@@ -168,7 +168,9 @@ uint64_t EventLog::stat_queued() const noexcept {
 // ----------------------------------------------------------------------------- EventBatch
 
 EventBatch::EventBatch(EventLog &log) noexcept
-    : log_(log), is_nested_(log.in_callback()), outer_(log.in_callback() ? log.delivering_batch_ : nullptr) {}
+    : log_(log), is_nested_(log.in_callback()), outer_(log.in_callback() ? log.delivering_batch_ : nullptr) {
+    hold_sequencer();
+}
 
 size_t EventBatch::room() const noexcept {
     if (is_nested_) return outer_->nested_events_.capacity() - outer_->nested_events_.size();
@@ -183,6 +185,7 @@ void EventBatch::prepare(size_t k) {
         return;
     }
     if (n_ + k > kMaxChunk) flush(); // bound the memory of huge calls: deliver in chunks
+    hold_sequencer();                // (again, after a flush)
     if (n_ + k <= kInline && heap_.empty()) return;
     if (heap_.empty()) {
         // Moving from inline_ to heap_ (again, after a chunk was delivered: heap_ keeps its
@@ -203,6 +206,7 @@ bool EventBatch::make_room() noexcept {
     }
     if (is_nested_) return false;
     flush(); // out of memory, or a full chunk: deliver, which empties the inline buffer
+    hold_sequencer();
     return true;
 }
 
@@ -273,6 +277,7 @@ void EventBatch::deliver_nested() noexcept {
 
 void EventBatch::flush() noexcept {
     if (is_nested_ || n_ == 0) return; // nested events are delivered by the outer batch
+    release_sequencer(); // never wait for our turn while other calls wait for the sequencer
     kvreg_event *ev = events();
     resolve_copied(ev, n_, copied_);
     deliver_runs(ev, n_);

@@ -66,6 +66,11 @@ private:
     const bool poll_mode_;
     const size_t capacity_;
 
+    // The call sequencer: a call holds it while it changes state (never while it delivers or
+    // waits), so one call's event ids are contiguous and two threads' calls do not interleave
+    // their ids event by event (which made delivery ping-pong between them). Lock order:
+    // seq_mu_, then a shard lock.
+    std::mutex seq_mu_;
     alignas(64) std::atomic<uint64_t> next_id_{0};
     alignas(64) std::atomic<uint64_t> delivered_{0}; // every id below this is delivered
     std::atomic<uint32_t> sleepers_{0};               // threads asleep in wait_turn
@@ -103,7 +108,10 @@ private:
 class EventBatch {
 public:
     explicit EventBatch(EventLog &log) noexcept;
-    ~EventBatch() { flush(); }
+    ~EventBatch() {
+        flush();
+        release_sequencer();
+    }
     EventBatch(const EventBatch &) = delete;
     EventBatch &operator=(const EventBatch &) = delete;
 
@@ -129,6 +137,25 @@ private:
 
     void deliver_runs(kvreg_event *ev, size_t n) noexcept;
     void deliver_nested() noexcept;
+    void hold_sequencer() noexcept {
+        if (!holds_seq_ && !is_nested_) {
+            // Calls hold it for microseconds: spin a little before sleeping in the kernel.
+            for (int i = 0; i < 2000 && !holds_seq_; i++) {
+                holds_seq_ = log_.seq_mu_.try_lock();
+#if defined(__x86_64__) || defined(__i386__)
+                if (!holds_seq_) __builtin_ia32_pause();
+#endif
+            }
+            if (!holds_seq_) log_.seq_mu_.lock();
+            holds_seq_ = true;
+        }
+    }
+    void release_sequencer() noexcept {
+        if (holds_seq_) {
+            log_.seq_mu_.unlock();
+            holds_seq_ = false;
+        }
+    }
 
     EventLog &log_;
     const bool is_nested_; // constructed inside this log's callback
@@ -136,6 +163,8 @@ private:
     kvreg_event *events() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
 
     EventBatch *const outer_; // nested: the batch being delivered on this thread, else null
+    // Calls inside a callback do not take the sequencer: their events wait for the outer call.
+    bool holds_seq_ = false;
     std::vector<kvreg_event> heap_; // all events once a call outgrows inline_
     std::vector<uint32_t> copied_;  // copied tokens; an event's reserved[0] holds offset + 1
     // Events that calls made from our callbacks caused (ids later than all of ours), with
