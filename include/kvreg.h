@@ -259,7 +259,8 @@ KVREG_API int kvreg_registry_contains(const kvreg_registry *reg,
 #define KVREG_STAT_POOLS 2u           /* live pools */
 #define KVREG_STAT_EVENTS_REGISTER 3u /* Register events emitted (delivered, queued or dropped) */
 #define KVREG_STAT_EVENTS_REMOVE 4u   /* Remove events emitted */
-#define KVREG_STAT_EVENTS_DROPPED 5u  /* dropped: POLL queue full, or INLINE with no callback */
+#define KVREG_STAT_EVENTS_DROPPED 5u  /* dropped: POLL queue full or out of memory, INLINE with no
+                                        callback, or lost in kvreg_pool_free (see there) */
 #define KVREG_STAT_EVENTS_QUEUED 6u   /* waiting in the POLL queue */
 #define KVREG_STAT_NEXT_EVENT_ID 7u   /* event_id the next event will get */
 #define KVREG_STAT_TOKEN_BYTES 8u     /* bytes of stored tokens (KEEP_TOKENS) */
@@ -272,8 +273,9 @@ KVREG_API int kvreg_registry_stat(const kvreg_registry *reg, uint32_t stat,
 /* ------------------------------------------------------------------------------------------ */
 typedef struct kvreg_pool kvreg_pool;
 
-/* At most KVREG_MAX_POOLS live pools per registry (KVREG_EOVERFLOW beyond). name is copied;
- * NULL gives "". */
+/* At most KVREG_MAX_POOLS live pools per registry (KVREG_EOVERFLOW beyond). name is copied
+ * (NULL gives ""); the registry keeps one copy of every distinct name it is given until it is
+ * freed, so kvreg_pool_name() stays valid (engines reuse a few tier names). */
 #define KVREG_MAX_POOLS 255u
 KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
                              const char *name) KVREG_NOEXCEPT;

@@ -6,6 +6,8 @@
 // "registered" exactly while its chain is non-empty, so the global registry and the pools can
 // never disagree, every state change of a hash happens under one lock (no pool lock nested
 // around a global lock, no background cleanup), and that lock also orders the hash's events.
+// Calls that may emit events additionally hold the event log's call sequencer (see
+// event_log.hpp) while they change state, so each call's event ids are contiguous.
 #pragma once
 
 #include <array>
