@@ -354,7 +354,8 @@ KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *se
 KVREG_API int kvreg_acquire(kvreg_pool *pool, uint64_t sequence_hash,
                             kvreg_block *out) KVREG_NOEXCEPT;
 
-/* Acquire the longest prefix of hashes[0..n) held by the pool: out_blocks[0..*n_acquired). */
+/* Acquire the longest prefix of hashes[0..n) held by the pool: out_blocks (room for n handles)
+ * gets out_blocks[0..*n_acquired). On an error nothing stays acquired. */
 KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
                                    kvreg_block *out_blocks, size_t *n_acquired) KVREG_NOEXCEPT;
 
