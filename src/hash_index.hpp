@@ -37,29 +37,50 @@ public:
             __builtin_prefetch(slots + static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(mixed >> 12)} * cap) >> 32));
     }
 
-    // Record index of key, or kMissing; *pos gets the slot (for erase_at) when found.
-    uint32_t find(uint64_t key, uint64_t mixed, const RecordSlab &slab, uint32_t *pos = nullptr) const noexcept {
-        if (cap_ == 0) return kMissing;
+    // Record index of key, or kMissing; *pos gets the slot (for erase_at) when found. When the
+    // key is missing, *free_pos (if given) gets the slot insert_at() may use (the first
+    // tombstone or the empty slot ending the probe), so an insert does not walk the cluster again.
+    uint32_t find(uint64_t key, uint64_t mixed, const RecordSlab &slab, uint32_t *pos = nullptr,
+                  uint32_t *free_pos = nullptr) const noexcept {
+        if (cap_ == 0) {
+            if (free_pos) *free_pos = kMissing;
+            return kMissing;
+        }
         const uint32_t tag = tag_of(mixed);
+        uint32_t first_tomb = kMissing;
         for (uint32_t i = home(mixed);; i = next(i)) {
             const uint32_t s = slots_[i];
-            if (s == kEmpty) return kMissing;
-            if (s != kTomb && (s >> 24) == tag && slab.at((s & kIdxMask) - 1).seq == key) {
+            if (s == kEmpty) {
+                if (free_pos) *free_pos = first_tomb != kMissing ? first_tomb : i;
+                return kMissing;
+            }
+            if (s == kTomb) {
+                if (first_tomb == kMissing) first_tomb = i;
+            } else if ((s >> 24) == tag && slab.at((s & kIdxMask) - 1).seq == key) {
                 if (pos) *pos = i;
                 return (s & kIdxMask) - 1;
             }
         }
     }
 
-    // Make room for one more insert. Throws std::bad_alloc (index unchanged).
-    void reserve_one(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
-        if (uint64_t{size_ + tombs_ + 1} * 8 <= uint64_t{cap_} * 7) return;
+    // Insert at a slot find() reported, if reserve_one() did not rebuild in between.
+    void insert_at(uint32_t pos, uint64_t mixed, uint32_t idx) noexcept {
+        if (slots_[pos] == kTomb) tombs_--;
+        slots_[pos] = (tag_of(mixed) << 24) | (idx + 1);
+        size_++;
+    }
+
+    // Make room for one more insert; true if the table was rebuilt (slots from an earlier
+    // find() are then stale). Throws std::bad_alloc (index unchanged).
+    bool reserve_one(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
+        if (uint64_t{size_ + tombs_ + 1} * 8 <= uint64_t{cap_} * 7) return false;
         uint32_t ncap = cap_;
         if (cap_ < 16)
             ncap = 16;
         else if (uint64_t{size_ + 1} * 8 > uint64_t{cap_} * 6) // mostly live: grow
             ncap = cap_ + cap_ / 2;
         rebuild(ncap, slab, mix); // otherwise: same size, tombstones purged
+        return true;
     }
 
     // Insert a key known to be absent; reserve_one must have been called.

@@ -153,7 +153,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
     Shard &s = shards_[sn];
     std::lock_guard<std::mutex> lk(s.mu);
     if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
-    const uint32_t head = s.index.find(d.sequence_hash, m, s.slab);
+    uint32_t free_pos = kNotFound;
+    const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
     uint32_t last = kNotFound;
     for (uint32_t i = head; i != kNotFound;) {
         const Record &r = s.slab.at(i);
@@ -163,7 +164,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
     }
 
     // Everything that can throw happens before the first visible change.
-    if (head == kNotFound) s.index.reserve_one(s.slab, kvreg::mix);
+    if (head == kNotFound && s.index.reserve_one(s.slab, kvreg::mix)) free_pos = kNotFound;
     const uint32_t idx = s.slab.allocate();
     Record &r = s.slab.at(idx);
     r.seq = d.sequence_hash;
@@ -187,7 +188,10 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             throw;
         }
         r.flags |= Record::kHead;
-        s.index.insert(m, idx);
+        if (free_pos != kNotFound)
+            s.index.insert_at(free_pos, m, idx);
+        else
+            s.index.insert(m, idx); // the table was (re)built since the lookup
     } else {
         s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
     }
