@@ -212,6 +212,7 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
  * config does not own user_data: kvreg_registry_new() takes it over on success (then destroy
  * is called exactly once, when the callback is replaced or the registry freed); on failure the
  * caller keeps it. */
+/* destroy may be NULL (nothing to release). */
 KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
                                         kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
@@ -325,7 +326,7 @@ typedef struct kvreg_block_desc {
 KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
                              kvreg_block *out) KVREG_NOEXCEPT;
 
-/* Register n blocks in input order. Per block, out_blocks[i] gets the handle (or
+/* Register n blocks in input order (n == 0 with NULL arrays is a no-op). Per block, out_blocks[i] gets the handle (or
  * KVREG_BLOCK_NONE) and out_status[i] (optional) the status kvreg_register would return.
  * *n_registered (optional) counts the successes. Returns KVREG_OK unless the arguments
  * themselves are bad (then nothing is registered). The Register events of one call are
@@ -364,7 +365,7 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
  * not live in this pool (released, double-released, another pool's or registry's). */
 KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
 
-/* Release n handles in order; out_status[i] (optional) per handle; *n_released (optional)
+/* Release n handles in order (n == 0 with NULL arrays is a no-op); out_status[i] (optional) per handle; *n_released (optional)
  * counts successes. Remove events of one call are delivered together, as for
  * kvreg_register_batch (chunks of KVREG_EVENTS_PER_CALL). */
 KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
