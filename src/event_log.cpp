@@ -168,7 +168,7 @@ uint64_t EventLog::stat_queued() const noexcept {
 // ----------------------------------------------------------------------------- EventBatch
 
 EventBatch::EventBatch(EventLog &log) noexcept
-    : log_(log), is_nested_(log.in_callback()), outer_(log.in_callback() ? log.delivering_batch_ : nullptr) {
+    : log_(log), is_nested_(log.in_callback()), outer_(is_nested_ ? log.delivering_batch_ : nullptr) {
     hold_sequencer();
 }
 
