@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "record.hpp"
+#include "token_store.hpp"
 
 namespace kvreg {
 
@@ -17,7 +18,7 @@ class RecordSlab {
 public:
     // Indices fit the index's 24 bits, minus the values it reserves.
     static constexpr uint32_t kMaxRecords = (1u << 24) - 2;
-    static constexpr uint32_t kNoTokens = UINT32_MAX;
+    static constexpr uint32_t kNoTokens = TokenStore::kNone; // one sentinel, not two
 
     explicit RecordSlab(bool with_token_refs = false) : with_tokens_(with_token_refs) {}
 

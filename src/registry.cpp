@@ -183,7 +183,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             batch.add(KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0,
                       d.tokens, nt, false);
         } catch (...) {
-            if (s.slab.token_ref(idx) != kvreg::TokenStore::kNone) s.tokens.release(s.slab.token_ref(idx));
+            if (s.slab.token_ref(idx) != kvreg::RecordSlab::kNoTokens) s.tokens.release(s.slab.token_ref(idx));
             s.slab.release(idx);
             throw;
         }
@@ -247,7 +247,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t idx, uint8_t pool_id, bool must_s
         if (r.next == kvreg::kNil) {
             // The hash leaves its last pool: Remove. The event is recorded before the state
             // changes, so a failure to record it leaves everything as it was.
-            const bool has_tok = tref != kvreg::TokenStore::kNone;
+            const bool has_tok = tref != kvreg::RecordSlab::kNoTokens;
             const uint32_t *tok = has_tok ? s.tokens.tokens(tref) : nullptr;
             const uint32_t nt = has_tok ? s.tokens.size(tref) : 0;
             const bool hp = (r.flags & Record::kHasParent) != 0;
@@ -333,7 +333,7 @@ int kvreg_registry::block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *o
     return with_live(p, b, [out, cap, n](Shard &s, const Record &r) {
         // Tokens belong to the hash: the chain's head holds them for every pool.
         const uint32_t ref = s.slab.token_ref(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
-        if (ref == kvreg::TokenStore::kNone) return KVREG_ENOENT;
+        if (ref == kvreg::RecordSlab::kNoTokens) return KVREG_ENOENT;
         const uint32_t nt = s.tokens.size(ref);
         *n = nt;
         if (cap < nt) return KVREG_ERANGE;
