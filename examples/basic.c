@@ -42,6 +42,7 @@ int main(void)
     kvreg_pool *gpu;
     kvreg_block h0, h1, again;
     uint32_t refs;
+    int present = 0;
     size_t completed;
     seen s = {0, 0};
 
@@ -71,7 +72,8 @@ int main(void)
     CHECK_OK(kvreg_register_sequence_block(gpu, seq, 0, &h0));
     CHECK_OK(kvreg_register_sequence_block(gpu, seq, 1, &h1));
     CHECK(s.registers == 2 && s.removes == 0);
-    CHECK(kvreg_registry_contains(reg, b1.sequence_hash) == 1);
+    CHECK_OK(kvreg_registry_contains(reg, b1.sequence_hash, &present));
+    CHECK(present == 1);
     CHECK(kvreg_register_sequence_block(gpu, seq, 2, &again) == KVREG_ESTATE); /* partial */
 
     /* 4. A second user of block 0 takes a reference instead of registering again. */
@@ -88,7 +90,8 @@ int main(void)
     CHECK_OK(kvreg_release(gpu, h0));
     CHECK_OK(kvreg_release(gpu, h1));
     CHECK(s.registers == 2 && s.removes == 2);
-    CHECK(kvreg_registry_contains(reg, b0.sequence_hash) == 0);
+    CHECK_OK(kvreg_registry_contains(reg, b0.sequence_hash, &present));
+    CHECK(present == 0);
     CHECK(kvreg_release(gpu, h1) == KVREG_ESTALE); /* double release is detected */
 
     kvreg_registry_free(reg); /* also frees the pool */

@@ -20,7 +20,7 @@ static int (*p_config_set_event_fn)(kvreg_config *, kvreg_event_fn, void *, kvre
 static void (*p_config_free)(kvreg_config *);
 static int (*p_registry_new)(kvreg_registry **, const kvreg_config *);
 static void (*p_registry_free)(kvreg_registry *);
-static int (*p_registry_contains)(const kvreg_registry *, uint64_t);
+static int (*p_registry_contains)(const kvreg_registry *, uint64_t, int *);
 static int (*p_pool_new)(kvreg_pool **, kvreg_registry *, const char *);
 static int (*p_hash_blocks)(const uint32_t *, size_t, uint32_t, uint64_t, kvreg_block_info *,
                             size_t, size_t *);
@@ -70,6 +70,7 @@ int main(int argc, char **argv)
     kvreg_block_desc d = {0, 0, 0, 0, 0, NULL, 0};
     kvreg_config *cfg;
     kvreg_registry *reg;
+    int present = 0;
     kvreg_pool *pool;
     kvreg_block h;
     unsigned kinds[2] = {0, 0};
@@ -111,9 +112,11 @@ int main(int argc, char **argv)
     d.sequence_hash = info[0].sequence_hash;
     d.block_hash = info[0].block_hash;
     CALL_OK(p_register(pool, &d, &h));
-    CHECK(kinds[0] == 1 && p_registry_contains(reg, d.sequence_hash) == 1);
+    CALL_OK(p_registry_contains(reg, d.sequence_hash, &present));
+    CHECK(kinds[0] == 1 && present == 1);
     CALL_OK(p_release(pool, h));
-    CHECK(kinds[1] == 1 && p_registry_contains(reg, d.sequence_hash) == 0);
+    CALL_OK(p_registry_contains(reg, d.sequence_hash, &present));
+    CHECK(kinds[1] == 1 && present == 0);
     printf("round trip: %u Register, %u Remove\n", kinds[0], kinds[1]);
 
     p_registry_free(reg);

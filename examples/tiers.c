@@ -55,6 +55,7 @@ int main(void)
     kvreg_block g1_handle[N_BLOCKS], g2_handle[N_BLOCKS], back;
     kvreg_config *cfg;
     kvreg_registry *reg;
+    int present = 0;
     kvreg_pool *g1, *g2;
     per_hash p = {{0}, {0}, {0}};
     size_t n, i;
@@ -92,13 +93,16 @@ int main(void)
         kvreg_block_desc d = describe(&info[0]);
         CHECK_OK(kvreg_register(g1, &d, &back));
     }
-    CHECK(kvreg_pool_contains(g1, info[0].sequence_hash) == 1);
+    CHECK_OK(kvreg_pool_contains(g1, info[0].sequence_hash, &present));
+    CHECK(present == 1);
 
     printf("drop G2: blocks 1 and 2 leave the registry, block 0 stays in G1:\n");
     for (i = 0; i < N_BLOCKS; i++)
         CHECK_OK(kvreg_release(g2, g2_handle[i]));
-    CHECK(kvreg_registry_contains(reg, info[0].sequence_hash) == 1);
-    CHECK(kvreg_registry_contains(reg, info[1].sequence_hash) == 0);
+    CHECK_OK(kvreg_registry_contains(reg, info[0].sequence_hash, &present));
+    CHECK(present == 1);
+    CHECK_OK(kvreg_registry_contains(reg, info[1].sequence_hash, &present));
+    CHECK(present == 0);
 
     printf("drop G1:\n");
     CHECK_OK(kvreg_release(g1, back));

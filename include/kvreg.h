@@ -16,7 +16,8 @@
  *   The hashing functions are pure and thread-safe.
  *
  * Status codes: functions that can fail return int, 0 (KVREG_OK) or a negative KVREG_E*
- * code; kvreg_strerror() names it. Predicates return 1 or 0, or a negative code on bad input.
+ * code; kvreg_strerror() names it. Yes/no answers come back through an int *present output,
+ * never mixed with the status.
  * Outputs are written only on success unless a function says otherwise.
  *
  * Memory: caller input (tokens, hashes, descriptors) is read during the call and never retained.
@@ -252,9 +253,29 @@ KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn
 KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                   size_t *n_events) KVREG_NOEXCEPT;
 
-/* 1 if sequence_hash is registered in any pool of the registry, 0 if not, <0 on bad input. */
-KVREG_API int kvreg_registry_contains(const kvreg_registry *reg,
-                                      uint64_t sequence_hash) KVREG_NOEXCEPT;
+/* POLL mode: as kvreg_registry_poll, but when the queue is empty, sleep until an event is
+ * queued, kvreg_registry_wakeup() is called, or timeout_ms milliseconds pass (-1: no limit,
+ * 0: do not wait). Returns KVREG_OK in all three cases (*n_events is 0 when nothing came).
+ * The waiting thread sleeps in the kernel: no spinning, no timer ticks. KVREG_EINVAL in
+ * INLINE mode or for timeout_ms < -1. */
+KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, size_t cap,
+                                       size_t *n_events, int timeout_ms) KVREG_NOEXCEPT;
+
+/* Make every kvreg_registry_poll_wait() sleeping on reg now return (with what is queued, maybe
+ * nothing), and the next one too if none is sleeping (the wake-up is not lost). For shutting
+ * down a consumer thread. Safe from any thread and from a callback. KVREG_EINVAL if reg NULL. */
+KVREG_API int kvreg_registry_wakeup(kvreg_registry *reg) KVREG_NOEXCEPT;
+
+/* Wait until every event emitted before this call began has been delivered: handed to the
+ * callback (and the callback returned) in INLINE mode, queued or dropped in POLL mode. Use it
+ * before reading counters kept by the callback, or at shutdown. KVREG_EBUSY from inside a
+ * callback (it would wait for itself). */
+KVREG_API int kvreg_registry_flush(kvreg_registry *reg) KVREG_NOEXCEPT;
+
+/* *present = 1 if sequence_hash is registered in any pool of the registry, else 0.
+ * KVREG_OK, or KVREG_EINVAL for a NULL argument (*present untouched). */
+KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash,
+                                      int *present) KVREG_NOEXCEPT;
 
 #define KVREG_STAT_HASHES 1u          /* distinct hashes registered (in any pool) */
 #define KVREG_STAT_POOLS 2u           /* live pools */
@@ -374,8 +395,11 @@ KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, s
 /* ------------------------------------------------------------------------------------------ */
 /* Queries                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
-/* 1 if the pool holds sequence_hash, 0 if not, <0 on bad input. */
-KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash) KVREG_NOEXCEPT;
+/* *present = 1 if the pool holds sequence_hash, else 0. Returns KVREG_OK, or KVREG_EINVAL
+ * (NULL argument) / KVREG_ESTALE (freed pool) with *present untouched: the answer and the status
+ * never share a channel, so `if (kvreg_pool_contains(...))` cannot mistake an error for "held". */
+KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash,
+                                  int *present) KVREG_NOEXCEPT;
 
 /* *n_matched = length of the longest prefix of hashes[0..n) the pool holds (stops at the first
  * miss). Takes no references. */

@@ -164,9 +164,12 @@ KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, s
     return KVREG_OK;
 }
 
-KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash) noexcept {
-    if (!pool) return KVREG_EINVAL;
-    return pool->reg->pool_contains(pool, sequence_hash);
+KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash, int *present) noexcept {
+    if (!pool || !present) return KVREG_EINVAL;
+    const int rc = pool->reg->pool_contains(pool, sequence_hash);
+    if (rc < 0) return rc;
+    *present = rc;
+    return KVREG_OK;
 }
 
 KVREG_API int kvreg_pool_match(const kvreg_pool *pool, const uint64_t *hashes, size_t n,

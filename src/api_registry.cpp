@@ -33,10 +33,29 @@ KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t 
     return reg->log.poll(out, cap, n_events);
 }
 
-KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash) noexcept {
+KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, size_t cap,
+                                       size_t *n_events, int timeout_ms) noexcept {
+    if (!reg || !n_events || (!out && cap > 0) || timeout_ms < -1) return KVREG_EINVAL;
+    return reg->log.poll_wait(out, cap, n_events, timeout_ms);
+}
+
+KVREG_API int kvreg_registry_wakeup(kvreg_registry *reg) noexcept {
     if (!reg) return KVREG_EINVAL;
+    reg->log.wakeup();
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_registry_flush(kvreg_registry *reg) noexcept {
+    if (!reg) return KVREG_EINVAL;
+    return reg->log.flush();
+}
+
+KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash,
+                                      int *present) noexcept {
+    if (!reg || !present) return KVREG_EINVAL;
     // Queries lock shards; the registry is logically const to the caller.
-    return const_cast<kvreg_registry *>(reg)->contains(sequence_hash) ? 1 : 0;
+    *present = const_cast<kvreg_registry *>(reg)->contains(sequence_hash) ? 1 : 0;
+    return KVREG_OK;
 }
 
 KVREG_API int kvreg_registry_stat(const kvreg_registry *creg, uint32_t stat, uint64_t *value) noexcept {

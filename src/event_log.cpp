@@ -1,6 +1,7 @@
 #include "event_log.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace kvreg {
@@ -89,6 +90,7 @@ void EventLog::dispatch(kvreg_event *events, size_t n, EventBatch *owner) noexce
         }
         count(events, i, false);
         if (i < n) count(events + i, n - i, true);
+        if (i > 0) queue_cv_.notify_all();
         return;
     }
     kvreg_event_fn fn;
@@ -157,6 +159,35 @@ int EventLog::poll(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
         head_ = 0;
     }
     *n_out = n;
+    return KVREG_OK;
+}
+
+int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
+    if (!poll_mode_) return KVREG_EINVAL;
+    {
+        std::unique_lock<std::mutex> lk(queue_mu_);
+        auto ready = [&] { return queue_.size() > head_ || wake_pending_; };
+        if (timeout_ms < 0)
+            queue_cv_.wait(lk, ready);
+        else if (timeout_ms > 0)
+            queue_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
+        wake_pending_ = false;
+    }
+    return poll(out, cap, n);
+}
+
+void EventLog::wakeup() noexcept {
+    {
+        std::lock_guard<std::mutex> lk(queue_mu_);
+        wake_pending_ = true;
+    }
+    queue_cv_.notify_all();
+}
+
+int EventLog::flush() noexcept {
+    if (in_callback()) return KVREG_EBUSY;
+    const uint64_t target = next_id_.load(std::memory_order_acquire);
+    while (delivered_.load(std::memory_order_acquire) < target) std::this_thread::yield();
     return KVREG_OK;
 }
 

@@ -38,6 +38,9 @@ public:
     void set_initial_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
     int set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
     int poll(kvreg_event *out, size_t cap, size_t *n) noexcept;
+    int poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept;
+    void wakeup() noexcept;
+    int flush() noexcept;
     bool poll_mode() const noexcept { return poll_mode_; }
     // True when the calling thread is inside this log's callback.
     bool in_callback() const noexcept { return deliverer_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
@@ -102,6 +105,8 @@ private:
     std::vector<size_t> queue_token_off_;
     size_t head_ = 0;
     std::vector<uint32_t> polled_tokens_; // tokens of the last poll's events
+    std::condition_variable queue_cv_;    // signalled when events are queued or on wakeup()
+    bool wake_pending_ = false;
 };
 
 // The events of one API call. Lives on the caller's stack; delivers on flush()/destruction.

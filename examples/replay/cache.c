@@ -297,11 +297,12 @@ int cache_request(cache *c, namer *nm, const replay_request *req)
             if (i == n)
                 break;
             if (c->g2) {
-                rc = kvreg_pool_contains(c->g2, sh[i]);
+                int in_g2 = 0;
+                rc = kvreg_pool_contains(c->g2, sh[i], &in_g2);
                 c->st.api_calls++;
                 if (rc < 0)
                     return fail("lookup in G2", rc);
-                if (rc == 1) {
+                if (in_g2) {
                     if (onboard(c, sh[i]) != 0)
                         return -1;
                     c->st.hit_blocks_g2++;

@@ -86,7 +86,8 @@ int event_sink_check(event_sink *s, const kvreg_registry *reg, const char *when)
         ok = 0;
     }
     for (i = 0; i < s->live.cap; i++) {
-        if (s->live.used[i] && kvreg_registry_contains(reg, s->live.keys[i]) != 1) {
+        int present = 0;
+        if (s->live.used[i] && (kvreg_registry_contains(reg, s->live.keys[i], &present) != KVREG_OK || !present)) {
             if (missing++ < 10)
                 fprintf(stderr, "kvreg-replay: verify (%s): hash %016llx registered per events, "
                         "not in the registry\n", when, (unsigned long long)s->live.keys[i]);

@@ -17,6 +17,7 @@
 #include <new>
 #include <string>
 #include <vector>
+#include "kvreg_answer.h"
 
 namespace {
 long g_countdown = 0; // > 0: armed; the allocation that brings it to 0 fails
@@ -256,9 +257,9 @@ Snapshot snap(World &w)
             s.v.push_back(x);
     }
     for (uint64_t h : {1ull, 2ull, 3ull, 50ull, 51ull, 52ull, 1000ull, 2000ull}) {
-        s.v.push_back(static_cast<uint64_t>(kvreg_registry_contains(w.reg, h)));
-        s.v.push_back(static_cast<uint64_t>(kvreg_pool_contains(w.a, h)));
-        s.v.push_back(static_cast<uint64_t>(kvreg_pool_contains(w.b, h)));
+        s.v.push_back(static_cast<uint64_t>(kvt_registry_has(w.reg, h)));
+        s.v.push_back(static_cast<uint64_t>(kvt_pool_has(w.a, h)));
+        s.v.push_back(static_cast<uint64_t>(kvt_pool_has(w.b, h)));
     }
     s.v.push_back(kvreg_pool_size(w.a));
     s.v.push_back(kvreg_pool_size(w.b));
@@ -362,7 +363,7 @@ void run_batch_case(int fill, bool poll)
         size_t ok = 0;
         for (int i = 0; i < 5; i++) {
             check(status[i] == KVREG_OK || status[i] == KVREG_ENOMEM, "batch item status", k);
-            check(kvreg_pool_contains(w.a, d[i].sequence_hash) == (status[i] == KVREG_OK),
+            check(kvt_pool_has(w.a, d[i].sequence_hash) == (status[i] == KVREG_OK),
                   "a failed batch item is registered, or a successful one is not", k);
             check((status[i] == KVREG_OK) == (h[i] != KVREG_BLOCK_NONE), "batch item handle", k);
             ok += status[i] == KVREG_OK;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kvh_int.h"
+#include "kvreg_answer.h"
 
 void kvh_fail(const kvh *h, const char *fmt, ...)
 {
@@ -316,13 +317,13 @@ void kvh_after_op(kvh *h)
 void kvh_check_hash(kvh *h, int hi)
 {
     uint64_t sh = h->hash[hi].desc.sequence_hash;
-    KVH_EQ(h, "kvreg_registry_contains", kvreg_registry_contains(h->reg, sh), h->holders[hi] > 0);
+    KVH_EQ(h, "kvreg_registry_contains", kvt_registry_has(h->reg, sh), h->holders[hi] > 0);
     for (int s = 0; s < KVH_NP; s++) {
         kvh_slot *p = &h->slot[s];
         if (p->state == KVH_LIVE)
-            KVH_EQ(h, "kvreg_pool_contains", kvreg_pool_contains(p->pool, sh), p->ref[hi] > 0);
+            KVH_EQ(h, "kvreg_pool_contains", kvt_pool_has(p->pool, sh), p->ref[hi] > 0);
         else if (p->state == KVH_FREED)
-            KVH_EQ(h, "kvreg_pool_contains (freed pool)", kvreg_pool_contains(p->pool, sh),
+            KVH_EQ(h, "kvreg_pool_contains (freed pool)", kvt_pool_has(p->pool, sh),
                    KVREG_ESTALE);
     }
 }

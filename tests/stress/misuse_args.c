@@ -140,7 +140,7 @@ static void t_registry_args(void **state)
     kvreg_registry_free(NULL);
     assert_int_equal(kvreg_registry_set_event_fn(NULL, NULL, NULL, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_poll(NULL, ev, 2, &n), KVREG_EINVAL);
-    assert_true(kvreg_registry_contains(NULL, 1) < 0);
+    assert_true(kvreg_registry_contains(NULL, 1, &(int){0}) < 0);
     assert_int_equal(kvreg_registry_stat(NULL, KVREG_STAT_HASHES, &v), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_new(&pool, NULL, "x"), KVREG_EINVAL);
     assert_null(pool);
@@ -235,7 +235,7 @@ static void t_block_args(void **state)
     assert_int_equal(kvreg_release(NULL, 1), KVREG_EINVAL);
     assert_int_equal(kvreg_release_batch(NULL, out, 1, status, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_release_batch(f->pool, NULL, 1, status, &n), KVREG_EINVAL);
-    assert_true(kvreg_pool_contains(NULL, 42) < 0);
+    assert_true(kvreg_pool_contains(NULL, 42, &(int){0}) < 0);
     assert_int_equal(kvreg_pool_match(NULL, hs, 2, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_match(f->pool, NULL, 2, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_match(f->pool, hs, 2, NULL), KVREG_EINVAL);

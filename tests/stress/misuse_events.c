@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 #include <kvreg.h>
+#include "kvreg_answer.h"
 
 static kvreg_block_desc desc_of(uint64_t h)
 {
@@ -62,8 +63,8 @@ static void reentrant_fn(const kvreg_event *ev, size_t n, void *ud)
         kvreg_block b = 0, out[2];
         kvreg_block_desc d[2] = {desc_of(2), desc_of(3)};
         int status[2];
-        assert_int_equal(kvreg_registry_contains(r->reg, 1), 1);
-        assert_int_equal(kvreg_pool_contains(r->pool, 1), 1);
+        assert_int_equal(kvt_registry_has(r->reg, 1), 1);
+        assert_int_equal(kvt_pool_has(r->pool, 1), 1);
         assert_int_equal(kvreg_acquire(r->pool, 1, &b), KVREG_OK);
         assert_int_equal(kvreg_release(r->pool, b), KVREG_OK);
         assert_int_equal(kvreg_register_batch(r->pool, d, 2, out, status, NULL), KVREG_OK);
@@ -108,7 +109,7 @@ static void t_reentrancy(void **state)
     assert_int_equal(r.hashes[2], 3);
     assert_int_equal(r.kinds[3], KVREG_EVENT_REMOVE);
     assert_int_equal(r.hashes[3], 10);
-    assert_int_equal(kvreg_pool_contains(r.pool, 2), 1);
+    assert_int_equal(kvt_pool_has(r.pool, 2), 1);
     assert_int_equal(kvreg_release(r.pool, r.from_cb), KVREG_OK);
     assert_int_equal(r.n, 5);
     assert_int_equal(r.kinds[4], KVREG_EVENT_REMOVE);

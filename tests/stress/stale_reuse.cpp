@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include "kvreg_answer.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ void user(kvreg_pool *stale)
     d.block_hash = 42;
     unsigned long n = 0;
     while (!g_stop.load(std::memory_order_relaxed)) {
-        int c = kvreg_pool_contains(stale, 42);
+        int c = kvt_pool_has(stale, 42);
         if (c != 0 && c != 1 && c != KVREG_ESTALE)
             fail("kvreg_pool_contains", c);
         kvreg_block b = 0;

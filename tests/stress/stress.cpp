@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "kvreg_answer.h"
 
 namespace {
 
@@ -215,7 +216,7 @@ uint64_t g_reentries = 0;
 // returns, on this thread, in order (checked by apply_cb_event()).
 void reenter(const kvreg_event &e)
 {
-    if (kvreg_registry_contains(g_reg, e.sequence_hash) < 0)
+    if (kvt_registry_has(g_reg, e.sequence_hash) < 0)
         fail("kvreg_registry_contains from a callback failed");
     uint64_t v = 0;
     expect_status(kvreg_registry_stat(g_reg, KVREG_STAT_NEXT_EVENT_ID, &v), KVREG_OK, "stat in a callback");
@@ -340,9 +341,9 @@ struct Worker {
         size_t k = rng.below(static_cast<unsigned>(refs.size()));
         Ref r = refs[k];
         // while we hold it, the pool must answer for it
-        expect_status(kvreg_pool_contains(g_stable[r.pool], g_hash[static_cast<size_t>(r.hash)].desc.sequence_hash), 1,
+        expect_status(kvt_pool_has(g_stable[r.pool], g_hash[static_cast<size_t>(r.hash)].desc.sequence_hash), 1,
                       "kvreg_pool_contains of a held hash");
-        expect_status(kvreg_registry_contains(g_reg, g_hash[static_cast<size_t>(r.hash)].desc.sequence_hash), 1,
+        expect_status(kvt_registry_has(g_reg, g_hash[static_cast<size_t>(r.hash)].desc.sequence_hash), 1,
                       "kvreg_registry_contains of a held hash");
         uint32_t rc = 0;
         expect_status(kvreg_block_refcount(g_stable[r.pool], r.b, &rc), KVREG_OK, "refcount of a held block");
@@ -594,12 +595,12 @@ void check_quiescent(const char *when, bool pools_live)
         uint64_t sh = g_hash[static_cast<size_t>(i)].desc.sequence_hash;
         int in_pools = 0;
         for (int p = 0; pools_live && p < kStable; p++)
-            in_pools |= kvreg_pool_contains(g_stable[p], sh);
+            in_pools |= kvt_pool_has(g_stable[p], sh);
         for (int p = 0; pools_live && p < kChurn; p++)
-            in_pools |= kvreg_pool_contains(g_churn[p].load(), sh);
+            in_pools |= kvt_pool_has(g_churn[p].load(), sh);
         if (pools_live)
-            in_pools |= kvreg_pool_contains(g_cbpool, sh);
-        int reg = kvreg_registry_contains(g_reg, sh);
+            in_pools |= kvt_pool_has(g_cbpool, sh);
+        int reg = kvt_registry_has(g_reg, sh);
         if (reg != g_consumer.state[i] || in_pools != g_consumer.state[i])
             fail("%s: hash #%d: events say %d, registry %d, pools %d", when, i,
                  g_consumer.state[i], reg, in_pools);

@@ -75,7 +75,7 @@ static void test_null_arguments_everywhere(void **state) {
     assert_int_equal(kvreg_pool_new(&pool, NULL, "x"), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_new(&pool, reg, "x"), KVREG_OK);
 
-    assert_int_equal(kvreg_registry_contains(NULL, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_registry_contains(NULL, 1, &(int){0}), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_stat(NULL, KVREG_STAT_HASHES, &v), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_HASHES, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_stat(reg, 999, &v), KVREG_EINVAL);
@@ -99,7 +99,7 @@ static void test_null_arguments_everywhere(void **state) {
     assert_int_equal(kvreg_acquire_prefix(pool, &v, 1, &h, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_release(NULL, h), KVREG_EINVAL);
     assert_int_equal(kvreg_release_batch(pool, NULL, 1, NULL, NULL), KVREG_EINVAL);
-    assert_int_equal(kvreg_pool_contains(NULL, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_pool_contains(NULL, 1, &(int){0}), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_match(pool, NULL, 1, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_match(pool, &v, 1, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_pool_match(pool, NULL, 0, &n), KVREG_OK);

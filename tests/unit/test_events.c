@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "recorder.h"
+#include "kvreg_answer.h"
 
 static const uint32_t T12[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
@@ -252,8 +253,8 @@ static void test_reentrant_release_and_pool_free(void **state) {
     assert_int_equal(c->rec.events[2].kind, KVREG_EVENT_REMOVE);
     assert_true(c->rec.events[2].sequence_hash == 1);
     assert_int_equal(c->rec.events[2].event_id, 2);
-    assert_int_equal(kvreg_registry_contains(c->reg, 1), 0);
-    assert_int_equal(kvreg_registry_contains(c->reg, 2), 1);
+    assert_int_equal(kvt_registry_has(c->reg, 1), 0);
+    assert_int_equal(kvt_registry_has(c->reg, 2), 1);
     kvreg_registry_free(c->reg);
     free(c);
 }
@@ -339,7 +340,7 @@ static void test_poll_full_queue_drops_and_counts(void **state) {
     }
     assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_EVENTS_DROPPED, &dropped), KVREG_OK);
     assert_int_equal(dropped, 1);
-    assert_int_equal(kvreg_registry_contains(reg, 102), 1);
+    assert_int_equal(kvt_registry_has(reg, 102), 1);
     assert_int_equal(kvreg_registry_poll(reg, ev, 4, &n), KVREG_OK);
     assert_int_equal(n, 2);
     assert_int_equal(ev[0].event_id, 0);
@@ -466,7 +467,7 @@ static void test_big_batch_chunks_in_order(void **state) {
     assert_true(f->rec.calls >= 3);
     assert_int_equal(kvreg_release_batch(f->pool, h, N, NULL, &n), KVREG_OK);
     assert_int_equal(n, N);
-    assert_int_equal(kvreg_registry_contains(f->reg, 5000), 0);
+    assert_int_equal(kvt_registry_has(f->reg, 5000), 0);
     free(d);
     free(h);
 }

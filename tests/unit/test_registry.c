@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "recorder.h"
+#include "kvreg_answer.h"
 
 static const uint32_t T12[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
@@ -50,14 +51,14 @@ static void test_register_release_one_pool(void **state) {
     kvreg_block_desc d = seq_desc(f->seq, 0);
     assert_int_equal(kvreg_register(f->a, &d, &h), KVREG_OK);
     assert_true(h != KVREG_BLOCK_NONE);
-    assert_int_equal(kvreg_pool_contains(f->a, d.sequence_hash), 1);
-    assert_int_equal(kvreg_pool_contains(f->b, d.sequence_hash), 0);
-    assert_int_equal(kvreg_registry_contains(f->reg, d.sequence_hash), 1);
+    assert_int_equal(kvt_pool_has(f->a, d.sequence_hash), 1);
+    assert_int_equal(kvt_pool_has(f->b, d.sequence_hash), 0);
+    assert_int_equal(kvt_registry_has(f->reg, d.sequence_hash), 1);
     assert_int_equal(kvreg_pool_size(f->a), 1);
     assert_int_equal(kvreg_release(f->a, h), KVREG_OK);
     /* synchronous: gone the moment the last reference goes (§7.6, §9 "no async GC") */
-    assert_int_equal(kvreg_pool_contains(f->a, d.sequence_hash), 0);
-    assert_int_equal(kvreg_registry_contains(f->reg, d.sequence_hash), 0);
+    assert_int_equal(kvt_pool_has(f->a, d.sequence_hash), 0);
+    assert_int_equal(kvt_registry_has(f->reg, d.sequence_hash), 0);
     assert_int_equal(kvreg_pool_size(f->a), 0);
     assert_int_equal(f->rec.n, 2);
     assert_int_equal(f->rec.events[0].kind, KVREG_EVENT_REGISTER);
@@ -101,13 +102,13 @@ static void test_two_pools_share_one_registration(void **state) {
     assert_int_equal(f->rec.events[0].pool_id, kvreg_pool_id(f->a));
     assert_int_equal(kvreg_release(f->a, ha), KVREG_OK);
     assert_int_equal(f->rec.n, 1); /* B still holds it: no Remove */
-    assert_int_equal(kvreg_registry_contains(f->reg, seqhash(f, 0)), 1);
-    assert_int_equal(kvreg_pool_contains(f->a, seqhash(f, 0)), 0);
+    assert_int_equal(kvt_registry_has(f->reg, seqhash(f, 0)), 1);
+    assert_int_equal(kvt_pool_has(f->a, seqhash(f, 0)), 0);
     assert_int_equal(kvreg_release(f->b, hb), KVREG_OK);
     assert_int_equal(f->rec.n, 2);
     assert_int_equal(f->rec.events[1].kind, KVREG_EVENT_REMOVE);
     assert_int_equal(f->rec.events[1].pool_id, kvreg_pool_id(f->b));
-    assert_int_equal(kvreg_registry_contains(f->reg, seqhash(f, 0)), 0);
+    assert_int_equal(kvt_registry_has(f->reg, seqhash(f, 0)), 0);
 }
 
 static void test_release_then_reregister(void **state) {
@@ -175,7 +176,7 @@ static void test_acquire_refcounts(void **state) {
     assert_int_equal(rc, 2);
     assert_int_equal(kvreg_release(f->a, h), KVREG_OK);
     assert_int_equal(f->rec.n, 1); /* a reference remains: no Remove */
-    assert_int_equal(kvreg_pool_contains(f->a, seqhash(f, 0)), 1);
+    assert_int_equal(kvt_pool_has(f->a, seqhash(f, 0)), 1);
     assert_int_equal(kvreg_release(f->a, h), KVREG_OK);
     assert_int_equal(f->rec.n, 2);
     assert_int_equal(kvreg_release(f->a, h), KVREG_ESTALE);
@@ -222,11 +223,11 @@ static void test_pool_free_releases_everything(void **state) {
     assert_int_equal(f->rec.n, 3);
     assert_int_equal(f->rec.events[2].kind, KVREG_EVENT_REMOVE);
     assert_true(f->rec.events[2].sequence_hash == seqhash(f, 1));
-    assert_int_equal(kvreg_registry_contains(f->reg, seqhash(f, 0)), 1);
-    assert_int_equal(kvreg_registry_contains(f->reg, seqhash(f, 1)), 0);
+    assert_int_equal(kvt_registry_has(f->reg, seqhash(f, 0)), 1);
+    assert_int_equal(kvt_registry_has(f->reg, seqhash(f, 1)), 0);
     /* use after free is detected while the slot is not reused */
     assert_int_equal(kvreg_release(f->a, ha[0]), KVREG_ESTALE);
-    assert_int_equal(kvreg_pool_contains(f->a, seqhash(f, 0)), KVREG_ESTALE);
+    assert_int_equal(kvt_pool_has(f->a, seqhash(f, 0)), KVREG_ESTALE);
     kvreg_block h = 0;
     kvreg_block_desc d = seq_desc(f->seq, 1);
     assert_int_equal(kvreg_register(f->a, &d, &h), KVREG_ESTALE);
@@ -350,7 +351,7 @@ static void test_many_blocks_one_shard(void **state) {
         assert_int_equal(kvreg_register(p, &d, &h[i]), KVREG_OK);
     }
     for (size_t i = 0; i < N; i += 2) assert_int_equal(kvreg_release(p, h[i]), KVREG_OK);
-    for (size_t i = 0; i < N; i++) assert_int_equal(kvreg_pool_contains(p, i), (int)(i % 2));
+    for (size_t i = 0; i < N; i++) assert_int_equal(kvt_pool_has(p, i), (int)(i % 2));
     uint64_t hashes = 0;
     assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_HASHES, &hashes), KVREG_OK);
     assert_int_equal(hashes, N / 2);
