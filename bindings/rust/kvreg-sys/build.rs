@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Oldest libkvreg whose header these declarations match.
-const MIN_VERSION: &str = "0.1.0";
+const MIN_VERSION: &str = "0.2.0";
 
 fn main() {
     // Re-run when anything that changes the answer changes; otherwise cargo caches a stale path.
@@ -77,6 +77,8 @@ fn main() {
             .find(|dir| Path::new(dir).join("kvreg.h").is_file());
         if let Some(dir) = header_dir {
             println!("cargo:include={}", dir);
+            // For this crate's own test that the consts match the header's #defines.
+            println!("cargo:rustc-env=KVREG_SYS_HEADER={}", Path::new(dir).join("kvreg.h").display());
         }
     }
 }

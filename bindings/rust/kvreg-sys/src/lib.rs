@@ -22,8 +22,10 @@ pub const KVREG_ESTALE: c_int = -7;
 pub const KVREG_EBUSY: c_int = -8;
 pub const KVREG_EOVERFLOW: c_int = -9;
 
-/// MAJOR*10000 + MINOR*100 + PATCH of the oldest library these declarations fit (0.1.0).
-pub const KVREG_SYS_MIN_VERSION_NUMBER: c_uint = 100;
+/// MAJOR*10000 + MINOR*100 + PATCH of the oldest library these declarations fit (0.2.0: the
+/// `*_contains` functions answer through an `int *present` output since then, and
+/// `kvreg_registry_poll_wait`, `_wakeup` and `_flush` exist).
+pub const KVREG_SYS_MIN_VERSION_NUMBER: c_uint = 200;
 
 // ---- Hashing ----------------------------------------------------------------------------
 pub const KVREG_ROUTER_SALT: u64 = 1337;
@@ -104,7 +106,9 @@ pub struct kvreg_pool {
     _private: [u8; 0],
 }
 
-pub const KVREG_MAX_POOLS: u32 = 255;
+// KVREG_MAX_POOLS is deliberately not mirrored: the limit grows between library versions that
+// keep the same soname (255, then 65535), so a copy compiled into a program would be wrong when it
+// runs against a newer library. kvreg_pool_new reports the real limit with KVREG_EOVERFLOW.
 
 pub type kvreg_block = u64;
 pub const KVREG_BLOCK_NONE: kvreg_block = 0;
@@ -197,7 +201,20 @@ extern "C" {
         cap: usize,
         n_events: *mut usize,
     ) -> c_int;
-    pub fn kvreg_registry_contains(reg: *const kvreg_registry, sequence_hash: u64) -> c_int;
+    pub fn kvreg_registry_poll_wait(
+        reg: *mut kvreg_registry,
+        out: *mut kvreg_event,
+        cap: usize,
+        n_events: *mut usize,
+        timeout_ms: c_int,
+    ) -> c_int;
+    pub fn kvreg_registry_wakeup(reg: *mut kvreg_registry) -> c_int;
+    pub fn kvreg_registry_flush(reg: *mut kvreg_registry) -> c_int;
+    pub fn kvreg_registry_contains(
+        reg: *const kvreg_registry,
+        sequence_hash: u64,
+        present: *mut c_int,
+    ) -> c_int;
     pub fn kvreg_registry_stat(reg: *const kvreg_registry, stat: u32, value: *mut u64) -> c_int;
 
     pub fn kvreg_pool_new(
@@ -256,7 +273,11 @@ extern "C" {
         n_released: *mut usize,
     ) -> c_int;
 
-    pub fn kvreg_pool_contains(pool: *const kvreg_pool, sequence_hash: u64) -> c_int;
+    pub fn kvreg_pool_contains(
+        pool: *const kvreg_pool,
+        sequence_hash: u64,
+        present: *mut c_int,
+    ) -> c_int;
     pub fn kvreg_pool_match(
         pool: *const kvreg_pool,
         hashes: *const u64,
@@ -282,5 +303,7 @@ extern "C" {
     ) -> c_int;
 }
 
+#[cfg(test)]
+mod header;
 #[cfg(test)]
 mod layout;

@@ -1,21 +1,35 @@
 //! Register/Remove events, and the bridge that lets a Rust closure be the C callback.
 //!
-//! The closure travels as `Box<Box<dyn FnMut(&[Event]) + Send>>` turned into a thin raw pointer
-//! (`Box::into_raw`): the outer box exists because `dyn` pointers are fat and `void *` is not.
-//! The library owns that pointer from registration on and hands it back to `destroy`, which
-//! frees it exactly once.
+//! The closure travels in an `Arc<HandlerCell>` whose thin raw pointer is the C user_data (a
+//! `dyn` pointer is fat and `void *` is not). The library holds one reference, which its
+//! destroy-notify drops; the binding holds a second one across the C call that hands the
+//! pointer over. So whether the library keeps the pointer or not when that call fails (it
+//! used to leave it to the caller; a library that shares callbacks between a config and its
+//! registries runs destroy right away), the binding can tell from the cell's `released` flag,
+//! and the closure is freed exactly once, never twice.
 //!
 //! Panics: unwinding out of an `extern "C"` function is undefined behaviour on rustc 1.63 (it
 //! aborts only since 1.81), so the trampoline catches every panic, parks it in a thread-local
-//! slot and returns normally. The method that called into the library then re-raises it with
-//! `resume_unwind` once the C call has returned. Inline callbacks run on the thread whose call
-//! caused the events, so the thread-local slot is the right one to check afterwards.
+//! slot and returns normally. Every method whose C call can run the callback checks that slot
+//! once the C call has returned and re-raises the panic with `resume_unwind`. The callback runs
+//! on whichever thread is delivering at the moment (the library lets one call deliver other
+//! threads' events), and that thread is by construction inside one of those methods: so a
+//! panic always surfaces on the thread that ran the handler, from the call that ran it (which
+//! can be `Registry::flush`), never on another thread and never nowhere.
+//!
+//! The handler is still called for every later event after it panicked, even within the same
+//! call: the library hands each event to the callback once and cannot hand it again, so
+//! skipping a handler call would lose those events for good without anyone knowing. When it
+//! panics several times before the call returns, the first panic is re-raised (it is the
+//! cause; the panic hook has printed every one of them as it happened).
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::os::raw::c_void;
 use std::panic::{self, AssertUnwindSafe};
 use std::slice;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use kvreg_sys as ffi;
 
@@ -85,34 +99,91 @@ thread_local! {
     static PENDING_PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
 }
 
-/// Boxes a closure into the user_data pointer the library will own.
-pub(crate) fn into_user_data(handler: Handler) -> *mut c_void {
-    Box::into_raw(Box::new(handler)) as *mut c_void
+/// What user_data points to.
+struct HandlerCell {
+    /// Called only by the library, which never runs one registry's callback concurrently with
+    /// itself nor nested.
+    handler: UnsafeCell<Handler>,
+    /// The library's reference has been dropped (by `destroy`, or by `HandlerRef::not_taken`
+    /// on its behalf).
+    released: AtomicBool,
 }
 
-/// Frees a pointer made by `into_user_data` that the library did not take over.
-///
-/// # Safety
-/// `user_data` comes from `into_user_data` and is freed only once.
-pub(crate) unsafe fn free_user_data(user_data: *mut c_void) {
-    drop(Box::from_raw(user_data as *mut Handler));
+// SAFETY: the handler (Send) is only reached through the library's callback, which never runs
+// concurrently with itself for one registry, and the binding never gives one HandlerCell to two
+// registries. Other threads only touch the atomic flag and the Arc count.
+unsafe impl Sync for HandlerCell {}
+
+/// The binding's own reference to a handler it offers to the library as user_data.
+pub(crate) struct HandlerRef {
+    cell: Arc<HandlerCell>,
+    user_data: *mut c_void,
 }
 
+impl HandlerRef {
+    pub(crate) fn new(handler: Handler) -> HandlerRef {
+        let cell = Arc::new(HandlerCell {
+            handler: UnsafeCell::new(handler),
+            released: AtomicBool::new(false),
+        });
+        // The library's reference, given back in `destroy`.
+        let user_data = Arc::into_raw(Arc::clone(&cell)) as *mut c_void;
+        HandlerRef { cell, user_data }
+    }
+
+    /// The pointer to pass as user_data, with `trampoline` and `destroy`.
+    pub(crate) fn user_data(&self) -> *mut c_void {
+        self.user_data
+    }
+
+    /// The call that offered user_data failed, so the library does not use it: drops the
+    /// library's reference unless its destroy-notify already did. Dropping a `HandlerRef`
+    /// without this (after a successful call) leaves the library's reference alone.
+    pub(crate) fn not_taken(self) {
+        if !self.cell.released.swap(true, Ordering::AcqRel) {
+            // SAFETY: the library's reference from `new`, which nobody else will drop now.
+            unsafe { drop(Arc::from_raw(self.user_data as *const HandlerCell)) };
+        }
+        // Our reference goes at the end of this function; if it is the last, so does the
+        // closure, with an ordinary (Rust-side) panic if its Drop panics.
+    }
+}
+
+fn take_pending() -> Option<Box<dyn Any + Send>> {
+    PENDING_PANIC.try_with(|slot| slot.borrow_mut().take()).ok().flatten()
+}
+
+/// Parks a panic unless one is parked already: the first is kept, it is the cause.
 fn park_panic(payload: Box<dyn Any + Send>) {
     let mut payload = Some(payload);
     let _ = PENDING_PANIC.try_with(|slot| {
         let mut slot = slot.borrow_mut();
-        // Keep the first panic: it is the cause, later ones are usually consequences.
         if slot.is_none() {
             *slot = payload.take();
         }
     });
-    // A payload that could not be parked is leaked: dropping it runs arbitrary Drop code,
-    // which could panic again inside an extern "C" frame.
-    std::mem::forget(payload);
+    if let Some(rejected) = payload {
+        discard(rejected);
+    }
 }
 
-fn panic_pending() -> bool {
+/// Runs `f`, parking its panic (if any) for `resume_pending_panic`.
+pub(crate) fn park_panic_of<F: FnOnce()>(f: F) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(f)) {
+        park_panic(payload);
+    }
+}
+
+/// Drops a payload that will not be re-raised. Its Drop is arbitrary code and may panic, which
+/// must not escape an extern "C" frame: such a second payload is leaked.
+fn discard(payload: Box<dyn Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+/// True when a callback on this thread has parked a panic that was not re-raised yet.
+pub(crate) fn panic_pending() -> bool {
     PENDING_PANIC
         .try_with(|slot| slot.borrow().is_some())
         .unwrap_or(false)
@@ -121,24 +192,17 @@ fn panic_pending() -> bool {
 /// Re-raises a panic parked by a callback on this thread. Call after every C call that can
 /// deliver events or run a destroy-notify.
 pub(crate) fn resume_pending_panic() {
-    let payload = PENDING_PANIC
-        .try_with(|slot| slot.borrow_mut().take())
-        .ok()
-        .flatten();
-    if let Some(payload) = payload {
+    if let Some(payload) = take_pending() {
         panic::resume_unwind(payload);
     }
 }
 
 /// As `resume_pending_panic`, for Drop impls: a second panic while unwinding would abort the
-/// process, so when the thread is already panicking the parked one is discarded.
+/// process, so when the thread is already panicking the parked one is discarded (leaked, since
+/// even dropping it could panic).
 pub(crate) fn resume_pending_panic_in_drop() {
     if std::thread::panicking() {
-        let payload = PENDING_PANIC
-            .try_with(|slot| slot.borrow_mut().take())
-            .ok()
-            .flatten();
-        std::mem::forget(payload);
+        std::mem::forget(take_pending());
     } else {
         resume_pending_panic();
     }
@@ -150,11 +214,10 @@ pub(crate) unsafe extern "C" fn trampoline(
     n_events: usize,
     user_data: *mut c_void,
 ) {
-    // Once a panic is parked on this thread, the closure is not called again before the panic
-    // reaches the caller: its state may be half-updated (git2-rs does the same).
-    if panic_pending() {
-        return;
-    }
+    // A panic an earlier callback of the same call parked stays parked, but out of sight while
+    // the handler runs: calls the handler makes into its registry check the slot afterwards
+    // and must not re-raise a panic that is not theirs inside the handler.
+    let earlier = take_pending();
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let raw: &[ffi::kvreg_event] = if n_events == 0 || events.is_null() {
             &[]
@@ -164,20 +227,30 @@ pub(crate) unsafe extern "C" fn trampoline(
         };
         // SAFETY: each event's tokens are valid during the callback.
         let converted: Vec<Event> = raw.iter().map(|e| Event::from_raw(e)).collect();
-        // SAFETY: user_data is our Box<Handler>; the library never calls the callback of one
-        // registry concurrently with itself, nor nested, so this &mut is unique.
-        let handler = &mut *(user_data as *mut Handler);
+        // SAFETY: user_data is a HandlerCell the library holds a reference to; the library
+        // never calls the callback of one registry concurrently with itself, nor nested, so
+        // this &mut is unique.
+        let cell = &*(user_data as *const HandlerCell);
+        let handler = &mut *cell.handler.get();
         handler(&converted);
     }));
-    if let Err(payload) = result {
+    // Normally empty: calls made inside the handler deliver nothing (their events come after
+    // it returns) and re-raise whatever they park.
+    let nested = take_pending();
+    for payload in [earlier, result.err(), nested].into_iter().flatten() {
         park_panic(payload);
     }
 }
 
-/// The C destroy-notify: frees the closure. Never unwinds (a panicking Drop is parked).
+/// The C destroy-notify: drops the library's reference to the closure (freeing it if that was
+/// the last). Never unwinds (a panicking Drop is parked).
 pub(crate) unsafe extern "C" fn destroy(user_data: *mut c_void) {
-    // SAFETY: the library calls destroy exactly once for the pointer it took over.
-    let result = panic::catch_unwind(AssertUnwindSafe(|| free_user_data(user_data)));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the library calls destroy once, for the reference HandlerRef::new gave it.
+        let cell = Arc::from_raw(user_data as *const HandlerCell);
+        cell.released.store(true, Ordering::Release);
+        drop(cell);
+    }));
     if let Err(payload) = result {
         park_panic(payload);
     }

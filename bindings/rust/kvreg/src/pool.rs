@@ -1,7 +1,6 @@
 //! Pools (one per tier), block handles and registration.
 
 use std::ffi::CStr;
-use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::ptr::{self, NonNull};
 
@@ -90,18 +89,26 @@ impl From<&BlockInfo> for BlockDesc<'static> {
     }
 }
 
-/// One pool (tier: GPU, host, disk...) of a registry. Thread-safe (`Send + Sync`). It borrows
-/// its registry, so it cannot outlive it. Dropping it releases every reference it still holds
-/// (Remove events for hashes no other pool holds, delivered before `drop` returns).
-pub struct Pool<'r> {
+/// One pool (tier: GPU, host, disk...) of a registry. Thread-safe (`Send + Sync`) and
+/// `'static`: it owns a handle to its registry (keeping the registry alive), so an engine can
+/// keep the registry and its pools side by side in one struct, or move a pool to a thread.
+/// Dropping it releases every reference it still holds (Remove events for hashes no other pool
+/// holds, delivered before `drop` returns when no other thread is delivering; `flush` waits for
+/// them otherwise).
+///
+/// A panic of the event handler during a call is re-raised once the C call has returned. The
+/// call has done its work by then, except that handles a `register*` or `acquire*` call would
+/// have returned are released again first, since a panicking call cannot return them: the
+/// panic leaves no reference behind that nobody holds.
+pub struct Pool {
     raw: NonNull<ffi::kvreg_pool>,
-    _registry: PhantomData<&'r Registry>,
+    registry: Registry,
 }
 
 // SAFETY: the header documents kvreg_pool as thread-safe for every operation; freeing happens
 // only in Drop, which has exclusive access.
-unsafe impl Send for Pool<'_> {}
-unsafe impl Sync for Pool<'_> {}
+unsafe impl Send for Pool {}
+unsafe impl Sync for Pool {}
 
 /// Per-item results of a batch call: handles for successes, the error otherwise.
 fn batch_results(blocks: &[ffi::kvreg_block], status: &[c_int]) -> Vec<Result<Block>> {
@@ -112,13 +119,18 @@ fn batch_results(blocks: &[ffi::kvreg_block], status: &[c_int]) -> Vec<Result<Bl
         .collect()
 }
 
-impl<'r> Pool<'r> {
-    pub(crate) fn from_raw(raw: NonNull<ffi::kvreg_pool>, registry: PhantomData<&'r Registry>) -> Self {
-        Pool { raw, _registry: registry }
+impl Pool {
+    pub(crate) fn from_raw(raw: NonNull<ffi::kvreg_pool>, registry: Registry) -> Self {
+        Pool { raw, registry }
     }
 
     fn ptr(&self) -> *mut ffi::kvreg_pool {
         self.raw.as_ptr()
+    }
+
+    /// The registry this pool belongs to.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// Re-raises a panic of the event handler that ran during the call, then passes `r` on.
@@ -127,7 +139,54 @@ impl<'r> Pool<'r> {
         r
     }
 
-    /// Small integer naming the pool in events (1 ..= 255).
+    /// After a call that took the references `taken` (KVREG_BLOCK_NONE entries are skipped):
+    /// if the event handler panicked during it, releases them, then re-raises the panic. The
+    /// release may run the handler again (Remove events); a second panic is dropped in favour
+    /// of the first.
+    fn settle(&self, taken: &[ffi::kvreg_block]) {
+        if !event::panic_pending() {
+            return;
+        }
+        let live: Vec<ffi::kvreg_block> =
+            taken.iter().copied().filter(|&b| b != ffi::KVREG_BLOCK_NONE).collect();
+        if !live.is_empty() {
+            // SAFETY: live pool; `live` has live.len() handles; the outputs may be NULL. A
+            // handle that is somehow not live any more is reported stale and skipped.
+            unsafe {
+                ffi::kvreg_release_batch(
+                    self.ptr(),
+                    live.as_ptr(),
+                    live.len(),
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                )
+            };
+        }
+        event::resume_pending_panic();
+    }
+
+    /// A single-handle call's result, settled (see `settle`).
+    fn one(&self, status: c_int, out: ffi::kvreg_block) -> Result<Block> {
+        let taken = [if status >= 0 { out } else { ffi::KVREG_BLOCK_NONE }];
+        self.settle(&taken);
+        check(status).map(|_| Block(out))
+    }
+
+    /// A batch call's results, settled (only the entries whose status is a success hold
+    /// references).
+    fn many(&self, rc: c_int, blocks: &[ffi::kvreg_block], status: &[c_int]) -> Result<Vec<Result<Block>>> {
+        if event::panic_pending() {
+            let taken: Vec<ffi::kvreg_block> = if rc >= 0 {
+                blocks.iter().zip(status).filter(|(_, &s)| s >= 0).map(|(&b, _)| b).collect()
+            } else {
+                Vec::new()
+            };
+            self.settle(&taken);
+        }
+        check(rc).map(|_| batch_results(blocks, status))
+    }
+
+    /// Small integer naming the pool in events (1 ..= the library's KVREG_MAX_POOLS).
     pub fn id(&self) -> u32 {
         // SAFETY: live pool.
         unsafe { ffi::kvreg_pool_id(self.ptr()) }
@@ -154,7 +213,7 @@ impl<'r> Pool<'r> {
         let mut out: ffi::kvreg_block = ffi::KVREG_BLOCK_NONE;
         // SAFETY: live pool; desc and its tokens are read during the call only.
         let status = unsafe { ffi::kvreg_register(self.ptr(), &raw, &mut out) };
-        self.after(check(status).map(|_| Block(out)))
+        self.one(status, out)
     }
 
     /// Registers blocks in input order; one result per block. The outer error is for bad
@@ -174,7 +233,7 @@ impl<'r> Pool<'r> {
                 ptr::null_mut(),
             )
         };
-        self.after(check(rc).map(|_| batch_results(&blocks, &status)))
+        self.many(rc, &blocks, &status)
     }
 
     /// Registers complete block `index` of `seq` with its tokens. `InvalidState` for the
@@ -184,7 +243,7 @@ impl<'r> Pool<'r> {
         // SAFETY: live pool and sequence (borrowed, so unmodified during the call).
         let status =
             unsafe { ffi::kvreg_register_sequence_block(self.ptr(), seq.as_ptr(), index, &mut out) };
-        self.after(check(status).map(|_| Block(out)))
+        self.one(status, out)
     }
 
     /// Registers blocks `first .. first + count` of `seq`; one result per block.
@@ -209,7 +268,7 @@ impl<'r> Pool<'r> {
                 ptr::null_mut(),
             )
         };
-        self.after(check(rc).map(|_| batch_results(&blocks, &status)))
+        self.many(rc, &blocks, &status)
     }
 
     /// Another reference on the block this pool holds under `sequence_hash` (the same handle
@@ -218,7 +277,7 @@ impl<'r> Pool<'r> {
         let mut out: ffi::kvreg_block = ffi::KVREG_BLOCK_NONE;
         // SAFETY: live pool, valid out pointer.
         let status = unsafe { ffi::kvreg_acquire(self.ptr(), sequence_hash, &mut out) };
-        self.after(check(status).map(|_| Block(out)))
+        self.one(status, out)
     }
 
     /// Acquires the longest prefix of `hashes` the pool holds.
@@ -229,10 +288,10 @@ impl<'r> Pool<'r> {
         let status = unsafe {
             ffi::kvreg_acquire_prefix(self.ptr(), hashes.as_ptr(), hashes.len(), blocks.as_mut_ptr(), &mut n)
         };
-        self.after(check(status).map(|_| {
-            blocks.truncate(n);
-            blocks.into_iter().map(Block).collect()
-        }))
+        // Only the first n handles are references, and only on success.
+        blocks.truncate(if status >= 0 { n.min(hashes.len()) } else { 0 });
+        self.settle(&blocks);
+        check(status).map(|_| blocks.into_iter().map(Block).collect())
     }
 
     /// Drops one reference. When the pool's last one goes the hash leaves the pool; when it
@@ -260,10 +319,13 @@ impl<'r> Pool<'r> {
         self.after(check(rc).map(|_| status.iter().map(|&s| check(s).map(drop)).collect()))
     }
 
-    /// True if the pool holds `sequence_hash`.
-    pub fn contains(&self, sequence_hash: u64) -> bool {
-        // SAFETY: live pool.
-        unsafe { ffi::kvreg_pool_contains(self.ptr(), sequence_hash) == 1 }
+    /// Whether the pool holds `sequence_hash`. An error from the library is an error, never
+    /// a "no".
+    pub fn contains(&self, sequence_hash: u64) -> Result<bool> {
+        let mut present: c_int = 0;
+        // SAFETY: live pool, valid out pointer.
+        check(unsafe { ffi::kvreg_pool_contains(self.ptr(), sequence_hash, &mut present) })?;
+        Ok(present != 0)
     }
 
     /// Length of the longest prefix of `hashes` the pool holds. Takes no references.
@@ -318,16 +380,17 @@ impl<'r> Pool<'r> {
     }
 }
 
-impl Drop for Pool<'_> {
+impl Drop for Pool {
     fn drop(&mut self) {
-        // SAFETY: we own the pool; the registry outlives us (borrow), so the pointer is live.
+        // SAFETY: we own the pool, and our `registry` field (dropped after this body) keeps the
+        // registry alive, so the pointer is live.
         unsafe { ffi::kvreg_pool_free(self.ptr()) };
         // Remove events were delivered during the free; their handler may have panicked.
         event::resume_pending_panic_in_drop();
     }
 }
 
-impl std::fmt::Debug for Pool<'_> {
+impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("id", &self.id())

@@ -1,23 +1,26 @@
 //! The registry shared by pools, its configuration and event delivery.
 
 use std::ffi::CString;
-use std::marker::PhantomData;
+use std::os::raw::c_int;
 use std::ptr::{self, NonNull};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use kvreg_sys as ffi;
 
 use crate::error::{check, Error, Result};
-use crate::event::{self, Event, Handler};
+use crate::event::{self, Event, Handler, HandlerRef};
 use crate::pool::Pool;
 
 /// How events reach the application.
 #[derive(Debug, Copy, Clone, PartialEq, Eq)]
 pub enum Delivery {
-    /// The event handler runs on the thread whose call caused the events, before that call
-    /// returns (default).
+    /// The event handler runs inside the library calls that emit events (default). With one
+    /// thread, a call's events are handled before it returns; with several, whichever thread
+    /// is delivering may handle other threads' events too (see `Registry::flush`).
     Inline,
-    /// Events wait in a bounded queue for `Registry::poll`.
+    /// Events wait in a bounded queue for `Registry::poll` / `Registry::poll_wait`.
     Poll,
 }
 
@@ -84,8 +87,8 @@ impl RegistryBuilder {
 
     /// The inline event handler the registry starts with. It gets each batch of events in
     /// event_id order, is never run concurrently with itself, and may run on any thread that
-    /// uses the registry, hence `Send`. A panic in it is re-raised from the call that caused
-    /// the events.
+    /// uses the registry, hence `Send`. A panic in it is re-raised, on the thread that ran it,
+    /// from the call during which it ran (see the crate docs on panics).
     pub fn on_events<F>(mut self, handler: F) -> Self
     where
         F: FnMut(&[Event]) + Send + 'static,
@@ -109,37 +112,39 @@ impl RegistryBuilder {
             cfg.set(ffi::KVREG_OPT_SHARDS, n)?;
         }
 
-        let user_data = match self.handler {
-            Some(handler) => {
-                let user_data = event::into_user_data(handler);
-                // SAFETY: live config; trampoline/destroy match the user_data type.
-                let status = unsafe {
-                    ffi::kvreg_config_set_event_fn(
-                        cfg.0.as_ptr(),
-                        Some(event::trampoline),
-                        user_data,
-                        Some(event::destroy),
-                    )
-                };
-                if let Err(e) = check(status) {
-                    // SAFETY: the config did not take the pointer; we still own it.
-                    unsafe { event::free_user_data(user_data) };
-                    return Err(e);
+        let handler = self.handler.map(HandlerRef::new);
+        if let Some(user_data) = handler.as_ref().map(HandlerRef::user_data) {
+            // SAFETY: live config; trampoline/destroy match the user_data type.
+            let status = unsafe {
+                ffi::kvreg_config_set_event_fn(
+                    cfg.0.as_ptr(),
+                    Some(event::trampoline),
+                    user_data,
+                    Some(event::destroy),
+                )
+            };
+            if let Err(e) = check(status) {
+                drop(cfg);
+                if let Some(handler) = handler {
+                    handler.not_taken();
                 }
-                user_data
+                return Err(e);
             }
-            None => ptr::null_mut(),
-        };
+        }
 
         let mut raw = ptr::null_mut();
         // SAFETY: live config, valid out pointer.
         let status = unsafe { ffi::kvreg_registry_new(&mut raw, cfg.0.as_ptr()) };
+        // Free the config first: a library that shares the callback between the config and
+        // its registries drops the config's reference here.
+        drop(cfg);
         match check(status).ok().and_then(|_| NonNull::new(raw)) {
-            Some(raw) => Ok(Registry { raw, poll_lock: Mutex::new(()) }),
+            Some(raw) => Ok(Registry {
+                inner: Arc::new(Inner { raw, poll_lock: Mutex::new(()), wakeups: AtomicU64::new(0) }),
+            }),
             None => {
-                if !user_data.is_null() {
-                    // SAFETY: on failure the registry did not take the pointer over.
-                    unsafe { event::free_user_data(user_data) };
+                if let Some(handler) = handler {
+                    handler.not_taken();
                 }
                 Err(Error::from_code(if status < 0 { status } else { ffi::KVREG_ENOMEM }))
             }
@@ -173,20 +178,83 @@ impl Drop for Config {
     }
 }
 
-/// The global registry shared by pools. Thread-safe (`Send + Sync`): share it by reference
-/// (scoped threads) or in an `Arc`. Pools borrow it, so it cannot be dropped while a pool is
-/// alive.
-pub struct Registry {
+/// The state every handle to one registry shares; dropping the last handle frees the registry.
+struct Inner {
     raw: NonNull<ffi::kvreg_registry>,
     /// Poll hands out tokens that live only until the next poll on the registry, by any
     /// thread; polls are serialised so each one copies its tokens before the next may start.
     poll_lock: Mutex<()>,
+    /// Incremented by every `wakeup()`, so pollers that wait for `poll_lock` (rather than in
+    /// the library) also notice a wake-up that happened while they waited.
+    wakeups: AtomicU64,
 }
 
 // SAFETY: the header documents kvreg_registry as thread-safe; the only unsynchronised
 // lifetime it hands out (poll tokens) is guarded by poll_lock.
-unsafe impl Send for Registry {}
-unsafe impl Sync for Registry {}
+unsafe impl Send for Inner {}
+unsafe impl Sync for Inner {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone, and every Pool holds a handle, so no pool or other
+        // thread can use the registry any more. Nor can this run inside the registry's own
+        // callback (which C forbids): a callback runs inside a library call made through a
+        // Registry or Pool method, and that method's `&self` keeps a handle alive until the
+        // call has returned, so a handle the handler drops is never the last one.
+        unsafe { ffi::kvreg_registry_free(self.raw.as_ptr()) };
+        // The handler's Drop ran in destroy and may have panicked.
+        event::resume_pending_panic_in_drop();
+    }
+}
+
+/// The global registry shared by pools: a cheap, clonable handle (an `Arc` inside). Clones are
+/// the same registry; the C registry is freed when the last handle is dropped, and every
+/// [`Pool`] holds one, so a pool keeps its registry alive. Thread-safe (`Send + Sync`).
+///
+/// An event handler that needs its registry should capture a [`WeakRegistry`]
+/// (`Registry::downgrade`): a strong handle (or a `Pool`) inside the handler is a cycle
+/// through the library, and the registry would never be freed.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+/// A handle that does not keep the registry alive; `upgrade` gives a `Registry` while one
+/// exists. For event handlers that call back into their registry.
+#[derive(Clone)]
+pub struct WeakRegistry {
+    inner: Weak<Inner>,
+}
+
+impl WeakRegistry {
+    /// The registry, unless every strong handle (and every pool) has been dropped.
+    pub fn upgrade(&self) -> Option<Registry> {
+        self.inner.upgrade().map(|inner| Registry { inner })
+    }
+}
+
+impl std::fmt::Debug for WeakRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakRegistry")
+    }
+}
+
+/// Milliseconds for kvreg_registry_poll_wait: None (and anything from i32::MAX ms, about 24.8
+/// days, up) waits without limit; a non-zero duration below 1 ms is rounded up, so that it
+/// still waits.
+fn timeout_ms(timeout: Option<Duration>) -> c_int {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
+            if ms >= c_int::MAX as u128 {
+                -1
+            } else {
+                ms as c_int
+            }
+        }
+    }
+}
 
 impl Registry {
     /// A registry with default options (inline delivery, no handler).
@@ -205,18 +273,30 @@ impl Registry {
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::kvreg_registry {
-        self.raw.as_ptr()
+        self.inner.raw.as_ptr()
     }
 
-    /// A new pool (at most 255 live per registry: `Overflow` beyond). A name containing NUL
-    /// is `InvalidArgument`.
-    pub fn pool(&self, name: &str) -> Result<Pool<'_>> {
+    /// A handle that does not keep the registry alive (for handlers; see [`WeakRegistry`]).
+    pub fn downgrade(&self) -> WeakRegistry {
+        WeakRegistry { inner: Arc::downgrade(&self.inner) }
+    }
+
+    /// True when both handles are the same registry.
+    pub fn ptr_eq(&self, other: &Registry) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A new pool. It holds a handle to this registry, so it is `'static` and may be stored
+    /// next to the registry, moved to another thread, or outlive this handle. The number of
+    /// live pools per registry is limited by the library (KVREG_MAX_POOLS in kvreg.h, which
+    /// grows between versions; `Overflow` beyond). A name containing NUL is `InvalidArgument`.
+    pub fn pool(&self, name: &str) -> Result<Pool> {
         let name = CString::new(name).map_err(|_| Error::from_code(ffi::KVREG_EINVAL))?;
         let mut raw = ptr::null_mut();
         // SAFETY: live registry (thread-safe), valid out pointer, name copied by the library.
         check(unsafe { ffi::kvreg_pool_new(&mut raw, self.as_ptr(), name.as_ptr()) })?;
         let raw = NonNull::new(raw).ok_or_else(|| Error::from_code(ffi::KVREG_ENOMEM))?;
-        Ok(Pool::from_raw(raw, PhantomData))
+        Ok(Pool::from_raw(raw, self.clone()))
     }
 
     /// Replaces the inline event handler. When this returns the old handler is dropped and
@@ -225,19 +305,22 @@ impl Registry {
     where
         F: FnMut(&[Event]) + Send + 'static,
     {
-        let user_data = event::into_user_data(Box::new(handler));
+        let handler = HandlerRef::new(Box::new(handler));
         // SAFETY: live registry; trampoline/destroy match the user_data type.
         let status = unsafe {
             ffi::kvreg_registry_set_event_fn(
                 self.as_ptr(),
                 Some(event::trampoline),
-                user_data,
+                handler.user_data(),
                 Some(event::destroy),
             )
         };
         if status < 0 {
-            // SAFETY: on failure the registry did not take the pointer over.
-            unsafe { event::free_user_data(user_data) };
+            // Dropping the rejected closure runs its Drop, which may panic: park that panic
+            // like one from destroy, so there is a single place it comes out of.
+            event::park_panic_of(|| handler.not_taken());
+        } else {
+            drop(handler);
         }
         // The old handler's Drop ran in destroy and may have panicked.
         event::resume_pending_panic();
@@ -253,6 +336,19 @@ impl Registry {
         check(status).map(drop)
     }
 
+    /// Waits until every event emitted before this call has been delivered: the handler has
+    /// returned for it (inline mode) or it is queued or dropped (poll mode). With several
+    /// threads, a call can return before its own events reach the handler (another thread may
+    /// be delivering them), so call this before reading anything the handler keeps, and at
+    /// shutdown. A panic of the handler while it ran on this thread during the flush is
+    /// re-raised here. `Busy` from inside a handler (it would wait for itself).
+    pub fn flush(&self) -> Result<()> {
+        // SAFETY: live registry.
+        let status = unsafe { ffi::kvreg_registry_flush(self.as_ptr()) };
+        event::resume_pending_panic();
+        check(status).map(drop)
+    }
+
     /// Poll mode: takes every queued event, oldest first (empty when none).
     /// `InvalidArgument` in inline mode.
     pub fn poll(&self) -> Result<Vec<Event>> {
@@ -261,18 +357,69 @@ impl Registry {
 
     /// Poll mode: takes up to `max` queued events, oldest first.
     pub fn poll_max(&self, max: usize) -> Result<Vec<Event>> {
-        const CHUNK: usize = 256;
         if max == 0 {
             return Ok(Vec::new());
         }
-        let _serial = self.poll_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = self.inner.poll_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.take_events(max, None)
+    }
+
+    /// Poll mode: takes up to `max` queued events, oldest first; when none is queued, sleeps
+    /// (in the kernel, no spinning) until one is, until `wakeup()` is called, or until
+    /// `timeout` has passed (`None`: no limit; `Some(Duration::ZERO)`: no wait; a timeout of
+    /// about 24.8 days or more counts as no limit). Returns an empty Vec after a wake-up or a
+    /// timeout. `InvalidArgument` in inline mode; `max == 0` returns at once.
+    ///
+    /// Pollers are serialised (see `poll`), so while one thread sleeps here, other pollers wait
+    /// for it; `wakeup()` ends all of those waits.
+    pub fn poll_wait(&self, max: usize, timeout: Option<Duration>) -> Result<Vec<Event>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let seen = self.inner.wakeups.load(Ordering::SeqCst);
+        let _serial = self.inner.poll_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // A wakeup() while we waited for the lock is ours too: do not go to sleep. (Polling
+        // with timeout 0 also consumes the library's pending wake-up, if nobody did.)
+        let woken = self.inner.wakeups.load(Ordering::SeqCst) != seen;
+        let wait = if woken { 0 } else { timeout_ms(timeout) };
+        self.take_events(max, Some(wait))
+    }
+
+    /// Makes every `poll_wait` in progress on this registry return now, and, if none is
+    /// waiting in the library, the next one too (the wake-up is not lost). Safe from any
+    /// thread and from a handler. To stop a consumer thread: set your own stop flag, then call
+    /// `wakeup()`; with several consumers, one may check the flag just before you set it and
+    /// start waiting after the wake-up was used, so call `wakeup()` again until all have exited
+    /// (or give `poll_wait` a timeout).
+    pub fn wakeup(&self) -> Result<()> {
+        self.inner.wakeups.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: live registry; the call is thread-safe.
+        check(unsafe { ffi::kvreg_registry_wakeup(self.as_ptr()) }).map(drop)
+    }
+
+    /// Copies up to `max` events out of the queue; the first chunk waits `wait` ms when given.
+    /// The caller holds poll_lock.
+    fn take_events(&self, max: usize, mut wait: Option<c_int>) -> Result<Vec<Event>> {
+        const CHUNK: usize = 256;
         let mut out = Vec::new();
         let mut buf: Vec<ffi::kvreg_event> = Vec::with_capacity(CHUNK);
         loop {
             let want = (max - out.len()).min(CHUNK);
             let mut n: usize = 0;
             // SAFETY: buf has room for `want` events; the library writes n <= want of them.
-            check(unsafe { ffi::kvreg_registry_poll(self.as_ptr(), buf.as_mut_ptr(), want, &mut n) })?;
+            let status = unsafe {
+                match wait.take() {
+                    Some(ms) => ffi::kvreg_registry_poll_wait(
+                        self.as_ptr(),
+                        buf.as_mut_ptr(),
+                        want,
+                        &mut n,
+                        ms,
+                    ),
+                    None => ffi::kvreg_registry_poll(self.as_ptr(), buf.as_mut_ptr(), want, &mut n),
+                }
+            };
+            check(status)?;
             // SAFETY: the first n elements were just initialised by the library.
             unsafe { buf.set_len(n.min(want)) };
             // SAFETY: tokens stay valid until the next poll, which poll_lock holds off.
@@ -284,10 +431,13 @@ impl Registry {
         }
     }
 
-    /// True if the hash is registered in any pool of this registry.
-    pub fn contains(&self, sequence_hash: u64) -> bool {
-        // SAFETY: live registry.
-        unsafe { ffi::kvreg_registry_contains(self.as_ptr(), sequence_hash) == 1 }
+    /// Whether the hash is registered in any pool of this registry. An error from the library
+    /// is an error, never a "no".
+    pub fn contains(&self, sequence_hash: u64) -> Result<bool> {
+        let mut present: c_int = 0;
+        // SAFETY: live registry, valid out pointer.
+        check(unsafe { ffi::kvreg_registry_contains(self.as_ptr(), sequence_hash, &mut present) })?;
+        Ok(present != 0)
     }
 
     pub fn stat(&self, stat: Stat) -> Result<u64> {
@@ -298,20 +448,45 @@ impl Registry {
     }
 }
 
-impl Drop for Registry {
-    fn drop(&mut self) {
-        // SAFETY: we own the registry; pools borrow it, so none is alive, and no other thread
-        // can be using it. Nor can this run inside the registry's own callback (which the C
-        // side forbids): every call that delivers events holds a borrow of the registry,
-        // directly or through a Pool, so the registry cannot be dropped until it returns.
-        unsafe { ffi::kvreg_registry_free(self.raw.as_ptr()) };
-        // The handler's Drop ran in destroy and may have panicked.
-        event::resume_pending_panic_in_drop();
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("raw", &self.inner.raw).finish()
     }
 }
 
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("raw", &self.raw).finish()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    #[test]
+    fn timeouts_in_milliseconds() {
+        assert_eq!(timeout_ms(None), -1);
+        assert_eq!(timeout_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1, "a non-zero wait stays non-zero");
+        assert_eq!(timeout_ms(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(timeout_ms(Some(Duration::from_millis(250))), 250);
+        assert_eq!(timeout_ms(Some(Duration::from_secs(40 * 86_400))), -1);
+        assert_eq!(timeout_ms(Some(Duration::MAX)), -1);
+    }
+
+    /// Stands for a library that delivers, during `kvreg_registry_flush`, events whose
+    /// handler panics on this thread: the C callback is called here directly, as the library
+    /// would call it from inside flush. (The library in this tree delivers each call's events
+    /// inside that call, so flush itself has nothing to deliver yet.)
+    #[test]
+    fn flush_reraises_a_panic_its_delivery_parked() {
+        let registry = Registry::new().unwrap();
+        let handler: Handler = Box::new(|_: &[Event]| panic!("handler failed during flush"));
+        let handler = HandlerRef::new(handler);
+        // SAFETY: user_data comes from a live HandlerRef; no events.
+        unsafe { event::trampoline(ptr::null(), 0, handler.user_data()) };
+        handler.not_taken();
+        assert!(event::panic_pending(), "the trampoline must park, not unwind");
+        let caught = catch_unwind(AssertUnwindSafe(|| registry.flush()));
+        let payload = caught.expect_err("flush must re-raise the parked panic");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"handler failed during flush"));
+        assert!(!event::panic_pending());
+        registry.flush().unwrap();
     }
 }

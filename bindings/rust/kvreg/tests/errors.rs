@@ -100,9 +100,38 @@ fn bad_descriptions_and_options() {
 
 #[test]
 fn pool_limit_is_eoverflow() {
+    // The limit belongs to the library (KVREG_MAX_POOLS: 255, growing to 65535), so the test
+    // finds it rather than assuming it.
     let registry = Registry::new().unwrap();
-    let pools: Vec<_> = (0..255).map(|i| registry.pool(&format!("p{}", i)).unwrap()).collect();
-    assert_eq!(registry.pool("one too many").unwrap_err().kind(), ErrorKind::Overflow);
-    drop(pools);
+    let mut pools = Vec::new();
+    let err = loop {
+        match registry.pool("p") {
+            Ok(pool) => pools.push(pool),
+            Err(e) => break e,
+        }
+        assert!(pools.len() <= 1 << 20, "no pool limit reached");
+    };
+    assert_eq!(err.kind(), ErrorKind::Overflow);
+    assert!(pools.len() >= 255, "limit {}", pools.len());
+    let mut ids: Vec<u32> = pools.iter().map(|p| p.id()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=pools.len() as u32).collect::<Vec<_>>(), "ids 1 ..= limit, once each");
+    pools.pop();
     assert!(registry.pool("fits again").is_ok());
+}
+
+#[test]
+fn contains_is_a_result_not_a_bool() {
+    // Errors used to come back as `false`; now the answer and the status are separate.
+    let registry = Registry::new().unwrap();
+    let pool = registry.pool("gpu").unwrap();
+    let desc = first_block();
+    let in_pool: Result<bool, Error> = pool.contains(desc.sequence_hash);
+    let in_registry: Result<bool, Error> = registry.contains(desc.sequence_hash);
+    assert_eq!((in_pool, in_registry), (Ok(false), Ok(false)));
+    let handle = pool.register(&desc).unwrap();
+    assert_eq!(pool.contains(desc.sequence_hash), Ok(true));
+    assert_eq!(registry.contains(desc.sequence_hash), Ok(true));
+    pool.release(handle).unwrap();
+    assert_eq!(registry.contains(desc.sequence_hash), Ok(false));
 }

@@ -2,7 +2,10 @@
 //! first pool, one Remove when it leaves its last, in both delivery modes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use kvreg::{
     hash_blocks, BlockDesc, BlockInfo, Delivery, ErrorKind, Event, EventKind, Pool, Registry,
@@ -18,7 +21,7 @@ fn workload() -> (Vec<u32>, Vec<BlockInfo>) {
     (tokens, infos)
 }
 
-fn register_all(pool: &Pool<'_>, tokens: &[u32], infos: &[BlockInfo], with_tokens: bool) -> Vec<kvreg::Block> {
+fn register_all(pool: &Pool, tokens: &[u32], infos: &[BlockInfo], with_tokens: bool) -> Vec<kvreg::Block> {
     infos
         .iter()
         .zip(tokens.chunks(BLOCK as usize))
@@ -55,7 +58,7 @@ fn two_pools_share_hashes(registry: &Registry, drain: &mut dyn FnMut() -> Vec<Ev
         gpu.release(h).unwrap();
     }
     assert!(drain().is_empty(), "host still holds every hash");
-    assert!(infos.iter().all(|i| registry.contains(i.sequence_hash)));
+    assert!(infos.iter().all(|i| registry.contains(i.sequence_hash).unwrap()));
 
     for h in on_host {
         host.release(h).unwrap();
@@ -72,7 +75,7 @@ fn two_pools_share_hashes(registry: &Registry, drain: &mut dyn FnMut() -> Vec<Ev
         assert_eq!(ev.event_id, 3 + i as u64);
         assert_eq!(ev.pool_id, host.id());
     }
-    assert!(!infos.iter().any(|i| registry.contains(i.sequence_hash)));
+    assert!(!infos.iter().any(|i| registry.contains(i.sequence_hash).unwrap()));
     assert_eq!(registry.stat(Stat::EventsRegister).unwrap(), 3);
     assert_eq!(registry.stat(Stat::EventsRemove).unwrap(), 3);
     assert_eq!(registry.stat(Stat::NextEventId).unwrap(), 6);
@@ -170,6 +173,51 @@ fn mode_mismatches_are_invalid() {
 }
 
 #[test]
+fn a_rejected_handler_is_dropped_exactly_once() {
+    // Whether the library keeps the user_data of a failed call or runs its destroy-notify at
+    // once, the binding must drop the closure once: not leak it, not free it twice.
+    let state = Arc::new(());
+    let captured = Arc::clone(&state);
+    let polled = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let err = polled.set_event_handler(move |_: &[Event]| {
+        let _keep = &captured;
+    }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(Arc::strong_count(&state), 1);
+
+    // A config with both a handler and poll delivery: the registry is refused.
+    let captured = Arc::clone(&state);
+    let err = Registry::builder()
+        .delivery(Delivery::Poll)
+        .on_events(move |_: &[Event]| {
+        let _keep = &captured;
+    })
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(Arc::strong_count(&state), 1);
+
+    // From inside a handler: Busy, and the rejected one is dropped there and then.
+    let registry = Registry::new().unwrap();
+    let (weak, inner_state) = (registry.downgrade(), Arc::clone(&state));
+    registry
+        .set_event_handler(move |_: &[Event]| {
+            let captured = Arc::clone(&inner_state);
+            let err = weak.upgrade().unwrap().set_event_handler(move |_: &[Event]| {
+        let _keep = &captured;
+    });
+            assert_eq!(err.unwrap_err().kind(), ErrorKind::Busy);
+            assert_eq!(Arc::strong_count(&inner_state), 2, "only this handler's own copy left");
+        })
+        .unwrap();
+    let (_, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    pool.register(&BlockDesc::from(&infos[0])).unwrap();
+    drop((pool, registry));
+    assert_eq!(Arc::strong_count(&state), 1);
+}
+
+#[test]
 fn handler_can_be_replaced_and_cleared() {
     let (registry, first_log) = collecting_registry();
     let (tokens, infos) = workload();
@@ -194,9 +242,9 @@ fn handler_can_be_replaced_and_cleared() {
 
 #[test]
 fn replacing_the_handler_from_inside_it_is_busy() {
-    let registry = Arc::new(Registry::new().unwrap());
+    let registry = Registry::new().unwrap();
     let results: Arc<Mutex<Vec<ErrorKind>>> = Arc::new(Mutex::new(Vec::new()));
-    let (weak, sink): (Weak<Registry>, _) = (Arc::downgrade(&registry), Arc::clone(&results));
+    let (weak, sink) = (registry.downgrade(), Arc::clone(&results));
     registry
         .set_event_handler(move |_: &[Event]| {
             // Weak: a strong reference would make the registry own itself.
@@ -237,14 +285,15 @@ fn events_are_distinct_per_hash_in_batches() {
 
 #[test]
 fn handler_may_call_back_into_its_registry() {
-    // The handler must be 'static, so it can only hold a pool of a 'static registry: leak one
-    // (a few hundred bytes, once per test run).
-    let registry: &'static Registry = Box::leak(Box::new(Registry::new().unwrap()));
-    let mirror: &'static Pool<'static> = Box::leak(Box::new(registry.pool("mirror").unwrap()));
+    // The handler holds the mirror pool weakly: a Pool inside the handler would keep the
+    // registry (which owns the handler) alive forever.
+    let registry = Registry::new().unwrap();
+    let mirror = Arc::new(registry.pool("mirror").unwrap());
     let gpu = registry.pool("gpu").unwrap();
-    let gpu_id = gpu.id();
+    let (gpu_id, mirror_id) = (gpu.id(), mirror.id());
     let log = Arc::new(Mutex::new(Vec::<Event>::new()));
     let sink = Arc::clone(&log);
+    let weak_mirror = Arc::downgrade(&mirror);
     registry
         .set_event_handler(move |events: &[Event]| {
             for e in events {
@@ -259,7 +308,9 @@ fn handler_may_call_back_into_its_registry() {
                         block_size: 0,
                         tokens: &[],
                     };
-                    mirror.register(&desc).unwrap();
+                    if let Some(mirror) = weak_mirror.upgrade() {
+                        mirror.register(&desc).unwrap();
+                    }
                 }
             }
         })
@@ -270,6 +321,130 @@ fn handler_may_call_back_into_its_registry() {
     let summary: Vec<(u64, u32, u64)> =
         events.iter().map(|e| (e.event_id, e.pool_id, e.sequence_hash)).collect();
     let hash = infos[0].sequence_hash;
-    assert_eq!(summary, vec![(0, gpu_id, hash), (1, mirror.id(), hash ^ 1)]);
-    assert!(mirror.contains(hash ^ 1));
+    assert_eq!(summary, vec![(0, gpu_id, hash), (1, mirror_id, hash ^ 1)]);
+    assert!(mirror.contains(hash ^ 1).unwrap());
+
+    // No cycle: dropping our handles frees the registry, which drops the handler.
+    drop((mirror, gpu, registry));
+    assert_eq!(Arc::strong_count(&log), 1, "the handler was dropped with its registry");
+}
+
+#[test]
+fn poll_wait_returns_queued_events_without_waiting() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    register_all(&pool, &tokens, &infos, true);
+    let start = Instant::now();
+    let events = registry.poll_wait(2, None).unwrap();
+    assert_eq!(events.iter().map(|e| e.event_id).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(events[1].tokens, vec![5, 6, 7, 8]);
+    let rest = registry.poll_wait(10, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(rest.iter().map(|e| e.event_id).collect::<Vec<_>>(), vec![2]);
+    assert!(start.elapsed() < Duration::from_secs(5), "queued events must not wait");
+    assert!(registry.poll_wait(0, None).unwrap().is_empty(), "max 0 returns at once");
+}
+
+#[test]
+fn poll_wait_times_out_empty() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let start = Instant::now();
+    assert!(registry.poll_wait(10, Some(Duration::ZERO)).unwrap().is_empty());
+    assert!(registry.poll_wait(10, Some(Duration::from_millis(30))).unwrap().is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(25), "{:?}", start.elapsed());
+    let inline = Registry::new().unwrap();
+    let err = inline.poll_wait(10, Some(Duration::ZERO)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn poll_wait_wakes_when_another_thread_emits() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let pool = registry.pool("gpu").unwrap();
+    let consumer = {
+        let registry = registry.clone();
+        thread::spawn(move || registry.poll_wait(10, Some(Duration::from_secs(30))).unwrap())
+    };
+    thread::sleep(Duration::from_millis(50));
+    let (_, infos) = workload();
+    pool.register(&BlockDesc::from(&infos[0])).unwrap();
+    let got = consumer.join().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].sequence_hash, infos[0].sequence_hash);
+}
+
+#[test]
+fn wakeup_ends_a_waiting_poll_and_is_not_lost() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let consumer = {
+        let registry = registry.clone();
+        thread::spawn(move || {
+            let start = Instant::now();
+            let got = registry.poll_wait(10, None).unwrap();
+            (got, start.elapsed())
+        })
+    };
+    thread::sleep(Duration::from_millis(50));
+    registry.wakeup().unwrap();
+    let (got, _) = consumer.join().unwrap();
+    assert!(got.is_empty());
+    // With nobody waiting, the wake-up is kept for the next poll_wait.
+    registry.wakeup().unwrap();
+    let start = Instant::now();
+    assert!(registry.poll_wait(10, Some(Duration::from_secs(30))).unwrap().is_empty());
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn wakeup_reaches_every_waiting_poller() {
+    // Pollers are serialised by the binding: one sleeps in the library, the others wait for
+    // it. One wakeup() must end all their waits, not only the one in the library.
+    const POLLERS: usize = 3;
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let (done, finished) = mpsc::channel();
+    for _ in 0..POLLERS {
+        let (registry, done) = (registry.clone(), done.clone());
+        thread::spawn(move || {
+            // Bounded, so a poller the wake-up misses fails the test instead of hanging it.
+            let got = registry.poll_wait(10, Some(Duration::from_secs(20))).unwrap();
+            done.send(got.len()).unwrap();
+        });
+    }
+    thread::sleep(Duration::from_millis(300)); // let every poller start waiting
+    let woken = Instant::now();
+    registry.wakeup().unwrap();
+    for _ in 0..POLLERS {
+        assert_eq!(finished.recv().unwrap(), 0);
+    }
+    assert!(woken.elapsed() < Duration::from_secs(10), "a poller slept through the wake-up");
+}
+
+#[test]
+fn flush_in_both_modes_and_busy_in_a_handler() {
+    let (registry, log) = collecting_registry();
+    let (tokens, infos) = workload();
+    let pool = registry.pool("gpu").unwrap();
+    register_all(&pool, &tokens, &infos, false);
+    registry.flush().unwrap();
+    assert_eq!(log.lock().unwrap().len(), 3);
+
+    let polled = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let pool = polled.pool("gpu").unwrap();
+    register_all(&pool, &tokens, &infos, false);
+    polled.flush().unwrap();
+    assert_eq!(polled.stat(Stat::EventsQueued).unwrap(), 3);
+
+    let inside = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&inside);
+    let weak = registry.downgrade();
+    registry
+        .set_event_handler(move |_: &[Event]| {
+            let result = weak.upgrade().unwrap().flush();
+            sink.lock().unwrap().push(result.map_err(|e| e.kind()));
+        })
+        .unwrap();
+    let fresh = BlockDesc { sequence_hash: 0xf1f1, ..BlockDesc::from(&infos[0]) };
+    let host = registry.pool("host").unwrap();
+    host.register(&fresh).unwrap();
+    assert_eq!(*inside.lock().unwrap(), vec![Err(ErrorKind::Busy)], "flush would wait for itself");
 }

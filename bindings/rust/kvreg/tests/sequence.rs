@@ -115,7 +115,7 @@ fn registering_from_a_sequence() {
 
     let handles = pool.register_sequence(&seq, 0, 2).unwrap();
     let handles: Vec<_> = handles.into_iter().map(Result::unwrap).collect();
-    assert!(pool.contains(BH_1_4) && pool.contains(SH_5_8));
+    assert!(pool.contains(BH_1_4).unwrap() && pool.contains(SH_5_8).unwrap());
     let info = pool.block_info(handles[1]).unwrap();
     assert_eq!((info.block_hash, info.parent_sequence_hash, info.position), (BH_5_8, Some(BH_1_4), None));
     assert_eq!(pool.match_prefix(&[BH_1_4, SH_5_8, 42]).unwrap(), 2);

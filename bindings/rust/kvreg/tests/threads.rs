@@ -1,6 +1,8 @@
 //! Registry and pools shared between threads. Exact event counts hold whatever the
 //! interleaving: a hash is announced once when it enters its first pool and once when it leaves
-//! its last.
+//! its last. With several threads a call may return before its events reach the handler
+//! (another thread may be delivering them), so every test flushes before it reads what the
+//! handler collected.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
@@ -43,6 +45,7 @@ fn scoped_threads_register_the_same_hashes_in_their_own_pools() {
         }
     });
 
+    registry.flush().unwrap();
     let events = std::mem::take(&mut *log.lock().unwrap());
     // Hashes may come and go several times (one thread's release can empty the registry before
     // another registers), but every Register is matched by one later Remove, and ids are dense.
@@ -89,6 +92,7 @@ fn all_threads_hold_then_release_gives_exactly_one_event_each() {
         }
     });
 
+    registry.flush().unwrap();
     let events = log.lock().unwrap();
     let count = |kind| events.iter().filter(|e| e.kind == kind).count();
     assert_eq!(count(EventKind::Register), BLOCKS);
@@ -114,11 +118,11 @@ fn one_pool_shared_by_threads() {
 }
 
 #[test]
-fn arc_registry_with_spawned_threads() {
-    let registry = Arc::new(Registry::builder().delivery(kvreg::Delivery::Poll).build().unwrap());
+fn registry_clones_with_spawned_threads() {
+    let registry = Registry::builder().delivery(kvreg::Delivery::Poll).build().unwrap();
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
-            let registry = Arc::clone(&registry);
+            let registry = registry.clone();
             thread::spawn(move || {
                 let pool = registry.pool(&format!("worker{}", t)).unwrap();
                 // A Sequence is Send: build it here, hash it, register its blocks.
@@ -133,6 +137,8 @@ fn arc_registry_with_spawned_threads() {
     let sizes: Vec<usize> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     assert_eq!(sizes, vec![5; THREADS]);
     assert_eq!(registry.stat(Stat::Pools).unwrap(), 0, "each pool dropped with its thread");
+    // Poll mode: a finished call's events may still be on their way into the queue.
+    registry.flush().unwrap();
     // Poll from several threads at once: every event goes to exactly one poller.
     let polled: Vec<Vec<Event>> = thread::scope(|s| {
         let handles: Vec<_> = (0..2).map(|_| s.spawn(|| registry.poll().unwrap())).collect();
@@ -151,7 +157,8 @@ fn thread_safety_markers() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>() {}
     send_sync::<Registry>();
-    send_sync::<kvreg::Pool<'static>>();
+    send_sync::<kvreg::Pool>();
+    send_sync::<kvreg::WeakRegistry>();
     send::<Sequence>();
     send_sync::<kvreg::Error>();
 }
@@ -167,4 +174,43 @@ fn sequence_moves_between_threads() {
     .join()
     .unwrap();
     assert_eq!(seq.num_blocks(), 1);
+}
+
+#[test]
+fn pools_moved_into_threads_with_the_registry_dropped_first() {
+    // Owned pools: no scope and no Arc needed, and the registry handle may go first; the
+    // registry lives until the last pool is dropped.
+    let log = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let sink = Arc::clone(&log);
+    let registry = Registry::builder()
+        .on_events(move |events| sink.lock().unwrap().extend_from_slice(events))
+        .build()
+        .unwrap();
+    let pools: Vec<kvreg::Pool> =
+        (0..THREADS).map(|i| registry.pool(&format!("tier{}", i)).unwrap()).collect();
+    let keeper = pools[0].registry().downgrade();
+    drop(registry);
+    let workers: Vec<_> = pools
+        .into_iter()
+        .enumerate()
+        .map(|(t, pool)| {
+            thread::spawn(move || {
+                for info in chain(300 + t as u64) {
+                    pool.register(&BlockDesc::from(&info)).unwrap();
+                }
+                pool.registry().flush().unwrap();
+                pool // hand it back, still holding its blocks
+            })
+        })
+        .collect();
+    let pools: Vec<kvreg::Pool> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let registry = keeper.upgrade().expect("the pools keep the registry alive");
+    registry.flush().unwrap();
+    assert_eq!(log.lock().unwrap().len(), THREADS * BLOCKS);
+    drop(registry);
+    drop(pools); // the last handles: Remove events, then the registry and its handler go
+    assert!(keeper.upgrade().is_none());
+    let events = log.lock().unwrap();
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::Remove).count(), THREADS * BLOCKS);
+    assert_eq!(Arc::strong_count(&log), 1, "the handler was dropped with the registry");
 }

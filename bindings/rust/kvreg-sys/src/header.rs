@@ -1,0 +1,67 @@
+//! The integer consts must equal the header's #defines: a wrong value compiles fine and then
+//! means something else to the library. The header is the one pkg-config points at (build.rs
+//! passes its path as KVREG_SYS_HEADER); with KVREG_LIB_DIR there is no header and the test
+//! only says so.
+
+use super::*;
+
+/// Value of `#define NAME value` in the header text, for the forms kvreg.h uses:
+/// `1u`, `(-1)`, `UINT64_C(1337)`, `UINT32_MAX`.
+fn define(header: &str, name: &str) -> Option<i128> {
+    let line = header.lines().find(|l| {
+        let mut words = l.split_whitespace();
+        words.next() == Some("#define") && words.next() == Some(name)
+    })?;
+    let value = line.split_whitespace().nth(2)?;
+    let value = value.trim_start_matches("UINT64_C(").trim_start_matches('(').trim_end_matches(')');
+    if value == "UINT32_MAX" {
+        return Some(u32::MAX as i128);
+    }
+    value.trim_end_matches('u').parse().ok()
+}
+
+#[test]
+fn consts_match_the_header() {
+    let path = match option_env!("KVREG_SYS_HEADER") {
+        Some(p) if !p.is_empty() => p,
+        _ => {
+            eprintln!("kvreg.h not located (KVREG_LIB_DIR build): header comparison skipped");
+            return;
+        }
+    };
+    let header = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {}", path, e));
+    let ours: &[(&str, i128)] = &[
+        ("KVREG_OK", KVREG_OK as i128),
+        ("KVREG_EINVAL", KVREG_EINVAL as i128),
+        ("KVREG_ENOMEM", KVREG_ENOMEM as i128),
+        ("KVREG_ERANGE", KVREG_ERANGE as i128),
+        ("KVREG_ESTATE", KVREG_ESTATE as i128),
+        ("KVREG_EEXIST", KVREG_EEXIST as i128),
+        ("KVREG_ENOENT", KVREG_ENOENT as i128),
+        ("KVREG_ESTALE", KVREG_ESTALE as i128),
+        ("KVREG_EBUSY", KVREG_EBUSY as i128),
+        ("KVREG_EOVERFLOW", KVREG_EOVERFLOW as i128),
+        ("KVREG_ROUTER_SALT", KVREG_ROUTER_SALT as i128),
+        ("KVREG_POSITION_UNKNOWN", KVREG_POSITION_UNKNOWN as i128),
+        ("KVREG_EVENT_REGISTER", KVREG_EVENT_REGISTER as i128),
+        ("KVREG_EVENT_REMOVE", KVREG_EVENT_REMOVE as i128),
+        ("KVREG_OPT_DELIVERY", KVREG_OPT_DELIVERY as i128),
+        ("KVREG_DELIVERY_INLINE", KVREG_DELIVERY_INLINE as i128),
+        ("KVREG_DELIVERY_POLL", KVREG_DELIVERY_POLL as i128),
+        ("KVREG_OPT_KEEP_TOKENS", KVREG_OPT_KEEP_TOKENS as i128),
+        ("KVREG_OPT_POLL_CAPACITY", KVREG_OPT_POLL_CAPACITY as i128),
+        ("KVREG_OPT_SHARDS", KVREG_OPT_SHARDS as i128),
+        ("KVREG_STAT_HASHES", KVREG_STAT_HASHES as i128),
+        ("KVREG_STAT_POOLS", KVREG_STAT_POOLS as i128),
+        ("KVREG_STAT_EVENTS_REGISTER", KVREG_STAT_EVENTS_REGISTER as i128),
+        ("KVREG_STAT_EVENTS_REMOVE", KVREG_STAT_EVENTS_REMOVE as i128),
+        ("KVREG_STAT_EVENTS_DROPPED", KVREG_STAT_EVENTS_DROPPED as i128),
+        ("KVREG_STAT_EVENTS_QUEUED", KVREG_STAT_EVENTS_QUEUED as i128),
+        ("KVREG_STAT_NEXT_EVENT_ID", KVREG_STAT_NEXT_EVENT_ID as i128),
+        ("KVREG_STAT_TOKEN_BYTES", KVREG_STAT_TOKEN_BYTES as i128),
+        ("KVREG_BLOCK_NONE", KVREG_BLOCK_NONE as i128),
+    ];
+    for &(name, value) in ours {
+        assert_eq!(define(&header, name), Some(value), "{} in {}", name, path);
+    }
+}
