@@ -1,5 +1,7 @@
-//! Sequence behaviour (Dynamo's TokenBlockSequence). Expected hashes are the seed vectors of
-//! the Dynamo spec (/work/shared/spec/dynamo-registry.md §1.2), not values from this library.
+//! Sequence behaviour (Dynamo's TokenBlockSequence). Expected hashes are Dynamo 1.0.x's seed
+//! vectors (tokens 1..=10, block size 4, salt 1337: the values dynamo-llm's block registry test
+//! checks, computed with the rule in kvreg.h and confirmed independently of this library), not
+//! values taken from this library.
 
 use kvreg::{ErrorKind, Registry, Sequence, ROUTER_SALT};
 

@@ -26,8 +26,9 @@ fn scanner_reads_every_case() {
     for case in &cases {
         assert_eq!(case.blocks.len(), case.tokens.len() / case.block_size as usize, "{}", case.note);
     }
-    // The seed case as printed in the Dynamo spec (registry.rs create_sequence, tokens 1..10,
-    // block size 4, salt 1337): proves the scanner read the right fields.
+    // The seed case: Dynamo 1.0.x's own vectors (dynamo-llm's block registry test,
+    // create_sequence: tokens 1..10, block size 4, salt 1337), written out here by hand so the
+    // check proves the scanner read the right fields.
     let seed = &cases[0];
     assert_eq!(seed.tokens, (1..=10).collect::<Vec<u32>>());
     assert_eq!((seed.block_size, seed.salt), (4, 1337));
