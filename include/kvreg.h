@@ -11,8 +11,12 @@
  *   kvreg_registry  the global registry shared by pools; owns its pools. Thread-safe.
  *   kvreg_pool      one pool (tier: GPU, host, disk...). Thread-safe: any number of threads
  *                   may register/acquire/release/query the same or different pools at once.
- *   kvreg_block     a 64-bit handle to one reference on a block held by one pool. Plain value;
- *                   a stale, double-released or foreign handle is detected (KVREG_ESTALE).
+ *   kvreg_block     a 64-bit handle to one reference on a block held by one pool. Plain value.
+ *                   A released or double-released handle is never taken for a later block in
+ *                   the same slot (a slot is retired before its generation could repeat); a
+ *                   handle with any single bit flipped is always rejected; another pool's or
+ *                   registry's handle, or a random value, is accepted with odds below 2^-24.
+ *                   Rejected handles return KVREG_ESTALE.
  *   The hashing functions are pure and thread-safe.
  *
  * Status codes: functions that can fail return int, 0 (KVREG_OK) or a negative KVREG_E*
@@ -90,7 +94,9 @@ typedef struct kvreg_block_info {
 
 #define KVREG_POSITION_UNKNOWN UINT32_MAX
 
-/* Hash of one block's tokens. tokens may be NULL only when n_tokens == 0. */
+/* Hash of one block's tokens. tokens may be NULL only when n_tokens == 0.
+ * n_tokens > SIZE_MAX / 4 is invalid (no buffer holds that many: the byte count would wrap
+ * around size_t): the result is then 0 and tokens is not read. */
 KVREG_API uint64_t kvreg_block_hash(const uint32_t *tokens, size_t n_tokens,
                                     uint64_t salt) KVREG_NOEXCEPT;
 
@@ -99,9 +105,12 @@ KVREG_API uint64_t kvreg_sequence_hash(uint64_t parent_sequence_hash, uint64_t b
                                        uint64_t salt) KVREG_NOEXCEPT;
 
 /* Hash every full block of tokens[0..n_tokens). Writes one kvreg_block_info per full block.
- * *n_blocks is always set to n_tokens / block_size. If out_cap < *n_blocks nothing is written
- * and KVREG_ERANGE is returned (call with out = NULL, out_cap = 0 to size the array).
- * KVREG_EINVAL: block_size == 0, n_blocks NULL, tokens NULL with n_tokens > 0. */
+ * On KVREG_OK and KVREG_ERANGE *n_blocks is set to n_tokens / block_size. If out_cap < *n_blocks
+ * nothing else is written and KVREG_ERANGE is returned (call with out = NULL, out_cap = 0 to
+ * size the array).
+ * KVREG_EINVAL: block_size == 0, n_blocks NULL, tokens NULL with n_tokens > 0.
+ * KVREG_EOVERFLOW: n_tokens > SIZE_MAX / 4 (no buffer holds that many); nothing is read or
+ * written, not even *n_blocks. */
 KVREG_API int kvreg_hash_blocks(const uint32_t *tokens, size_t n_tokens, uint32_t block_size,
                                 uint64_t salt, kvreg_block_info *out, size_t out_cap,
                                 size_t *n_blocks) KVREG_NOEXCEPT;
@@ -109,6 +118,12 @@ KVREG_API int kvreg_hash_blocks(const uint32_t *tokens, size_t n_tokens, uint32_
 /* ------------------------------------------------------------------------------------------ */
 /* Token block sequences (Dynamo's TokenBlockSequence). Single owner, not thread-safe.         */
 /* A block is committed (hashed) as soon as it is full.                                       */
+/*                                                                                            */
+/*   Size limit: a sequence holds at most PTRDIFF_MAX / 4 tokens and PTRDIFF_MAX /            */
+/*   sizeof(kvreg_block_info) complete blocks (each array must fit in PTRDIFF_MAX bytes).     */
+/*   An extend or append that would pass either limit returns KVREG_EOVERFLOW before reading  */
+/*   a token or allocating; KVREG_ENOMEM means an allocation within the limits failed. Both   */
+/*   leave the sequence unchanged. Appends are amortised O(1) per token.                      */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct kvreg_sequence kvreg_sequence;
 
@@ -118,11 +133,17 @@ KVREG_API int kvreg_sequence_new(kvreg_sequence **out, uint32_t block_size,
 KVREG_API void kvreg_sequence_free(kvreg_sequence *seq) KVREG_NOEXCEPT; /* NULL-safe */
 
 /* Append tokens; *n_completed (may be NULL) receives how many blocks this call completed.
- * The new blocks are the last *n_completed of kvreg_sequence_num_blocks(). On ENOMEM the
- * sequence is unchanged. */
+ * The new blocks are the last *n_completed of kvreg_sequence_num_blocks().
+ * tokens may come from this sequence's own kvreg_sequence_block_tokens() or
+ * kvreg_sequence_partial_tokens() (n_tokens within that view): the tokens appended are the ones
+ * the view showed before the call, and the view is invalid afterwards like any other.
+ * KVREG_EINVAL: seq NULL, or tokens NULL with n_tokens > 0. KVREG_EOVERFLOW: the total would
+ * pass the size limit above. KVREG_ENOMEM: allocation failed. On any error the sequence is
+ * unchanged and *n_completed is not written. */
 KVREG_API int kvreg_sequence_extend(kvreg_sequence *seq, const uint32_t *tokens, size_t n_tokens,
                                     size_t *n_completed) KVREG_NOEXCEPT;
-/* Append one token; *completed (may be NULL) is 1 if it completed a block, else 0. */
+/* Append one token; *completed (may be NULL) is 1 if it completed a block, else 0.
+ * Errors as kvreg_sequence_extend(). */
 KVREG_API int kvreg_sequence_append(kvreg_sequence *seq, uint32_t token,
                                     int *completed) KVREG_NOEXCEPT;
 /* Keep the first n_tokens tokens (no-op if n_tokens >= total). Surviving hashes are kept. */
@@ -172,13 +193,13 @@ typedef struct kvreg_event {
     uint64_t reserved[4];     /* zero */
 } kvreg_event;
 
-/* The most events one callback call (or one batch chunk) carries; a kvreg_*_batch call with
- * more is delivered in consecutive chunks. Bounds the library's buffers (it stays in L2). */
+/* The most events one callback call carries; more are delivered in consecutive calls. */
 #define KVREG_EVENTS_PER_CALL 1024u
 
-/* Called with events in event_id order. Never called while the library holds a lock, and never
- * concurrently with itself for one registry. It must not unwind (no C++ exceptions, Rust panics
- * or longjmp) through library frames. See "Re-entrancy" at kvreg_registry_set_event_fn. */
+/* Called with events in event_id order, ids without gaps. Never called while the library holds
+ * a lock, and never concurrently with itself for one registry. It must not unwind (no C++
+ * exceptions, Rust panics or longjmp) through library frames. See "Delivery" at
+ * KVREG_OPT_DELIVERY and "Re-entrancy" at kvreg_registry_set_event_fn. */
 typedef void (*kvreg_event_fn)(const kvreg_event *events, size_t n_events, void *user_data);
 typedef void (*kvreg_destroy_fn)(void *user_data);
 
@@ -187,11 +208,25 @@ typedef void (*kvreg_destroy_fn)(void *user_data);
 /* ------------------------------------------------------------------------------------------ */
 typedef struct kvreg_config kvreg_config;
 
-/* Event delivery. INLINE (default): the callback runs on the thread whose call caused the
- * events, before that call returns. POLL: events wait in a bounded queue for
- * kvreg_registry_poll(); when it is full (or cannot grow for lack of memory), new events are
- * dropped and counted (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the
- * consumer sees a gap; the registry's state is never rolled back for a lost event. */
+/* Event delivery.
+ * INLINE (default): the callback runs on a thread that is making a registry call, never on a
+ * thread of the library's own (it has none). Whichever thread finds events ready and nobody
+ * delivering becomes the deliverer: it hands every ready event, its own and other threads', to
+ * the callback, one call at a time, until none is left, then returns from its API call. So:
+ *  - single-threaded, a call's events are delivered before it returns, in one callback call
+ *    when they are at most KVREG_EVENTS_PER_CALL;
+ *  - with several threads, a call may return before its events are delivered (another thread
+ *    is delivering and will deliver them before its own call returns), and one callback call
+ *    may carry several calls' events. kvreg_registry_flush() waits for delivery.
+ * A call that emits no event (EEXIST, a second pool taking a hash, acquire, queries, a release
+ * that is not the last) never waits for a callback. A call that emits events waits only when
+ * the library's event ring (4096 events in flight) is full because the callback is slower than
+ * the threads producing events.
+ * POLL: events wait in a bounded queue for kvreg_registry_poll() / kvreg_registry_poll_wait();
+ * when it is full (or cannot grow for lack of memory), new events are dropped and counted
+ * (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the consumer sees a gap; the
+ * registry's state is never rolled back for a lost event. The queue's memory follows its
+ * length (it is given back as the consumer drains it). */
 #define KVREG_OPT_DELIVERY 1u
 #define KVREG_DELIVERY_INLINE 0u
 #define KVREG_DELIVERY_POLL 1u
@@ -199,7 +234,7 @@ typedef struct kvreg_config kvreg_config;
  * kvreg_block_tokens() works and Remove events carry tokens. Default 0: tokens are not
  * stored; Register events still carry the tokens given at registration. */
 #define KVREG_OPT_KEEP_TOKENS 2u
-/* Poll queue capacity in events (default 65536, 1 .. 2^32). */
+/* Poll queue capacity in events (default 65536, 1 .. 2^32, and at most SIZE_MAX). */
 #define KVREG_OPT_POLL_CAPACITY 3u
 /* Number of lock shards of the hash table, a power of two (default 64, 1 .. 4096). */
 #define KVREG_OPT_SHARDS 4u
@@ -209,11 +244,11 @@ KVREG_API void kvreg_config_free(kvreg_config *cfg) KVREG_NOEXCEPT; /* NULL-safe
 /* KVREG_EINVAL for an unknown option or a value out of range (cfg unchanged). */
 KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t value) KVREG_NOEXCEPT;
 /* The callback the registry starts with (INLINE mode only: kvreg_registry_new() returns
- * KVREG_EINVAL for a config with both a callback and POLL delivery). fn NULL clears it. The
- * config does not own user_data: kvreg_registry_new() takes it over on success (then destroy
- * is called exactly once, when the callback is replaced or the registry freed); on failure the
- * caller keeps it. */
-/* destroy may be NULL (nothing to release). */
+ * KVREG_EINVAL for a config with both a callback and POLL delivery). fn NULL clears it.
+ * Ownership of user_data: on success the config owns it, and every registry built from the
+ * config shares it; destroy (may be NULL) runs exactly once, when the last of them lets go
+ * (the config freed or given another callback, each such registry freed or given another
+ * callback). On failure (KVREG_ENOMEM) the caller keeps it. */
 KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
                                         kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
@@ -226,22 +261,25 @@ typedef struct kvreg_registry kvreg_registry;
 KVREG_API int kvreg_registry_new(kvreg_registry **out, const kvreg_config *cfg) KVREG_NOEXCEPT;
 
 /* Frees the registry, every pool it still owns and every stored block, emitting no events.
- * Events still queued are discarded; destroy_notify runs once. NULL-safe. Must not be called
- * from inside the registry's own callback, nor while other threads use it or its pools. */
+ * Events still queued are discarded; the callback's reference to user_data is dropped (see
+ * kvreg_config_set_event_fn). NULL-safe. Must not be called while other threads use it or its
+ * pools. Called from inside the registry's own callback it prints a message and aborts the
+ * process (it would otherwise return into freed memory). */
 KVREG_API void kvreg_registry_free(kvreg_registry *reg) KVREG_NOEXCEPT;
 
 /* Replace the event callback (fn NULL: no callback; events are then counted and dropped in
  * INLINE mode). When this returns, the old callback is not running and will not be called
- * again, and its destroy has run. KVREG_EBUSY when called from inside a callback.
- * KVREG_EINVAL in POLL mode.
+ * again, and its reference to its user_data is dropped (destroy runs if it was the last).
+ * Events not yet delivered go to the new callback. KVREG_EBUSY when called from inside a
+ * callback, KVREG_EINVAL in POLL mode, KVREG_ENOMEM: in each case the caller keeps user_data.
  *
  * Re-entrancy: from inside a callback, a thread may call any registry, pool and block
  * function of the same registry (register, acquire, release, queries, kvreg_pool_free ...).
- * Events those calls cause are delivered after the current callback returns, on the same
- * thread, in order. Not allowed from a callback: kvreg_registry_set_event_fn (KVREG_EBUSY) and
- * kvreg_registry_free (undefined). A callback must not wait for another thread that is itself
- * inside a kvreg call on the same registry: delivery is in event order, so that thread may be
- * waiting for the callback to return. */
+ * Events those calls cause are delivered after the current callback returns, by the same
+ * thread, in order. Not allowed from a callback: kvreg_registry_set_event_fn (KVREG_EBUSY),
+ * kvreg_registry_flush (KVREG_EBUSY) and kvreg_registry_free (aborts). A callback should not
+ * wait for another thread's kvreg call on the same registry: if the event ring is full, that
+ * call waits for the callback to return. */
 KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn, void *user_data,
                                           kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
@@ -298,14 +336,16 @@ typedef struct kvreg_pool kvreg_pool;
 /* At most KVREG_MAX_POOLS live pools per registry (KVREG_EOVERFLOW beyond). name is copied
  * (NULL gives ""); the registry keeps one copy of every distinct name it is given until it is
  * freed, so kvreg_pool_name() stays valid (engines reuse a few tier names). */
-#define KVREG_MAX_POOLS 255u
+#define KVREG_MAX_POOLS 65535u
 KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
                              const char *name) KVREG_NOEXCEPT;
 
 /* Releases every reference the pool still holds (Remove events for hashes no other pool
- * holds, delivered before it returns) and retires the pool. NULL-safe. The pool's memory stays
- * with the registry: later calls with this pointer return KVREG_ESTALE, until a new pool reuses
- * the slot (pool ids are reused least-recently first). Allowed from a callback. It cannot fail:
+ * holds, delivered as for any call: see KVREG_OPT_DELIVERY) and retires the pool. It visits
+ * only this pool's blocks: its cost does not depend on other pools. NULL-safe. The pool's
+ * memory stays with the registry: later calls with this pointer return KVREG_ESTALE, until a
+ * new pool reuses the slot (the first 1024 pools get fresh slots; after that freed slots are
+ * reused least-recently first). Allowed from a callback. It cannot fail:
  * if memory runs out, a Remove goes out without its tokens, and inside a callback it may only
  * be counted in KVREG_STAT_EVENTS_DROPPED (without an event_id). Calls other threads make on
  * the pool meanwhile either complete before the sweep reaches their hash or fail with
@@ -340,7 +380,9 @@ typedef struct kvreg_block_desc {
 } kvreg_block_desc;
 
 /* Register one complete block in pool; *out gets a handle holding one reference (it is already
- * set when the block's Register event reaches the callback).
+ * set when the block's Register event reaches the callback, on any thread).
+ * A shard holds at most 16,777,214 blocks at once (KVREG_OPT_SHARDS shards, 64 by default:
+ * over a billion in all); past that, KVREG_EOVERFLOW.
  * Checks in this order: arguments (KVREG_EINVAL), completeness (KVREG_ESTATE), pool retired
  * (KVREG_ESTALE), already live in this pool (KVREG_EEXIST: nothing changes; use kvreg_acquire).
  * The first registration of a hash in any pool emits a Register event; others emit nothing. */
@@ -350,10 +392,9 @@ KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
 /* Register n blocks in input order (n == 0 with NULL arrays is a no-op). Per block, out_blocks[i] gets the handle (or
  * KVREG_BLOCK_NONE) and out_status[i] (optional) the status kvreg_register would return.
  * *n_registered (optional) counts the successes. Returns KVREG_OK unless the arguments
- * themselves are bad (then nothing is registered). The Register events of one call are
- * delivered together, in input order: one callback call when no other thread emits events
- * meanwhile (always, single-threaded) and the call has at most KVREG_EVENTS_PER_CALL events;
- * a larger call is delivered in consecutive calls of at most that many. */
+ * themselves are bad (then nothing is registered). The Register events of one call have
+ * increasing ids in input order; single-threaded they arrive in one callback call (in
+ * consecutive calls of KVREG_EVENTS_PER_CALL when there are more). See KVREG_OPT_DELIVERY. */
 KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
                                    kvreg_block *out_blocks, int *out_status,
                                    size_t *n_registered) KVREG_NOEXCEPT;
@@ -387,8 +428,8 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
 KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
 
 /* Release n handles in order (n == 0 with NULL arrays is a no-op); out_status[i] (optional) per handle; *n_released (optional)
- * counts successes. Remove events of one call are delivered together, as for
- * kvreg_register_batch (chunks of KVREG_EVENTS_PER_CALL). */
+ * counts successes. Remove events of one call are delivered as for
+ * kvreg_register_batch. */
 KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) KVREG_NOEXCEPT;
 

@@ -1,6 +1,6 @@
 // C entry points for kvreg_config: options as (key, u64) pairs so adding one never breaks ABI.
 #include "api_guard.hpp"
-#include "registry.hpp"
+#include "api_internal.hpp"
 
 struct kvreg_config {
     kvreg::Options opt;
@@ -35,7 +35,8 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
         o.keep_tokens = value == 1;
         return KVREG_OK;
     case KVREG_OPT_POLL_CAPACITY:
-        if (value < 1 || value > (UINT64_C(1) << 32)) return KVREG_EINVAL;
+        // Checked against size_t too: on a 32-bit target 2^32 would wrap to 0.
+        if (value < 1 || value > (UINT64_C(1) << 32) || value > SIZE_MAX) return KVREG_EINVAL;
         o.poll_capacity = value;
         return KVREG_OK;
     case KVREG_OPT_SHARDS:
@@ -50,10 +51,12 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
 KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
                                         kvreg_destroy_fn destroy) noexcept {
     if (!cfg) return KVREG_EINVAL;
-    cfg->opt.fn = fn;
-    cfg->opt.ud = fn ? user_data : nullptr;
-    cfg->opt.destroy = fn ? destroy : nullptr;
+    KVREG_GUARD_BEGIN
+    // The config and every registry built from it share user_data: destroy runs once, when
+    // the last of them lets go (callback.hpp).
+    cfg->opt.callback = kvreg::CallbackRef::make(fn, user_data, destroy);
     return KVREG_OK;
+    KVREG_GUARD_END
 }
 
 } // extern "C"

@@ -1,12 +1,7 @@
 // C entry points for pools and blocks. Each call that may queue events delivers them (INLINE
 // mode) after every shard lock is released and before returning.
 #include "api_guard.hpp"
-#include "registry.hpp"
-#include "sequence.hpp"
-
-namespace kvreg {
-const Sequence *sequence_of(const kvreg_sequence *s) noexcept;
-} // namespace kvreg
+#include "api_internal.hpp"
 
 namespace {
 
@@ -24,9 +19,7 @@ int register_one(kvreg_registry *reg, kvreg_pool *pool, const kvreg_block_desc &
 }
 
 int release_one(kvreg_registry *reg, kvreg_pool *pool, kvreg_block b, EventBatch &batch) noexcept {
-    KVREG_GUARD_BEGIN
     return reg->release(pool, b, batch);
-    KVREG_GUARD_END
 }
 
 kvreg_block_desc desc_of(const kvreg::Sequence &s, size_t i) noexcept {
@@ -78,7 +71,7 @@ KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc, kvr
 KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
                                    kvreg_block *out_blocks, int *out_status, size_t *n_registered) noexcept {
     if (!pool || (n > 0 && (!descs || !out_blocks))) return KVREG_EINVAL;
-    EventBatch batch(pool->reg->log);
+    EventBatch batch(pool->reg->log, n);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + kPrefetchAhead < n) pool->reg->prefetch(descs[i + kPrefetchAhead].sequence_hash);
@@ -107,7 +100,7 @@ KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *se
     const kvreg::Sequence *s = kvreg::sequence_of(seq);
     if (!pool || !s || (count > 0 && !out_blocks)) return KVREG_EINVAL;
     if (first > s->num_blocks() || count > s->num_blocks() - first) return KVREG_ERANGE;
-    EventBatch batch(pool->reg->log);
+    EventBatch batch(pool->reg->log, count);
     size_t ok = 0;
     for (size_t i = 0; i < count; i++) {
         if (i + kPrefetchAhead < count) pool->reg->prefetch(s->block(first + i + kPrefetchAhead).sequence_hash);
@@ -135,7 +128,7 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
         if (rc == KVREG_ENOENT) break;
         if (rc != KVREG_OK) {
             // Give back what this call took, so a failed call changes nothing of ours.
-            EventBatch batch(pool->reg->log);
+            EventBatch batch(pool->reg->log, got);
             for (size_t i = 0; i < got; i++) release_one(pool->reg, pool, out_blocks[i], batch);
             return rc;
         }
@@ -153,7 +146,7 @@ KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) noexcept {
 KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) noexcept {
     if (!pool || (n > 0 && !blocks)) return KVREG_EINVAL;
-    EventBatch batch(pool->reg->log);
+    EventBatch batch(pool->reg->log, n);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         const int rc = release_one(pool->reg, pool, blocks[i], batch);

@@ -1,10 +1,9 @@
 // C entry points for kvreg_registry.
-#include "api_guard.hpp"
-#include "registry.hpp"
+#include <cstdio>
+#include <cstdlib>
 
-namespace kvreg {
-const Options &options_of(const kvreg_config *c) noexcept;
-} // namespace kvreg
+#include "api_guard.hpp"
+#include "api_internal.hpp"
 
 extern "C" {
 
@@ -12,19 +11,33 @@ KVREG_API int kvreg_registry_new(kvreg_registry **out, const kvreg_config *cfg) 
     if (!out) return KVREG_EINVAL;
     const kvreg::Options defaults;
     const kvreg::Options &opt = cfg ? kvreg::options_of(cfg) : defaults;
-    if (opt.poll_mode && opt.fn) return KVREG_EINVAL; // a callback makes no sense in POLL mode
+    if (opt.poll_mode && opt.callback.fn()) return KVREG_EINVAL; // a callback makes no sense in POLL mode
     KVREG_GUARD_BEGIN
     *out = new kvreg_registry(opt);
     return KVREG_OK;
     KVREG_GUARD_END
 }
 
-KVREG_API void kvreg_registry_free(kvreg_registry *reg) noexcept { delete reg; }
+KVREG_API void kvreg_registry_free(kvreg_registry *reg) noexcept {
+    if (reg && reg->log.in_callback()) {
+        // The callback's caller is a frame of this registry: freeing it now would return into
+        // freed memory. Fail loudly instead of corrupting memory silently.
+        std::fputs("libkvreg: kvreg_registry_free called from the registry's own event callback; aborting\n",
+                   stderr);
+        std::abort();
+    }
+    delete reg;
+}
 
 KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn, void *user_data,
                                           kvreg_destroy_fn destroy) noexcept {
     if (!reg) return KVREG_EINVAL;
-    return reg->log.set_fn(fn, fn ? user_data : nullptr, fn ? destroy : nullptr);
+    // Refusals come before the reference is made: on failure the caller keeps user_data.
+    if (reg->log.poll_mode()) return KVREG_EINVAL;
+    if (reg->log.in_callback()) return KVREG_EBUSY;
+    KVREG_GUARD_BEGIN
+    return reg->log.set_fn(kvreg::CallbackRef::make(fn, user_data, destroy));
+    KVREG_GUARD_END
 }
 
 KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,

@@ -1,321 +1,304 @@
 #include "event_log.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
+#include <new>
 
 namespace kvreg {
 
+namespace {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+} // namespace
+
 // ------------------------------------------------------------------------------- EventLog
 
-EventLog::~EventLog() {
-    if (destroy_) destroy_(ud_);
+EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
+    : poll_mode_(poll_mode), events_(new kvreg_event[kRingSize]()),
+      stamp_(new std::atomic<uint64_t>[kRingSize]), slots_(new Slot[kRingSize]),
+      token_arena_(new uint32_t[kRingSize * kArenaTokens]), scratch_(new kvreg_event[kRun]),
+      cb_(std::move(cb)), queue_(poll_capacity) {
+    for (size_t i = 0; i < kRingSize; i++) {
+        stamp_[i].store(0, std::memory_order_relaxed); // no id + 1 is 0
+        slots_[i].tokens = token_arena_.get() + i * kArenaTokens;
+        slots_[i].token_cap = kArenaTokens;
+    }
 }
 
-void EventLog::set_initial_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept {
-    fn_ = fn;
-    ud_ = ud;
-    destroy_ = destroy;
+EventLog::~EventLog() = default; // cb_ drops its reference: destroy runs if it was the last
+
+uint32_t EventLog::take_credits(uint32_t want) noexcept {
+    int64_t c = credits_.load(std::memory_order_relaxed);
+    while (c > 0) {
+        const int64_t t = std::min<int64_t>(c, want);
+        if (credits_.compare_exchange_weak(c, c - t, std::memory_order_acquire, std::memory_order_relaxed))
+            return static_cast<uint32_t>(t);
+    }
+    return 0;
 }
 
-int EventLog::set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept {
+void EventLog::give_credits(uint64_t n) noexcept {
+    credits_.fetch_add(static_cast<int64_t>(n), std::memory_order_seq_cst);
+    if (credit_waiters_.load(std::memory_order_seq_cst) > 0) credits_.notify_all();
+}
+
+void EventLog::advance_delivered(uint64_t to) noexcept {
+    delivered_.store(to, std::memory_order_seq_cst);
+    if (flush_waiters_.load(std::memory_order_seq_cst) > 0) delivered_.notify_all();
+}
+
+bool EventLog::try_take_role() noexcept {
+    uint32_t idle = kIdle;
+    if (role_.load(std::memory_order_relaxed) != kIdle ||
+        !role_.compare_exchange_strong(idle, kDraining, std::memory_order_acquire, std::memory_order_relaxed))
+        return false;
+    holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    return true;
+}
+
+void EventLog::release_role() noexcept {
+    holder_.store(std::thread::id{}, std::memory_order_relaxed);
+    role_.store(kIdle, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst); // step 4: pairs with deliver()'s fence
+    if (role_waiters_.load(std::memory_order_relaxed) > 0) role_.notify_all();
+}
+
+void EventLog::deliver() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst); // our stamps before our look at role_
+    for (;;) {
+        if (!try_take_role()) return; // another thread delivers our events, or we are nested
+        deliver_as_holder();
+        const uint64_t cursor = ring_cursor_;
+        release_role();
+        if (!published(cursor)) return; // nothing came in while we were letting go
+    }
+}
+
+void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
+    uint64_t reg = 0;
+    for (size_t i = 0; i < n; i++) reg += ev[i].kind == KVREG_EVENT_REGISTER;
+    uint64_t dropped = 0;
+    if (poll_mode_) {
+        dropped = n - queue_.push(ev, n);
+    } else if (kvreg_event_fn fn = cb_.fn()) {
+        role_.store(kCalling, std::memory_order_release);
+        fn(ev, n, cb_.user_data());
+        role_.store(kDraining, std::memory_order_relaxed);
+    } else {
+        dropped = n; // INLINE with no callback
+    }
+    // Only the role holder writes these: load + store is enough.
+    auto bump = [](std::atomic<uint64_t> &a, uint64_t by) {
+        a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    };
+    bump(registers_, reg);
+    bump(removes_, n - reg);
+    bump(dropped_, dropped);
+}
+
+void EventLog::deliver_as_holder() noexcept {
+    for (;;) {
+        if (!spilled_.empty()) {
+            // Spilled events come before everything still in the ring.
+            Spilled s = std::move(spilled_.front());
+            spilled_.pop_front();
+            for (size_t i = 0; i < s.events.size(); i++)
+                s.events[i].tokens = s.events[i].n_tokens ? s.tokens.data() + s.token_off[i] : nullptr;
+            dispatch(s.events.data(), s.events.size());
+            advance_delivered(s.events.back().event_id + 1);
+            continue;
+        }
+        const uint64_t start = ring_cursor_;
+        size_t n = 0;
+        while (n < kRun && published(start + n)) n++;
+        if (n == 0) return;
+        ring_cursor_ = start + n; // before the callback: a nested spill starts after this run
+        const size_t first = start & kMask;
+        if (first + n <= kRingSize) {
+            dispatch(&events_[first], n); // straight from the ring
+        } else {
+            // The run wraps the ring's end: the callback gets one array, so copy it (tokens
+            // stay in their slots, which are not reused before the run's credits come back).
+            const size_t head = kRingSize - first;
+            std::memcpy(scratch_.get(), &events_[first], head * sizeof(kvreg_event));
+            std::memcpy(scratch_.get() + head, &events_[0], (n - head) * sizeof(kvreg_event));
+            dispatch(scratch_.get(), n);
+        }
+        give_credits(n);
+        advance_delivered(start + n);
+    }
+}
+
+int64_t EventLog::spill(uint32_t want) noexcept {
+    uint32_t freed = 0;
+    try {
+        while (freed < want && ring_cursor_ != next_id_.load(std::memory_order_acquire)) {
+            const uint64_t id = ring_cursor_;
+            // Taken, so its owner is inside its shard lock, about to publish: wait for it.
+            for (unsigned spins = 0; !published(id); spins++) {
+                if (spins < 64)
+                    cpu_relax();
+                else
+                    std::this_thread::yield();
+            }
+            if (spilled_.empty() || spilled_.back().events.size() == kRun) {
+                spilled_.emplace_back();
+                spilled_.back().events.reserve(kRun);
+                spilled_.back().token_off.reserve(kRun);
+            }
+            Spilled &s = spilled_.back();
+            const kvreg_event &e = events_[id & kMask];
+            const size_t off = s.tokens.size();
+            if (e.n_tokens) s.tokens.insert(s.tokens.end(), e.tokens, e.tokens + e.n_tokens);
+            s.events.push_back(e);
+            s.token_off.push_back(off);
+            ring_cursor_ = id + 1;
+            freed++;
+        }
+    } catch (...) {
+        if (!spilled_.empty() && spilled_.back().events.empty()) spilled_.pop_back();
+        if (freed == 0) return -1;
+    }
+    // The freed credits go straight to the caller: another thread cannot take them first.
+    return freed;
+}
+
+int EventLog::set_fn(CallbackRef cb) noexcept {
     if (poll_mode_) return KVREG_EINVAL;
     if (in_callback()) return KVREG_EBUSY; // would wait for itself
-    kvreg_destroy_fn old_destroy;
-    void *old_ud;
-    {
-        std::unique_lock<std::mutex> lk(fn_mu_);
-        fn_idle_.wait(lk, [this] { return !calling_; });
-        old_destroy = destroy_;
-        old_ud = ud_;
-        fn_ = fn;
-        ud_ = ud;
-        destroy_ = destroy;
+    // Hold the role while swapping: then the old callback is not running and cannot start.
+    while (!try_take_role()) {
+        role_waiters_.fetch_add(1, std::memory_order_seq_cst);
+        const uint32_t r = role_.load(std::memory_order_seq_cst);
+        if (r != kIdle) role_.wait(r, std::memory_order_seq_cst);
+        role_waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (old_destroy) old_destroy(old_ud);
+    std::swap(cb_, cb);
+    const uint64_t cursor = ring_cursor_;
+    release_role();
+    if (published(cursor)) deliver(); // publishers who found us holding the role left them to us
+    cb.reset(); // the old callback's reference: destroy runs here if nobody else shares it
     return KVREG_OK;
-}
-
-void EventLog::wait_turn(uint64_t id) noexcept {
-    // Spin briefly (the thread ahead of us is usually just finishing a callback), then sleep.
-    for (int i = 0; i < 4096; i++) {
-        if (delivered_.load(std::memory_order_acquire) == id) return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    std::unique_lock<std::mutex> lk(turn_mu_);
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    turn_cv_.wait(lk, [&] { return delivered_.load(std::memory_order_seq_cst) == id; });
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void EventLog::end_turn(uint64_t next) noexcept {
-    delivered_.store(next, std::memory_order_seq_cst);
-    // seq_cst on both sides: either the sleeper sees the new value before sleeping, or we see
-    // its registration here and wake it (taking the mutex orders us after its predicate check).
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard<std::mutex> lk(turn_mu_); }
-        turn_cv_.notify_all();
-    }
-}
-
-void EventLog::count(const kvreg_event *events, size_t n, bool dropped) noexcept {
-    // Only the thread holding the turn writes these, so load + store is enough.
-    uint64_t reg = 0;
-    for (size_t i = 0; i < n; i++) reg += events[i].kind == KVREG_EVENT_REGISTER;
-    registers_.store(registers_.load(std::memory_order_relaxed) + reg, std::memory_order_relaxed);
-    removes_.store(removes_.load(std::memory_order_relaxed) + (n - reg), std::memory_order_relaxed);
-    if (dropped) dropped_.store(dropped_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
-
-void EventLog::dispatch(kvreg_event *events, size_t n, EventBatch *owner) noexcept {
-    if (poll_mode_) {
-        std::lock_guard<std::mutex> lk(queue_mu_);
-        size_t i = 0;
-        try {
-            for (; i < n && queue_.size() - head_ < capacity_; i++) {
-                const kvreg_event &e = events[i];
-                queue_token_off_.push_back(queue_tokens_.size());
-                try {
-                    if (e.n_tokens) queue_tokens_.insert(queue_tokens_.end(), e.tokens, e.tokens + e.n_tokens);
-                    queue_.push_back(e);
-                } catch (...) {
-                    queue_token_off_.pop_back();
-                    throw;
-                }
-            }
-        } catch (...) {
-            // out of memory: like a full queue, the rest is dropped and counted
-        }
-        count(events, i, false);
-        if (i < n) count(events + i, n - i, true);
-        if (i > 0) queue_cv_.notify_all();
-        return;
-    }
-    kvreg_event_fn fn;
-    void *ud;
-    {
-        std::lock_guard<std::mutex> lk(fn_mu_);
-        fn = fn_;
-        ud = ud_;
-        calling_ = fn != nullptr;
-        if (fn) {
-            delivering_batch_ = owner;
-            deliverer_.store(std::this_thread::get_id(), std::memory_order_release);
-        }
-    }
-    if (!fn) {
-        count(events, n, true);
-        return;
-    }
-    fn(events, n, ud);
-    {
-        std::lock_guard<std::mutex> lk(fn_mu_);
-        calling_ = false;
-        delivering_batch_ = nullptr;
-        deliverer_.store(std::thread::id{}, std::memory_order_release);
-    }
-    fn_idle_.notify_all();
-    count(events, n, false);
-}
-
-int EventLog::poll(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
-    if (!poll_mode_) return KVREG_EINVAL;
-    std::lock_guard<std::mutex> lk(queue_mu_);
-    const size_t n = std::min(cap, queue_.size() - head_);
-    if (n == 0) {
-        *n_out = 0;
-        return KVREG_OK;
-    }
-    const size_t end = head_ + n;
-    const size_t tok_begin = queue_token_off_[head_];
-    const size_t tok_end = end < queue_.size() ? queue_token_off_[end] : queue_tokens_.size();
-    try {
-        polled_tokens_.resize(tok_end - tok_begin);
-    } catch (...) {
-        return KVREG_ENOMEM; // nothing consumed
-    }
-    if (tok_end > tok_begin)
-        std::memcpy(polled_tokens_.data(), queue_tokens_.data() + tok_begin,
-                    (tok_end - tok_begin) * sizeof(uint32_t));
-    for (size_t i = 0; i < n; i++) {
-        out[i] = queue_[head_ + i];
-        out[i].tokens = out[i].n_tokens ? polled_tokens_.data() + (queue_token_off_[head_ + i] - tok_begin) : nullptr;
-    }
-    head_ = end;
-    if (head_ == queue_.size()) {
-        queue_.clear();
-        queue_tokens_.clear();
-        queue_token_off_.clear();
-        head_ = 0;
-    } else if (head_ >= 1024 && head_ * 2 >= queue_.size()) {
-        // A lagging consumer: drop the consumed front once it is most of the buffer.
-        const size_t tok_head = queue_token_off_[head_];
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
-        queue_token_off_.erase(queue_token_off_.begin(), queue_token_off_.begin() + static_cast<std::ptrdiff_t>(head_));
-        queue_tokens_.erase(queue_tokens_.begin(), queue_tokens_.begin() + static_cast<std::ptrdiff_t>(tok_head));
-        for (auto &o : queue_token_off_) o -= tok_head;
-        head_ = 0;
-    }
-    *n_out = n;
-    return KVREG_OK;
-}
-
-int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
-    if (!poll_mode_) return KVREG_EINVAL;
-    {
-        std::unique_lock<std::mutex> lk(queue_mu_);
-        auto ready = [&] { return queue_.size() > head_ || wake_pending_; };
-        if (timeout_ms < 0)
-            queue_cv_.wait(lk, ready);
-        else if (timeout_ms > 0)
-            queue_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
-        wake_pending_ = false;
-    }
-    return poll(out, cap, n);
-}
-
-void EventLog::wakeup() noexcept {
-    {
-        std::lock_guard<std::mutex> lk(queue_mu_);
-        wake_pending_ = true;
-    }
-    queue_cv_.notify_all();
 }
 
 int EventLog::flush() noexcept {
     if (in_callback()) return KVREG_EBUSY;
-    const uint64_t target = next_id_.load(std::memory_order_acquire);
-    while (delivered_.load(std::memory_order_acquire) < target) std::this_thread::yield();
-    return KVREG_OK;
+    const uint64_t target = next_id_.load(std::memory_order_seq_cst);
+    for (;;) {
+        deliver(); // help: deliver what is published if nobody else is
+        if (delivered_.load(std::memory_order_acquire) >= target) return KVREG_OK;
+        // Someone is delivering, or an id before target is still being published by its
+        // owner, who delivers it when its call ends. Sleep until delivered_ moves.
+        flush_waiters_.fetch_add(1, std::memory_order_seq_cst);
+        const uint64_t d = delivered_.load(std::memory_order_seq_cst);
+        if (d < target) delivered_.wait(d, std::memory_order_acquire);
+        flush_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    }
 }
 
-uint64_t EventLog::stat_queued() const noexcept {
-    std::lock_guard<std::mutex> lk(queue_mu_);
-    return queue_.size() - head_;
+int EventLog::poll(kvreg_event *out, size_t cap, size_t *n) noexcept {
+    if (!poll_mode_) return KVREG_EINVAL;
+    return queue_.take(out, cap, n);
 }
+
+int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
+    if (!poll_mode_) return KVREG_EINVAL;
+    if (timeout_ms != 0 && queue_.size() == 0) queue_.wait_for_events(timeout_ms);
+    return queue_.take(out, cap, n);
+}
+
+void EventLog::wakeup() noexcept { queue_.wakeup(); }
 
 // ----------------------------------------------------------------------------- EventBatch
 
-EventBatch::EventBatch(EventLog &log) noexcept
-    : log_(log), is_nested_(log.in_callback()), outer_(is_nested_ ? log.delivering_batch_ : nullptr) {
-    hold_sequencer();
+EventBatch::EventBatch(EventLog &log, size_t expected) noexcept
+    : log_(log), nested_(log.in_callback()),
+      want_(static_cast<uint32_t>(std::clamp<size_t>(expected, 1, 64))) {}
+
+EventBatch::~EventBatch() {
+    if (credits_) log_.give_credits(credits_);
+    credits_ = 0;
+    flush();
 }
 
-size_t EventBatch::room() const noexcept {
-    if (is_nested_) return outer_->nested_events_.capacity() - outer_->nested_events_.size();
-    const size_t cap = heap_.empty() ? kInline : heap_.capacity();
-    return std::min(cap, kMaxChunk) > n_ ? std::min(cap, kMaxChunk) - n_ : 0;
+bool EventBatch::take_credit() noexcept {
+    if (credits_ == 0) credits_ = log_.take_credits(want_);
+    return credits_ != 0;
 }
 
-void EventBatch::prepare(size_t k) {
-    if (is_nested_) {
-        std::vector<kvreg_event> &v = outer_->nested_events_;
-        if (v.capacity() - v.size() < k) v.reserve(std::max(v.size() + k, 2 * v.capacity()));
-        return;
+bool EventBatch::wait_credit() noexcept {
+    for (unsigned round = 0;; round++) {
+        if (take_credit()) return true;
+        if (nested_) {
+            // Inside the callback: only this thread frees ring slots, so do not sleep.
+            const int64_t got = log_.spill(want_);
+            if (got < 0) return false;
+            if (got > 0) {
+                credits_ = static_cast<uint32_t>(got);
+                return true;
+            }
+            std::this_thread::yield(); // other threads hold the credits; they publish or return them
+            continue;
+        }
+        flush();
+        log_.deliver(); // frees credits if nobody else is delivering
+        if (take_credit()) return true;
+        log_.credit_waiters_.fetch_add(1, std::memory_order_seq_cst);
+        const int64_t c = log_.credits_.load(std::memory_order_seq_cst);
+        if (c <= 0) log_.credits_.wait(c, std::memory_order_acquire);
+        log_.credit_waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (n_ + k > kMaxChunk) flush(); // bound the memory of huge calls: deliver in chunks
-    hold_sequencer();                // (again, after a flush)
-    if (n_ + k <= kInline && heap_.empty()) return;
-    if (heap_.empty()) {
-        // Moving from inline_ to heap_ (again, after a chunk was delivered: heap_ keeps its
-        // capacity, so usually without allocating).
-        if (heap_.capacity() < n_ + k) heap_.reserve(std::max(n_ + k, 2 * kInline)); // may throw
-        heap_.assign(inline_, inline_ + n_);
-    } else if (heap_.capacity() < n_ + k) {
-        heap_.reserve(std::max(n_ + k, 2 * heap_.capacity())); // may throw; contents kept
-    }
-}
-
-bool EventBatch::make_room() noexcept {
-    if (room() > 0) return true;
-    try {
-        prepare(64); // grows (up to a chunk) so a pool's Removes stay in one callback
-        if (room() > 0) return true;
-    } catch (...) {
-    }
-    if (is_nested_) return false;
-    flush(); // out of memory, or a full chunk: deliver, which empties the inline buffer
-    hold_sequencer();
-    return true;
 }
 
 void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent,
-                     bool has_parent, const uint32_t *tokens, uint32_t n_tokens, bool copy) {
-    kvreg_event e;
-    std::memset(&e, 0, sizeof e);
-    e.kind = kind;
-    e.pool_id = pool;
-    e.sequence_hash = seq;
-    e.block_hash = block;
-    e.has_parent = has_parent ? 1 : 0;
-    e.parent_sequence_hash = has_parent ? parent : 0;
-    e.n_tokens = tokens ? n_tokens : 0;
-    e.tokens = e.n_tokens ? tokens : nullptr;
-    if (e.n_tokens && (copy || is_nested_)) {
-        std::vector<uint32_t> &arena = is_nested_ ? outer_->nested_copied_ : copied_;
-        const size_t off = arena.size();
-        arena.insert(arena.end(), tokens, tokens + n_tokens); // may throw: nothing taken yet
-        e.tokens = nullptr;
-        e.reserved[0] = off + 1;
-    }
-    e.event_id = log_.take_id(); // from here on the event must be delivered
-    if (is_nested_) {
-        outer_->nested_events_.push_back(e); // capacity reserved by prepare()
-    } else if (heap_.empty()) {
-        inline_[n_++] = e;
-    } else {
-        heap_.push_back(e);
-        n_++;
-    }
-}
-
-// Point copied events at their tokens (the arena no longer moves) and clear the marker.
-static void resolve_copied(kvreg_event *ev, size_t n, const std::vector<uint32_t> &arena) noexcept {
-    for (size_t i = 0; i < n; i++) {
-        if (ev[i].reserved[0]) {
-            ev[i].tokens = arena.data() + (ev[i].reserved[0] - 1);
-            ev[i].reserved[0] = 0;
+                     bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept {
+    credits_--;
+    const uint64_t id = log_.next_id_.fetch_add(1, std::memory_order_relaxed);
+    const size_t i = id & EventLog::kMask;
+    EventLog::Slot &slot = log_.slots_[i];
+    if (!tokens) n_tokens = 0;
+    if (n_tokens > slot.token_cap) {
+        if (spare_cap_ >= n_tokens) {
+            slot.big = std::move(spare_);
+            slot.tokens = slot.big.get();
+            slot.token_cap = spare_cap_;
+            spare_cap_ = 0;
+        } else {
+            n_tokens = 0; // see reserve_tokens(): the event goes out without its tokens
         }
     }
+    if (n_tokens) std::memcpy(slot.tokens, tokens, size_t{n_tokens} * sizeof(uint32_t));
+    kvreg_event &e = log_.events_[i];
+    e.kind = kind;
+    e.pool_id = pool;
+    e.event_id = id;
+    e.sequence_hash = seq;
+    e.block_hash = block;
+    e.parent_sequence_hash = has_parent ? parent : 0;
+    e.has_parent = has_parent ? 1 : 0;
+    e.n_tokens = n_tokens;
+    e.tokens = n_tokens ? slot.tokens : nullptr;
+    std::memset(e.reserved, 0, sizeof e.reserved);
+    log_.stamp_[i].store(id + 1, std::memory_order_release); // published
+    published_ = true;
 }
 
-void EventBatch::deliver_runs(kvreg_event *ev, size_t n) noexcept {
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i + 1;
-        while (j < n && ev[j].event_id == ev[j - 1].event_id + 1) j++;
-        log_.wait_turn(ev[i].event_id);
-        log_.dispatch(ev + i, j - i, this);
-        log_.end_turn(ev[j - 1].event_id + 1);
-        i = j;
-    }
-}
-
-void EventBatch::deliver_nested() noexcept {
-    // Events our callbacks caused have larger ids than everything this call recorded earlier,
-    // and they may cause more: deliver them round by round.
-    while (!nested_events_.empty()) {
-        std::vector<kvreg_event> mine;
-        std::vector<uint32_t> tokens;
-        mine.swap(nested_events_);
-        tokens.swap(nested_copied_);
-        resolve_copied(mine.data(), mine.size(), tokens);
-        deliver_runs(mine.data(), mine.size());
-    }
+bool EventBatch::reserve_tokens(uint32_t n) noexcept {
+    if (n <= EventLog::kArenaTokens || spare_cap_ >= n) return true;
+    spare_.reset(new (std::nothrow) uint32_t[n]);
+    spare_cap_ = spare_ ? n : 0;
+    return spare_ != nullptr;
 }
 
 void EventBatch::flush() noexcept {
-    if (is_nested_ || n_ == 0) return; // nested events are delivered by the outer batch
-    release_sequencer(); // never wait for our turn while other calls wait for the sequencer
-    kvreg_event *ev = events();
-    resolve_copied(ev, n_, copied_);
-    deliver_runs(ev, n_);
-    n_ = 0;
-    heap_.clear();
-    copied_.clear();
-    deliver_nested();
+    if (nested_ || !published_) return; // nested: the delivering loop picks our events up
+    published_ = false;
+    log_.deliver();
 }
 
 } // namespace kvreg

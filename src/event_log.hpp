@@ -1,182 +1,203 @@
-// The registry's single ordered event stream.
+// The registry's single ordered event stream: ids, the event ring, and delivery.
 //
-// Ordering. Every event gets its event_id from one atomic counter while the shard lock of its
-// hash is held. So per hash, ids follow the state changes (Register, Remove, Register ...), and
-// anything that saw a hash registered (a child registration, a second pool) gets a later id than
-// that hash's Register.
+// ---------------------------------------------------------------------------- the protocol
+// Walk one kvreg_release() that drops a hash's last reference, on thread P:
 //
-// Delivery. Each API call collects its events in an EventBatch on its own stack. When the call
-// has released every lock, it waits until all smaller ids are delivered (a turnstile on
-// `delivered_`), then hands its run of consecutive ids to the callback straight from its buffer
-// (INLINE), or moves them into the bounded queue (POLL). So callbacks run one at a time, in id
-// order, on the thread that caused the events, never under a lock, and one call's events arrive
-// in one callback unless another thread's events fall between them. Events caused from inside a
-// callback are parked in `nested_` and delivered by the same thread after the callback returns.
+//  1. CREDIT. Under the hash's shard lock, P's EventBatch takes a ring credit (take_credit()).
+//     There are `ring size` credits; a credit is held from before an event's id is taken until
+//     the event has been delivered. If none is free, P unlocks, waits for one
+//     (wait_credit(): it delivers itself if nobody is delivering, else sleeps) and retries
+//     the release from the start. A call that emits no event never takes a credit, so it
+//     never waits for anyone's callback.
+//  2. ID. Still under the shard lock, add() takes event_id X = next_id_++ and writes the event
+//     into ring slot X % size, then publishes it: stamp[X % size] = X + 1 (release). Taking
+//     the id under the lock that serialises the hash is what orders the hash's events
+//     (Register, Remove, Register ...) and a parent's Register before its child's. The credit
+//     guarantees the slot is free: fewer than `size` ids are ever outstanding.
+//  3. DELIVER. After its locks are released, P calls deliver(): it tries to become the
+//     deliverer (role_ 0 -> 1). If another thread H holds the role, P returns at once: H
+//     delivers P's events before it lets go (see 4). Otherwise P, as deliverer, hands the
+//     longest published run starting at the cursor (<= KVREG_EVENTS_PER_CALL events) to the
+//     callback straight from the ring (copied once if it wraps the ring's end), or into the POLL queue;
+//     then frees those credits, advances delivered_, and repeats until the slot at the cursor
+//     is not published (an id taken by a thread still inside its lock, or no more events).
+//  4. LET GO. The deliverer stores role_ = 0, fences, and looks at the cursor's slot again; if
+//     it was published meanwhile it tries to take the role back. A publisher fences after its
+//     stamps and before it reads role_. So either the publisher sees role_ == 0 and delivers,
+//     or the deliverer sees the stamp: no event is left behind (the store-buffering pattern
+//     with a seq_cst fence on each side).
+//
+// Re-entrancy: the deliverer's callback may call back into the registry. Those calls take ids
+// and publish like anyone's, and their deliver() sees that this thread holds the role (state
+// CALLING) and returns; the deliverer's loop delivers their events after the callback returns.
+// If such a call finds no free credit (other threads filled the ring while the callback runs),
+// waiting would wait for itself: instead it SPILLs, moving published events that follow the
+// run being delivered out of the ring into an unbounded side queue in id order, freeing their
+// credits. The deliverer's loop always empties the side queue before reading the ring again.
+//
+// States of the delivery role (role_), one sentinel per concept:
+//   kIdle     nobody is delivering;
+//   kDraining a thread is moving published events out of the ring (outside any callback);
+//   kCalling  that thread is inside the user's callback (calls it makes are nested).
+// ---------------------------------------------------------------------------------------
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "callback.hpp"
 #include "kvreg.h"
+#include "poll_queue.hpp"
 
 namespace kvreg {
 
-class EventBatch;
-
 class EventLog {
 public:
-    EventLog(bool poll_mode, size_t poll_capacity) : poll_mode_(poll_mode), capacity_(poll_capacity) {}
+    // Events a registry can have in flight (taken, not yet delivered). A power of two.
+    static constexpr size_t kRingSize = 4096;
+    static constexpr size_t kRun = KVREG_EVENTS_PER_CALL; // most events in one callback call
+
+    EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb);
     ~EventLog();
     EventLog(const EventLog &) = delete;
     EventLog &operator=(const EventLog &) = delete;
 
-    void set_initial_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
-    int set_fn(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) noexcept;
+    int set_fn(CallbackRef cb) noexcept; // KVREG_EBUSY from a callback, EINVAL in POLL mode
     int poll(kvreg_event *out, size_t cap, size_t *n) noexcept;
     int poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept;
     void wakeup() noexcept;
     int flush() noexcept;
     bool poll_mode() const noexcept { return poll_mode_; }
     // True when the calling thread is inside this log's callback.
-    bool in_callback() const noexcept { return deliverer_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
+    bool in_callback() const noexcept {
+        return role_.load(std::memory_order_acquire) == kCalling &&
+               holder_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+    }
 
     uint64_t stat_registers() const noexcept { return registers_.load(std::memory_order_relaxed); }
     uint64_t stat_removes() const noexcept { return removes_.load(std::memory_order_relaxed); }
     uint64_t stat_dropped() const noexcept {
         return dropped_.load(std::memory_order_relaxed) + lost_.load(std::memory_order_relaxed);
     }
-    // An event that could not even be recorded (out of memory inside a callback while freeing a
-    // pool): no id is taken, it is only counted.
+    // An event that could not even be recorded (a nested kvreg_pool_free out of memory): no id
+    // is taken, it is only counted.
     void count_lost() noexcept { lost_.fetch_add(1, std::memory_order_relaxed); }
     uint64_t stat_next_id() const noexcept { return next_id_.load(std::memory_order_relaxed); }
-    uint64_t stat_queued() const noexcept;
+    uint64_t stat_queued() const noexcept { return queue_.size(); }
+    size_t queue_bytes() const noexcept { return queue_.bytes(); }
 
 private:
     friend class EventBatch;
+    enum Role : uint32_t { kIdle = 0, kDraining = 1, kCalling = 2 };
 
-    uint64_t take_id() noexcept { return next_id_.fetch_add(1, std::memory_order_relaxed); }
-    void wait_turn(uint64_t id) noexcept;
-    void end_turn(uint64_t next) noexcept;
-    // Hand events (consecutive ids, our turn) to the callback or the queue.
-    void dispatch(kvreg_event *events, size_t n, EventBatch *owner) noexcept;
-    void count(const kvreg_event *events, size_t n, bool dropped) noexcept;
+    // Every slot has room for this many tokens in one arena allocated with the ring, so the
+    // usual block sizes never allocate on the event path; a slot that needs more gets a buffer
+    // of its own, allocated by the call before it takes the id (EventBatch::reserve_tokens).
+    static constexpr uint32_t kArenaTokens = 64;
+    struct Slot {
+        uint32_t *tokens = nullptr; // the arena's part, or big.get()
+        uint32_t token_cap = 0;
+        std::unique_ptr<uint32_t[]> big;
+    };
 
+    // Credits (step 1). take: non-blocking, up to `want`, returns how many.
+    uint32_t take_credits(uint32_t want) noexcept;
+    void give_credits(uint64_t n) noexcept;
+    // Step 3/4: deliver everything published, unless another thread is delivering or we are
+    // inside the callback. Returns with the role released.
+    void deliver() noexcept;
+    bool try_take_role() noexcept;
+    void release_role() noexcept;
+    void deliver_as_holder() noexcept;
+    void dispatch(const kvreg_event *ev, size_t n) noexcept;
+    // Nested, out of credits: move published events after the current run out of the ring.
+    // Returns the credits freed (kept by the caller), 0 if none could be (out of memory).
+    // -1: out of memory.
+    int64_t spill(uint32_t want) noexcept;
+    void advance_delivered(uint64_t to) noexcept;
+    bool published(uint64_t id) const noexcept {
+        return stamp_[id & kMask].load(std::memory_order_acquire) == id + 1;
+    }
+
+    static constexpr uint64_t kMask = kRingSize - 1;
     const bool poll_mode_;
-    const size_t capacity_;
 
-    // The call sequencer: a call holds it while it changes state (never while it delivers or
-    // waits), so one call's event ids are contiguous and two threads' calls do not interleave
-    // their ids event by event (which made delivery ping-pong between them). Lock order:
-    // seq_mu_, then a shard lock.
-    std::mutex seq_mu_;
     alignas(64) std::atomic<uint64_t> next_id_{0};
+    alignas(64) std::atomic<int64_t> credits_{static_cast<int64_t>(kRingSize)};
+    std::atomic<uint32_t> credit_waiters_{0};
+    alignas(64) std::atomic<uint32_t> role_{kIdle};
+    std::atomic<std::thread::id> holder_{};
+    std::atomic<uint32_t> role_waiters_{0};
     alignas(64) std::atomic<uint64_t> delivered_{0}; // every id below this is delivered
-    std::atomic<uint32_t> sleepers_{0};               // threads asleep in wait_turn
-    std::mutex turn_mu_;
-    std::condition_variable turn_cv_;
+    std::atomic<uint32_t> flush_waiters_{0};
 
-    // Statistics: written only by the thread holding the turn, read by anyone.
+    // The ring (step 2): events_ is contiguous so a run goes to the callback without a copy.
+    std::unique_ptr<kvreg_event[]> events_;
+    std::unique_ptr<std::atomic<uint64_t>[]> stamp_;
+    std::unique_ptr<Slot[]> slots_;
+    std::unique_ptr<uint32_t[]> token_arena_;
+    std::unique_ptr<kvreg_event[]> scratch_; // a run that wraps the ring's end, made contiguous
+
+    // Owned by the role holder: the next id to take out of the ring, and spilled events.
+    uint64_t ring_cursor_ = 0;
+    struct Spilled {
+        std::vector<kvreg_event> events;
+        std::vector<size_t> token_off;
+        std::vector<uint32_t> tokens;
+    };
+    std::deque<Spilled> spilled_;
+
+    // The callback; replaced only by a thread holding the role, read only by the holder.
+    CallbackRef cb_;
+
+    // Statistics: written only by the role holder, read by anyone.
     std::atomic<uint64_t> registers_{0}, removes_{0}, dropped_{0};
     std::atomic<uint64_t> lost_{0};
 
-    // The callback. fn_mu_ guards fn_/ud_/destroy_/calling_; it is never held during a call.
-    mutable std::mutex fn_mu_;
-    std::condition_variable fn_idle_;
-    kvreg_event_fn fn_ = nullptr;
-    void *ud_ = nullptr;
-    kvreg_destroy_fn destroy_ = nullptr;
-    bool calling_ = false;
-    std::atomic<std::thread::id> deliverer_{};
-
-    // The batch whose events the callback is handling right now (set by the thread holding
-    // the turn, read only by that thread): calls made from inside the callback put their
-    // events into that batch, which delivers them after its current run, on the same thread.
-    EventBatch *delivering_batch_ = nullptr;
-
-    // POLL queue, [head_, size) pending; tokens copied in. Guarded by queue_mu_.
-    mutable std::mutex queue_mu_;
-    std::vector<kvreg_event> queue_;
-    std::vector<uint32_t> queue_tokens_;
-    std::vector<size_t> queue_token_off_;
-    size_t head_ = 0;
-    std::vector<uint32_t> polled_tokens_; // tokens of the last poll's events
-    std::condition_variable queue_cv_;    // signalled when events are queued or on wakeup()
-    bool wake_pending_ = false;
+    PollQueue queue_;
 };
 
-// The events of one API call. Lives on the caller's stack; delivers on flush()/destruction.
+// The events of one API call: the credits it holds and whether it runs inside the callback.
+// Lives on the caller's stack; delivers on destruction.
 class EventBatch {
 public:
-    explicit EventBatch(EventLog &log) noexcept;
-    ~EventBatch() {
-        flush();
-        release_sequencer();
-    }
+    // expected: how many events the call may emit (a hint for taking credits in bulk).
+    explicit EventBatch(EventLog &log, size_t expected = 1) noexcept;
+    ~EventBatch();
     EventBatch(const EventBatch &) = delete;
     EventBatch &operator=(const EventBatch &) = delete;
 
-    // Before taking a shard lock for up to k events: make room (may deliver what is buffered,
-    // or grow; throws std::bad_alloc with nothing changed). No lock may be held.
-    void prepare(size_t k);
-    // Room already made for this many events without allocating.
-    size_t room() const noexcept;
-    // Ensure room() > 0 by delivering (outside callbacks) or growing (inside); false only when
-    // inside a callback and out of memory. No lock may be held.
-    bool make_room() noexcept;
-    // Under the shard lock: record one event and assign its id. Never throws after prepare(),
-    // except when copying tokens (copy = true), which may throw std::bad_alloc before the id is
-    // taken. Without copy, tokens must stay valid until flush() (the caller's own input does).
+    // Under a shard lock, before add(): hold a credit for one event. Never blocks; false when
+    // the ring is full (then unlock, wait_credit(), and retry the operation).
+    bool take_credit() noexcept;
+    // With no lock held: block until take_credit() can succeed. False only inside a callback
+    // when spilling needs memory that cannot be had.
+    bool wait_credit() noexcept;
+    // Before add() of an event with n tokens (under the lock is fine): make sure its tokens
+    // fit wherever its id lands. False when out of memory (nothing changed).
+    bool reserve_tokens(uint32_t n) noexcept;
+    // Under the shard lock, after take_credit() and reserve_tokens(): take the event's id and
+    // publish it, its tokens copied into the ring. If reserve_tokens() was skipped or failed
+    // (kvreg_pool_free out of memory), an event that needs a big buffer goes out without tokens.
     void add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent, bool has_parent,
-             const uint32_t *tokens, uint32_t n_tokens, bool copy);
-    // Deliver everything buffered (waits for earlier events of other threads). No lock held.
+             const uint32_t *tokens, uint32_t n_tokens) noexcept;
+    // Deliver what this call published so far (no lock held). Called by the destructor.
     void flush() noexcept;
 
 private:
-    static constexpr size_t kInline = 128;    // events held without allocating
-    static constexpr size_t kMaxChunk = KVREG_EVENTS_PER_CALL; // larger calls deliver in chunks
-
-    void deliver_runs(kvreg_event *ev, size_t n) noexcept;
-    void deliver_nested() noexcept;
-    void hold_sequencer() noexcept {
-        if (!holds_seq_ && !is_nested_) {
-            // Calls hold it for microseconds: spin a little before sleeping in the kernel.
-            for (int i = 0; i < 2000 && !holds_seq_; i++) {
-                holds_seq_ = log_.seq_mu_.try_lock();
-#if defined(__x86_64__) || defined(__i386__)
-                if (!holds_seq_) __builtin_ia32_pause();
-#endif
-            }
-            if (!holds_seq_) log_.seq_mu_.lock();
-            holds_seq_ = true;
-        }
-    }
-    void release_sequencer() noexcept {
-        if (holds_seq_) {
-            log_.seq_mu_.unlock();
-            holds_seq_ = false;
-        }
-    }
-
     EventLog &log_;
-    const bool is_nested_; // constructed inside this log's callback
-    size_t n_ = 0;
-    kvreg_event *events() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
-
-    EventBatch *const outer_; // nested: the batch being delivered on this thread, else null
-    // Calls inside a callback do not take the sequencer: their events wait for the outer call.
-    bool holds_seq_ = false;
-    std::vector<kvreg_event> heap_; // all events once a call outgrows inline_
-    std::vector<uint32_t> copied_;  // copied tokens; an event's reserved[0] holds offset + 1
-    // Events that calls made from our callbacks caused (ids later than all of ours), with
-    // their copied tokens (reserved[0] = offset + 1 into nested_copied_).
-    std::vector<kvreg_event> nested_events_;
-    std::vector<uint32_t> nested_copied_;
-    kvreg_event inline_[kInline];
+    const bool nested_;
+    uint32_t credits_ = 0;  // held, not yet used
+    std::unique_ptr<uint32_t[]> spare_; // a big token buffer for a slot, from reserve_tokens()
+    uint32_t spare_cap_ = 0;
+    uint32_t want_;         // credits to take at once
+    bool published_ = false;
 };
 
 } // namespace kvreg

@@ -1,5 +1,6 @@
 #include "registry.hpp"
 
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -11,8 +12,14 @@ namespace {
 
 constexpr uint32_t kNotFound = UINT32_MAX;
 
-// Handle layout before the per-pool XOR: gen:16 | pool:8 | marker:4 | shard:12 | idx:24.
-constexpr uint64_t kMarker = 0xA;
+// Handle layout before the per-pool XOR: gen:27 | parity:1 | shard:12 | idx:24. The parity bit
+// makes every raw value's popcount even and every pool key's popcount is odd, so a handle is
+// never 0 and any single flipped bit is rejected outright. The generation (with retired slots,
+// see record.hpp) makes a stale handle never match a later block of the same slot; a random
+// value passes the parity, shard, index, pool and 27-bit generation checks with odds far
+// below 2^-24.
+constexpr unsigned kShardShift = 24, kParityShift = 36, kGenShift = 37;
+constexpr uint64_t kIdxMask = (uint64_t{1} << 24) - 1, kShardMask = 0xFFF;
 
 uint32_t log2_exact(uint32_t v) {
     uint32_t b = 0;
@@ -23,18 +30,17 @@ uint32_t log2_exact(uint32_t v) {
 } // namespace
 
 kvreg_registry::kvreg_registry(const kvreg::Options &opt)
-    : log(opt.poll_mode, opt.poll_capacity), keep_tokens_(opt.keep_tokens) {
+    : log(opt.poll_mode, opt.poll_capacity, opt.callback), keep_tokens_(opt.keep_tokens) {
     shard_bits_ = log2_exact(opt.shards);
     nshards_ = 1u << shard_bits_;
     shards_.reset(new Shard[nshards_]);
-    if (keep_tokens_)
-        for (uint32_t i = 0; i < nshards_; i++) shards_[i].slab.enable_token_refs();
-    for (uint32_t i = 0; i < KVREG_MAX_POOLS; i++) free_ids_[i] = static_cast<uint8_t>(i + 1);
-    free_count_ = KVREG_MAX_POOLS;
+    for (uint32_t i = 0; i < nshards_; i++) {
+        if (keep_tokens_) shards_[i].slab.enable_token_refs();
+        shards_[i].slab.set_first_gen(opt.first_gen < Record::kGenLimit ? opt.first_gen : 0);
+    }
     // Distinguishes this registry's handles from another's; not a secret, just a spread.
     const auto now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    nonce_ = kvreg::mix(reinterpret_cast<uintptr_t>(this) ^ kvreg::mix(now)) | 1;
-    log.set_initial_fn(opt.fn, opt.ud, opt.destroy); // last: from here on we own user_data
+    nonce_ = kvreg::mix(reinterpret_cast<uintptr_t>(this) ^ kvreg::mix(now));
 }
 
 kvreg_registry::~kvreg_registry() = default;
@@ -43,23 +49,33 @@ kvreg_registry::~kvreg_registry() = default;
 
 int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
     std::lock_guard<std::mutex> lk(pools_mu_);
-    if (free_count_ == 0) return KVREG_EOVERFLOW;
-    const uint8_t id = free_ids_[free_head_];
-    std::unique_ptr<kvreg_pool> &slot = pools_[id];
-    // Both may throw: nothing visible has changed yet (an interned name is harmless).
+    // A freed slot is reused only once kFreshPools slots exist (or all ids are taken), least
+    // recently freed first, so a stale pointer to a freed pool stays ESTALE for a long time
+    // while an engine that churns pools does not grow without bound.
+    constexpr size_t kFreshPools = 1024;
+    kvreg_pool *p = pools_.size() >= kFreshPools || pools_.size() >= KVREG_MAX_POOLS ? free_head_ : nullptr;
+    // Everything that may throw comes first: nothing visible has changed yet (an interned
+    // name is harmless).
     const std::string *nm = &*names_.emplace(name ? name : "").first;
-    if (!slot) {
-        slot.reset(new kvreg_pool());
-        slot->reg = this;
-        slot->id = id;
+    if (!p) {
+        if (pools_.size() >= KVREG_MAX_POOLS) return KVREG_EOVERFLOW;
+        pools_.reserve(pools_.size() + 1);
+        std::unique_ptr<kvreg_pool> fresh(new kvreg_pool());
+        fresh->first.reset(new uint32_t[nshards_]());
+        fresh->reg = this;
+        fresh->id = static_cast<uint16_t>(pools_.size() + 1);
+        p = fresh.get();
+        pools_.push_back(std::move(fresh));
+    } else {
+        free_head_ = p->next_free;
+        if (!free_head_) free_tail_ = nullptr;
+        p->next_free = nullptr;
     }
-    kvreg_pool *p = slot.get();
-    free_head_ = (free_head_ + 1) % KVREG_MAX_POOLS;
-    free_count_--;
     p->name.store(nm, std::memory_order_relaxed);
     p->incarnation++;
-    p->key.store(kvreg::mix(nonce_ ^ (uint64_t{id} << 32) ^ kvreg::mix(p->incarnation)),
-                 std::memory_order_relaxed);
+    uint64_t key = kvreg::mix(nonce_ ^ (uint64_t{p->id} << 32) ^ kvreg::mix(p->incarnation));
+    if ((std::popcount(key) & 1) == 0) key ^= 1; // odd: see the handle layout
+    p->key.store(key, std::memory_order_relaxed);
     p->size.store(0, std::memory_order_relaxed);
     p->live.store(true, std::memory_order_release);
     live_pools_++;
@@ -70,32 +86,41 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
 void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
     if (!p->live.exchange(false, std::memory_order_acq_rel)) return; // already retired
     // Every registration that checked `live` under a shard lock before we cleared it finished
-    // before we take that shard lock below, so the sweep sees all of the pool's records.
-    // The sweep takes as many records per lock hold as the batch has room for events, and
-    // delivers in between (never while holding a lock).
-    kvreg::EventBatch batch(log);
+    // before we take that shard lock below, so the walk sees all of the pool's records. It
+    // visits only this pool's records (its per-shard lists), and like any call it takes a
+    // ring credit per Remove, waiting for one with no lock held when the ring is full.
+    kvreg::EventBatch batch(log, 64);
+    bool lose_events = false; // a nested call out of memory: Removes are only counted
     for (uint32_t sn = 0; sn < nshards_; sn++) {
         Shard &s = shards_[sn];
-        uint32_t idx = 0;
         for (;;) {
-            const bool has_room = batch.make_room();
-            std::lock_guard<std::mutex> lk(s.mu);
-            const uint32_t n = s.slab.capacity();
-            for (; idx < n; idx++) {
+            std::unique_lock<std::mutex> lk(s.mu);
+            bool need_credit = false;
+            while (p->first[sn] != kvreg::kNil) {
+                const uint32_t idx = p->first[sn] - 1;
                 Record &r = s.slab.at(idx);
-                if (r.refcount == 0 || r.pool != p->id) continue;
-                if (has_room && batch.room() == 0) break;
+                const bool emits = is_last_member(r);
+                if (emits) (void)batch.reserve_tokens(token_count(s, idx)); // else: no tokens
+                if (emits && !lose_events && !batch.take_credit()) {
+                    need_credit = true;
+                    break;
+                }
                 r.refcount = 0;
-                unlink(s, idx, p->id, true, has_room ? &batch : nullptr);
+                unlink(s, sn, idx, p, emits && !lose_events ? &batch : nullptr);
             }
-            if (idx >= n) break;
+            if (!need_credit) break;
+            lk.unlock();
+            if (!batch.wait_credit()) lose_events = true;
         }
     }
     batch.flush();
     p->size.store(0, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(pools_mu_);
-    free_ids_[(free_head_ + free_count_) % KVREG_MAX_POOLS] = p->id;
-    free_count_++;
+    if (free_tail_)
+        free_tail_->next_free = p;
+    else
+        free_head_ = p;
+    free_tail_ = p;
     live_pools_--;
 }
 
@@ -106,18 +131,18 @@ uint64_t kvreg_registry::live_pools() const noexcept {
 
 // -------------------------------------------------------------------------------- handles
 
-kvreg_block kvreg_registry::encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint16_t gen) const noexcept {
-    const uint64_t raw = (uint64_t{gen} << 48) | (uint64_t{p->id} << 40) | (kMarker << 36) |
-                         (uint64_t{shard} << 24) | idx;
+kvreg_block kvreg_registry::encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint32_t gen) const noexcept {
+    uint64_t raw = (uint64_t{gen} << kGenShift) | (uint64_t{shard} << kShardShift) | idx;
+    if (std::popcount(raw) & 1) raw |= uint64_t{1} << kParityShift;
     return raw ^ p->key.load(std::memory_order_relaxed);
 }
 
 bool kvreg_registry::decode(const kvreg_pool *p, kvreg_block b, Decoded *d) const noexcept {
     const uint64_t raw = b ^ p->key.load(std::memory_order_relaxed);
-    if (((raw >> 36) & 0xF) != kMarker || ((raw >> 40) & 0xFF) != p->id) return false;
-    d->shard = static_cast<uint32_t>((raw >> 24) & 0xFFF);
-    d->idx = static_cast<uint32_t>(raw & 0xFFFFFF);
-    d->gen = static_cast<uint16_t>(raw >> 48);
+    if (std::popcount(raw) & 1) return false; // a flipped bit, or not ours
+    d->shard = static_cast<uint32_t>((raw >> kShardShift) & kShardMask);
+    d->idx = static_cast<uint32_t>(raw & kIdxMask);
+    d->gen = static_cast<uint32_t>(raw >> kGenShift);
     return d->shard < nshards_;
 }
 
@@ -128,7 +153,7 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
     return &r;
 }
 
-uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint8_t pool) noexcept {
+uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept {
     for (uint32_t i = s.index.find(seq, mixed, s.slab); i != kNotFound;) {
         const Record &r = s.slab.at(i);
         if (r.pool == pool) return i;
@@ -147,57 +172,73 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         if (d.n_tokens < d.block_size) return KVREG_ESTATE; // a partial block never registers
         if (d.n_tokens > d.block_size) return KVREG_EINVAL;
     }
-    batch.prepare(1); // before the lock: it may deliver earlier events of this call
     const uint64_t m = kvreg::mix(d.sequence_hash);
     const uint32_t sn = shard_of(m);
     Shard &s = shards_[sn];
-    std::lock_guard<std::mutex> lk(s.mu);
-    if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
-    uint32_t free_pos = kNotFound;
-    const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
-    uint32_t last = kNotFound;
-    for (uint32_t i = head; i != kNotFound;) {
-        const Record &r = s.slab.at(i);
-        if (r.pool == p->id) return KVREG_EEXIST;
-        last = i;
-        i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
-    }
-
-    // Everything that can throw happens before the first visible change.
-    if (head == kNotFound && s.index.reserve_one(s.slab, kvreg::mix)) free_pos = kNotFound;
-    const uint32_t idx = s.slab.allocate();
-    Record &r = s.slab.at(idx);
-    r.seq = d.sequence_hash;
-    r.block = d.block_hash;
-    r.parent = d.has_parent ? d.parent_sequence_hash : 0;
-    r.flags = d.has_parent ? Record::kHasParent : 0;
-    r.refcount = 1;
-    r.next = kvreg::kNil;
-    r.pool = p->id;
-
-    if (head == kNotFound) {
-        const uint32_t nt = static_cast<uint32_t>(d.n_tokens);
-        try {
-            if (keep_tokens_ && nt) s.slab.set_token_ref(idx, s.tokens.store(d.tokens, nt));
-            // The caller's tokens outlive the call's delivery: no copy (except when nested).
-            batch.add(KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0,
-                      d.tokens, nt, false);
-        } catch (...) {
-            if (s.slab.token_ref(idx) != kvreg::RecordSlab::kNoTokens) s.tokens.release(s.slab.token_ref(idx));
-            s.slab.release(idx);
-            throw;
+    for (;;) {
+        std::unique_lock<std::mutex> lk(s.mu);
+        if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
+        uint32_t free_pos = kNotFound;
+        const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
+        uint32_t last = kNotFound;
+        for (uint32_t i = head; i != kNotFound;) {
+            const Record &r = s.slab.at(i);
+            if (r.pool == p->id) return KVREG_EEXIST;
+            last = i;
+            i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
         }
-        r.flags |= Record::kHead;
-        if (free_pos != kNotFound)
-            s.index.insert_at(free_pos, m, idx);
-        else
-            s.index.insert(m, idx); // the table was (re)built since the lookup
-    } else {
-        s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
+        const bool first_anywhere = head == kNotFound;
+        if (first_anywhere && !batch.reserve_tokens(static_cast<uint32_t>(d.n_tokens))) return KVREG_ENOMEM;
+        if (first_anywhere && !batch.take_credit()) {
+            // A Register must go out and the ring is full: wait with no lock held, then redo
+            // the lookup (the hash may have changed meanwhile).
+            lk.unlock();
+            if (!batch.wait_credit()) return KVREG_ENOMEM;
+            continue;
+        }
+
+        // Everything that can throw or fail happens before the first visible change.
+        if (first_anywhere && s.index.reserve_one(s.slab, kvreg::mix)) free_pos = kNotFound;
+        const uint32_t idx = s.slab.allocate();
+        if (idx == kvreg::RecordSlab::kFull) return KVREG_EOVERFLOW;
+        const uint32_t nt = static_cast<uint32_t>(d.n_tokens);
+        if (first_anywhere && keep_tokens_ && nt) {
+            try {
+                s.slab.set_token_ref(idx, s.tokens.store(d.tokens, nt));
+            } catch (...) {
+                s.slab.release(idx);
+                throw;
+            }
+        }
+        Record &r = s.slab.at(idx);
+        r.seq = d.sequence_hash;
+        r.block = d.block_hash;
+        r.parent = d.has_parent ? d.parent_sequence_hash : 0;
+        r.flags = d.has_parent ? Record::kHasParent : 0;
+        r.refcount = 1;
+        r.next = kvreg::kNil;
+        r.pool = p->id;
+        // Onto the front of the pool's list in this shard.
+        r.pool_prev = kvreg::kNil;
+        r.pool_next = p->first[sn];
+        if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = idx + 1;
+        p->first[sn] = idx + 1;
+        // The handle is out before the Register can reach a callback on another thread.
+        *out = encode(p, sn, idx, r.gen);
+
+        if (first_anywhere) {
+            batch.add(KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0, d.tokens, nt);
+            r.flags |= Record::kHead;
+            if (free_pos != kNotFound)
+                s.index.insert_at(free_pos, m, idx);
+            else
+                s.index.insert(m, idx); // the table was (re)built since the lookup
+        } else {
+            s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
+        }
+        p->size.fetch_add(1, std::memory_order_relaxed);
+        return KVREG_OK;
     }
-    p->size.fetch_add(1, std::memory_order_relaxed);
-    *out = encode(p, sn, idx, r.gen);
-    return KVREG_OK;
 }
 
 int kvreg_registry::acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexcept {
@@ -215,54 +256,52 @@ int kvreg_registry::acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexc
     return KVREG_OK;
 }
 
-int kvreg_registry::release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch) {
+int kvreg_registry::release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch) noexcept {
     Decoded d;
     if (!decode(p, b, &d)) return KVREG_ESTALE;
-    batch.prepare(1);
     Shard &s = shards_[d.shard];
-    std::lock_guard<std::mutex> lk(s.mu);
-    Record *r = live_record(p, s, d);
-    if (!r) return KVREG_ESTALE;
-    if (r->refcount > 1) {
-        r->refcount--;
+    for (;;) {
+        std::unique_lock<std::mutex> lk(s.mu);
+        Record *r = live_record(p, s, d);
+        if (!r) return KVREG_ESTALE;
+        if (r->refcount > 1) {
+            r->refcount--;
+            return KVREG_OK;
+        }
+        const bool emits = is_last_member(*r);
+        if (emits && !batch.reserve_tokens(token_count(s, d.idx))) return KVREG_ENOMEM;
+        if (emits && !batch.take_credit()) {
+            lk.unlock();
+            if (!batch.wait_credit()) return KVREG_ENOMEM; // nothing changed
+            continue;
+        }
+        r->refcount = 0;
+        unlink(s, d.shard, d.idx, p, emits ? &batch : nullptr);
         return KVREG_OK;
     }
-    r->refcount = 0;
-    try {
-        unlink(s, d.idx, p->id, false, &batch);
-    } catch (...) {
-        r->refcount = 1; // the Remove could not be queued: nothing changed
-        throw;
-    }
-    return KVREG_OK;
 }
 
-void kvreg_registry::unlink(Shard &s, uint32_t idx, uint8_t pool_id, bool must_succeed,
-                            kvreg::EventBatch *batch) {
+void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, kvreg::EventBatch *batch) noexcept {
     Record &r = s.slab.at(idx);
+    // Off the pool's list.
+    if (r.pool_prev != kvreg::kNil)
+        s.slab.at(r.pool_prev - 1).pool_next = r.pool_next;
+    else
+        p->first[sn] = r.pool_next;
+    if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = r.pool_prev;
+    // Off the hash's chain.
     if (r.flags & Record::kHead) {
         uint32_t pos = 0;
         s.index.find(r.seq, kvreg::mix(r.seq), s.slab, &pos); // the head is in the index
         const uint32_t tref = s.slab.token_ref(idx);
         if (r.next == kvreg::kNil) {
-            // The hash leaves its last pool: Remove. The event is recorded before the state
-            // changes, so a failure to record it leaves everything as it was.
+            // The hash leaves its last pool: Remove (the batch holds a credit for it).
             const bool has_tok = tref != kvreg::RecordSlab::kNoTokens;
-            const uint32_t *tok = has_tok ? s.tokens.tokens(tref) : nullptr;
-            const uint32_t nt = has_tok ? s.tokens.size(tref) : 0;
-            const bool hp = (r.flags & Record::kHasParent) != 0;
-            if (!batch) {
-                log.count_lost(); // see unlink's contract
-            } else if (!must_succeed) {
-                // stored tokens are freed below: the event gets a copy
-                batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, tok, nt, true);
-            } else {
-                try {
-                    batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, tok, nt, true);
-                } catch (...) {
-                    batch->add(KVREG_EVENT_REMOVE, pool_id, r.seq, r.block, r.parent, hp, nullptr, 0, false);
-                }
-            }
+            if (batch)
+                batch->add(KVREG_EVENT_REMOVE, p->id, r.seq, r.block, r.parent, (r.flags & Record::kHasParent) != 0,
+                           has_tok ? s.tokens.tokens(tref) : nullptr, has_tok ? s.tokens.size(tref) : 0);
+            else
+                log.count_lost();
             if (has_tok) s.tokens.release(tref);
             s.index.erase_at(pos);
         } else {
@@ -279,7 +318,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t idx, uint8_t pool_id, bool must_s
         s.slab.at(prev).next = r.next;
     }
     s.slab.release(idx);
-    pools_[pool_id]->size.fetch_sub(1, std::memory_order_relaxed);
+    p->size.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // -------------------------------------------------------------------------------- queries

@@ -5,19 +5,19 @@
 // membership records (one per pool holding the hash) and the stored tokens. A hash is
 // "registered" exactly while its chain is non-empty, so the global registry and the pools can
 // never disagree, every state change of a hash happens under one lock (no pool lock nested
-// around a global lock, no background cleanup), and that lock also orders the hash's events.
-// Calls that may emit events additionally hold the event log's call sequencer (see
-// event_log.hpp) while they change state, so each call's event ids are contiguous.
+// around a global lock, no background cleanup, no registry-wide lock), and that lock also
+// orders the hash's events (see event_log.hpp for how ids and delivery work).
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "callback.hpp"
 #include "event_log.hpp"
 #include "hash_index.hpp"
 #include "kvreg.h"
@@ -30,12 +30,16 @@
 // rewrites is atomic (a stale handle then decodes against the new key and is ESTALE).
 struct kvreg_pool {
     kvreg_registry *reg = nullptr; // set once
-    uint8_t id = 0;                // set once
+    uint16_t id = 0;               // set once
     std::atomic<bool> live{false};
     std::atomic<uint64_t> size{0};  // distinct hashes held
     std::atomic<uint64_t> key{0};   // XORed into handles: another pool's handle decodes to garbage
     uint64_t incarnation = 0;       // under the registry's pools_mu_
     std::atomic<const std::string *> name{nullptr}; // interned in the registry
+    // Per shard, the first of this pool's records there (index + 1, kvreg::kNil if none);
+    // entry i is guarded by shard i's lock.
+    std::unique_ptr<uint32_t[]> first;
+    kvreg_pool *next_free = nullptr; // the registry's queue of free slots (under pools_mu_)
 };
 
 namespace kvreg {
@@ -52,9 +56,8 @@ struct Options {
     bool keep_tokens = false;
     uint64_t poll_capacity = 65536;
     uint32_t shards = 64;
-    kvreg_event_fn fn = nullptr;
-    void *ud = nullptr;
-    kvreg_destroy_fn destroy = nullptr;
+    CallbackRef callback;
+    uint32_t first_gen = 0; // tests only (internal): start record generations here
 };
 
 // Fibonacci hashing: one multiply spreads non-uniform keys; uniform ones lose nothing.
@@ -73,10 +76,10 @@ struct kvreg_registry {
     void pool_free(kvreg_pool *p) noexcept;
     uint64_t live_pools() const noexcept;
 
-    // Blocks. Events go into the caller's batch, which delivers them once no lock is held.
+    // Blocks. Events go through the caller's batch, which delivers them once no lock is held.
     int register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out, kvreg::EventBatch &batch);
     int acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexcept;
-    int release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch);
+    int release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &batch) noexcept;
     int pool_contains(const kvreg_pool *p, uint64_t seq) noexcept;
     bool contains(uint64_t seq) noexcept;
     int block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept;
@@ -98,22 +101,30 @@ private:
     struct Decoded {
         uint32_t shard;
         uint32_t idx;
-        uint16_t gen;
+        uint32_t gen;
     };
     bool decode(const kvreg_pool *p, kvreg_block b, Decoded *d) const noexcept;
-    kvreg_block encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint16_t gen) const noexcept;
+    kvreg_block encode(const kvreg_pool *p, uint32_t shard, uint32_t idx, uint32_t gen) const noexcept;
     uint32_t shard_of(uint64_t mixed) const noexcept {
         return shard_bits_ ? static_cast<uint32_t>(mixed >> (64 - shard_bits_)) : 0;
     }
     // Live record of (pool, shard, idx, gen) or nullptr; caller holds the shard lock.
     kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
     template <typename F> int with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept;
-    uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint8_t pool) noexcept;
-    // Drop record idx (refcount already 0) from its chain; emits Remove if it was the last
-    // membership. Throws std::bad_alloc before any change, unless must_succeed: then a Remove
-    // whose tokens cannot be copied goes out without them, and with no room at all (only
-    // possible inside a callback, out of memory) it is counted as lost.
-    void unlink(kvreg::Shard &s, uint32_t idx, uint8_t pool_id, bool must_succeed, kvreg::EventBatch *batch);
+    uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept;
+    // True when dropping record idx would take its hash out of the last pool (a Remove).
+    static bool is_last_member(const kvreg::Record &r) noexcept {
+        return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
+    }
+    // Tokens stored for record idx's hash (0 without KEEP_TOKENS); idx heads its chain.
+    uint32_t token_count(kvreg::Shard &s, uint32_t idx) const noexcept {
+        const uint32_t ref = s.slab.token_ref(idx);
+        return ref == kvreg::RecordSlab::kNoTokens ? 0 : s.tokens.size(ref);
+    }
+    // Drop record idx (refcount already 0) from its chain and its pool's list; a Remove when it
+    // was the hash's last membership, through batch (which holds a credit for it) or, with
+    // batch null, only counted as lost. Caller holds the shard lock.
+    void unlink(kvreg::Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, kvreg::EventBatch *batch) noexcept;
 
     const bool keep_tokens_;
     uint32_t shard_bits_ = 0;
@@ -122,11 +133,10 @@ private:
     uint64_t nonce_;
 
     mutable std::mutex pools_mu_;
-    std::array<std::unique_ptr<kvreg_pool>, KVREG_MAX_POOLS + 1> pools_; // [0] unused
-    // Free pool ids, least recently freed first (a fixed ring: freeing a pool cannot fail).
-    std::array<uint8_t, KVREG_MAX_POOLS> free_ids_{};
-    uint32_t free_head_ = 0;
-    uint32_t free_count_ = 0;
+    std::vector<std::unique_ptr<kvreg_pool>> pools_; // pools_[id - 1]
+    // Free pool slots, least recently freed first (an intrusive queue: freeing cannot fail).
+    kvreg_pool *free_head_ = nullptr;
+    kvreg_pool *free_tail_ = nullptr;
     // Every pool name ever used, once each: kvreg_pool_name() pointers stay valid until the
     // registry is freed even when a pool's slot is reused (engines reuse a handful of names).
     std::set<std::string> names_;

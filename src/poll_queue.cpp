@@ -1,0 +1,122 @@
+#include "poll_queue.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace kvreg {
+
+std::unique_ptr<PollQueue::Chunk> PollQueue::new_chunk() {
+    std::unique_ptr<Chunk> c = spare_ ? std::move(spare_) : std::make_unique<Chunk>();
+    c->events.clear();
+    c->token_off.clear();
+    c->tokens.clear();
+    c->head = 0;
+    c->events.reserve(kChunk); // may throw: nothing queued yet
+    c->token_off.reserve(kChunk);
+    return c;
+}
+
+size_t PollQueue::push(const kvreg_event *events, size_t n) noexcept {
+    size_t done = 0;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        try {
+            while (done < n && size_ < capacity_) {
+                if (chunks_.empty() || chunks_.back()->events.size() == kChunk) {
+                    std::unique_ptr<Chunk> c = new_chunk();
+                    chunks_.push_back(std::move(c));
+                }
+                Chunk &c = *chunks_.back();
+                const kvreg_event &e = events[done];
+                const size_t off = c.tokens.size();
+                if (e.n_tokens) c.tokens.insert(c.tokens.end(), e.tokens, e.tokens + e.n_tokens);
+                c.events.push_back(e); // reserved: no throw
+                c.token_off.push_back(off);
+                size_++;
+                done++;
+            }
+        } catch (...) {
+            // out of memory: like a full queue
+        }
+    }
+    if (done) cv_.notify_all();
+    return done;
+}
+
+int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    size_t n = 0, ntok = 0;
+    // Size the token buffer first: nothing is consumed if it cannot be allocated.
+    for (size_t ci = 0; ci < chunks_.size() && n < cap; ci++) {
+        const Chunk &c = *chunks_[ci];
+        for (size_t i = c.head; i < c.events.size() && n < cap; i++, n++) ntok += c.events[i].n_tokens;
+    }
+    try {
+        if (taken_tokens_.capacity() > 4 * ntok + 4096) std::vector<uint32_t>().swap(taken_tokens_);
+        taken_tokens_.resize(ntok);
+    } catch (...) {
+        return KVREG_ENOMEM;
+    }
+    size_t got = 0, tpos = 0;
+    while (got < n) {
+        Chunk &c = *chunks_.front();
+        for (; c.head < c.events.size() && got < n; c.head++, got++) {
+            kvreg_event e = c.events[c.head];
+            if (e.n_tokens) {
+                const size_t off = c.token_off[c.head];
+                std::memcpy(taken_tokens_.data() + tpos, c.tokens.data() + off, e.n_tokens * sizeof(uint32_t));
+                e.tokens = taken_tokens_.data() + tpos;
+                tpos += e.n_tokens;
+            } else {
+                e.tokens = nullptr;
+            }
+            out[got] = e;
+        }
+        if (c.head == c.events.size()) {
+            // Fully consumed: give the memory back (keep one spare of the usual size).
+            std::unique_ptr<Chunk> done = std::move(chunks_.front());
+            chunks_.pop_front();
+            if (!spare_ && done->tokens.capacity() <= 64 * kChunk) spare_ = std::move(done);
+        }
+    }
+    size_ -= n;
+    *n_out = n;
+    return KVREG_OK;
+}
+
+void PollQueue::wait_for_events(int timeout_ms) noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto ready = [this] { return size_ > 0 || wake_pending_; };
+    if (timeout_ms < 0)
+        cv_.wait(lk, ready);
+    else if (timeout_ms > 0)
+        cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
+    wake_pending_ = false;
+}
+
+void PollQueue::wakeup() noexcept {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        wake_pending_ = true;
+    }
+    cv_.notify_all();
+}
+
+size_t PollQueue::size() const noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    return size_;
+}
+
+size_t PollQueue::bytes() const noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    size_t b = taken_tokens_.capacity() * sizeof(uint32_t);
+    auto chunk_bytes = [](const Chunk &c) {
+        return c.events.capacity() * sizeof(kvreg_event) + c.tokens.capacity() * sizeof(uint32_t);
+    };
+    for (const auto &c : chunks_) b += chunk_bytes(*c);
+    if (spare_) b += chunk_bytes(*spare_);
+    return b;
+}
+
+} // namespace kvreg

@@ -1,0 +1,58 @@
+// The POLL-mode queue: events waiting for kvreg_registry_poll(), with copies of their tokens.
+//
+// Memory follows what is queued, never more than the capacity allows: events live in chunks of
+// up to kChunk, a chunk is freed as soon as the consumer has taken all of it, and one spare
+// chunk is kept to avoid churning the allocator at a steady trickle. Producers (the thread
+// delivering events) push; any number of consumers poll, sleep in wait_for_events() and are
+// woken by push() or wakeup(). Thread-safe (one mutex, held for copies only).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kvreg.h"
+
+namespace kvreg {
+
+class PollQueue {
+public:
+    explicit PollQueue(size_t capacity) : capacity_(capacity) {} // throws std::bad_alloc
+
+    // Queue events (tokens copied) until the queue holds `capacity` events; returns how many
+    // were queued (the rest are dropped by the caller's accounting). Out of memory counts as full.
+    size_t push(const kvreg_event *events, size_t n) noexcept;
+    // Move up to cap events into out; their tokens stay valid until the next take().
+    int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
+    // Sleep until an event is queued, wakeup() is called, or timeout_ms passes (-1: no limit).
+    void wait_for_events(int timeout_ms) noexcept;
+    void wakeup() noexcept;
+    size_t size() const noexcept;
+    // Bytes held by queued events and buffers (for tests of the memory bound).
+    size_t bytes() const noexcept;
+
+private:
+    static constexpr size_t kChunk = 1024;
+    struct Chunk {
+        std::vector<kvreg_event> events; // reserved to kChunk once; .tokens unset until taken
+        std::vector<size_t> token_off;   // events[i]'s tokens start at tokens[token_off[i]]
+        std::vector<uint32_t> tokens;
+        size_t head = 0;                 // events before head were taken
+    };
+    std::unique_ptr<Chunk> new_chunk();
+
+    const size_t capacity_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::unique_ptr<Chunk>> chunks_;
+    std::unique_ptr<Chunk> spare_;
+    size_t size_ = 0;
+    bool wake_pending_ = false;
+    std::vector<uint32_t> taken_tokens_; // tokens of the last take()'s events
+};
+
+} // namespace kvreg
