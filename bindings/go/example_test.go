@@ -3,7 +3,7 @@ package kvreg_test
 import (
 	"fmt"
 
-	"example.invalid/kvreg"
+	kvreg "github.com/libkvreg/libkvreg/bindings/go"
 )
 
 // The README example, kept compiling and checked by go test.

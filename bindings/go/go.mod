@@ -1,3 +1,3 @@
-module example.invalid/kvreg
+module github.com/libkvreg/libkvreg/bindings/go
 
 go 1.19
