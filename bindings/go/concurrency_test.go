@@ -1,10 +1,13 @@
 package kvreg
 
 import (
+	"context"
 	"errors"
 	"math/rand"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // worker registers, acquires and releases random hashes in one pool, keeping every
@@ -99,6 +102,12 @@ func TestConcurrentPoolsKeepEventInvariants(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-pollerDone
+	// With several goroutines emitting, a call may return before its events are queued
+	// (another thread that is delivering queues them); Flush waits for all of them, so the
+	// final poll and the counters below see the whole log.
+	if err := r.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
 	events = append(events, pollAll(t, r)...)
 	if t.Failed() {
 		return
@@ -264,6 +273,9 @@ func TestConcurrentPollersGetIntactEvents(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if err := r.Flush(); err != nil { // every event queued before the final polls
+		t.Fatalf("Flush: %v", err)
+	}
 	for poll() > 0 { // what the pollers left
 	}
 	if t.Failed() {
@@ -276,5 +288,102 @@ func TestConcurrentPollersGetIntactEvents(t *testing.T) {
 	}
 	if len(seen) != nBlocks {
 		t.Fatalf("%d distinct events, want %d", len(seen), nBlocks)
+	}
+}
+
+// An Events stream and a Poll loop share the log while goroutines register and release in
+// two pools: Poll keeps taking the turn from the sleeping stream, and every event reaches
+// exactly one of them. The event count is read after Flush, as multi-threaded code must.
+func TestEventsStreamWithConcurrentPollAndWriters(t *testing.T) {
+	r := newReg(t, &Options{Shards: 4})
+	pools := []*Pool{newPool(t, r, "gpu"), newPool(t, r, "host")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := r.Events(ctx)
+
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	note := func(evs ...Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			seen[ev.ID]++
+		}
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+
+	stop := make(chan struct{})
+	pollerDone := make(chan struct{})
+	go func() {
+		defer close(pollerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			evs, err := r.Poll(5)
+			if err != nil {
+				t.Errorf("Poll: %v", err)
+				return
+			}
+			note(evs...)
+		}
+	}()
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		for ev := range s.C {
+			note(ev)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for pi, p := range pools {
+		for w := 0; w < 3; w++ {
+			wg.Add(1)
+			go func(p *Pool, seed int64) {
+				defer wg.Done()
+				worker(t, p, seed, 800, 32)
+			}(p, int64(10*pi+w+1))
+		}
+	}
+	wg.Wait()
+	close(stop)
+	<-pollerDone
+	if err := r.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	total, err := r.Stat(StatNextEventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream delivers the rest; the deadline only turns a lost event into a failure.
+	deadline := time.Now().Add(recvTimeout)
+	for uint64(count()) < total && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	cancel()
+	<-streamDone
+	if !errors.Is(s.Err(), context.Canceled) {
+		t.Errorf("stream Err = %v, want context.Canceled", s.Err())
+	}
+	if t.Failed() {
+		return
+	}
+	if uint64(len(seen)) != total {
+		t.Fatalf("%d distinct events seen, want %d", len(seen), total)
+	}
+	for id := uint64(0); id < total; id++ {
+		if seen[id] != 1 {
+			t.Fatalf("event %d seen %d times, want once", id, seen[id])
+		}
+	}
+	if dropped, _ := r.Stat(StatEventsDropped); dropped != 0 {
+		t.Fatalf("%d events dropped", dropped)
 	}
 }

@@ -6,17 +6,20 @@
 // explicit Close methods (finalizers are only a safety net), errors that work with errors.Is,
 // and Go-owned copies of everything the library only lends (event tokens, block tokens).
 //
-// Events are delivered in POLL mode only (Registry.Poll, Registry.Events): the library never
+// Events are delivered in POLL mode only (Registry.Poll, PollWait, Events): the library never
 // calls into Go, so no Go pointer is ever handed to C beyond the duration of one call.
+//
+// Import path: github.com/libkvreg/libkvreg/bindings/go (package name kvreg).
 package kvreg
 
 /*
 #cgo pkg-config: kvreg
 #include <kvreg.h>
 
-// The binding relies on the 0.1.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH).
-#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 100
-#error "the kvreg Go binding needs libkvreg >= 0.1.0"
+// The binding relies on the 0.2.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):
+// contains answers through an out-parameter, poll_wait, wakeup and flush.
+#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 200
+#error "the kvreg Go binding needs libkvreg >= 0.2.0"
 #endif
 */
 import "C"
@@ -27,6 +30,10 @@ const HeaderVersion = uint(C.KVREG_VERSION_NUMBER)
 // RouterSalt is the salt (XXH3 seed) Dynamo's KV router uses; hashes made with another salt
 // do not match the router's.
 const RouterSalt = uint64(C.KVREG_ROUTER_SALT)
+
+// MaxPools is the most live pools one registry can have (KVREG_MAX_POOLS of the header this
+// package was compiled against); pool ids are 1..MaxPools.
+const MaxPools = int(C.KVREG_MAX_POOLS)
 
 // Version returns the runtime library's version number (MAJOR*10000 + MINOR*100 + PATCH)
 // and string. It can differ from HeaderVersion when the shared library was upgraded.

@@ -81,7 +81,7 @@ type Pool struct {
 	name string
 }
 
-// NewPool creates a pool named name. ErrOverflow beyond 255 live pools.
+// NewPool creates a pool named name. ErrOverflow beyond MaxPools live pools.
 func (r *Registry) NewPool(name string) (*Pool, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
@@ -138,7 +138,7 @@ func (p *Pool) with(op string, f func(pp *C.kvreg_pool) error) error {
 // Registry returns the registry the pool belongs to.
 func (p *Pool) Registry() *Registry { return p.reg }
 
-// ID is the small integer (1..255) naming the pool in events. Pool ids are reused after
+// ID is the small integer (1..MaxPools) naming the pool in events. Pool ids are reused after
 // Close, so an ID only names a live pool.
 func (p *Pool) ID() uint32 { return p.id }
 
@@ -348,12 +348,15 @@ func (p *Pool) ReleaseBatch(blocks []Block) (errs []error, err error) {
 	return errs, nil
 }
 
-// Contains reports whether the pool holds sequenceHash.
+// Contains reports whether the pool holds sequenceHash. On error (ErrStale once the pool or
+// its registry is closed) found is false and err says why: an error is never a plain "no".
 func (p *Pool) Contains(sequenceHash uint64) (found bool, err error) {
 	err = p.with("Pool.Contains", func(pp *C.kvreg_pool) error {
-		v := C.kvreg_pool_contains(pp, C.uint64_t(sequenceHash))
-		found = v == 1
-		return check("kvreg_pool_contains", v)
+		var present C.int
+		err := check("kvreg_pool_contains",
+			C.kvreg_pool_contains(pp, C.uint64_t(sequenceHash), &present))
+		found = err == nil && present != 0
+		return err
 	})
 	return found, err
 }

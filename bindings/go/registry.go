@@ -9,6 +9,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -37,12 +38,29 @@ type Registry struct {
 	// kvreg_registry_free must not run while another thread uses the registry or its pools.
 	mu  sync.RWMutex
 	ptr *C.kvreg_registry // nil once closed
+	// closing is set by Close before it wakes a waiting poll, so that a waiter that wakes up
+	// (or one that was about to wait) gives up instead of waiting again while Close waits
+	// for mu.
+	closing atomic.Bool
 
-	// pollMu serialises Poll: the tokens of polled events live only until the next
-	// kvreg_registry_poll on this registry, so two pollers could invalidate each other's.
-	pollMu  sync.Mutex
-	pollBuf *C.kvreg_event // C memory, so the library never writes into Go memory
-	pollCap int
+	// The poll turn serialises the pollers: the tokens of polled events live only until the
+	// next kvreg_registry_poll(_wait) on this registry, so two pollers could invalidate each
+	// other's. pollBusy says the turn is taken, pollWaits that its holder may sleep in
+	// kvreg_registry_poll_wait (PollWait, Events); pollWanted counts Poll calls waiting for it,
+	// which go before waiting pollers (PollWait, Events) so that Poll never waits for an
+	// event. pollCond is broadcast when the turn is released, when Close starts and when an
+	// Events stream's context ends. pollBuf and pollCap belong to the turn's holder.
+	pollMu     sync.Mutex
+	pollCond   sync.Cond
+	pollBusy   bool
+	pollWaits  bool
+	pollWanted int
+	pollBuf    *C.kvreg_event // C memory, so the library never writes into Go memory
+	pollCap    int
+
+	// cPolls counts kvreg_registry_poll and kvreg_registry_poll_wait calls, so tests can
+	// check that an idle Events stream sleeps instead of polling.
+	cPolls atomic.Uint64
 }
 
 // NewRegistry creates a registry; opts may be nil.
@@ -86,6 +104,7 @@ func NewRegistry(opts *Options) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{ptr: p}
+	r.pollCond.L = &r.pollMu
 	runtime.SetFinalizer(r, (*Registry).Close)
 	return r, nil
 }
@@ -97,9 +116,23 @@ func boolU64(b bool) uint64 {
 	return 0
 }
 
-// Close frees the registry, all its pools and stored blocks; queued events are discarded.
-// It waits for calls in progress on other goroutines. Idempotent.
+// Close frees the registry, all its pools and stored blocks; queued events are discarded and
+// no events are emitted. It wakes a PollWait or Events stream waiting on the registry (they
+// then return an error matching ErrStale) and waits for calls in progress on other
+// goroutines. Idempotent.
 func (r *Registry) Close() error {
+	r.closing.Store(true)
+	// A poll waiting in the library holds mu shared, and so do pollers waiting for their
+	// turn: wake them (after setting closing, so they do not wait again) or the exclusive
+	// lock below would wait for the next event.
+	// kvreg_registry_wakeup is never lost: if no poll sleeps yet, the next one returns at once.
+	r.mu.RLock()
+	if r.ptr != nil {
+		C.kvreg_registry_wakeup(r.ptr)
+	}
+	r.mu.RUnlock()
+	r.wakePollers() // and pollers waiting for their turn, so they see closing
+
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ptr != nil {
@@ -127,14 +160,38 @@ func (r *Registry) with(op string, f func(p *C.kvreg_registry) error) error {
 	return err
 }
 
-// Contains reports whether sequenceHash is registered in any pool of the registry.
+// Contains reports whether sequenceHash is registered in any pool of the registry. On error
+// (ErrStale once closed) found is false and err says why: an error is never a plain "no".
 func (r *Registry) Contains(sequenceHash uint64) (found bool, err error) {
 	err = r.with("Registry.Contains", func(p *C.kvreg_registry) error {
-		v := C.kvreg_registry_contains(p, C.uint64_t(sequenceHash))
-		found = v == 1
-		return check("kvreg_registry_contains", v)
+		var present C.int
+		err := check("kvreg_registry_contains",
+			C.kvreg_registry_contains(p, C.uint64_t(sequenceHash), &present))
+		found = err == nil && present != 0
+		return err
 	})
 	return found, err
+}
+
+// Flush waits until every event emitted before the call has been delivered: queued for Poll
+// (or dropped and counted, when the queue is full or with DiscardEvents). Once several
+// goroutines emit events, a call may return before its own events are queued (another thread
+// that is delivering queues them), so call Flush before polling or reading event counters
+// (Stats) when you need every event of calls that have returned.
+func (r *Registry) Flush() error {
+	return r.with("Registry.Flush", func(p *C.kvreg_registry) error {
+		return check("kvreg_registry_flush", C.kvreg_registry_flush(p))
+	})
+}
+
+// Wakeup makes a PollWait that is waiting on the registry (or the Events stream's wait)
+// return now, possibly with no events; if none is waiting, the next wait returns at once. An
+// Events stream just waits again, unless its context is done. Safe from any goroutine;
+// ErrStale once the registry is closed (Close wakes waiters itself).
+func (r *Registry) Wakeup() error {
+	return r.with("Registry.Wakeup", func(p *C.kvreg_registry) error {
+		return check("kvreg_registry_wakeup", C.kvreg_registry_wakeup(p))
+	})
 }
 
 // Stat selects one registry counter (KVREG_STAT_*).

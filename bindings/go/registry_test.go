@@ -65,8 +65,9 @@ func TestPoolIdentity(t *testing.T) {
 	if a.Name() != "gpu" || b.Name() != "host" {
 		t.Fatalf("names %q %q", a.Name(), b.Name())
 	}
-	if a.ID() == 0 || b.ID() == 0 || a.ID() == b.ID() || a.ID() > 255 || b.ID() > 255 {
-		t.Fatalf("pool ids %d %d: want distinct values in 1..255", a.ID(), b.ID())
+	if a.ID() == 0 || b.ID() == 0 || a.ID() == b.ID() || a.ID() > uint32(MaxPools) ||
+		b.ID() > uint32(MaxPools) {
+		t.Fatalf("pool ids %d %d: want distinct values in 1..%d", a.ID(), b.ID(), MaxPools)
 	}
 	if a.Registry() != r {
 		t.Fatal("Pool.Registry is not the registry that made it")
@@ -465,18 +466,18 @@ func TestOptionsValidated(t *testing.T) {
 
 func TestPoolLimitIsOverflow(t *testing.T) {
 	r := newReg(t, nil)
-	pools := make([]*Pool, 0, 255)
-	for i := 0; i < 255; i++ {
+	pools := make([]*Pool, 0, MaxPools)
+	for i := 0; i < MaxPools; i++ {
 		pools = append(pools, newPool(t, r, "p"))
 	}
 	if _, err := r.NewPool("one too many"); !errors.Is(err, ErrOverflow) {
-		t.Fatalf("pool 256 = %v, want ErrOverflow", err)
+		t.Fatalf("pool %d = %v, want ErrOverflow", MaxPools+1, err)
 	}
 	if err := pools[7].Close(); err != nil {
 		t.Fatal(err)
 	}
 	p := newPool(t, r, "reuses a slot")
-	if p.ID() == 0 || p.ID() > 255 {
+	if p.ID() == 0 || p.ID() > uint32(MaxPools) {
 		t.Fatalf("pool id %d out of range", p.ID())
 	}
 }
@@ -499,5 +500,72 @@ func TestTokensOfLargeBlock(t *testing.T) {
 	noTok := mustRegister(t, p, byHash(2))
 	if _, err := p.Tokens(noTok); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Tokens of a block registered by hash = %v, want ErrNotFound", err)
+	}
+}
+
+// Contains answers through the library's out-parameter: a yes, a no, and errors that are
+// errors (never a plain "no").
+func TestContainsAnswersAndErrors(t *testing.T) {
+	r, err := NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, q := newPool(t, r, "p"), newPool(t, r, "q")
+	mustRegister(t, p, byHash(5))
+	for _, c := range []struct {
+		name string
+		f    func(uint64) (bool, error)
+		h    uint64
+		want bool
+	}{
+		{"Pool.Contains(held)", p.Contains, 5, true},
+		{"Pool.Contains(other pool's)", q.Contains, 5, false},
+		{"Pool.Contains(absent)", p.Contains, 6, false},
+		{"Registry.Contains(held)", r.Contains, 5, true},
+		{"Registry.Contains(absent)", r.Contains, 6, false},
+	} {
+		if got, err := c.f(c.h); got != c.want || err != nil {
+			t.Errorf("%s = %v, %v; want %v, nil", c.name, got, err, c.want)
+		}
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.Contains(5); got || !errors.Is(err, ErrStale) {
+		t.Errorf("Contains on a closed pool = %v, %v; want false, ErrStale", got, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Contains(5); got || !errors.Is(err, ErrStale) {
+		t.Errorf("Pool.Contains after Registry.Close = %v, %v; want false, ErrStale", got, err)
+	}
+	if got, err := r.Contains(5); got || !errors.Is(err, ErrStale) {
+		t.Errorf("Registry.Contains after Close = %v, %v; want false, ErrStale", got, err)
+	}
+}
+
+// Flush works in both event modes (nothing to wait for single-threaded, but it must not
+// fail), and a closed registry says so.
+func TestFlush(t *testing.T) {
+	for _, opts := range []*Options{nil, {DiscardEvents: true}} {
+		r, err := NewRegistry(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPool(t, r, "p")
+		mustRegister(t, p, byHash(1))
+		if err := r.Flush(); err != nil {
+			t.Errorf("Flush (%+v) = %v", opts, err)
+		}
+		st, err := r.Stats()
+		if err != nil || st.EventsQueued+st.EventsDropped != 1 {
+			t.Errorf("after Flush (%+v): stats %+v, %v; want the event queued or dropped",
+				opts, st, err)
+		}
+		r.Close()
+		if err := r.Flush(); !errors.Is(err, ErrStale) {
+			t.Errorf("Flush after Close = %v, want ErrStale", err)
+		}
 	}
 }

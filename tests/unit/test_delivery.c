@@ -1,0 +1,359 @@
+/* Delivery under concurrency: a callback that is stuck must not stall calls that emit no
+ * event; a call that emits events returns while another thread is delivering and its events
+ * follow; kvreg_registry_flush waits for them; POLL consumers sleep in kvreg_registry_poll_wait
+ * and are woken by events or kvreg_registry_wakeup.
+ *
+ * A callback is held "stuck" on a condition variable the test controls (not a sleep), so each
+ * test is deterministic. A watchdog (a generous timed wait) turns a would-be deadlock into a
+ * failure instead of a hung test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <kvreg.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvreg_answer.h"
+
+#define WATCHDOG_S 20
+
+/* ---- a callback that can be held inside itself ------------------------------------------- */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int hold;          /* 1: the next callback call blocks until open */
+    int inside;        /* a callback call is blocked in the gate */
+    size_t events;     /* events seen */
+    uint64_t next_id;  /* the id expected next (gap check) */
+    int gap;
+} gate;
+
+static void gate_init(gate *g) {
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+}
+
+static void gate_fn(const kvreg_event *ev, size_t n, void *ud) {
+    gate *g = ud;
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].event_id != g->next_id) g->gap = 1;
+        g->next_id = ev[i].event_id + 1;
+    }
+    g->events += n;
+    if (g->hold) {
+        g->hold = 0;
+        g->inside = 1;
+        pthread_cond_broadcast(&g->cv);
+        while (g->inside) pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->inside = 0;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static struct timespec deadline(int seconds) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += seconds;
+    return t;
+}
+
+/* Wait until pred(g) or the watchdog fires; returns pred's final value. */
+static int gate_wait(gate *g, int (*pred)(gate *)) {
+    struct timespec t = deadline(WATCHDOG_S);
+    pthread_mutex_lock(&g->mu);
+    int rc = 0;
+    while (!pred(g) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g->cv, &g->mu, &t);
+    const int ok = pred(g);
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+static int is_inside(gate *g) { return g->inside; }
+
+static kvreg_block_desc desc(uint64_t h) {
+    kvreg_block_desc d;
+    memset(&d, 0, sizeof d);
+    d.sequence_hash = h;
+    d.block_hash = h ^ 0x5555;
+    return d;
+}
+
+/* ---- a thread running a function, joined with a watchdog --------------------------------- */
+typedef struct job {
+    pthread_t th;
+    void *(*fn)(void *);
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} job;
+
+static void *job_main(void *p) {
+    job *j = p;
+    j->fn(j->arg);
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+static void job_start(job *j, void *(*fn)(void *), void *arg) {
+    memset(j, 0, sizeof *j);
+    j->fn = fn;
+    j->arg = arg;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    assert_int_equal(pthread_create(&j->th, NULL, job_main, j), 0);
+}
+
+/* 1 when the job finished within the watchdog (then it is joined). */
+static int job_finish(job *j) {
+    struct timespec t = deadline(WATCHDOG_S);
+    pthread_mutex_lock(&j->mu);
+    int rc = 0;
+    while (!j->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&j->cv, &j->mu, &t);
+    const int done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    if (done) pthread_join(j->th, NULL);
+    return done;
+}
+
+/* ---- shared fixture: thread A's registration is stuck in the callback -------------------- */
+typedef struct world {
+    gate g;
+    kvreg_registry *reg;
+    kvreg_pool *a, *b, *b2;
+    kvreg_block held; /* B's block, registered before A gets stuck */
+    kvreg_block held2;
+    int status;       /* first unexpected status seen by a worker, 0 if none */
+} world;
+
+static void *stuck_register(void *p) {
+    world *w = p;
+    kvreg_block h;
+    kvreg_block_desc d = desc(1000);
+    if (kvreg_register(w->a, &d, &h) != KVREG_OK) w->status = -100;
+    return NULL;
+}
+
+static void world_up(world *w, job *stuck) {
+    memset(w, 0, sizeof *w);
+    gate_init(&w->g);
+    kvreg_config *cfg;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, gate_fn, &w->g, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&w->reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_pool_new(&w->a, w->reg, "A"), KVREG_OK);
+    assert_int_equal(kvreg_pool_new(&w->b, w->reg, "B"), KVREG_OK);
+    assert_int_equal(kvreg_pool_new(&w->b2, w->reg, "B2"), KVREG_OK);
+    kvreg_block_desc d = desc(2000);
+    assert_int_equal(kvreg_register(w->b, &d, &w->held), KVREG_OK); /* delivered: single thread */
+    assert_int_equal(w->g.events, 1);
+    /* A registers a new hash; its callback blocks inside the gate. */
+    w->g.hold = 1;
+    job_start(stuck, stuck_register, w);
+    assert_true(gate_wait(&w->g, is_inside));
+}
+
+static void world_down(world *w, job *stuck) {
+    gate_open(&w->g);
+    assert_true(job_finish(stuck));
+    assert_int_equal(kvreg_registry_flush(w->reg), KVREG_OK);
+    assert_int_equal(w->g.gap, 0);
+    assert_int_equal(w->status, 0);
+    kvreg_registry_free(w->reg);
+}
+
+/* Calls that emit no event, 1000 of them, on thread B while A's callback is stuck. */
+static void *no_event_calls(void *p) {
+    world *w = p;
+    kvreg_block_desc d = desc(2000);
+    for (int i = 0; i < 1000 && !w->status; i++) {
+        kvreg_block extra, dup, shared;
+        int rc;
+        if ((rc = kvreg_acquire(w->b, 2000, &extra)) != KVREG_OK) w->status = rc;
+        else if ((rc = kvreg_release(w->b, extra)) != KVREG_OK) w->status = rc;       /* not the last ref */
+        else if ((rc = kvt_pool_has(w->b, 2000)) != 1) w->status = -200 - rc;
+        else if ((rc = kvt_registry_has(w->reg, 2000)) != 1) w->status = -300 - rc;
+        else if ((rc = kvreg_register(w->b, &d, &dup)) != KVREG_EEXIST) w->status = -400 - rc;
+        else if ((rc = kvreg_register(w->b2, &d, &shared)) != KVREG_OK) w->status = -500 - rc; /* 2nd pool */
+        else if ((rc = kvreg_release(w->b2, shared)) != KVREG_OK) w->status = -600 - rc;      /* B holds it */
+    }
+    return NULL;
+}
+
+static void test_no_event_calls_do_not_wait_for_a_stuck_callback(void **state) {
+    (void)state;
+    world w;
+    job stuck, calls;
+    world_up(&w, &stuck);
+    job_start(&calls, no_event_calls, &w);
+    /* With head-of-line blocking the calls would wait for the gate, which only opens below. */
+    assert_true(job_finish(&calls));
+    assert_int_equal(w.status, 0);
+    assert_int_equal(w.g.events, 2); /* nothing else was emitted */
+    world_down(&w, &stuck);
+    assert_int_equal(w.g.events, 2);
+}
+
+/* An event-emitting call returns while A delivers; flush then waits for its event. */
+static void *register_then_flush(void *p) {
+    world *w = p;
+    kvreg_block h;
+    kvreg_block_desc d = desc(3000);
+    if (kvreg_register(w->b, &d, &h) != KVREG_OK) w->status = -700;
+    /* the call returned; A is still stuck, so its Register cannot have been delivered */
+    pthread_mutex_lock(&w->g.mu);
+    if (w->g.events != 2) w->status = -701;
+    pthread_mutex_unlock(&w->g.mu);
+    return NULL;
+}
+
+static void *flusher(void *p) {
+    world *w = p;
+    if (kvreg_registry_flush(w->reg) != KVREG_OK) w->status = -800;
+    pthread_mutex_lock(&w->g.mu);
+    if (w->g.events != 3) w->status = -801; /* flush returned before the event was delivered */
+    pthread_mutex_unlock(&w->g.mu);
+    return NULL;
+}
+
+static void test_emitting_call_returns_and_flush_waits(void **state) {
+    (void)state;
+    world w;
+    job stuck, reg, fl;
+    world_up(&w, &stuck);
+    job_start(&reg, register_then_flush, &w);
+    assert_true(job_finish(&reg)); /* returned although A holds the delivery */
+    assert_int_equal(w.status, 0);
+    job_start(&fl, flusher, &w);
+    gate_open(&w.g); /* A's callback returns; A then delivers B's event too */
+    assert_true(job_finish(&fl));
+    world_down(&w, &stuck);
+    assert_int_equal(w.g.events, 3);
+}
+
+static void flush_from_callback_fn(const kvreg_event *ev, size_t n, void *ud) {
+    (void)ev;
+    (void)n;
+    kvreg_registry **reg = ud;
+    if (kvreg_registry_flush(*reg) != KVREG_EBUSY) *reg = NULL; /* marks the failure */
+}
+
+static void test_flush_from_callback_is_ebusy(void **state) {
+    (void)state;
+    kvreg_registry *reg, *seen;
+    kvreg_config *cfg;
+    kvreg_pool *p;
+    kvreg_block h;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, flush_from_callback_fn, &seen, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    seen = reg;
+    assert_int_equal(kvreg_pool_new(&p, reg, "p"), KVREG_OK);
+    kvreg_block_desc d = desc(1);
+    assert_int_equal(kvreg_register(p, &d, &h), KVREG_OK);
+    assert_ptr_equal(seen, reg);
+    assert_int_equal(kvreg_registry_flush(reg), KVREG_OK);
+    assert_int_equal(kvreg_registry_flush(NULL), KVREG_EINVAL);
+    kvreg_registry_free(reg);
+}
+
+/* ---- POLL: waiting consumers --------------------------------------------------------------- */
+typedef struct waiter {
+    kvreg_registry *reg;
+    int timeout_ms;
+    int rc;
+    size_t n;
+    kvreg_event ev[8];
+} waiter;
+
+static void *wait_poll(void *p) {
+    waiter *w = p;
+    w->rc = kvreg_registry_poll_wait(w->reg, w->ev, 8, &w->n, w->timeout_ms);
+    return NULL;
+}
+
+static kvreg_registry *poll_registry(void) {
+    kvreg_config *cfg;
+    kvreg_registry *reg;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    return reg;
+}
+
+static void test_poll_wait_wakes_on_event(void **state) {
+    (void)state;
+    kvreg_registry *reg = poll_registry();
+    kvreg_pool *p;
+    kvreg_block h;
+    assert_int_equal(kvreg_pool_new(&p, reg, "p"), KVREG_OK);
+    waiter w = {reg, -1, 99, 99, {{0}}};
+    job j;
+    job_start(&j, wait_poll, &w); /* no limit: only an event (or wakeup) ends it */
+    kvreg_block_desc d = desc(42);
+    assert_int_equal(kvreg_register(p, &d, &h), KVREG_OK);
+    assert_true(job_finish(&j));
+    assert_int_equal(w.rc, KVREG_OK);
+    assert_int_equal(w.n, 1);
+    assert_true(w.ev[0].sequence_hash == 42 && w.ev[0].kind == KVREG_EVENT_REGISTER);
+    kvreg_registry_free(reg);
+}
+
+static void test_poll_wait_wakeup_and_timeouts(void **state) {
+    (void)state;
+    kvreg_registry *reg = poll_registry();
+    waiter w = {reg, -1, 99, 99, {{0}}};
+    job j;
+    job_start(&j, wait_poll, &w);
+    assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK); /* before or during the wait: not lost */
+    assert_true(job_finish(&j));
+    assert_int_equal(w.rc, KVREG_OK);
+    assert_int_equal(w.n, 0);
+    /* 0: no wait; a short timeout with nothing queued returns empty */
+    size_t n = 99;
+    kvreg_event ev[2];
+    assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, 0), KVREG_OK);
+    assert_int_equal(n, 0);
+    n = 99;
+    assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, 5), KVREG_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, -2), KVREG_EINVAL);
+    assert_int_equal(kvreg_registry_poll_wait(reg, NULL, 2, &n, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_registry_wakeup(NULL), KVREG_EINVAL);
+    kvreg_registry_free(reg);
+    /* INLINE registries have no queue to wait on */
+    kvreg_registry *inl;
+    assert_int_equal(kvreg_registry_new(&inl, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_poll_wait(inl, ev, 2, &n, 0), KVREG_EINVAL);
+    kvreg_registry_free(inl);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_event_calls_do_not_wait_for_a_stuck_callback),
+        cmocka_unit_test(test_emitting_call_returns_and_flush_waits),
+        cmocka_unit_test(test_flush_from_callback_is_ebusy),
+        cmocka_unit_test(test_poll_wait_wakes_on_event),
+        cmocka_unit_test(test_poll_wait_wakeup_and_timeouts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
