@@ -22,7 +22,10 @@ EINVAL, ENOMEM, ERANGE, ESTATE, EEXIST, ENOENT, ESTALE, EBUSY, EOVERFLOW = range
 ROUTER_SALT = 1337
 POSITION_UNKNOWN = 0xFFFFFFFF
 BLOCK_NONE = 0
-MAX_POOLS = 255
+# Pool ids are 1 .. KVREG_MAX_POOLS. The library raises its limit from 255 to 65535 (the
+# event's pool_id field is 32 bits wide); nothing in this binding depends on the value: the
+# library answers KVREG_EOVERFLOW (Overflow) when a registry has no free pool id left.
+MAX_POOLS = 65535
 
 EVENT_REGISTER = 1
 EVENT_REMOVE = 2
@@ -45,6 +48,7 @@ STAT_TOKEN_BYTES = 8
 
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
+INT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_int) - 1)) - 1
 
 # ---- types ---------------------------------------------------------------------------------
 c_u32 = ctypes.c_uint32
@@ -161,7 +165,8 @@ def _load():
 
 
 def _errcheck(result, func, args):
-    # Status and predicate functions: >= 0 is a value, < 0 a KVREG_E* code.
+    # Status functions: 0 is KVREG_OK, < 0 a KVREG_E* code. (Yes/no answers come back
+    # through an int * output since API 0.2, never through the status.)
     if result < 0:
         raise errors.from_status(result, strerror(result))
     return result
@@ -202,7 +207,10 @@ _PROTOTYPES = {
     "kvreg_registry_free": (None, [reg_p], False),
     "kvreg_registry_set_event_fn": (c_int, [reg_p, EVENT_FN, ctypes.c_void_p, DESTROY_FN], True),
     "kvreg_registry_poll": (c_int, [reg_p, event_p, c_size, size_p], True),
-    "kvreg_registry_contains": (c_int, [reg_p, c_u64], True),
+    "kvreg_registry_poll_wait": (c_int, [reg_p, event_p, c_size, size_p, c_int], True),
+    "kvreg_registry_wakeup": (c_int, [reg_p], True),
+    "kvreg_registry_flush": (c_int, [reg_p], True),
+    "kvreg_registry_contains": (c_int, [reg_p, c_u64, int_p], True),
     "kvreg_registry_stat": (c_int, [reg_p, c_u32, u64_p], True),
     # pools
     "kvreg_pool_new": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p], True),
@@ -221,7 +229,7 @@ _PROTOTYPES = {
     "kvreg_release": (c_int, [pool_p, kvreg_block], True),
     "kvreg_release_batch": (c_int, [pool_p, block_p, c_size, int_p, size_p], True),
     # queries
-    "kvreg_pool_contains": (c_int, [pool_p, c_u64], True),
+    "kvreg_pool_contains": (c_int, [pool_p, c_u64, int_p], True),
     "kvreg_pool_match": (c_int, [pool_p, u64_p, c_size, size_p], True),
     "kvreg_block_get_info": (c_int, [pool_p, kvreg_block, info_p], True),
     "kvreg_block_refcount": (c_int, [pool_p, kvreg_block, u32_p], True),

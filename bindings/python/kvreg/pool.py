@@ -147,7 +147,7 @@ class Pool:
 
     @property
     def id(self):
-        """The pool id carried by events (1 .. 255)."""
+        """The pool id carried by events (1 .. the library's KVREG_MAX_POOLS)."""
         return self._id
 
     @property
@@ -307,8 +307,12 @@ class Pool:
 
     # -- queries -------------------------------------------------------------------------
     def contains(self, sequence_hash):
+        """True if this pool holds sequence_hash. Errors raise (StaleHandle for a closed or
+        freed pool ...); they never read as False."""
         h = _buffers.u64(getattr(sequence_hash, "sequence_hash", sequence_hash), "sequence_hash")
-        return self._run(lib.kvreg_pool_contains, h) == 1
+        present = ctypes.c_int()
+        self._run(lib.kvreg_pool_contains, h, ctypes.byref(present))
+        return present.value != 0
 
     __contains__ = contains
 

@@ -198,7 +198,8 @@ class Registry:
 
     # -- pools ---------------------------------------------------------------------------
     def pool(self, name=""):
-        """A new pool (tier) in this registry. At most 255 live pools (Overflow beyond)."""
+        """A new pool (tier) in this registry. Overflow when the registry has no free pool id
+        (the library's KVREG_MAX_POOLS live pools)."""
         return Pool(self, name)
 
     # -- queries -------------------------------------------------------------------------
@@ -207,9 +208,13 @@ class Registry:
         return self._core.delivery
 
     def contains(self, sequence_hash):
-        """True if any pool of the registry holds sequence_hash."""
-        h = _buffers.u64(sequence_hash, "sequence_hash")
-        return self._core.run(lib.kvreg_registry_contains, h) == 1
+        """True if any pool of the registry holds sequence_hash. Errors raise (StaleHandle
+        for a closed registry ...); they never read as False."""
+        h = _buffers.u64(getattr(sequence_hash, "sequence_hash", sequence_hash),
+                         "sequence_hash")
+        present = ctypes.c_int()
+        self._core.run(lib.kvreg_registry_contains, h, ctypes.byref(present))
+        return present.value != 0
 
     __contains__ = contains
 

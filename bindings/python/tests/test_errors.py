@@ -1,9 +1,10 @@
 """Each KVREG_E* code reaches Python as its own exception class, with C's message."""
 
+import ctypes
 import unittest
 
 import kvreg
-from kvreg import errors
+from kvreg import _ffi, errors
 
 from . import support
 
@@ -86,6 +87,7 @@ class FromTheLibrary(unittest.TestCase):
         blk = self.pool.register(self.info)
         self.assertCode(kvreg.AlreadyRegistered, self.pool.register, self.info)
         self.assertEqual(blk.refcount(), 1)
+        blk.release()
 
     def test_enoent(self):
         self.assertCode(kvreg.NotFound, self.pool.acquire, 12345)
@@ -93,6 +95,7 @@ class FromTheLibrary(unittest.TestCase):
             self.assertCode(kvreg.NotFound, seq.pop)
         blk = self.pool.register(self.info, self.toks)  # registry does not keep tokens
         self.assertCode(kvreg.NotFound, blk.tokens)
+        blk.release()
 
     def test_estale_from_c(self):
         blk = self.pool.register(self.info)
@@ -102,13 +105,54 @@ class FromTheLibrary(unittest.TestCase):
         self.assertEqual(exc.code, -7)
         self.assertCode(kvreg.StaleHandle, kvreg.Block(self.pool, 0x1234).release)
 
+    def test_contains_errors_raise_never_false(self):
+        # Since API 0.2 the yes/no answer comes through an int * output and the status only
+        # reports errors: an error must raise, never read as "not held".
+        h = self.info.sequence_hash
+        blk = self.pool.register(self.info)
+        self.assertTrue(self.pool.contains(h))
+        self.assertTrue(h in self.pool)
+        self.assertTrue(self.reg.contains(blk))  # anything with a sequence_hash
+        self.assertFalse(self.pool.contains(h + 1))
+        self.assertFalse(self.reg.contains(h + 1))
+        # The C pool retired behind the binding's back (as a C caller sharing it could do):
+        # C answers KVREG_ESTALE, and the binding must say so.
+        _ffi.lib.kvreg_pool_free(self.pool._guard.ptr)
+        self.assertCode(kvreg.StaleHandle, self.pool.contains, h)
+        self.assertCode(kvreg.StaleHandle, self.pool.__contains__, h)
+        self.assertCode(kvreg.StaleHandle, blk.release)
+        self.assertFalse(self.reg.contains(h))
+        # The raw layer: the status is checked, the output untouched on error.
+        present = ctypes.c_int(7)
+        self.assertCode(kvreg.InvalidArgument, _ffi.lib.kvreg_pool_contains, None, h,
+                        ctypes.byref(present))
+        self.assertCode(kvreg.InvalidArgument, _ffi.lib.kvreg_registry_contains, None, h,
+                        ctypes.byref(present))
+        self.assertCode(kvreg.InvalidArgument, _ffi.lib.kvreg_registry_contains,
+                        self.reg._core.guard.ptr, h, None)
+        self.assertEqual(present.value, 7)
+
     def test_eoverflow(self):
+        # The library's pool limit (KVREG_MAX_POOLS) is its own business: take ids until it
+        # says Overflow, which must come within the ids kvreg.MAX_POOLS allows. All but one
+        # are taken through the raw layer (the registry owns and frees those pools): tens of
+        # thousands of Pool objects would only slow the test down.
         with kvreg.Registry() as reg:
-            pools = [reg.pool() for _ in range(kvreg.MAX_POOLS)]
-            self.assertEqual(reg.stat("pools"), kvreg.MAX_POOLS)
-            self.assertCode(kvreg.Overflow, reg.pool)
-            pools[0].close()
-            reg.pool()  # a freed slot is usable again
+            first = reg.pool()
+            raw, taken = _ffi.pool_p(), 1
+            with self.assertRaises(kvreg.Overflow):
+                while taken <= kvreg.MAX_POOLS:
+                    _ffi.lib.kvreg_pool_new(ctypes.byref(raw), reg._core.guard.ptr, b"raw")
+                    taken += 1
+            self.assertGreaterEqual(taken, 255)
+            self.assertLessEqual(taken, kvreg.MAX_POOLS)
+            self.assertEqual(reg.stat("pools"), taken)
+            self.assertEqual(_ffi.lib.kvreg_pool_id(raw), taken)
+            exc = self.assertCode(kvreg.Overflow, reg.pool)
+            self.assertEqual(exc.code, -9)
+            first.close()
+            again = reg.pool()  # a freed id is usable again
+            self.assertEqual(again.id, first.id)
 
     def test_ebusy(self):
         seen = []
@@ -121,5 +165,5 @@ class FromTheLibrary(unittest.TestCase):
 
         with kvreg.Registry(callback=cb) as reg:
             pool = reg.pool()
-            pool.register(self.info)
-            self.assertEqual(seen, [-8])
+            pool.register(self.info).release()
+            self.assertEqual(seen, [-8, -8])

@@ -1,5 +1,6 @@
 """Library loading: KVREG_LIBRARY wins, a bad path is a clear ImportError."""
 
+import ctypes
 import os
 import re
 import subprocess
@@ -55,6 +56,52 @@ class Loading(unittest.TestCase):
         self.assertEqual(declared, set(_ffi._PROTOTYPES))
         for name in declared:
             self.assertIsNotNone(getattr(_ffi.lib, name).argtypes, name)
+
+
+    def test_prototypes_match_header_types(self):
+        # Names alone would not catch a changed signature (API 0.2 gave the *_contains
+        # functions a third parameter): compare every return and parameter type.
+        header = os.path.join(_PKG_DIR, "..", "..", "include", "kvreg.h")
+        if not os.path.isfile(header):
+            self.skipTest("include/kvreg.h not found next to the binding")
+        with open(header, encoding="utf-8") as f:
+            text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+        decls = re.findall(r"KVREG_API\s+([^;{(]*?)\b(kvreg_\w+)\s*\(([^)]*)\)", text)
+        self.assertEqual({name for _, name, _ in decls}, set(_ffi._PROTOTYPES))
+        for ret, name, params in decls:
+            with self.subTest(name):
+                restype, argtypes, _ = _ffi._PROTOTYPES[name]
+                self.assertIs(_ctype(ret), restype, "return type %r" % ret)
+                params = [p for p in params.split(",") if p.strip() not in ("", "void")]
+                self.assertEqual(len(params), len(argtypes), "parameters %r" % params)
+                for p, t in zip(params, argtypes):
+                    # drop the parameter name: the last identifier, unless it is the type
+                    ctype = re.sub(r"\b\w+\s*$", "", p) if re.search(r"[*\s]\w+\s*$", p) else p
+                    self.assertIs(_ctype(ctype), t, "parameter %r" % p)
+
+
+_SCALARS = {
+    "void": None, "int": ctypes.c_int, "unsigned": ctypes.c_uint, "uint32_t": ctypes.c_uint32,
+    "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t, "kvreg_block": ctypes.c_uint64,
+    "kvreg_event_fn": _ffi.EVENT_FN, "kvreg_destroy_fn": _ffi.DESTROY_FN,
+}
+
+
+def _ctype(decl):
+    """The ctypes type the binding must use for a C type spelled in the header."""
+    decl = re.sub(r"\b(const|struct)\b", " ", decl).strip()
+    stars = decl.count("*")
+    base = decl.replace("*", "").strip()
+    if stars == 1 and base == "char":
+        return ctypes.c_char_p
+    if stars == 1 and base == "void":
+        return ctypes.c_void_p
+    t = _SCALARS.get(base)
+    if t is None and stars:
+        t = getattr(_ffi, base)  # the opaque and record structs have their C names
+    for _ in range(stars):
+        t = ctypes.POINTER(t)
+    return t
 
 
 class _FakeLib:
