@@ -3,8 +3,12 @@
 // sharing one global registry, Register/Remove events).
 //
 // The binding is a thin cgo layer over include/kvreg.h. It adds what Go needs on top:
-// explicit Close methods (finalizers are only a safety net), errors that work with errors.Is,
-// and Go-owned copies of everything the library only lends (event tokens, block tokens).
+// explicit Close methods, errors that work with errors.Is, and Go-owned copies of everything
+// the library only lends (event tokens, block tokens).
+//
+// Lifetimes follow one rule: an object lives until its Close. Finalizers are only a leak
+// safety net: they report the leak (see SetLeakHandler) and never emit events; a Pool that
+// becomes garbage without Close keeps its blocks registered until Registry.Close.
 //
 // Events are delivered in POLL mode only (Registry.Poll, PollWait, Events): the library never
 // calls into Go, so no Go pointer is ever handed to C beyond the duration of one call.

@@ -98,7 +98,7 @@ func (r *Registry) NewPool(name string) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtime.SetFinalizer(pool, (*Pool).Close)
+	runtime.SetFinalizer(pool, (*Pool).finalize)
 	return pool, nil
 }
 
@@ -118,6 +118,19 @@ func (p *Pool) Close() error {
 	}
 	runtime.KeepAlive(p)
 	return nil
+}
+
+// finalize is the leak safety net of a Pool that became garbage without Close. It reports the
+// leak and deliberately does not free the pool: kvreg_pool_free would emit Remove events at a
+// moment the program did not choose. The pool's references stay in the registry until
+// Registry.Close, which frees them without events.
+func (p *Pool) finalize() {
+	held := 0
+	_ = p.with("", func(pp *C.kvreg_pool) error {
+		held = int(C.kvreg_pool_size(pp))
+		return nil
+	})
+	reportLeak(Leak{Type: "Pool", Name: p.name, PoolID: p.id, Held: held})
 }
 
 // with runs f with the registry and the pool held shared, or returns the closed error.

@@ -105,7 +105,7 @@ func NewRegistry(opts *Options) (*Registry, error) {
 	}
 	r := &Registry{ptr: p}
 	r.pollCond.L = &r.pollMu
-	runtime.SetFinalizer(r, (*Registry).Close)
+	runtime.SetFinalizer(r, (*Registry).finalize)
 	return r, nil
 }
 
@@ -146,6 +146,14 @@ func (r *Registry) Close() error {
 		r.pollCap = 0
 	}
 	return nil
+}
+
+// finalize is the leak safety net: freeing a registry emits no events, so it frees it, and
+// it reports the leak. Pools keep their registry reachable, so this runs only once no Pool
+// (and no Events stream) is left.
+func (r *Registry) finalize() {
+	r.Close()
+	reportLeak(Leak{Type: "Registry"})
 }
 
 // with runs f on the live C pointer with mu held shared, or returns the closed error.

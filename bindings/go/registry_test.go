@@ -21,8 +21,8 @@ func newPool(t *testing.T, r *Registry, name string) *Pool {
 	if err != nil {
 		t.Fatalf("NewPool(%q): %v", name, err)
 	}
-	// Closing at cleanup also keeps p reachable for the whole test: an unreachable Pool is
-	// closed by its finalizer, which would release its blocks mid-test.
+	// Closing at cleanup also keeps p reachable for the whole test, so its finalizer never
+	// reports it as leaked.
 	t.Cleanup(func() { p.Close() })
 	return p
 }

@@ -28,7 +28,7 @@ func NewSequence(blockSize uint32, salt uint64) (*Sequence, error) {
 		return nil, err
 	}
 	s := &Sequence{ptr: p}
-	runtime.SetFinalizer(s, (*Sequence).Close)
+	runtime.SetFinalizer(s, (*Sequence).finalize)
 	return s, nil
 }
 
@@ -42,6 +42,13 @@ func (s *Sequence) Close() error {
 		runtime.SetFinalizer(s, nil)
 	}
 	return nil
+}
+
+// finalize is the leak safety net: a sequence emits no events, so it is freed, and the leak is
+// reported.
+func (s *Sequence) finalize() {
+	s.Close()
+	reportLeak(Leak{Type: "Sequence"})
 }
 
 // with runs f on the live C pointer under the mutex, or returns the closed error.
