@@ -87,18 +87,29 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
 
 void PollQueue::wait_for_events(int timeout_ms) noexcept {
     std::unique_lock<std::mutex> lk(mu_);
-    auto ready = [this] { return size_ > 0 || wake_pending_; };
+    if (pending_wakeups_ > 0) {
+        pending_wakeups_--;
+        return;
+    }
+    const uint64_t seen = wakeups_;
+    waiting_++;
+    auto ready = [this, seen] { return size_ > 0 || wakeups_ != seen; };
     if (timeout_ms < 0)
         cv_.wait(lk, ready);
     else if (timeout_ms > 0)
         cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
-    wake_pending_ = false;
+    if (wakeups_ == seen) waiting_--; // ended by an event or the timeout, not by wakeup()
 }
 
 void PollQueue::wakeup() noexcept {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        wake_pending_ = true;
+        if (waiting_ > 0) {
+            wakeups_++; // every current wait ends
+            waiting_ = 0;
+        } else if (pending_wakeups_ < UINT32_MAX) {
+            pending_wakeups_++; // for the next waiter
+        }
     }
     cv_.notify_all();
 }

@@ -51,7 +51,12 @@ private:
     std::deque<std::unique_ptr<Chunk>> chunks_;
     std::unique_ptr<Chunk> spare_;
     size_t size_ = 0;
-    bool wake_pending_ = false;
+    // wakeup() with waiters bumps wakeups_, which ends every current wait (waiting_ counts the
+    // waits it has not ended yet); with none, it is kept in pending_wakeups_ for a later waiter,
+    // so a wakeup is never lost.
+    uint64_t wakeups_ = 0;
+    uint32_t waiting_ = 0;
+    uint32_t pending_wakeups_ = 0;
     std::vector<uint32_t> taken_tokens_; // tokens of the last take()'s events
 };
 

@@ -347,6 +347,28 @@ static void test_poll_wait_wakeup_and_timeouts(void **state) {
     kvreg_registry_free(inl);
 }
 
+static void test_wakeup_reaches_every_waiter(void **state) {
+    (void)state;
+    kvreg_registry *reg = poll_registry();
+    waiter w[3];
+    job j[3];
+    for (int i = 0; i < 3; i++) {
+        waiter init = {reg, -1, 99, 99, {{0}}};
+        w[i] = init;
+        job_start(&j[i], wait_poll, &w[i]);
+    }
+    /* Each waiter either sleeps when the wakeups come or, if it has not started waiting yet,
+     * takes the one kept for the next waiter: three wakeups end three waits either way, and
+     * one wakeup ends every wait already sleeping. */
+    for (int i = 0; i < 3; i++) assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_true(job_finish(&j[i]));
+        assert_int_equal(w[i].rc, KVREG_OK);
+        assert_int_equal(w[i].n, 0);
+    }
+    kvreg_registry_free(reg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_event_calls_do_not_wait_for_a_stuck_callback),
@@ -354,6 +376,7 @@ int main(void) {
         cmocka_unit_test(test_flush_from_callback_is_ebusy),
         cmocka_unit_test(test_poll_wait_wakes_on_event),
         cmocka_unit_test(test_poll_wait_wakeup_and_timeouts),
+        cmocka_unit_test(test_wakeup_reaches_every_waiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 
 import ctypes
 import threading
+import warnings
 import weakref
 
 from . import _buffers, _ffi, errors
@@ -17,15 +18,16 @@ lib = _ffi.lib
 _claim_lock = threading.Lock()
 
 
-def _finalize(core, guard):
-    # Safety net: a collected Pool releases its references, unless its registry already went
-    # (then C freed the pool with it).
-    ptr = guard.close(wait=False)
-    if ptr is not None and not core.guard.closed:
-        try:
-            core.run(lambda _reg: lib.kvreg_pool_free(ptr))
-        except StaleHandle:
-            pass
+def _finalize(core, guard, label):
+    """Safety net for a Pool garbage collected without close(): warn, and leave the C pool
+    as it is. Freeing it would release its references and emit Remove events (and run
+    callbacks) at whatever moment the garbage collector picked; instead they stay held, and
+    the pool's memory is the registry's, freed with it."""
+    guard.close(wait=False)  # nothing can reach it any more; keep the pointer out of reach
+    if not core.guard.closed:
+        warnings.warn("%s garbage collected without close(): its references stay held (no "
+                      "Remove events) until the registry is closed; close it explicitly"
+                      % label, ResourceWarning)
 
 
 def _fill_desc(desc, info, tokens, block_size, keep):
@@ -64,7 +66,11 @@ def _split_item(item):
 
 class Pool:
     """One pool (tier) of a Registry. Thread-safe. Keeps its registry alive; closing the
-    registry closes the pool too (its methods then raise StaleHandle)."""
+    registry closes the pool too (its methods then raise StaleHandle).
+
+    Close it explicitly (close(), a with block, or by closing the registry). A Pool garbage
+    collected while open only warns (ResourceWarning): its references stay held, with no
+    Remove events, until the registry is closed."""
 
     def __init__(self, registry, name=""):
         if isinstance(name, str):
@@ -78,7 +84,10 @@ class Pool:
         self._guard = Guard(out, "pool")
         self._id = lib.kvreg_pool_id(out)
         self._name = name.decode("utf-8", "replace")
-        self._finalizer = weakref.finalize(self, _finalize, core, self._guard)
+        self._finalizer = weakref.finalize(self, _finalize, core, self._guard,
+                                           "kvreg.Pool id=%d name=%r" % (self._id, self._name))
+        # At exit the Registry's own safety net frees everything: one warning is enough.
+        self._finalizer.atexit = False
 
     # -- plumbing ------------------------------------------------------------------------
     def _run(self, fn, *args, late=None):
@@ -326,8 +335,10 @@ class Pool:
 
 class Block:
     """One reference on a block held by a pool. Release it exactly once: release(), close()
-    or leaving a `with` block. Dropping the object does NOT release the reference (handles
-    are plain values in C; a GC-timed release would emit Remove events at random times)."""
+    or leaving a `with` block (closing the pool or registry drops it too). Dropping the
+    object does NOT release the reference: a GC-timed release would emit Remove events at
+    random times. It warns instead (ResourceWarning); detach() hands the reference over
+    without a warning."""
 
     __slots__ = ("_pool", "_handle", "_hash", "_released", "__weakref__")
 
@@ -336,6 +347,19 @@ class Block:
         self._handle = handle
         self._hash = sequence_hash
         self._released = False
+
+    def __del__(self):
+        # Leak report only: the reference stays held (no event), as the class docstring says.
+        # getattr: __init__ may not have run (a failed construction, copy, pickling).
+        if getattr(self, "_released", True):
+            return
+        pool = self._pool
+        if pool.closed:  # closing the pool or registry dropped the reference already
+            return
+        warnings.warn("unreleased kvreg.Block %#x of pool %d garbage collected: the reference "
+                      "stays held (no Remove event) until the pool or registry is closed; "
+                      "release it, or detach() it to keep it on purpose"
+                      % (self._handle, pool.id), ResourceWarning, source=self)
 
     @property
     def pool(self):
@@ -348,11 +372,12 @@ class Block:
 
     @property
     def released(self):
+        """True once this object no longer owns its reference (released or detached)."""
         return self._released
 
     def _live(self):
         if self._released:
-            raise StaleHandle(_ffi.ESTALE, "block already released")
+            raise StaleHandle(_ffi.ESTALE, "block already released (or detached)")
 
     def release(self):
         """Drop this reference. StaleHandle if it was already released or its pool closed."""
@@ -373,6 +398,16 @@ class Block:
             raise
 
     close = release
+
+    def detach(self):
+        """Stop owning the reference without releasing it, and return the raw handle: this
+        object then neither releases it nor warns when collected. The reference stays held
+        until Block(pool, handle).release() (that new object owns it) or until the pool or
+        registry is closed. StaleHandle if already released or detached."""
+        with _claim_lock:
+            self._live()
+            self._released = True
+        return self._handle
 
     def __enter__(self):
         return self

@@ -1,7 +1,11 @@
 """Registry: the global table shared by pools, its events and its lifetime."""
 
 import ctypes
+import math
+import numbers
 import threading
+import time
+import warnings
 import weakref
 
 from . import _buffers, _ffi, events as _events
@@ -131,8 +135,38 @@ def _report_unraisable(exc):
 
 
 def _finalize(core):
-    # Safety net only: runs when a Registry is garbage collected or at exit.
-    core.close()
+    """Safety net for a Registry garbage collected (or still open at exit) without close().
+
+    Freeing a registry emits no events and runs no callback, so this frees it, and warns:
+    the program lost track of a registry it should close explicitly."""
+    try:
+        warnings.warn("kvreg.Registry garbage collected without close(): freed now (emitting "
+                      "no events); close it explicitly (close() or a with block)",
+                      ResourceWarning)
+    finally:
+        core.close()
+
+
+def _timeout_ms(timeout):
+    """poll()'s timeout in seconds -> kvreg_registry_poll_wait's milliseconds (-1: no limit)."""
+    if timeout is None:
+        return -1
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError("timeout must be a number of seconds or None, not %s"
+                        % type(timeout).__name__)
+    t = float(timeout)
+    if math.isnan(t) or t < 0:
+        raise ValueError("timeout must be None or >= 0 seconds, not %r" % (timeout,))
+    if math.isinf(t):
+        return -1
+    # Round up: a short positive timeout must still wait, not become 0 (no wait). Longer than
+    # the C int allows (~24 days): wait that long; poll() may return [] early anyway.
+    return min(math.ceil(t * 1000), _ffi.INT_MAX)
+
+
+def _remaining_ms(deadline):
+    left = deadline - time.monotonic()
+    return min(math.ceil(left * 1000), _ffi.INT_MAX) if left > 0 else 0
 
 
 class Registry:
@@ -176,6 +210,9 @@ class Registry:
         self._finalizer = weakref.finalize(self, _finalize, core)
 
     # -- lifetime ------------------------------------------------------------------------
+
+    Close it explicitly (close() or a with block). A Registry garbage collected while open
+    is freed (no events) with a ResourceWarning.
     def close(self):
         """Free the registry and every pool it owns (no events). Idempotent. Pools and
         blocks of this registry raise StaleHandle afterwards. Not from inside its callback."""

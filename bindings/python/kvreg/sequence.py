@@ -25,7 +25,11 @@ class Sequence:
 
     Like the C object it is meant for one owner. It is still guarded by a lock, so sharing
     it by mistake (or closing it while another thread uses it) raises or serialises instead
-    of corrupting memory."""
+    of corrupting memory.
+
+    A Sequence holds only memory, never registry state, so unlike Registry, Pool and Block
+    it needs no explicit close: garbage collection frees it without a warning (close()
+    frees it earlier)."""
 
     def __init__(self, block_size, salt=0, tokens=None):
         out = _ffi.seq_p()

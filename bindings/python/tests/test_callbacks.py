@@ -41,6 +41,9 @@ class CallbackExceptions(unittest.TestCase):
         def cb(events):
             calls.append([e.kind for e in events])
             raise Boom()
+            with self.assertRaises(Boom):
+                blk.release()  # the Remove event raises too; the reference is gone
+            self.assertTrue(blk.released)
 
         with kvreg.Registry(callback=cb) as reg:
             pool = reg.pool()
@@ -57,7 +60,7 @@ class CallbackExceptions(unittest.TestCase):
             with self.assertRaises(Boom):
                 # the 4th Register; then pool close removes it
                 pool.register(*support.infos(1, start=500)[0])
-            with self.assertRaises(Boom):
+            with self.assertRaises(Boom) as fourth:
                 pool.close()
             self.assertEqual(calls, [[EventKind.REGISTER] * 3, [EventKind.REMOVE],
                                      [EventKind.REMOVE] * 2, [EventKind.REGISTER],
@@ -66,6 +69,7 @@ class CallbackExceptions(unittest.TestCase):
     def test_library_error_inside_callback_propagates(self):
         def cb(events):
             reg.set_callback(None)  # Busy: not allowed from a callback
+            self.assertTrue(fourth.exception.kvreg_result.pool.closed)
 
         with kvreg.Registry(callback=cb) as reg:
             pool = reg.pool()
@@ -79,7 +83,8 @@ class CallbackExceptions(unittest.TestCase):
         try:
             def cb(events):
                 if events[0].sequence_hash == self.blocks[0][0].sequence_hash:
-                    pool.register(*self.blocks[1])  # delivered after this callback
+                    # delivered after this callback; registry close drops the reference
+                    pool.register(*self.blocks[1]).detach()
                 raise Boom(events[0].sequence_hash)
 
             with kvreg.Registry(callback=cb) as reg:
@@ -117,11 +122,12 @@ class Reentrancy(unittest.TestCase):
                     held = pool.acquire(e.sequence_hash)
                     self.assertEqual(held.refcount(), 2)
                     held.release()
-                    pool.register(*blocks[1])  # its event comes after this callback
+                    # its event comes after this callback; registry close drops it
+                    pool.register(*blocks[1]).detach()
 
         with kvreg.Registry(callback=cb) as reg:
             pool = reg.pool()
-            pool.register(*blocks[0])
+            pool.register(*blocks[0]).detach()
             self.assertEqual(log, [(EventKind.REGISTER, blocks[0][0].sequence_hash),
                                    (EventKind.REGISTER, blocks[1][0].sequence_hash)])
 
@@ -135,7 +141,8 @@ class Reentrancy(unittest.TestCase):
                 errors.append(exc)
 
         with kvreg.Registry(callback=cb) as reg:
-            reg.pool().register(*support.infos(1)[0])
+            pool = reg.pool()
+            pool.register(*support.infos(1)[0]).detach()
             self.assertEqual(len(errors), 1)
             self.assertFalse(reg.closed)
         self.assertTrue(reg.closed)
@@ -167,7 +174,9 @@ class TrampolineLifetime(unittest.TestCase):
         reg = kvreg.Registry(callback=make())
         reg.set_callback(make())  # the first trampoline is now garbage
         gc.collect()
-        reg.pool().register(*support.infos(1)[0])
+        pool = reg.pool()
+        blk = pool.register(*support.infos(1)[0])
         gc.collect()
-        self.assertEqual(len(got), 2)  # Register, then Remove from the collected pool
+        blk.release()
+        self.assertEqual([e.kind for e in got], [EventKind.REGISTER, EventKind.REMOVE])
         reg.close()

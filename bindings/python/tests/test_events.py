@@ -74,14 +74,16 @@ class _SharedHashes:
         self.assertFalse(self.gpu.contains(info.sequence_hash))
 
     def test_pool_close_removes_what_only_it_holds(self):
-        self.gpu.register_batch(self.blocks)
-        self.host.register(*self.blocks[0])
+        gpu = self.gpu.register_batch(self.blocks)
+        host = self.host.register(*self.blocks[0])
         self.events()
         self.gpu.close()
         rem = self.events()
         self.assertEqual([e.kind for e in rem], [REM] * 3)
         self.assertEqual(sorted(e.sequence_hash for e in rem), sorted(self.hashes[1:]))
         self.assertEqual(self.reg.stat("hashes"), 1)
+        self.assertTrue(all(b.pool.closed for b in gpu))  # dropped with the pool
+        host.release()
 
     def test_sequence_registration_and_match(self):
         tokens = [t for _, toks in self.blocks for t in toks] + [99, 98]
@@ -100,6 +102,8 @@ class _SharedHashes:
         self.assertEqual(got[1].info(), kvreg.BlockInfo(self.blocks[1][0].block_hash,
                                                         self.hashes[1], self.hashes[0], None))
         self.assertEqual(len(self.gpu), 4)
+        self.gpu.release_batch(got)
+        self.host.release_batch(prefix + [again])
 
     def test_stats_count_events(self):
         blocks = self.gpu.register_batch(self.blocks)
@@ -118,27 +122,30 @@ class PollMode(_SharedHashes, unittest.TestCase):
         return self.reg.poll()
 
     def test_drain_and_small_polls(self):
-        self.gpu.register_batch(self.blocks)
+        held = self.gpu.register_batch(self.blocks)
         first = self.reg.poll(max_events=3)
         self.assertEqual(len(first), 3)
         rest = list(self.reg.drain())
         self.assertEqual([e.event_id for e in first + rest], [0, 1, 2, 3])
         self.assertEqual(self.reg.poll(), [])
+        self.gpu.release_batch(held)
 
     def test_full_queue_drops_and_leaves_a_gap(self):
         with kvreg.Registry("poll", poll_capacity=2) as reg:
             pool = reg.pool()
-            pool.register_batch(self.blocks)
+            held = pool.register_batch(self.blocks)
             self.assertEqual(reg.stat("events_dropped"), 2)
             self.assertEqual([e.event_id for e in reg.poll()], [0, 1])
-            pool.register(*support.infos(1, start=1000)[0])
+            held.append(pool.register(*support.infos(1, start=1000)[0]))
             self.assertEqual([e.event_id for e in reg.poll()], [4])
+            pool.close()  # drops every reference in held
 
     def test_remove_carries_tokens_only_with_keep_tokens(self):
         for keep in (False, True):
             with self.subTest(keep_tokens=keep), kvreg.Registry(keep_tokens=keep) as reg:
                 info, toks = self.blocks[0]
-                reg.pool().register(info, toks).release()
+                pool = reg.pool()
+                pool.register(info, toks).release()
                 reg_ev, rem_ev = reg.poll()
                 self.assertEqual(list(reg_ev.tokens), toks)
                 self.assertEqual(list(rem_ev.tokens), toks if keep else [])
@@ -162,7 +169,7 @@ class PollMode(_SharedHashes, unittest.TestCase):
             t.start()
         try:
             for info, toks in many:
-                self.gpu.register(info, toks)
+                self.gpu.register(info, toks).detach()  # the pool's close drops them
         finally:
             stop.set()
             for t in threads:
@@ -185,21 +192,23 @@ class InlineMode(_SharedHashes, unittest.TestCase):
     def test_callback_runs_on_the_calling_thread(self):
         threads = []
         self.reg.set_callback(lambda evs: threads.append(threading.get_ident()))
-        worker = threading.Thread(target=self.gpu.register, args=self.blocks[0])
+        worker = threading.Thread(target=lambda: self.gpu.register(*self.blocks[0]).release())
         worker.start()
         worker.join()
-        self.assertEqual(threads, [worker.ident])
+        self.assertEqual(threads, [worker.ident] * 2)
 
     def test_batch_is_one_callback(self):
         calls = []
         self.reg.set_callback(calls.append)
-        self.gpu.register_batch(self.blocks)
+        held = self.gpu.register_batch(self.blocks)
         self.assertEqual([len(c) for c in calls], [4])
+        self.gpu.release_batch(held)
+        self.assertEqual([len(c) for c in calls], [4, 4])
 
     def test_no_callback_counts_dropped(self):
         self.reg.set_callback(None)
-        self.gpu.register_batch(self.blocks)
-        self.assertEqual(self.reg.stat("events_dropped"), 4)
+        self.gpu.release_batch(self.gpu.register_batch(self.blocks))
+        self.assertEqual(self.reg.stat("events_dropped"), 8)
         self.assertEqual(self._got, [])
 
 

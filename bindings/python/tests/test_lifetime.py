@@ -3,6 +3,7 @@
 import gc
 import threading
 import unittest
+import warnings
 import weakref
 
 import kvreg
@@ -45,10 +46,11 @@ class UseAfterClose(unittest.TestCase):
             self.assertFalse(reg.contains(self.info.sequence_hash))
             # The C slot may be reused by a new pool; the old object must not reach it.
             other = reg.pool("b")
-            other.register(self.info)
+            held = other.register(self.info)
             with self.assertRaises(kvreg.StaleHandle):
                 pool.contains(self.info.sequence_hash)
             self.assertTrue(other.contains(self.info.sequence_hash))
+            held.release()
 
     def test_block_context_manager(self):
         with kvreg.Registry() as reg:
@@ -62,7 +64,9 @@ class UseAfterClose(unittest.TestCase):
             with pool.register(self.info) as blk:
                 pool.close()  # dropped the reference already: leaving is quiet
             with self.assertRaises(kvreg.StaleHandle):
-                pool.release(kvreg.Block(reg.pool(), 1))  # another pool's block
+                foreign = kvreg.Block(reg.pool(), 1)
+                pool.release(foreign)  # another pool's block
+            self.assertEqual(foreign.detach(), 1)  # (a made-up handle: nothing to release)
 
     def test_sequence_close(self):
         seq = kvreg.Sequence(4, tokens=range(8))
@@ -74,26 +78,140 @@ class UseAfterClose(unittest.TestCase):
             len(seq)
         with kvreg.Registry() as reg:
             with self.assertRaises(kvreg.StaleHandle):
-                reg.pool().register_sequence(seq)
+                pool = reg.pool()
+                pool.register_sequence(seq)
+
+
+class _Leaks:
+    """Collect the ResourceWarnings of a block of code (whatever the warning filters)."""
+
+    def __enter__(self):
+        self._cm = warnings.catch_warnings(record=True)
+        self.caught = self._cm.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        gc.collect()
+        self._cm.__exit__(*exc)
+
+    @property
+    def messages(self):
+        return [str(w.message) for w in self.caught if issubclass(w.category, ResourceWarning)]
 
 
 class GarbageCollection(unittest.TestCase):
+    """One rule: release and close explicitly. Garbage collection never changes what the
+    registry holds and never runs a callback; it only reports what was forgotten with a
+    ResourceWarning (and frees a forgotten Registry, which emits no events)."""
+
+    def setUp(self):
+        (self.info, self.toks), = support.infos(1)
+        self.h = self.info.sequence_hash
+
     def test_pool_keeps_registry_alive(self):
         pool = kvreg.Registry().pool()
         gc.collect()
-        blk = pool.register(support.infos(1)[0][0])
+        blk = pool.register(self.info)
         self.assertTrue(pool.registry.contains(blk.sequence_hash))
+        pool.registry.close()
 
-    def test_finalizers_free(self):
-        reg = kvreg.Registry()
+    def test_dropped_pool_warns_and_emits_nothing(self):
+        for delivery in ("poll", "inline"):
+            with self.subTest(delivery):
+                got = []
+                kw = {"callback": got.extend} if delivery == "inline" else {}
+                with kvreg.Registry(delivery, **kw) as reg:
+                    pool = reg.pool("tier")
+                    pool.register(self.info, self.toks).detach()
+                    reg.poll() if delivery == "poll" else got.clear()
+                    pool_ref = weakref.ref(pool)
+                    with _Leaks() as leaks:
+                        del pool
+                    self.assertIsNone(pool_ref())
+                    self.assertEqual(len(leaks.messages), 1, leaks.messages)
+                    self.assertIn("kvreg.Pool", leaks.messages[0])
+                    self.assertIn("'tier'", leaks.messages[0])
+                    # Its reference stays held: no Remove event, no callback at GC time.
+                    self.assertEqual(reg.poll() if delivery == "poll" else got, [])
+                    self.assertTrue(reg.contains(self.h))
+                    self.assertEqual(reg.stat("pools"), 1)
+                    self.assertEqual(reg.stat("events_remove"), 0)
+                # Closing the registry frees it all, still without an event.
+                self.assertEqual(got, [])
+
+    def test_dropped_block_warns_and_keeps_its_reference(self):
+        with kvreg.Registry("poll") as reg:
+            pool = reg.pool()
+            with _Leaks() as leaks:
+                pool.register(self.info)  # the Block is dropped at once
+            self.assertEqual(len(leaks.messages), 1, leaks.messages)
+            self.assertIn("unreleased kvreg.Block", leaks.messages[0])
+            self.assertEqual([e.kind for e in reg.poll()], [kvreg.EventKind.REGISTER])
+            again = pool.acquire(self.h)
+            self.assertEqual(again.refcount(), 2)  # the dropped reference is still there
+            again.release()
+            self.assertEqual(reg.poll(), [])
+            with _Leaks() as leaks:
+                pool.close()  # drops it: Remove now, and no warning afterwards
+                del again
+            self.assertEqual([e.kind for e in reg.poll()], [kvreg.EventKind.REMOVE])
+            self.assertEqual(leaks.messages, [])
+
+    def test_detach_hands_the_reference_over_without_warning(self):
+        with kvreg.Registry("poll") as reg:
+            pool = reg.pool()
+            with _Leaks() as leaks:
+                blk = pool.register(self.info)
+                handle = blk.detach()
+                self.assertTrue(blk.released)
+                with self.assertRaises(kvreg.StaleHandle):
+                    blk.detach()
+                with self.assertRaises(kvreg.StaleHandle):
+                    blk.release()
+                del blk
+            self.assertEqual(leaks.messages, [])
+            self.assertEqual(pool.acquire(self.h).detach(), handle)
+            # Two references are held; a Block object takes over one each.
+            first, second = kvreg.Block(pool, handle), kvreg.Block(pool, handle)
+            self.assertEqual(first.refcount(), 2)
+            first.release()
+            second.release()
+            self.assertEqual([e.kind for e in reg.poll()],
+                             [kvreg.EventKind.REGISTER, kvreg.EventKind.REMOVE])
+
+    def test_dropped_registry_warns_and_is_freed_without_events(self):
+        got = []
+        reg = kvreg.Registry(callback=got.extend)
         pool = reg.pool()
-        pool.register(support.infos(1)[0][0])
-        core, reg_ref, pool_ref = reg._core, weakref.ref(reg), weakref.ref(pool)
-        del reg, pool
-        gc.collect()
+        pool.register(self.info).detach()
+        pool.close()  # Remove
+        pool2 = reg.pool()
+        pool2.register(self.info).detach()
+        core, reg_ref = reg._core, weakref.ref(reg)
+        with _Leaks() as leaks:
+            del pool, pool2  # the open pool warns; its reference stays held
+            del reg
         self.assertIsNone(reg_ref())
-        self.assertIsNone(pool_ref())
-        self.assertTrue(core.guard.closed)
+        self.assertTrue(core.guard.closed)  # freed
+        self.assertEqual([m.split(" ")[0] for m in leaks.messages],
+                         ["kvreg.Pool", "kvreg.Registry"])
+        self.assertEqual([e.kind for e in got], [kvreg.EventKind.REGISTER,
+                                                 kvreg.EventKind.REMOVE,
+                                                 kvreg.EventKind.REGISTER])
+
+    def test_closed_and_released_objects_do_not_warn(self):
+        with _Leaks() as leaks:
+            reg = kvreg.Registry()
+            pool, other = reg.pool(), reg.pool()
+            pool.register(self.info).release()
+            held = other.register(self.info)
+            other.close()
+            seq = kvreg.Sequence(4, tokens=range(8))  # memory only: GC frees it quietly
+            self.assertEqual(pool.release_batch(pool.register_sequence(seq)), [None, None])
+            reg.close()
+            del reg, pool, other, held, seq
+        self.assertEqual(leaks.messages, [])
 
     def test_sequence_finalizer(self):
         seq = kvreg.Sequence(4)

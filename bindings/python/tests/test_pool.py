@@ -25,6 +25,7 @@ class PoolAndBlock(unittest.TestCase):
         self.assertIs(self.pool.registry, self.reg)
         with self.assertRaises(ValueError):
             self.reg.pool("a\0b")
+        other.close()
 
     def test_large_block_tokens_round_trip(self):
         # Larger than the first buffer tokens() tries, so the resize path runs.
@@ -35,6 +36,7 @@ class PoolAndBlock(unittest.TestCase):
         self.assertEqual(self.reg.stat("token_bytes"), 4000)
         ev, = self.reg.poll()
         self.assertEqual(list(ev.tokens), toks)
+        blk.release()
 
     def test_register_by_hash_only(self):
         info = kvreg.BlockInfo(block_hash=5, sequence_hash=7, parent_sequence_hash=3)
@@ -45,6 +47,7 @@ class PoolAndBlock(unittest.TestCase):
         ev, = self.reg.poll()
         self.assertEqual((ev.sequence_hash, ev.block_hash, ev.parent_sequence_hash, ev.tokens),
                          (7, 5, 3, ()))
+        blk.release()
 
     def test_batch_reports_per_item(self):
         (a, ta), (b, tb), (c, tc) = support.infos(3)
@@ -65,7 +68,7 @@ class PoolAndBlock(unittest.TestCase):
 
     def test_prefix_and_match_inputs(self):
         blocks = support.infos(3)
-        self.pool.register_batch(blocks)
+        held = self.pool.register_batch(blocks)
         hashes = [i.sequence_hash for i, _ in blocks]
         self.assertEqual(self.pool.match([]), 0)
         self.assertEqual(self.pool.match(array("Q", hashes)), 3)
@@ -78,6 +81,8 @@ class PoolAndBlock(unittest.TestCase):
         self.assertTrue(hashes[2] in self.pool)
         self.assertFalse(999 in self.pool)
         self.assertTrue(hashes[0] in self.reg)
+        self.assertEqual(self.pool.release_batch(got + held), [None] * 5)
+        self.assertEqual(len(self.pool), 0)
 
     def test_release_type_checks(self):
         with self.assertRaises(TypeError):
