@@ -39,15 +39,21 @@ class Guard:
             if self._busy == 0 and self._closed:
                 self._cond.notify_all()
 
-    def close(self, wait):
+    def close(self, wait, nudge=None):
         """Close once: returns the pointer to free, or None if already closed. With wait,
-        blocks until no call is in flight (callers must not wait on their own calls)."""
+        blocks until no call is in flight (callers must not wait on their own calls).
+
+        nudge(ptr), when given, is called while calls are still in flight, first at once and
+        then every 50 ms: for calls that sleep until something wakes them (a blocking poll),
+        which would otherwise keep close() waiting forever."""
         with self._cond:
             if self._closed:
                 return None
             self._closed = True
             if wait:
                 while self._busy:
-                    self._cond.wait()
+                    if nudge is not None:
+                        nudge(self.ptr)
+                    self._cond.wait(0.05 if nudge is not None else None)
             ptr, self.ptr = self.ptr, None
             return ptr

@@ -40,15 +40,26 @@ class _Core:
         self.guard = None
         self.delivery = delivery
         self.callback = callback
-        self.cfunc = None           # the CFUNCTYPE C holds; must outlive its registration
+        # The CFUNCTYPE object C holds. ctypes frees a callback's machine code with the
+        # object, so it must stay referenced exactly as long as C may call it: it is replaced
+        # only together with the C registration, under set_lock.
+        self.cfunc = None
+        self.set_lock = threading.Lock()
         self.tls = threading.local()  # per thread: depth, in_callback, pending
         self.poll_lock = threading.Lock()
         self.poll_buf = None
+        self.poll_sleeping = False  # the poll_lock holder sleeps in kvreg_registry_poll_wait
 
     # -- calls ---------------------------------------------------------------------------
     def run(self, fn, *args):
         """Call fn(reg_ptr, *args) with the registry pinned open, then raise any exception a
-        Python callback raised during this call (callbacks run on the calling thread)."""
+        Python callback raised on this thread during this call.
+
+        In inline mode a callback runs on whichever thread is delivering events at that
+        moment: a call may run callbacks for other threads' events, and may return before its
+        own events reach the callback (another thread delivers them). So the exception is
+        kept per thread (tls.pending) and raised by the outermost binding call of the thread
+        that ran the callback, right after its C call returns; never on another thread."""
         ptr = self.guard.enter()
         tls = self.tls
         depth = getattr(tls, "depth", 0)
@@ -108,12 +119,34 @@ class _Core:
         return _ffi.EVENT_FN(trampoline)
 
     # -- lifetime ------------------------------------------------------------------------
+    def lock_poll(self, timeout):
+        """Take poll_lock within timeout seconds (None: no limit). False when another thread
+        holds it to sleep in a blocking poll: that thread takes the next events itself."""
+        lock = self.poll_lock
+        if timeout is None:
+            lock.acquire()
+            return True
+        if timeout > 0:
+            got = lock.acquire(timeout=min(timeout, threading.TIMEOUT_MAX))
+        else:
+            got = lock.acquire(blocking=False)
+        # A thread copying polled events holds the lock only briefly: wait for it, even past
+        # the timeout, rather than report an empty queue that is not.
+        while not got:
+            if self.poll_sleeping:
+                return False
+            got = lock.acquire(timeout=0.001)
+        return True
+
     def close(self):
         if self.guard is None:
             return
         if self.in_callback():
             raise Busy(_ffi.EBUSY, "a registry cannot be closed from inside its own callback")
-        ptr = self.guard.close(wait=True)
+        # A thread sleeping in a blocking poll() is a call in flight: wake it, or we would
+        # wait for it forever.
+        nudge = lib.kvreg_registry_wakeup if self.delivery == "poll" else None
+        ptr = self.guard.close(wait=True, nudge=nudge)
         if ptr:
             lib.kvreg_registry_free(ptr)
             # Only now is the callback guaranteed not to run again.
@@ -173,8 +206,13 @@ class Registry:
     """The global registry shared by pools (thread-safe).
 
     delivery: "poll" (events queue for poll()/drain(); recommended from Python) or "inline"
-    (callback(events) runs on the thread whose call caused the events, before it returns).
+    (callback(events) runs, one call at a time and in event order, on whichever thread is
+    delivering: single-threaded, before the call that caused the events returns; with
+    several threads, call flush() before reading what the callback recorded).
     Default: "inline" when a callback is given, else "poll".
+
+    Close it explicitly (close() or a with block). A Registry garbage collected while open
+    is freed (no events) with a ResourceWarning.
     """
 
     def __init__(self, delivery=None, *, keep_tokens=False, poll_capacity=None, shards=None,
@@ -210,9 +248,6 @@ class Registry:
         self._finalizer = weakref.finalize(self, _finalize, core)
 
     # -- lifetime ------------------------------------------------------------------------
-
-    Close it explicitly (close() or a with block). A Registry garbage collected while open
-    is freed (no events) with a ResourceWarning.
     def close(self):
         """Free the registry and every pool it owns (no events). Idempotent. Pools and
         blocks of this registry raise StaleHandle afterwards. Not from inside its callback."""
@@ -277,34 +312,89 @@ class Registry:
         if callback is not None and not callable(callback):
             raise TypeError("callback must be callable")
         core = self._core
+        # Checked here as well as in C: a callback must not queue on set_lock behind a setter
+        # that waits in C for this very callback to return.
+        if core.in_callback():
+            raise Busy(_ffi.EBUSY, "set_callback() is not allowed from inside a callback")
         cfunc = core.make_cfunc(callback)
-        # ctypes wants typed NULLs for function-pointer arguments, not None.
-        core.run(lib.kvreg_registry_set_event_fn, cfunc or _ffi.EVENT_FN(), None,
-                 _ffi.DESTROY_FN())
-        # C no longer references the old trampoline, so it may be collected now.
-        core.cfunc = cfunc
-        core.callback = callback
+        done = []
 
-    def poll(self, max_events=1024):
-        """Poll mode: take up to max_events queued events, oldest first ([] when empty)."""
+        def call(reg):
+            # ctypes wants typed NULLs for function-pointer arguments, not None.
+            lib.kvreg_registry_set_event_fn(reg, cfunc or _ffi.EVENT_FN(), None,
+                                            _ffi.DESTROY_FN())
+            done.append(True)
+        # The C registration and the Python reference that keeps its trampoline alive change
+        # together: two setters interleaving must not leave C holding a trampoline Python
+        # already dropped (freed machine code: the next event crashes the process).
+        with core.set_lock:
+            try:
+                core.run(call)
+            finally:
+                if done:
+                    # C no longer references the old trampoline: it may be collected now.
+                    core.cfunc = cfunc
+                    core.callback = callback
+
+    def flush(self):
+        """Wait until every event emitted before this call has been delivered: inline, the
+        callback returned for it; poll, it is queued (or dropped). Use it before reading what
+        a callback counted, when other threads emit events. Raises the exception of a
+        callback it ran on this thread, like any other call. Busy from inside a callback."""
+        self._core.run(lib.kvreg_registry_flush)
+
+    def wakeup(self):
+        """Make a poll() sleeping on this registry return now (with what is queued, maybe
+        nothing), or the next one if none sleeps: the wake-up is not lost. From any thread."""
+        self._core.run(lib.kvreg_registry_wakeup)
+
+    def poll(self, max_events=1024, timeout=0):
+        """Poll mode: take up to max_events queued events, oldest first.
+
+        timeout: seconds to wait while the queue is empty. 0 (default): do not wait, [] when
+        empty. None: wait without limit. The wait ends early, possibly with [], when
+        wakeup() is called (use it to stop a consumer thread), when the registry is closed,
+        or when another thread's poll() took the events. The waiting thread sleeps in the
+        kernel; a blocking poll on the main thread is not interrupted by Ctrl-C (use a
+        consumer thread, or a finite timeout in a loop)."""
         limit = _buffers.size(max_events, "max_events")
+        wait_ms = _timeout_ms(timeout)
         core = self._core
         if core.delivery != "poll":
             raise InvalidArgument(_ffi.EINVAL, "poll() needs delivery='poll'")
         out = []
+        if limit == 0:
+            return out
+        deadline = time.monotonic() + wait_ms / 1000 if wait_ms > 0 else None
         # Event tokens stay valid only until the next poll on this registry: serialise our
-        # polls so one thread's copy cannot race another's poll.
-        with core.poll_lock:
+        # polls so one thread's copy cannot race another's poll. The time spent waiting for
+        # the lock counts against the timeout.
+        if not core.lock_poll(None if wait_ms < 0 else wait_ms / 1000):
+            return out
+        try:
+            if deadline is not None:
+                wait_ms = _remaining_ms(deadline)
             if core.poll_buf is None:
                 core.poll_buf = (_ffi.kvreg_event * _POLL_CHUNK)()
             buf = core.poll_buf
             n = ctypes.c_size_t()
             while len(out) < limit:
                 want = min(_POLL_CHUNK, limit - len(out))
-                core.run(lib.kvreg_registry_poll, buf, want, ctypes.byref(n))
+                if wait_ms != 0:  # only the first chunk waits
+                    core.poll_sleeping = True
+                    try:
+                        core.run(lib.kvreg_registry_poll_wait, buf, want, ctypes.byref(n),
+                                 wait_ms)
+                    finally:
+                        core.poll_sleeping = False
+                    wait_ms = 0
+                else:
+                    core.run(lib.kvreg_registry_poll, buf, want, ctypes.byref(n))
                 out.extend(_events.from_c(buf[i]) for i in range(n.value))
                 if n.value < want:
                     break
+        finally:
+            core.poll_lock.release()
         return out
 
     def drain(self):

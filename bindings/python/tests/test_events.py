@@ -1,6 +1,7 @@
 """Register/Remove semantics across pools sharing one registry, in both delivery modes."""
 
 import threading
+import time
 import unittest
 
 import kvreg
@@ -178,6 +179,116 @@ class PollMode(_SharedHashes, unittest.TestCase):
         self.assertEqual(len(got), n)
         for e in got:
             self.assertEqual(list(e.tokens), want[e.sequence_hash])
+
+
+class PollWait(unittest.TestCase):
+    """poll(timeout=...) on kvreg_registry_poll_wait, wakeup() and close() of a sleeper."""
+
+    def setUp(self):
+        self.reg = kvreg.Registry("poll")
+        self.pool = self.reg.pool()
+        self.info, self.toks = support.infos(1)[0]
+
+    def tearDown(self):
+        self.reg.close()
+
+    def consumer(self, **kw):
+        """Start a thread running poll(**kw) once; returns (thread, result list)."""
+        out = []
+
+        def run():
+            try:
+                out.append(self.reg.poll(**kw))
+            except BaseException as exc:
+                out.append(exc)
+        t = threading.Thread(target=run)
+        t.start()
+        return t, out
+
+    def test_timeouts(self):
+        t0 = time.monotonic()
+        self.assertEqual(self.reg.poll(timeout=0), [])
+        self.assertEqual(self.reg.poll(), [])  # the default does not wait either
+        self.assertLess(time.monotonic() - t0, 0.5)
+        t0 = time.monotonic()
+        self.assertEqual(self.reg.poll(timeout=0.05), [])
+        self.assertGreaterEqual(time.monotonic() - t0, 0.045)
+        t0 = time.monotonic()
+        self.assertEqual(self.reg.poll(timeout=0.0001), [])  # rounds up to 1 ms, not to 0
+        blk = self.pool.register(self.info)
+        self.assertEqual([e.kind for e in self.reg.poll(timeout=30)], [REG])  # at once
+        self.assertLess(time.monotonic() - t0, 5)
+        blk.release()
+
+    def test_bad_timeouts(self):
+        for bad, exc in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError),
+                         (True, TypeError)):
+            with self.subTest(bad), self.assertRaises(exc):
+                self.reg.poll(timeout=bad)
+
+    def test_blocking_poll_gets_another_threads_events(self):
+        t, out = self.consumer(timeout=None)
+        time.sleep(0.05)
+        blk = self.pool.register(self.info, self.toks)
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        (ev,) = out[0]
+        self.assertEqual((ev.kind, ev.sequence_hash, list(ev.tokens)),
+                         (REG, self.info.sequence_hash, self.toks))
+        blk.release()
+
+    def test_wakeup_ends_a_blocking_poll_and_is_not_lost(self):
+        for timeout in (None, float("inf"), 60):
+            with self.subTest(timeout):
+                t, out = self.consumer(timeout=timeout)
+                time.sleep(0.05)
+                self.reg.wakeup()
+                t.join(10)
+                self.assertFalse(t.is_alive())
+                self.assertEqual(out, [[]])
+        self.reg.wakeup()  # nobody sleeps: the next wait returns at once
+        t0 = time.monotonic()
+        self.assertEqual(self.reg.poll(timeout=None), [])
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_close_wakes_a_blocking_poll(self):
+        outcome = []
+
+        def loop():
+            try:
+                while True:
+                    self.reg.poll(timeout=None)
+            except kvreg.StaleHandle:
+                outcome.append("stale")
+        t = threading.Thread(target=loop)
+        t.start()
+        time.sleep(0.05)
+        closer = threading.Thread(target=self.reg.close)
+        closer.start()
+        closer.join(10)
+        t.join(10)
+        self.assertFalse(closer.is_alive(), "close() waits forever for a sleeping poll")
+        self.assertFalse(t.is_alive())
+        self.assertEqual(outcome, ["stale"])
+
+    def test_second_poller_does_not_wait_behind_a_sleeper(self):
+        t, out = self.consumer(timeout=None)
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        self.assertEqual(self.reg.poll(timeout=0), [])
+        self.assertEqual(self.reg.poll(timeout=0.05), [])
+        self.assertLess(time.monotonic() - t0, 2)
+        self.reg.wakeup()
+        t.join(10)
+        self.assertEqual(out, [[]])
+
+    def test_large_wait_returns_every_chunk(self):
+        many = support.infos(600, start=5000)
+        held = self.pool.register_batch(many)
+        evs = self.reg.poll(max_events=10_000, timeout=None)
+        self.assertEqual([e.sequence_hash for e in evs], [i.sequence_hash for i, _ in many])
+        self.assertEqual(self.reg.poll(max_events=0, timeout=None), [])
+        self.pool.release_batch(held)
 
 
 class InlineMode(_SharedHashes, unittest.TestCase):
