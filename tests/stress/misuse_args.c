@@ -41,9 +41,19 @@ static void t_hash_args(void **state)
     memset(out, 0xEE, sizeof out);
     assert_int_equal(kvreg_hash_blocks(toks, 12, 4, 0, out, 2, &n), KVREG_ERANGE);
     assert_int_equal(out[0].block_hash, UINT64_C(0xEEEEEEEEEEEEEEEE));
-    /* an overflowing token count is only sized, never read */
-    assert_int_equal(kvreg_hash_blocks(toks, SIZE_MAX, 1, 0, NULL, 0, &n), KVREG_ERANGE);
-    assert_int_equal(n, SIZE_MAX);
+    /* kvreg.h (Hashing): n_tokens > SIZE_MAX / 4 is KVREG_EOVERFLOW, "nothing is read or
+     * written, not even *n_blocks"; up to SIZE_MAX / 4 a count is only sized (ERANGE with no
+     * room), never read */
+    n = 77;
+    assert_int_equal(kvreg_hash_blocks(toks, SIZE_MAX, 1, 0, NULL, 0, &n), KVREG_EOVERFLOW);
+    assert_int_equal(n, 77);
+    assert_int_equal(kvreg_hash_blocks(toks, SIZE_MAX / 4 + 1, 1, 0, out, 3, &n), KVREG_EOVERFLOW);
+    assert_int_equal(n, 77);
+    assert_int_equal(out[0].block_hash, UINT64_C(0xEEEEEEEEEEEEEEEE));
+    assert_int_equal(kvreg_hash_blocks(toks, SIZE_MAX / 4, 1, 0, NULL, 0, &n), KVREG_ERANGE);
+    assert_int_equal(n, SIZE_MAX / 4);
+    /* ... and kvreg_block_hash answers 0 without reading */
+    assert_int_equal(kvreg_block_hash(toks, SIZE_MAX / 4 + 1, 0), 0);
     assert_int_equal(kvreg_hash_blocks(toks, 5, UINT32_MAX, 0, NULL, 0, &n), KVREG_OK);
     assert_int_equal(n, 0);
 }
@@ -65,13 +75,17 @@ static void t_sequence_args(void **state)
     assert_int_equal(kvreg_sequence_total_tokens(NULL), 0);
     assert_int_equal(kvreg_sequence_block_size(NULL), 0);
     assert_int_equal(kvreg_sequence_salt(NULL), 0);
-    assert_true(kvreg_sequence_extend(NULL, toks, 4, &done) < 0);
-    assert_true(kvreg_sequence_append(NULL, 1, &completed) < 0);
-    assert_true(kvreg_sequence_truncate(NULL, 0) < 0);
-    assert_true(kvreg_sequence_unwind(NULL, 0) < 0);
-    assert_true(kvreg_sequence_pop(NULL, &tok) < 0);
-    assert_true(kvreg_sequence_reset(NULL) < 0);
-    assert_true(kvreg_sequence_block(NULL, 0, &info) < 0);
+    /* kvreg.h: "KVREG_EINVAL: seq NULL" (extend; append: "errors as extend"); for the rest,
+     * a NULL object is the status table's "bad argument: NULL" */
+    assert_int_equal(kvreg_sequence_extend(NULL, toks, 4, &done), KVREG_EINVAL);
+    assert_int_equal(done, 99);
+    assert_int_equal(kvreg_sequence_append(NULL, 1, &completed), KVREG_EINVAL);
+    assert_int_equal(completed, 5);
+    assert_int_equal(kvreg_sequence_truncate(NULL, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_sequence_unwind(NULL, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_sequence_pop(NULL, &tok), KVREG_EINVAL);
+    assert_int_equal(kvreg_sequence_reset(NULL), KVREG_EINVAL);
+    assert_int_equal(kvreg_sequence_block(NULL, 0, &info), KVREG_EINVAL);
 
     assert_int_equal(kvreg_sequence_new(&seq, 4, 1337), KVREG_OK);
     assert_int_equal(kvreg_sequence_pop(seq, &tok), KVREG_ENOENT);
@@ -79,9 +93,16 @@ static void t_sequence_args(void **state)
     assert_int_equal(kvreg_sequence_extend(seq, toks, 10, NULL), KVREG_OK);
     assert_int_equal(kvreg_sequence_extend(seq, NULL, 0, &done), KVREG_OK);
     assert_int_equal(done, 0);
-    /* overflowing sizes: the sequence must not change (and must not read past toks) */
-    int st = kvreg_sequence_extend(seq, toks, SIZE_MAX / 2, &done);
-    assert_true(st == KVREG_ENOMEM || st == KVREG_EINVAL || st == KVREG_ERANGE);
+    /* kvreg.h (Sequences, size limit): at most PTRDIFF_MAX / 4 tokens; an extend past it is
+     * KVREG_EOVERFLOW before a token is read (toks is far shorter) and changes nothing, not
+     * even *n_completed */
+    done = 99;
+    assert_int_equal(kvreg_sequence_extend(seq, toks, SIZE_MAX / 2, &done), KVREG_EOVERFLOW);
+    assert_int_equal(done, 99);
+    assert_int_equal(kvreg_sequence_extend(seq, toks, SIZE_MAX, &done), KVREG_EOVERFLOW);
+    assert_int_equal(kvreg_sequence_extend(seq, toks, (size_t)PTRDIFF_MAX / 4 - 10 + 1, &done),
+                     KVREG_EOVERFLOW);
+    assert_int_equal(done, 99);
     assert_int_equal(kvreg_sequence_total_tokens(seq), 10);
     assert_int_equal(kvreg_sequence_num_blocks(seq), 2);
     assert_int_equal(kvreg_sequence_unwind(seq, SIZE_MAX), KVREG_ERANGE);
@@ -92,7 +113,7 @@ static void t_sequence_args(void **state)
     assert_int_equal(kvreg_sequence_block(seq, SIZE_MAX, &info), KVREG_ERANGE);
     assert_int_equal(kvreg_sequence_block(seq, 2, &info), KVREG_ERANGE);
     assert_int_equal(kvreg_sequence_block_tokens(seq, SIZE_MAX, &view, &n), KVREG_ERANGE);
-    assert_true(kvreg_sequence_block(seq, 0, NULL) < 0);
+    assert_int_equal(kvreg_sequence_block(seq, 0, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_sequence_partial_tokens(seq, &view, &n), KVREG_OK);
     assert_int_equal(n, 2);
     assert_int_equal(view[0], 9);
