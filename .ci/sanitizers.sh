@@ -35,9 +35,9 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
 section "TSan (concurrency tests)"
 meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse
+  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
-  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events
+  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
