@@ -1,4 +1,7 @@
-/* Registry and pools: the state rules of spec §3 and §7 (items 2, 3, 6, 7, 8) through the C API. */
+/* Registry and pools through the C API: a hash is registered exactly while some pool holds it
+ * (one Register when the first pool takes it, one Remove when the last lets go), release is
+ * synchronous, EEXIST changes nothing, handles are per pool, kvreg_pool_free releases
+ * everything the pool holds, and the limits kvreg.h states (KVREG_MAX_POOLS). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,7 +59,8 @@ static void test_register_release_one_pool(void **state) {
     assert_int_equal(kvt_registry_has(f->reg, d.sequence_hash), 1);
     assert_int_equal(kvreg_pool_size(f->a), 1);
     assert_int_equal(kvreg_release(f->a, h), KVREG_OK);
-    /* synchronous: gone the moment the last reference goes (§7.6, §9 "no async GC") */
+    /* synchronous: gone the moment the last reference goes (kvreg_release: "When the pool's
+     * last reference goes, the hash leaves the pool at once"), no deferred cleanup */
     assert_int_equal(kvt_pool_has(f->a, d.sequence_hash), 0);
     assert_int_equal(kvt_registry_has(f->reg, d.sequence_hash), 0);
     assert_int_equal(kvreg_pool_size(f->a), 0);
@@ -363,17 +367,70 @@ static void test_many_blocks_one_shard(void **state) {
     free(h);
 }
 
+/* KVREG_MAX_POOLS live pools in one registry: all created with distinct ids in
+ * 1..KVREG_MAX_POOLS, each one usable, the next is KVREG_EOVERFLOW (nothing created), and
+ * freeing one makes room for exactly one more, which gets the only free id. */
+static void check_usable(kvreg_pool *p, uint64_t hash) {
+    kvreg_block h = 0;
+    kvreg_block_info info;
+    kvreg_block_desc d = hash_desc(hash, hash + 1, 0, 0);
+    assert_int_equal(kvreg_register(p, &d, &h), KVREG_OK);
+    assert_int_equal(kvt_pool_has(p, hash), 1);
+    assert_int_equal(kvreg_block_get_info(p, h, &info), KVREG_OK);
+    assert_true(info.sequence_hash == hash);
+    assert_int_equal(kvreg_pool_size(p), 1);
+    assert_int_equal(kvreg_release(p, h), KVREG_OK);
+    assert_int_equal(kvt_pool_has(p, hash), 0);
+}
+
 static void test_pool_limit(void **state) {
     (void)state;
     kvreg_registry *reg = NULL;
-    kvreg_pool *pools[KVREG_MAX_POOLS + 1];
+    kvreg_pool **pools = calloc(KVREG_MAX_POOLS, sizeof *pools);
+    unsigned char *seen = calloc(KVREG_MAX_POOLS + 1, 1);
+    kvreg_pool *extra = NULL;
+    uint64_t v = 0;
+    assert_non_null(pools);
+    assert_non_null(seen);
+    assert_int_equal(KVREG_MAX_POOLS, 65535); /* the documented limit: 16-bit pool ids */
     assert_int_equal(kvreg_registry_new(&reg, NULL), KVREG_OK);
-    for (unsigned i = 0; i < KVREG_MAX_POOLS; i++) assert_int_equal(kvreg_pool_new(&pools[i], reg, "p"), KVREG_OK);
-    assert_int_equal(kvreg_pool_new(&pools[KVREG_MAX_POOLS], reg, "p"), KVREG_EOVERFLOW);
-    kvreg_pool_free(pools[7]);
-    assert_int_equal(kvreg_pool_new(&pools[KVREG_MAX_POOLS], reg, NULL), KVREG_OK);
-    assert_string_equal(kvreg_pool_name(pools[KVREG_MAX_POOLS]), "");
+    for (unsigned i = 0; i < KVREG_MAX_POOLS; i++) {
+        assert_int_equal(kvreg_pool_new(&pools[i], reg, "p"), KVREG_OK);
+        const uint32_t id = kvreg_pool_id(pools[i]);
+        assert_in_range(id, 1, KVREG_MAX_POOLS);
+        assert_int_equal(seen[id], 0); /* distinct */
+        seen[id] = 1;
+    }
+    assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_POOLS, &v), KVREG_OK);
+    assert_int_equal(v, KVREG_MAX_POOLS);
+    extra = pools[0];
+    assert_int_equal(kvreg_pool_new(&extra, reg, "p"), KVREG_EOVERFLOW);
+    assert_ptr_equal(extra, pools[0]); /* outputs are written only on success */
+    assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_POOLS, &v), KVREG_OK);
+    assert_int_equal(v, KVREG_MAX_POOLS);
+    /* each usable: the first, the last, and some in between (ids above 2^15 included) */
+    static const unsigned some[] = {0, 1, 1023, 1024, 32767, 32768, 50000, KVREG_MAX_POOLS - 1};
+    for (size_t k = 0; k < sizeof some / sizeof some[0]; k++) check_usable(pools[some[k]], 7000 + k);
+    /* a block in the last pool, so the one freed below is not the only pool holding blocks */
+    kvreg_block keep = 0;
+    kvreg_block_desc d = hash_desc(1, 2, 0, 0);
+    assert_int_equal(kvreg_register(pools[KVREG_MAX_POOLS - 1], &d, &keep), KVREG_OK);
+
+    const uint32_t freed_id = kvreg_pool_id(pools[40000]);
+    kvreg_pool_free(pools[40000]);
+    assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_POOLS, &v), KVREG_OK);
+    assert_int_equal(v, KVREG_MAX_POOLS - 1);
+    assert_int_equal(kvreg_pool_new(&extra, reg, NULL), KVREG_OK);
+    assert_int_equal(kvreg_pool_id(extra), freed_id); /* the only id not in use */
+    assert_string_equal(kvreg_pool_name(extra), "");
+    check_usable(extra, 9000);
+    kvreg_pool *again = pools[1];
+    assert_int_equal(kvreg_pool_new(&again, reg, "p"), KVREG_EOVERFLOW);
+    assert_ptr_equal(again, pools[1]);
+    assert_int_equal(kvt_pool_has(pools[KVREG_MAX_POOLS - 1], 1), 1);
     kvreg_registry_free(reg); /* frees every pool it still owns */
+    free(seen);
+    free(pools);
 }
 
 int main(void) {
