@@ -37,6 +37,10 @@ struct Opts {
     bool check_order = false;
     bool warm = true;
     bool threads_scaling = false;
+    // kvreg-only workloads (wl_scaling.cpp): disjoint --delivery, hol --calls, pool_free --big-pool.
+    std::string delivery = "inline";
+    size_t calls = 1000;
+    size_t big_pool = 2000000;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
     std::vector<std::pair<std::string, uint64_t>> expect;
 
@@ -187,6 +191,11 @@ std::string wl_shared_prefix(const Opts &o, bool &ok);
 std::string wl_threads(const Opts &o, bool &ok);
 std::string wl_hold(const Opts &o, bool keep_tokens, bool &ok);
 std::string wl_selftest(const Opts &o, bool &ok);
+// kvreg-only (no seed-peer counterpart; wl_scaling.cpp): disjoint-hash scaling, head-of-line
+// latency behind a slow callback, kvreg_pool_free beside a big pool.
+std::string wl_disjoint(const Opts &o, bool &ok);
+std::string wl_hol(const Opts &o, bool &ok);
+std::string wl_pool_free(const Opts &o, bool &ok);
 
 } // namespace bench
 

@@ -2,11 +2,14 @@
 # Side-by-side benchmark: the seed design's peer (../shared/peers/seed-rust) against kvreg-bench.
 # Builds both (release), runs every workload alternately N times with the same flags, checks the
 # checksums agree, and prints a Markdown table of medians and ratios (tests/bench/compare_table.py).
+# `threads` runs at every T of --thread-counts in both programs; disjoint, hol and pool_free are
+# kvreg-only (the seed design has no counterpart) and run kvreg-bench alone.
 #
 #   tests/bench/compare.sh            # full sizes (the peer's defaults), 5 runs each
 #   tests/bench/compare.sh --quick    # small sizes, 2 runs: a sanity check in seconds
 #   options: --runs N   --build-dir DIR (default /tmp/kvreg-bench-release)
 #            --keep DIR (keep the raw JSON lines there)   --workloads "hash threads ..."
+#            --thread-counts "1 2 4 8" (threads)   --disjoint-threads T (2)
 # Environment: CARGO_TARGET_DIR (default /tmp/seed-peer), PEER_SRC (default ../shared/peers/seed-rust).
 # The peer is never built inside its own folder (read-only in CI).
 set -euo pipefail
@@ -19,9 +22,11 @@ build=/tmp/kvreg-bench-release
 runs=""
 quick=0
 keep=""
-workloads="hash register_release two_pools shared_prefix threads hold"
+workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free"
+thread_counts="1 2 4 8"
+disjoint_threads=2
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -29,6 +34,8 @@ while [ $# -gt 0 ]; do
         --build-dir) build=${2:?}; shift ;;
         --keep) keep=${2:?}; shift ;;
         --workloads) workloads=${2:?}; shift ;;
+        --thread-counts) thread_counts=${2:?}; shift ;;
+        --disjoint-threads) disjoint_threads=${2:?}; shift ;;
         -h|--help) usage ;;
         *) echo "compare.sh: unknown argument $1" >&2; usage ;;
     esac
@@ -61,6 +68,9 @@ sizes() {
             hash) echo "--seqs 200" ;;
             threads) echo "--seqs 512 --rounds 2" ;;
             hold) echo "--blocks 100000" ;;
+            disjoint) echo "--seqs 512 --rounds 4" ;;
+            hol) echo "" ;;
+            pool_free) echo "--big-pool 200000" ;;
             *) echo "--seqs 2000" ;;
         esac
     fi
@@ -68,7 +78,7 @@ sizes() {
 
 out=${keep:-$(mktemp -d)}
 mkdir -p "$out"
-: > "$out/peer.jsonl"; : > "$out/ours.jsonl"; : > "$out/peer_1thread.jsonl"
+: > "$out/peer.jsonl"; : > "$out/ours.jsonl"
 [ -n "$keep" ] || trap 'rm -rf "$out"' EXIT
 
 run() { # file, command...: append the command's JSON lines, fail loudly on a failed run
@@ -79,32 +89,45 @@ run() { # file, command...: append the command's JSON lines, fail loudly on a fa
     fi
 }
 
+# One run of a workload both programs have; r odd: the peer goes first, r even: kvreg first,
+# so drift on a noisy machine hits both alike.
+both() { # r, kvreg-only extra flags, common flags...
+    local r=$1 ours_extra=$2; shift 2
+    [ $((r % 2)) = 1 ] && run "$out/peer.jsonl" "$peer" "$@"
+    # shellcheck disable=SC2086 # ours_extra is a list of flags
+    run "$out/ours.jsonl" "$ours" "$@" $ours_extra
+    [ $((r % 2)) = 0 ] && run "$out/peer.jsonl" "$peer" "$@"
+    return 0
+}
+
 for w in $workloads; do
     read -ra sz <<< "$(sizes "$w")"
     for r in $(seq 1 "$runs"); do
         echo "== $w run $r/$runs" >&2
-        # Alternate who goes first, so drift on a noisy machine hits both alike.
-        if [ $((r % 2)) = 1 ]; then
-            run "$out/peer.jsonl" "$peer" --workload "$w" "${sz[@]}"
-        fi
         case "$w" in
             threads)
-                run "$out/ours.jsonl" "$ours" --workload threads --threads-scaling "${sz[@]}"
-                # The peer's own 1-thread figure, for its scaling ratio.
-                run "$out/peer_1thread.jsonl" "$peer" --workload threads --threads 1 "${sz[@]}" ;;
+                for t in $thread_counts; do
+                    # kvreg's T/1 ratio from the same process: 1 thread right after T threads.
+                    extra=""; [ "$t" -gt 1 ] && extra="--threads-scaling"
+                    both "$r" "$extra" --workload threads --threads "$t" "${sz[@]}"
+                done ;;
             hold)
-                run "$out/ours.jsonl" "$ours" --workload hold "${sz[@]}"
+                both "$r" "" --workload hold "${sz[@]}"
                 run "$out/ours.jsonl" "$ours" --workload hold_tokens "${sz[@]}" ;;
-            *)
+            disjoint) # kvreg only; each run also measures 1 thread (scaling_ratio)
+                for d in inline poll; do
+                    run "$out/ours.jsonl" "$ours" --workload disjoint --delivery "$d" \
+                        --threads "$disjoint_threads" "${sz[@]}"
+                done ;;
+            hol|pool_free) # kvreg only
                 run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
+            *)
+                both "$r" "" --workload "$w" "${sz[@]}" ;;
         esac
-        if [ $((r % 2)) = 0 ]; then
-            run "$out/peer.jsonl" "$peer" --workload "$w" "${sz[@]}"
-        fi
     done
 done
 
 cmd="tests/bench/compare.sh"
 [ "$quick" = 1 ] && cmd="$cmd --quick"
 python3 "$here/compare_table.py" --runs "$runs" --command "$cmd --runs $runs" \
-    "$out/peer.jsonl" "$out/ours.jsonl" "$out/peer_1thread.jsonl"
+    "$out/peer.jsonl" "$out/ours.jsonl"

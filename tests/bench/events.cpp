@@ -12,6 +12,11 @@ namespace bench {
 // The header promises the callback never runs concurrently with itself for one registry, so
 // plain load/store on relaxed atomics is enough (no lock-prefixed RMW on the hot path). If that
 // promise were broken, updates would be lost and the workloads' Register == Remove checks fail.
+//
+// With several threads the callback may run on any of them, and a call may return before its
+// events are delivered (another thread is delivering them; kvreg.h, "Delivery"). So counts()
+// first calls kvreg_registry_flush(), which returns once every event emitted before it has been
+// handed to the callback and the callback has returned (and makes its stores visible here).
 struct alignas(64) Counter {
     std::atomic<uint64_t> registers{0};
     std::atomic<uint64_t> removes{0};
@@ -108,6 +113,8 @@ kvreg_pool *Harness::new_pool(const char *name) {
 }
 
 EventCounts Harness::counts() const {
+    // Not from inside the callback (kvreg_registry_flush would return KVREG_EBUSY).
+    check_rc(kvreg_registry_flush(reg_), "kvreg_registry_flush");
     EventCounts c;
     c.registers = counter_->registers.load();
     c.removes = counter_->removes.load();

@@ -29,6 +29,13 @@ const char kUsage[] =
     "  (all = the benchmark workloads, each in a fresh child process so that peak_rss_kb is\n"
     "   per workload; add --in-process to run them in this process. hold_tokens is hold with\n"
     "   KVREG_OPT_KEEP_TOKENS = 1 plus a second pool holding the same blocks)\n"
+    "  kvreg-only (no seed-peer counterpart, not in all):\n"
+    "  disjoint          T threads, each its own pool and its own tokens (no shared prefix);\n"
+    "                    --delivery inline (counting callback) or poll (a consumer thread on\n"
+    "                    kvreg_registry_poll_wait); also 1 thread after: scaling_ratio\n"
+    "  hol               a callback sleeps 50 ms on thread A; thread B's --calls calls that emit\n"
+    "                    no event are timed one by one (p50/p99/max)\n"
+    "  pool_free         kvreg_pool_free of a 1-block pool alone, then beside a --big-pool block pool\n"
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
@@ -40,6 +47,9 @@ const char kUsage[] =
     "  --batch K         sequences held at once (8; threads)\n"
     "  --groups G        distinct prefixes      (8; threads)\n"
     "  --blocks N        blocks to hold         (1000000; hold)\n"
+    "  --delivery M      inline | poll          (inline; disjoint)\n"
+    "  --calls N         timed no-event calls   (1000; hol)\n"
+    "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
     "  --reps R          timing repetitions     (5; hash)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
@@ -104,6 +114,9 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--no-warm") o.warm = false;
         else if (name == "--threads-scaling") o.threads_scaling = true;
         else if (name == "--in-process") in_process = true;
+        else if (name == "--delivery") o.delivery = val();
+        else if (name == "--calls") o.calls = num();
+        else if (name == "--big-pool") o.big_pool = num();
         else if (name == "--forward")
             throw std::invalid_argument("--forward is not supported: kvreg delivers events inline to the "
                                         "counting callback (use POLL mode in your own consumer instead)");
@@ -133,6 +146,9 @@ int run_one(const Opts &o) {
     else if (w == "hold") line = bench::wl_hold(o, false, ok);
     else if (w == "hold_tokens") line = bench::wl_hold(o, true, ok);
     else if (w == "selftest") line = bench::wl_selftest(o, ok);
+    else if (w == "disjoint") line = bench::wl_disjoint(o, ok);
+    else if (w == "hol") line = bench::wl_hol(o, ok);
+    else if (w == "pool_free") line = bench::wl_pool_free(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

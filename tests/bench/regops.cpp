@@ -17,10 +17,14 @@ size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n) {
     return done;
 }
 
-// kvreg releases synchronously, so "drain" (the seed's wait for its cleanup task) is only the
-// check that the pools and the registry are empty; timed like the peer's wait_drained.
+// kvreg releases synchronously, so "drain" (the seed's wait for its cleanup task) is the wait
+// for event delivery and the check that the pools and the registry are empty; timed like the
+// peer's wait_drained. Delivery: with several threads a call may return before its events reach
+// the callback (another thread delivers them), so kvreg_registry_flush() waits until every event
+// emitted so far has been delivered. Single-threaded it returns at once (nothing is pending).
 bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs) {
     const double t = now_s();
+    check_rc(kvreg_registry_flush(h.reg()), "kvreg_registry_flush");
     bool empty = true;
     for (const kvreg_pool *p : pools) empty &= kvreg_pool_size(p) == 0;
     if (registry) empty &= h.stat(KVREG_STAT_HASHES) == 0;

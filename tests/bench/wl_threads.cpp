@@ -84,6 +84,8 @@ Run run(const Opts &o, const SeqSet &set, size_t t_count, size_t rounds, size_t 
     const double t0 = now_s();
     for (std::thread &th : joins) th.join();
     res.work_s = now_s() - t0;
+    // A worker's last calls may have returned before their events were delivered (the other
+    // worker was delivering): drained() flushes first, so counts() below sees every event.
     res.empty = drained(h, pools, true, res.drain_s);
     for (const Tally &t : tallies) res.total.add(t);
     res.c = h.counts();
