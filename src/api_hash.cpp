@@ -3,10 +3,15 @@
 #include "kvreg.h"
 #include "sequence.hpp"
 
+// More tokens than this cannot be a buffer: their byte count, n_tokens * 4, wraps around size_t
+// (2^62 + 2 tokens would hash as 2). kvreg.h documents the result for larger counts.
+static constexpr size_t kMaxHashTokens = SIZE_MAX / sizeof(uint32_t);
+
 extern "C" {
 
 KVREG_API uint64_t kvreg_block_hash(const uint32_t *tokens, size_t n_tokens, uint64_t salt) noexcept {
     if (!tokens) n_tokens = 0; // documented: NULL only with 0 tokens; never dereference NULL
+    if (n_tokens > kMaxHashTokens) return 0; // documented: no buffer holds that many
     return kvreg::block_hash(tokens, n_tokens, salt);
 }
 
@@ -19,6 +24,7 @@ KVREG_API int kvreg_hash_blocks(const uint32_t *tokens, size_t n_tokens, uint32_
                                 uint64_t salt, kvreg_block_info *out, size_t out_cap,
                                 size_t *n_blocks) noexcept {
     if (!n_blocks || block_size == 0 || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > kMaxHashTokens) return KVREG_EOVERFLOW;
     const size_t n = n_tokens / block_size;
     *n_blocks = n;
     if (n == 0) return KVREG_OK;

@@ -1,4 +1,4 @@
-// Block hashing: the Dynamo 1.0.x rule (see include/kvreg.h and spec §1.2).
+// Block hashing: the Dynamo 1.0.x rule, stated in full in include/kvreg.h ("Hashing").
 #pragma once
 
 #include <cstddef>
@@ -6,7 +6,8 @@
 
 namespace kvreg {
 
-// XXH3-64 over the tokens' little-endian bytes, seeded with the salt.
+// XXH3-64 over the tokens' little-endian bytes, seeded with the salt. n_tokens must be at most
+// SIZE_MAX / 4 (callers check): beyond it the byte count wraps and a wrong length is hashed.
 uint64_t block_hash(const uint32_t *tokens, size_t n_tokens, uint64_t salt) noexcept;
 
 // XXH3-64 over u64le(parent) || u64le(block), seeded with the salt (exactly 16 bytes).

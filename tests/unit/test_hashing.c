@@ -1,6 +1,6 @@
-/* Hashing: every public vector, the seed's constants, and the argument rules of
- * kvreg_hash_blocks. Expected values come from tests/vectors/public.json (an independent
- * implementation), never from the library. */
+/* Hashing: every public vector, the fixed constants for tokens 1..12, the argument rules
+ * of kvreg_hash_blocks, and token counts too large for any buffer. Expected values come from
+ * tests/vectors/public.json (an independent implementation), never from the library. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,7 +65,9 @@ static void test_public_vectors_sequence(void **state) {
     }
 }
 
-/* The constants of the seed's registry.rs and tokens.rs tests (spec §1.2 table). */
+/* Tokens 1..12, block 4, at salt 1337 and at salt 0: constants from Rust unit tests of the same
+ * rule (Dynamo's lib/llm/src/tokens.rs, and the registry.rs of the Rust design this library
+ * started from). The first two blocks are also public.json's first case. */
 static void test_seed_constants(void **state) {
     (void)state;
     const uint32_t t[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
@@ -78,7 +80,9 @@ static void test_seed_constants(void **state) {
     assert_true(b[1].sequence_hash == UINT64_C(4945711292740353085));
     assert_true(b[2].block_hash == UINT64_C(483935686894639516));
     assert_true(b[2].sequence_hash == UINT64_C(12583592247330656132));
-    /* salt 0 gives different names, and the later "seed 1337 chain" rule is not ours (§1.2) */
+    /* Salt 0 gives different names. The chain step is seeded with the salt, as in Dynamo 1.0.x;
+     * later Dynamo versions seed it with 1337 whatever the salt, which would give another
+     * value here (the two rules agree only at salt 1337). */
     assert_int_equal(kvreg_hash_blocks(t, 12, 4, 0, b, 3, &n), KVREG_OK);
     assert_true(b[1].sequence_hash == UINT64_C(4185132130981121146));
 }
@@ -118,6 +122,29 @@ static void test_hash_blocks_sizing_and_errors(void **state) {
     assert_true(kvreg_block_hash(NULL, 0, 1) == kvreg_block_hash(t, 0, 1));
 }
 
+/* n_tokens > SIZE_MAX / 4 cannot describe a buffer (its byte count wraps around size_t): such a
+ * count is invalid, kvreg_block_hash returns 0 and kvreg_hash_blocks KVREG_EOVERFLOW, both
+ * without reading a token. t holds 4 tokens, so a read of n of them would fault or trip ASan. */
+static void test_impossible_token_counts(void **state) {
+    (void)state;
+    const uint32_t t[4] = {1, 2, 3, 4};
+    const size_t first_bad = SIZE_MAX / 4 + 1;
+    /* 2^62 + 2 on LP64: n * 4 wraps to 8 bytes, which used to give the hash of {1, 2} */
+    assert_true(kvreg_block_hash(t, first_bad + 2, 1337) == 0);
+    assert_true(kvreg_block_hash(t, first_bad, 1337) == 0); /* wraps to 0 bytes */
+    assert_true(kvreg_block_hash(t, SIZE_MAX, 1337) == 0);
+
+    kvreg_block_info b[2];
+    size_t n = 99;
+    assert_int_equal(kvreg_hash_blocks(t, first_bad, 4, 1337, b, 2, &n), KVREG_EOVERFLOW);
+    assert_int_equal(n, 99); /* nothing written */
+    assert_int_equal(kvreg_hash_blocks(t, SIZE_MAX, 1, 1337, NULL, 0, &n), KVREG_EOVERFLOW);
+    assert_int_equal(n, 99);
+    /* a bad argument is still reported as such */
+    assert_int_equal(kvreg_hash_blocks(NULL, SIZE_MAX, 4, 1337, b, 2, &n), KVREG_EINVAL);
+    assert_int_equal(kvreg_hash_blocks(t, SIZE_MAX, 0, 1337, b, 2, &n), KVREG_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_public_vectors_hash_blocks),
@@ -126,6 +153,7 @@ int main(void) {
         cmocka_unit_test(test_seed_constants),
         cmocka_unit_test(test_same_content_other_position),
         cmocka_unit_test(test_hash_blocks_sizing_and_errors),
+        cmocka_unit_test(test_impossible_token_counts),
     };
     return cmocka_run_group_tests_name("hashing", tests, NULL, NULL);
 }
