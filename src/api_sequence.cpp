@@ -21,7 +21,9 @@ KVREG_API void kvreg_sequence_free(kvreg_sequence *seq) noexcept { delete seq; }
 KVREG_API int kvreg_sequence_extend(kvreg_sequence *seq, const uint32_t *tokens, size_t n_tokens,
                                     size_t *n_completed) noexcept {
     if (!seq || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
-    if (n_tokens > SIZE_MAX / sizeof(uint32_t) - seq->seq.total_tokens()) return KVREG_ERANGE;
+    // A size no sequence can hold is one error, decided before a token is read or a byte
+    // allocated; KVREG_ENOMEM is left to mean that an allocation that could succeed did not.
+    if (!seq->seq.can_grow_by(n_tokens)) return KVREG_EOVERFLOW;
     KVREG_GUARD_BEGIN
     const size_t done = seq->seq.extend(tokens, n_tokens);
     if (n_completed) *n_completed = done;
@@ -29,11 +31,15 @@ KVREG_API int kvreg_sequence_extend(kvreg_sequence *seq, const uint32_t *tokens,
     KVREG_GUARD_END
 }
 
+// kvreg_sequence_extend of one token, on the sequence's division-free path (the decode loop).
 KVREG_API int kvreg_sequence_append(kvreg_sequence *seq, uint32_t token, int *completed) noexcept {
-    size_t done = 0;
-    const int rc = kvreg_sequence_extend(seq, &token, 1, &done);
-    if (rc == KVREG_OK && completed) *completed = done ? 1 : 0;
-    return rc;
+    if (!seq) return KVREG_EINVAL;
+    if (!seq->seq.can_grow_by(1)) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    const bool done = seq->seq.append(token);
+    if (completed) *completed = done ? 1 : 0;
+    return KVREG_OK;
+    KVREG_GUARD_END
 }
 
 KVREG_API int kvreg_sequence_truncate(kvreg_sequence *seq, size_t n_tokens) noexcept {
