@@ -158,8 +158,15 @@ static void t_use_after_pool_free(void **state)
     assert_int_equal(kvreg_block_get_info(p, b, &info), KVREG_ESTALE);
     assert_int_equal(kvreg_pool_size(p), 0);
     assert_string_equal(kvreg_pool_name(p), "victim"); /* valid until the registry is freed */
-    int st = kvreg_register_batch(p, &d, 1, blocks, status, &n);
-    assert_true(st == KVREG_ESTALE || (st == KVREG_OK && status[0] == KVREG_ESTALE));
+    /* kvreg_register_batch "Returns KVREG_OK unless the arguments themselves are bad"; per
+     * block it reports "the status kvreg_register would return": ESTALE, no handle */
+    blocks[0] = 9;
+    status[0] = 9;
+    n = 9;
+    assert_int_equal(kvreg_register_batch(p, &d, 1, blocks, status, &n), KVREG_OK);
+    assert_int_equal(status[0], KVREG_ESTALE);
+    assert_int_equal(blocks[0], KVREG_BLOCK_NONE);
+    assert_int_equal(n, 0);
     kvreg_pool_free(p); /* again: a no-op */
     assert_int_equal(stat_of(reg, KVREG_STAT_EVENTS_REMOVE), 2);
     assert_int_equal(stat_of(reg, KVREG_STAT_HASHES), 0);
@@ -171,37 +178,70 @@ static void t_use_after_pool_free(void **state)
     kvreg_registry_free(reg);
 }
 
-/* Cycle pools until the freed slot is reused: the old pointer then names the new pool, but
- * handles of the old incarnation must stay stale. */
+/* A freed pool's slot comes back (kvreg_pool_free: "the first 1024 pools get fresh slots; after
+ * that freed slots are reused least-recently first"), so the old pointer then names the new
+ * pool; the old incarnation's handles must stay stale. With one shard (KVREG_OPT_SHARDS 1)
+ * and one block live at a time, every registration takes the record the previous release
+ * freed, so here the old handle and the new one name the same hash, in the same pool slot
+ * (same id), in the same record: only the pool's incarnation and the record's generation
+ * tell them apart. */
 static void t_slot_reuse(void **state)
 {
     (void)state;
     kvreg_registry *reg = NULL;
+    kvreg_config *cfg = NULL;
     kvreg_pool *p = NULL, *q = NULL;
+    kvreg_block_info info;
     uint32_t rc = 0;
-    assert_int_equal(kvreg_registry_new(&reg, NULL), KVREG_OK);
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 1), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
     assert_int_equal(kvreg_pool_new(&p, reg, "first"), KVREG_OK);
+    const uint32_t id = kvreg_pool_id(p);
     kvreg_block old = reg_ok(p, 77);
     kvreg_pool_free(p);
-    int reused = 0;
-    for (unsigned i = 0; i < 2 * KVREG_MAX_POOLS && !reused; i++) {
+    /* pools 2 .. 1024 are fresh; pool 1025 takes the least recently freed slot: p's */
+    for (unsigned i = 2; i <= 1024; i++) {
         assert_int_equal(kvreg_pool_new(&q, reg, "cycle"), KVREG_OK);
-        if (q == p) {
-            reused = 1;
-            break;
-        }
+        assert_true(q != p);
+        assert_int_equal(kvreg_release(p, old), KVREG_ESTALE);
         kvreg_pool_free(q);
     }
-    if (!reused) { /* pools need not reuse memory; then the pointer stays stale forever */
-        kvreg_registry_free(reg);
-        return;
-    }
+    assert_int_equal(kvreg_pool_new(&q, reg, "cycle"), KVREG_OK);
+    assert_ptr_equal(q, p); /* the reuse happened */
+    assert_int_equal(kvreg_pool_id(q), id);
+    assert_string_equal(kvreg_pool_name(q), "cycle");
+
+    /* same hash, same pool slot and id, same (only) record of the only shard */
     kvreg_block fresh = reg_ok(q, 77);
     assert_true(fresh != old);
     assert_int_equal(kvreg_release(q, old), KVREG_ESTALE);
+    assert_int_equal(kvreg_block_get_info(q, old, &info), KVREG_ESTALE);
     assert_int_equal(kvreg_block_refcount(q, fresh, &rc), KVREG_OK);
     assert_int_equal(rc, 1);
-    assert_string_equal(kvreg_pool_name(q), "cycle");
+    /* cycle the record through the same and another hash, more than 2^16 times: every
+     * earlier handle stays stale, one hash is registered, and the current handle works */
+    kvreg_block prev = fresh, first_78 = KVREG_BLOCK_NONE;
+    for (unsigned i = 0; i < 70000; i++) {
+        const uint64_t h = i % 3 == 0 ? 78 : 77;
+        assert_int_equal(kvreg_release(q, prev), KVREG_OK);
+        kvreg_block cur = reg_ok(q, h);
+        if (first_78 == KVREG_BLOCK_NONE && h == 78)
+            first_78 = cur;
+        else
+            assert_int_equal(kvreg_release(q, first_78), KVREG_ESTALE);
+        assert_true(cur != prev && cur != old && cur != fresh);
+        assert_int_equal(kvreg_release(q, prev), KVREG_ESTALE);
+        assert_int_equal(kvreg_release(q, old), KVREG_ESTALE);
+        assert_int_equal(kvreg_block_get_info(q, cur, &info), KVREG_OK);
+        assert_true(info.sequence_hash == h);
+        prev = cur;
+    }
+    assert_int_equal(stat_of(reg, KVREG_STAT_HASHES), 1);
+    assert_int_equal(kvreg_block_refcount(q, prev, &rc), KVREG_OK);
+    assert_int_equal(rc, 1);
+    assert_int_equal(kvreg_pool_size(q), 1);
     kvreg_registry_free(reg);
 }
 
@@ -220,13 +260,13 @@ static void t_pool_name_lifetime(void **state)
     assert_string_equal(name, long_name);
     kvreg_pool_free(p);
     assert_string_equal(name, long_name);
-    for (unsigned i = 0; i < 2 * KVREG_MAX_POOLS; i++) {
+    int reused = 0;
+    for (unsigned i = 0; i < 2 * KVREG_MAX_POOLS && !reused; i++) {
         assert_int_equal(kvreg_pool_new(&q, reg, "another-pool-with-a-long-name-on-the-heap-too"), KVREG_OK);
-        int reused = q == p;
+        reused = q == p;
         kvreg_pool_free(q);
-        if (reused)
-            break;
     }
+    assert_true(reused); /* the case this test is about did happen */
     assert_string_equal(name, long_name);
     kvreg_registry_free(reg);
 }
