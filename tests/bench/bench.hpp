@@ -196,6 +196,7 @@ std::string wl_selftest(const Opts &o, bool &ok);
 std::string wl_disjoint(const Opts &o, bool &ok);
 std::string wl_hol(const Opts &o, bool &ok);
 std::string wl_pool_free(const Opts &o, bool &ok);
+std::string wl_append(const Opts &o, bool &ok);
 
 } // namespace bench
 

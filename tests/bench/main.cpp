@@ -26,6 +26,7 @@ const char kUsage[] =
     "usage: kvreg-bench --workload NAME [options]\n"
     "\n"
     "workloads: hash register_release two_pools shared_prefix threads hold hold_tokens selftest all\n"
+    "  append (not in all): --len single-token appends vs one extend of them, fresh sequences\n"
     "  (all = the benchmark workloads, each in a fresh child process so that peak_rss_kb is\n"
     "   per workload; add --in-process to run them in this process. hold_tokens is hold with\n"
     "   KVREG_OPT_KEEP_TOKENS = 1 plus a second pool holding the same blocks)\n"
@@ -39,7 +40,7 @@ const char kUsage[] =
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
-    "  --len L           tokens per sequence    (hash 4096, others 512)\n"
+    "  --len L           tokens per sequence    (hash 4096, append 1000000, others 512)\n"
     "  --block B         tokens per block       (16)\n"
     "  --prefix P        shared prefix tokens   (256; shared_prefix, threads)\n"
     "  --threads T       worker threads         (2; threads)\n"
@@ -50,7 +51,7 @@ const char kUsage[] =
     "  --delivery M      inline | poll          (inline; disjoint)\n"
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
-    "  --reps R          timing repetitions     (5; hash)\n"
+    "  --reps R          timing repetitions     (5; hash, append)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
     "  --salt X          hash salt / xxh3 seed  (1337)\n"
@@ -149,6 +150,7 @@ int run_one(const Opts &o) {
     else if (w == "disjoint") line = bench::wl_disjoint(o, ok);
     else if (w == "hol") line = bench::wl_hol(o, ok);
     else if (w == "pool_free") line = bench::wl_pool_free(o, ok);
+    else if (w == "append") line = bench::wl_append(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
