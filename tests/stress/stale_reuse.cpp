@@ -19,7 +19,9 @@
 // the two, and never anything else (EEXIST cannot happen: the user releases what it registers,
 // and kvreg_pool_free sweeps what a failed release left). When the slot comes back the main
 // thread waits (no sleep: it yields until the user reports) for one fully exact iteration in
-// the live state, so both states are checked exactly in every run.
+// the live state, and after freeing it again for one in the freed state (also once before the
+// first cycle), so both states are checked exactly in every run, however the threads are
+// scheduled.
 // Env KVREG_STRESS_SECONDS (default 2).
 #include <kvreg.h>
 
@@ -37,7 +39,8 @@ enum Phase : uint64_t { kChanging = 0, kFreed = 1, kLive = 2 };
 
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_epoch{0};
-std::atomic<unsigned long> g_live_exact{0}; // user iterations checked exactly in kLive
+std::atomic<unsigned long> g_live_exact{0};  // user iterations checked exactly in kLive
+std::atomic<unsigned long> g_freed_exact_it{0}; // ... and in kFreed
 std::atomic<unsigned long> g_calls{0}, g_exact{0}, g_freed_exact{0};
 
 [[noreturn]] void fail(const char *what, int st, uint64_t e1, uint64_t e2)
@@ -96,6 +99,8 @@ void user(kvreg_pool *stale)
         int st = 0;
         const Window wr = around([&] { st = kvreg_register(stale, &d, &b); });
         expect("kvreg_register", st, wr, KVREG_OK, KVREG_ESTALE);
+        if (wc.stable() && phase_of(wc.e1) == kFreed && wr.e1 == wc.e1 && wr.stable())
+            g_freed_exact_it.fetch_add(1, std::memory_order_release);
         if (st == KVREG_OK) {
             int rel = 0;
             const Window wl = around([&] { rel = kvreg_release(stale, b); });
@@ -125,6 +130,14 @@ void user(kvreg_pool *stale)
     g_calls.fetch_add(n);
 }
 
+// Yield (no sleep) until the user has completed one more iteration checked exactly.
+void await_user(const std::atomic<unsigned long> &counter)
+{
+    const unsigned long seen = counter.load(std::memory_order_acquire);
+    while (counter.load(std::memory_order_acquire) == seen)
+        std::this_thread::yield();
+}
+
 uint64_t g_seq = 0;
 void publish(Phase ph)
 {
@@ -146,6 +159,7 @@ int main()
     kvreg_pool_free(stale);
     publish(kFreed);
     std::thread t(user, stale);
+    await_user(g_freed_exact_it);
     unsigned long cycles = 0, reuses = 0;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     // At least two reuses however short the run: the slot comes back every ~1024 cycles.
@@ -158,13 +172,13 @@ int main()
         publish(p == stale ? kLive : kFreed);
         if (p == stale) {
             reuses++;
-            const unsigned long seen = g_live_exact.load(std::memory_order_acquire);
-            while (g_live_exact.load(std::memory_order_acquire) == seen)
-                std::this_thread::yield(); // the user checks the live pool exactly once
+            await_user(g_live_exact);
         }
         publish(kChanging);
         kvreg_pool_free(p);
         publish(kFreed);
+        if (p == stale)
+            await_user(g_freed_exact_it);
         cycles++;
     }
     g_stop.store(true);
@@ -173,7 +187,7 @@ int main()
     std::printf("stale_reuse: %lu pool cycles, %lu reuses of the stale slot, %lu iterations on it, %lu calls "
                 "checked exactly (%lu while freed)\n",
                 cycles, reuses, g_calls.load(), g_exact.load(), g_freed_exact.load());
-    if (g_freed_exact.load() == 0 || g_live_exact.load() < reuses) {
+    if (g_freed_exact_it.load() < reuses + 1 || g_live_exact.load() < reuses) {
         std::fprintf(stderr, "stale_reuse FAIL: a state was never checked exactly\n");
         return 1;
     }
