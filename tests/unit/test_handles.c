@@ -69,8 +69,8 @@ static void test_stale_after_100k_reuses_of_one_slot(void **state) {
         kvreg_block_desc d = desc_of(hash);
         assert_int_equal(kvreg_register(p, &d, &issued[i]), KVREG_OK);
         assert_true(issued[i] != KVREG_BLOCK_NONE);
-        /* the issue's repro: the first 0x1111 handle against every later block, and the
-         * handle just before (same slot, other hash) */
+        /* the regression described at the top: the first 0x1111 handle against every later
+         * block, and the handle just before (same slot, other hash) */
         if (i > 0) {
             assert_true(issued[i] != issued[0]);
             assert_true(issued[i] != issued[i - 1]);
