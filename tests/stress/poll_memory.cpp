@@ -11,9 +11,10 @@
 //             queue never empties while 1M events pass through it;
 //   lagging:  2 polled for every 1,024 produced, 200 rounds (the queue grows to ~204,000).
 //
-// Throughout, queue_bytes() <= queued * (sizeof(kvreg_event) + 16) + 4 chunks, where 16 is
-// the largest token payload of an event here (4 tokens) and a chunk is 1,024 events with their
-// tokens (the partly filled chunks at both ends, the spare, the last poll's token copies).
+// Throughout, queue_bytes() <= queued * (sizeof(kvreg_event) + 16 + sizeof(size_t)) + 4 chunks,
+// where 16 is the largest token payload of an event here (4 tokens), sizeof(size_t) allows for
+// an index to each event's tokens, and a chunk is 1,024 such events (the partly filled chunks
+// at both ends, the spare, the last poll's token copies).
 // Single-threaded: every call delivers before it returns, so nothing here waits or sleeps.
 #include <kvreg.h>
 
@@ -36,7 +37,7 @@ int g_failures = 0;
         }                                                                                          \
     } while (0)
 
-constexpr size_t kPerEvent = sizeof(kvreg_event) + 4 * sizeof(uint32_t);
+constexpr size_t kPerEvent = sizeof(kvreg_event) + 4 * sizeof(uint32_t) + sizeof(size_t);
 constexpr size_t kChunkEvents = 1024;
 constexpr size_t kSlack = 4 * kChunkEvents * kPerEvent;
 constexpr size_t kDrainedBound = 256 * 1024;
