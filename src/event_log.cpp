@@ -22,7 +22,7 @@ inline void cpu_relax() noexcept {
 EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
     : poll_mode_(poll_mode), events_(new kvreg_event[kRingSize]()),
       stamp_(new std::atomic<uint64_t>[kRingSize]), slots_(new Slot[kRingSize]),
-      token_arena_(new uint32_t[kRingSize * kArenaTokens]), scratch_(new kvreg_event[kRun]),
+      token_arena_(new uint32_t[kRingSize * kArenaTokens]), run_(new kvreg_event[kRun]),
       cb_(std::move(cb)), queue_(poll_capacity) {
     for (size_t i = 0; i < kRingSize; i++) {
         stamp_[i].store(0, std::memory_order_relaxed); // no id + 1 is 0
@@ -117,36 +117,78 @@ void EventLog::deliver_as_holder() noexcept {
         const uint64_t start = ring_cursor_;
         size_t n = 0;
         while (n < kRun && published(start + n)) n++;
-        if (n == 0) return;
-        ring_cursor_ = start + n; // before the callback: a nested spill starts after this run
-        const size_t first = start & kMask;
-        if (first + n <= kRingSize) {
-            dispatch(&events_[first], n); // straight from the ring
-        } else {
-            // The run wraps the ring's end: the callback gets one array, so copy it (tokens
-            // stay in their slots, which are not reused before the run's credits come back).
-            const size_t head = kRingSize - first;
-            std::memcpy(scratch_.get(), &events_[first], head * sizeof(kvreg_event));
-            std::memcpy(scratch_.get() + head, &events_[0], (n - head) * sizeof(kvreg_event));
-            dispatch(scratch_.get(), n);
+        if (n == 0) {
+            if (start >= nested_end_) return;
+            // Events our callback caused are still ahead, behind an id another thread is
+            // publishing right now (it holds a shard lock): wait for it, so that they are
+            // delivered by this thread, as promised.
+            wait_published(start);
+            continue;
         }
-        advance_delivered(start + n);
-        give_credits(n);
+        ring_cursor_ = start + n; // before the callback: a nested spill starts after this run
+        if (copy_run(start, n)) {
+            // The run's slots are free while the callback runs: producers keep going, and a
+            // nested spill frees exactly the oldest slots (the credit count stays exact).
+            ring_free_.store(start + n, std::memory_order_release);
+            give_credits(n);
+            dispatch(run_.get(), n);
+            advance_delivered(start + n);
+        } else {
+            // Out of memory for the run's tokens: deliver from the ring, pieces that do not
+            // wrap, and keep its slots until the callback returns (spill refuses meanwhile).
+            run_in_ring_ = true;
+            for (size_t done = 0; done < n;) {
+                const size_t first = (start + done) & kMask;
+                const size_t k = std::min(n - done, kRingSize - first);
+                dispatch(&events_[first], k);
+                done += k;
+            }
+            run_in_ring_ = false;
+            advance_delivered(start + n);
+            ring_free_.store(start + n, std::memory_order_release);
+            give_credits(n);
+        }
+    }
+}
+
+bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
+    size_t ntok = 0;
+    for (size_t k = 0; k < n; k++) ntok += events_[(start + k) & kMask].n_tokens;
+    try {
+        if (run_tokens_.size() < ntok) run_tokens_.resize(ntok);
+    } catch (...) {
+        return false;
+    }
+    size_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        kvreg_event &e = run_[k];
+        e = events_[(start + k) & kMask];
+        if (e.n_tokens) {
+            std::memcpy(run_tokens_.data() + off, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
+            e.tokens = run_tokens_.data() + off;
+            off += e.n_tokens;
+        }
+    }
+    return true;
+}
+
+void EventLog::wait_published(uint64_t id) const noexcept {
+    for (unsigned spins = 0; !published(id); spins++) {
+        if (spins < 64)
+            cpu_relax();
+        else
+            std::this_thread::yield();
     }
 }
 
 int64_t EventLog::spill(uint32_t want) noexcept {
+    if (run_in_ring_) return -1; // the run in the callback still holds its slots
     uint32_t freed = 0;
     try {
         while (freed < want && ring_cursor_ != next_id_.load(std::memory_order_acquire)) {
             const uint64_t id = ring_cursor_;
             // Taken, so its owner is inside its shard lock, about to publish: wait for it.
-            for (unsigned spins = 0; !published(id); spins++) {
-                if (spins < 64)
-                    cpu_relax();
-                else
-                    std::this_thread::yield();
-            }
+            wait_published(id);
             if (spilled_.empty() || spilled_.back().events.size() == kRun) {
                 spilled_.emplace_back();
                 spilled_.back().events.reserve(kRun);
@@ -165,6 +207,7 @@ int64_t EventLog::spill(uint32_t want) noexcept {
         if (!spilled_.empty() && spilled_.back().events.empty()) spilled_.pop_back();
         if (freed == 0) return -1;
     }
+    ring_free_.store(ring_cursor_, std::memory_order_release);
     // The freed credits go straight to the caller: another thread cannot take them first.
     return freed;
 }
@@ -263,11 +306,11 @@ void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
     const size_t i = id & EventLog::kMask;
     EventLog::Slot &slot = log_.slots_[i];
 #ifndef NDEBUG
-    // The credit we hold means the slot's previous event, one lap back, has been delivered
-    // (delivered_ advances before the credits of a run are given back). Checked in debug
+    // The credit we hold means the slot's previous event, one lap back, has left the ring
+    // (ring_free_ advances before the credits of a run are given back). Checked in debug
     // builds; the acquire load also hands ThreadSanitizer that ordering directly.
     assert(id < EventLog::kRingSize ||
-           log_.delivered_.load(std::memory_order_acquire) > id - EventLog::kRingSize);
+           log_.ring_free_.load(std::memory_order_acquire) > id - EventLog::kRingSize);
 #endif
     if (!tokens) n_tokens = 0;
     if (n_tokens > slot.token_cap) {
@@ -294,6 +337,7 @@ void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
     std::memset(e.reserved, 0, sizeof e.reserved);
     log_.stamp_[i].store(id + 1, std::memory_order_release); // published
     published_ = true;
+    if (nested_) log_.nested_end_ = id + 1; // this thread holds the role: see deliver_as_holder
 }
 
 bool EventBatch::reserve_tokens(uint32_t n) noexcept {

@@ -17,9 +17,10 @@
 //  3. DELIVER. After its locks are released, P calls deliver(): it tries to become the
 //     deliverer (role_ 0 -> 1). If another thread H holds the role, P returns at once: H
 //     delivers P's events before it lets go (see 4). Otherwise P, as deliverer, hands the
-//     longest published run starting at the cursor (<= KVREG_EVENTS_PER_CALL events) to the
-//     callback straight from the ring (copied once if it wraps the ring's end), or into the POLL queue;
-//     then frees those credits, advances delivered_, and repeats until the slot at the cursor
+//     longest published run starting at the cursor (<= KVREG_EVENTS_PER_CALL events): it
+//     copies the run (events and tokens) out of the ring, frees those credits at once (so
+//     producers go on while a slow callback runs), hands the copy to the callback or the POLL
+//     queue, advances delivered_, and repeats until the slot at the cursor
 //     is not published (an id taken by a thread still inside its lock, or no more events).
 //  4. LET GO. The deliverer stores role_ = 0, fences, and looks at the cursor's slot again; if
 //     it was published meanwhile it tries to take the role back. A publisher fences after its
@@ -116,11 +117,15 @@ private:
     void release_role() noexcept;
     void deliver_as_holder() noexcept;
     void dispatch(const kvreg_event *ev, size_t n) noexcept;
+    // Copy ring events [start, start + n) and their tokens into run_; false if out of memory.
+    bool copy_run(uint64_t start, size_t n) noexcept;
     // Nested, out of credits: move published events after the current run out of the ring.
     // Returns the credits freed (kept by the caller), 0 if none could be (out of memory).
     // -1: out of memory.
     int64_t spill(uint32_t want) noexcept;
     void advance_delivered(uint64_t to) noexcept;
+    // Wait for an id that is taken (its owner is inside a shard lock, about to publish).
+    void wait_published(uint64_t id) const noexcept;
     bool published(uint64_t id) const noexcept {
         return stamp_[id & kMask].load(std::memory_order_acquire) == id + 1;
     }
@@ -142,10 +147,15 @@ private:
     std::unique_ptr<std::atomic<uint64_t>[]> stamp_;
     std::unique_ptr<Slot[]> slots_;
     std::unique_ptr<uint32_t[]> token_arena_;
-    std::unique_ptr<kvreg_event[]> scratch_; // a run that wraps the ring's end, made contiguous
 
-    // Owned by the role holder: the next id to take out of the ring, and spilled events.
+    // Owned by the role holder: the next id to take out of the ring, the run being delivered
+    // (copied out of the ring with its tokens), and spilled events.
     uint64_t ring_cursor_ = 0;
+    std::unique_ptr<kvreg_event[]> run_;
+    std::vector<uint32_t> run_tokens_;
+    uint64_t nested_end_ = 0;  // ids below this include every event our callbacks caused
+    bool run_in_ring_ = false; // delivering straight from the ring (out of memory for a copy)
+    alignas(64) std::atomic<uint64_t> ring_free_{0}; // ids below this have left the ring (debug check)
     struct Spilled {
         std::vector<kvreg_event> events;
         std::vector<size_t> token_off;
