@@ -20,12 +20,10 @@ inline void cpu_relax() noexcept {
 // ------------------------------------------------------------------------------- EventLog
 
 EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
-    : poll_mode_(poll_mode), events_(new kvreg_event[kRingSize]()),
-      stamp_(new std::atomic<uint64_t>[kRingSize]), slots_(new Slot[kRingSize]),
+    : poll_mode_(poll_mode), slots_(new Slot[kRingSize]()),
       token_arena_(new uint32_t[kRingSize * kArenaTokens]), run_(new kvreg_event[kRun]),
       cb_(std::move(cb)), queue_(poll_capacity) {
     for (size_t i = 0; i < kRingSize; i++) {
-        stamp_[i].store(0, std::memory_order_relaxed); // no id + 1 is 0
         slots_[i].tokens = token_arena_.get() + i * kArenaTokens;
         slots_[i].token_cap = kArenaTokens;
     }
@@ -137,12 +135,7 @@ void EventLog::deliver_as_holder() noexcept {
             // Out of memory for the run's tokens: deliver from the ring, pieces that do not
             // wrap, and keep its slots until the callback returns (spill refuses meanwhile).
             run_in_ring_ = true;
-            for (size_t done = 0; done < n;) {
-                const size_t first = (start + done) & kMask;
-                const size_t k = std::min(n - done, kRingSize - first);
-                dispatch(&events_[first], k);
-                done += k;
-            }
+            for (size_t k = 0; k < n; k++) dispatch(&slots_[(start + k) & kMask].ev, 1);
             run_in_ring_ = false;
             advance_delivered(start + n);
             ring_free_.store(start + n, std::memory_order_release);
@@ -153,7 +146,7 @@ void EventLog::deliver_as_holder() noexcept {
 
 bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     size_t ntok = 0;
-    for (size_t k = 0; k < n; k++) ntok += events_[(start + k) & kMask].n_tokens;
+    for (size_t k = 0; k < n; k++) ntok += slots_[(start + k) & kMask].ev.n_tokens;
     try {
         if (run_tokens_.size() < ntok) run_tokens_.resize(ntok);
     } catch (...) {
@@ -162,7 +155,7 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     size_t off = 0;
     for (size_t k = 0; k < n; k++) {
         kvreg_event &e = run_[k];
-        e = events_[(start + k) & kMask];
+        e = slots_[(start + k) & kMask].ev;
         if (e.n_tokens) {
             std::memcpy(run_tokens_.data() + off, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
             e.tokens = run_tokens_.data() + off;
@@ -195,7 +188,7 @@ int64_t EventLog::spill(uint32_t want) noexcept {
                 spilled_.back().token_off.reserve(kRun);
             }
             Spilled &s = spilled_.back();
-            const kvreg_event &e = events_[id & kMask];
+            const kvreg_event &e = slots_[id & kMask].ev;
             const size_t off = s.tokens.size();
             if (e.n_tokens) s.tokens.insert(s.tokens.end(), e.tokens, e.tokens + e.n_tokens);
             s.events.push_back(e);
@@ -324,7 +317,7 @@ void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
         }
     }
     if (n_tokens) std::memcpy(slot.tokens, tokens, size_t{n_tokens} * sizeof(uint32_t));
-    kvreg_event &e = log_.events_[i];
+    kvreg_event &e = slot.ev;
     e.kind = kind;
     e.pool_id = pool;
     e.event_id = id;
@@ -335,7 +328,7 @@ void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
     e.n_tokens = n_tokens;
     e.tokens = n_tokens ? slot.tokens : nullptr;
     std::memset(e.reserved, 0, sizeof e.reserved);
-    log_.stamp_[i].store(id + 1, std::memory_order_release); // published
+    slot.stamp.store(id + 1, std::memory_order_release); // published
     published_ = true;
     if (nested_) log_.nested_end_ = id + 1; // this thread holds the role: see deliver_as_holder
 }

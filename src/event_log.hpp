@@ -101,8 +101,13 @@ private:
     // usual block sizes never allocate on the event path; a slot that needs more gets a buffer
     // of its own, allocated by the call before it takes the id (EventBatch::reserve_tokens).
     static constexpr uint32_t kArenaTokens = 64;
-    struct Slot {
-        uint32_t *tokens = nullptr; // the arena's part, or big.get()
+    // One ring slot: its event, its stamp (id + 1 once published) and its token buffer, on
+    // two cache lines of its own, so producers writing neighbouring ids on different cores
+    // do not share lines.
+    struct alignas(128) Slot {
+        kvreg_event ev;
+        std::atomic<uint64_t> stamp{0}; // no id + 1 is 0: never published
+        uint32_t *tokens = nullptr;     // the arena's part, or big.get()
         uint32_t token_cap = 0;
         std::unique_ptr<uint32_t[]> big;
     };
@@ -127,7 +132,7 @@ private:
     // Wait for an id that is taken (its owner is inside a shard lock, about to publish).
     void wait_published(uint64_t id) const noexcept;
     bool published(uint64_t id) const noexcept {
-        return stamp_[id & kMask].load(std::memory_order_acquire) == id + 1;
+        return slots_[id & kMask].stamp.load(std::memory_order_acquire) == id + 1;
     }
 
     static constexpr uint64_t kMask = kRingSize - 1;
@@ -142,9 +147,7 @@ private:
     alignas(64) std::atomic<uint64_t> delivered_{0}; // every id below this is delivered
     std::atomic<uint32_t> flush_waiters_{0};
 
-    // The ring (step 2): events_ is contiguous so a run goes to the callback without a copy.
-    std::unique_ptr<kvreg_event[]> events_;
-    std::unique_ptr<std::atomic<uint64_t>[]> stamp_;
+    // The ring (step 2).
     std::unique_ptr<Slot[]> slots_;
     std::unique_ptr<uint32_t[]> token_arena_;
 
