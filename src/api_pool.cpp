@@ -59,7 +59,7 @@ KVREG_API const char *kvreg_pool_name(const kvreg_pool *pool) noexcept {
 
 KVREG_API size_t kvreg_pool_size(const kvreg_pool *pool) noexcept {
     if (!pool || !pool->live.load(std::memory_order_acquire)) return 0;
-    return static_cast<size_t>(pool->size.load(std::memory_order_relaxed));
+    return static_cast<size_t>(pool->reg->pool_size(pool));
 }
 
 KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc, kvreg_block *out) noexcept {

@@ -123,7 +123,8 @@ size_t PollQueue::bytes() const noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     size_t b = taken_tokens_.capacity() * sizeof(uint32_t);
     auto chunk_bytes = [](const Chunk &c) {
-        return c.events.capacity() * sizeof(kvreg_event) + c.tokens.capacity() * sizeof(uint32_t);
+        return c.events.capacity() * sizeof(kvreg_event) + c.token_off.capacity() * sizeof(size_t) +
+               c.tokens.capacity() * sizeof(uint32_t);
     };
     for (const auto &c : chunks_) b += chunk_bytes(*c);
     if (spare_) b += chunk_bytes(*spare_);

@@ -59,9 +59,9 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
     const std::string *nm = &*names_.emplace(name ? name : "").first;
     if (!p) {
         if (pools_.size() >= KVREG_MAX_POOLS) return KVREG_EOVERFLOW;
-        pools_.reserve(pools_.size() + 1);
+        if (pools_.size() == pools_.capacity()) pools_.reserve(2 * pools_.size() + 16); // amortised
         std::unique_ptr<kvreg_pool> fresh(new kvreg_pool());
-        fresh->first.reset(new uint32_t[nshards_]());
+        fresh->shard.reset(new kvreg_pool::PerShard[nshards_]());
         fresh->reg = this;
         fresh->id = static_cast<uint16_t>(pools_.size() + 1);
         p = fresh.get();
@@ -76,7 +76,6 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
     uint64_t key = kvreg::mix(nonce_ ^ (uint64_t{p->id} << 32) ^ kvreg::mix(p->incarnation));
     if ((std::popcount(key) & 1) == 0) key ^= 1; // odd: see the handle layout
     p->key.store(key, std::memory_order_relaxed);
-    p->size.store(0, std::memory_order_relaxed);
     p->live.store(true, std::memory_order_release);
     live_pools_++;
     *out = p;
@@ -96,8 +95,8 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
         for (;;) {
             std::unique_lock<std::mutex> lk(s.mu);
             bool need_credit = false;
-            while (p->first[sn] != kvreg::kNil) {
-                const uint32_t idx = p->first[sn] - 1;
+            while (p->shard[sn].first != kvreg::kNil) {
+                const uint32_t idx = p->shard[sn].first - 1;
                 Record &r = s.slab.at(idx);
                 const bool emits = is_last_member(r);
                 if (emits) (void)batch.reserve_tokens(token_count(s, idx)); // else: no tokens
@@ -114,7 +113,6 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
         }
     }
     batch.flush();
-    p->size.store(0, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(pools_mu_);
     if (free_tail_)
         free_tail_->next_free = p;
@@ -122,6 +120,12 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
         free_head_ = p;
     free_tail_ = p;
     live_pools_--;
+}
+
+uint64_t kvreg_registry::pool_size(const kvreg_pool *p) const noexcept {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < nshards_; i++) n += p->shard[i].count.load(std::memory_order_relaxed);
+    return n;
 }
 
 uint64_t kvreg_registry::live_pools() const noexcept {
@@ -220,9 +224,9 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         r.pool = p->id;
         // Onto the front of the pool's list in this shard.
         r.pool_prev = kvreg::kNil;
-        r.pool_next = p->first[sn];
+        r.pool_next = p->shard[sn].first;
         if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = idx + 1;
-        p->first[sn] = idx + 1;
+        p->shard[sn].first = idx + 1;
         // The handle is out before the Register can reach a callback on another thread.
         *out = encode(p, sn, idx, r.gen);
 
@@ -236,7 +240,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         } else {
             s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
         }
-        p->size.fetch_add(1, std::memory_order_relaxed);
+        std::atomic<uint32_t> &count = p->shard[sn].count;
+        count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return KVREG_OK;
     }
 }
@@ -287,7 +292,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
     if (r.pool_prev != kvreg::kNil)
         s.slab.at(r.pool_prev - 1).pool_next = r.pool_next;
     else
-        p->first[sn] = r.pool_next;
+        p->shard[sn].first = r.pool_next;
     if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = r.pool_prev;
     // Off the hash's chain.
     if (r.flags & Record::kHead) {
@@ -318,7 +323,8 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
         s.slab.at(prev).next = r.next;
     }
     s.slab.release(idx);
-    p->size.fetch_sub(1, std::memory_order_relaxed);
+    std::atomic<uint32_t> &count = p->shard[sn].count;
+    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 // -------------------------------------------------------------------------------- queries

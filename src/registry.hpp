@@ -32,13 +32,18 @@ struct kvreg_pool {
     kvreg_registry *reg = nullptr; // set once
     uint16_t id = 0;               // set once
     std::atomic<bool> live{false};
-    std::atomic<uint64_t> size{0};  // distinct hashes held
     std::atomic<uint64_t> key{0};   // XORed into handles: another pool's handle decodes to garbage
     uint64_t incarnation = 0;       // under the registry's pools_mu_
     std::atomic<const std::string *> name{nullptr}; // interned in the registry
-    // Per shard, the first of this pool's records there (index + 1, kvreg::kNil if none);
-    // entry i is guarded by shard i's lock.
-    std::unique_ptr<uint32_t[]> first;
+    // Per shard, guarded by that shard's lock: the first of this pool's records there (index +
+    // 1, kvreg::kNil if none) and how many there are. Counting per shard, under the lock we
+    // hold anyway, keeps a shared counter (a locked add on a line every thread of the pool
+    // writes) off the registration path; kvreg_pool_size() adds the counts up.
+    struct PerShard {
+        uint32_t first = 0;
+        std::atomic<uint32_t> count{0}; // written under the lock, read without it
+    };
+    std::unique_ptr<PerShard[]> shard;
     kvreg_pool *next_free = nullptr; // the registry's queue of free slots (under pools_mu_)
 };
 
@@ -75,6 +80,7 @@ struct kvreg_registry {
     int pool_new(const char *name, kvreg_pool **out);
     void pool_free(kvreg_pool *p) noexcept;
     uint64_t live_pools() const noexcept;
+    uint64_t pool_size(const kvreg_pool *p) const noexcept; // distinct hashes it holds
 
     // Blocks. Events go through the caller's batch, which delivers them once no lock is held.
     int register_block(kvreg_pool *p, const kvreg_block_desc &d, kvreg_block *out, kvreg::EventBatch &batch);
