@@ -83,6 +83,17 @@ public:
         return true;
     }
 
+    // After an erase: when the table is mostly empty, rebuild it at a quarter of its size, so
+    // a registry whose live set shrank by a large factor gives the memory back. Never throws:
+    // without memory for the smaller table, the big one stays.
+    void maybe_shrink(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) noexcept {
+        if (cap_ <= kMinShrinkCap || uint64_t{size_} * 16 > cap_) return;
+        try {
+            rebuild(cap_ / 4, slab, mix);
+        } catch (...) {
+        }
+    }
+
     // Insert a key known to be absent; reserve_one must have been called.
     void insert(uint64_t mixed, uint32_t idx) noexcept {
         uint32_t i = home(mixed);
@@ -105,6 +116,7 @@ public:
 
 private:
     static constexpr uint32_t kIdxMask = (1u << 24) - 1;
+    static constexpr uint32_t kMinShrinkCap = 4096; // small tables are not worth shrinking
     static constexpr uint32_t kEmpty = 0;
     static constexpr uint32_t kTomb = UINT32_MAX; // never a live slot: idx + 1 < 2^24 - 1
 
@@ -133,8 +145,8 @@ private:
             // Most records are live heads: scan the slab in address order (no cache-missing
             // jumps from slots to records).
             for (uint32_t idx = 0; idx < n; idx++) {
-                const Record &r = slab.at(idx);
-                if (r.refcount != 0 && (r.flags & Record::kHead)) insert(mix(r.seq), idx);
+                const Record *r = slab.find(idx); // chunks given back have none
+                if (r && r->refcount != 0 && (r->flags & Record::kHead)) insert(mix(r->seq), idx);
             }
         } else {
             // Few live entries in a big slab (after a burst): visit only them.

@@ -1,8 +1,17 @@
-// Fixed-address storage for Records: chunks of 256, a free list threaded through `next`.
-// Growing never moves a record, so indices (and handles) stay valid. A record whose generation
-// reaches Record::kGenLimit is retired instead of freed (see record.hpp). With tokens kept, a
-// parallel array holds each record's TokenStore ref (so registries that do not keep tokens
-// do not pay for the field). Not thread-safe.
+// Fixed-address storage for Records, in chunks of 256. Records never move, so indices (and
+// handles) stay valid while a record lives.
+//
+// Each chunk keeps its own free list (threaded through `next`) and live count; chunks with a
+// free record are on a stack, so allocation reuses the most recently freed chunk first and live
+// records gather in few chunks. When the live set has shrunk to a quarter of the records held,
+// a chunk whose last record is freed is given back to the allocator: a registry that once held
+// millions of blocks does not keep their memory after they are released. A given-back chunk
+// remembers the next generation its records must start at, so a handle into it stays stale
+// when the chunk is made again. A record whose generation reaches Record::kGenLimit is retired
+// instead of freed (see record.hpp); a chunk holding one is never given back.
+//
+// With tokens kept, a parallel array holds each record's TokenStore ref (so registries that do
+// not keep tokens do not pay for the field). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +33,20 @@ public:
 
     explicit RecordSlab(bool with_token_refs = false) : with_tokens_(with_token_refs) {}
 
+    // A live record (the caller knows idx names one).
     Record &at(uint32_t idx) noexcept { return chunks_[idx >> kBits][idx & kMask]; }
     const Record &at(uint32_t idx) const noexcept { return chunks_[idx >> kBits][idx & kMask]; }
-    uint32_t capacity() const noexcept { return used_; }
+    // Any index (from an untrusted handle, or a scan): nullptr if no record is there now.
+    Record *find(uint32_t idx) noexcept {
+        const uint32_t c = idx >> kBits;
+        return c < chunks_.size() && chunks_[c] ? &chunks_[c][idx & kMask] : nullptr;
+    }
+    const Record *find(uint32_t idx) const noexcept { return const_cast<RecordSlab *>(this)->find(idx); }
+    // One past the highest index ever handed out.
+    uint32_t capacity() const noexcept { return static_cast<uint32_t>(chunks_.size()) << kBits; }
+    // Records in chunks currently allocated, and live records (for tests and statistics).
+    uint64_t held() const noexcept { return uint64_t{held_chunks_} << kBits; }
+    uint64_t live() const noexcept { return live_; }
 
     void enable_token_refs() noexcept { with_tokens_ = true; } // before the first allocate()
     void set_first_gen(uint32_t g) noexcept { first_gen_ = g; } // before the first allocate()
@@ -36,53 +56,146 @@ public:
         return with_tokens_ ? tok_chunks_[idx >> kBits][idx & kMask] : kNoTokens;
     }
 
-    // Index of a free record (contents unspecified except gen), or kFull. Throws std::bad_alloc.
+    // Index of a free record (contents unspecified except gen), or kFull. Throws std::bad_alloc
+    // (nothing changed).
     uint32_t allocate() {
-        if (free_ != kNil) {
-            uint32_t idx = free_ - 1;
-            free_ = at(idx).next;
-            return idx;
+        while (!avail_.empty()) {
+            const uint32_t c = avail_.back();
+            Info &in = info_[c];
+            if (chunks_[c] && in.free != kNil) {
+                const uint32_t idx = in.free - 1;
+                in.free = at(idx).next;
+                in.live++;
+                live_++;
+                if (with_tokens_) set_token_ref(idx, kNoTokens);
+                return idx;
+            }
+            in.on_avail = false;
+            avail_.pop_back();
         }
-        if (used_ >= kMaxRecords) return kFull;
-        if ((used_ & kMask) == 0) {
-            chunks_.reserve(chunks_.size() + 1);
-            if (with_tokens_) tok_chunks_.reserve(tok_chunks_.size() + 1);
-            std::unique_ptr<Record[]> c(new Record[kChunk]());
-            for (uint32_t i = 0; i < kChunk; i++) c[i].gen = first_gen_;
-            if (with_tokens_) tok_chunks_.emplace_back(new uint32_t[kChunk]);
-            chunks_.push_back(std::move(c));
+        uint32_t c;
+        if (!given_back_.empty()) {
+            c = given_back_.back(); // made again below; popped once that cannot fail
+        } else {
+            if (capacity() + kChunk > kMaxRecords + 1) return kFull;
+            c = static_cast<uint32_t>(chunks_.size());
+            // Room first, so that no push below can throw once memory is committed.
+            chunks_.reserve(c + 1);
+            info_.reserve(c + 1);
+            if (with_tokens_) tok_chunks_.reserve(c + 1);
+            avail_.reserve(c + 1);
+            given_back_.reserve(c + 1);
+            empty_.reserve(c + 1);
         }
-        if (with_tokens_) set_token_ref(used_, kNoTokens);
-        return used_++;
+        std::unique_ptr<Record[]> mem(new Record[kChunk]());
+        std::unique_ptr<uint32_t[]> tok(with_tokens_ ? new uint32_t[kChunk] : nullptr);
+        const uint32_t gen = c < info_.size() ? info_[c].gen_base : first_gen_;
+        for (uint32_t i = 0; i < kChunk; i++) {
+            mem[i].gen = gen;
+            mem[i].next = i + 1 < kChunk ? (c << kBits) + i + 2 : kNil; // the chunk's free list
+        }
+        bool listed = false; // already on avail_ (a stale entry from before it was given back)
+        if (c < info_.size()) {
+            given_back_.pop_back();
+            chunks_[c] = std::move(mem);
+            if (with_tokens_) tok_chunks_[c] = std::move(tok);
+            listed = info_[c].on_avail;
+            const bool on_empty = info_[c].on_empty;
+            info_[c] = Info{};
+            info_[c].on_empty = on_empty; // its stale entry is still there
+            info_[c].gen_base = gen;
+        } else {
+            chunks_.push_back(std::move(mem));
+            if (with_tokens_) tok_chunks_.push_back(std::move(tok));
+            info_.push_back(Info{});
+            info_[c].gen_base = gen;
+        }
+        held_chunks_++;
+        info_[c].free = (c << kBits) + 1;
+        info_[c].on_avail = true;
+        if (!listed) avail_.push_back(c); // reserved: each chunk is listed at most once
+        return allocate();
     }
 
     void release(uint32_t idx) noexcept {
+        const uint32_t c = idx >> kBits;
+        Info &in = info_[c];
         Record &r = at(idx);
         r.refcount = 0;
         r.pool = 0;
         r.flags = 0;
         r.next = kNil;
-        if (++r.gen >= Record::kGenLimit) {
-            retired_++; // never reused: see record.hpp
-        } else {
-            r.next = free_;
-            free_ = idx + 1;
-        }
         if (with_tokens_) set_token_ref(idx, kNoTokens);
+        live_--;
+        if (++r.gen >= Record::kGenLimit) {
+            retired_++; // never reused: see record.hpp; it keeps its chunk (live stays counted)
+            in.has_retired = true;
+            return;
+        }
+        r.next = in.free;
+        in.free = idx + 1;
+        in.live--;
+        if (!in.on_avail) {
+            in.on_avail = true;
+            avail_.push_back(c); // capacity reserved when the chunk was first made
+        }
+        if (in.live == 0 && !in.has_retired && !in.on_empty) {
+            in.on_empty = true;
+            empty_.push_back(c); // reserved too
+        }
+        // Chunks that emptied before the live set got small are given back now, a couple per
+        // release (amortised O(1)); a stale entry (the chunk was used again) is dropped.
+        for (int k = 0; k < 2 && !empty_.empty() && shrink_wanted(); k++) {
+            const uint32_t e = empty_.back();
+            empty_.pop_back();
+            info_[e].on_empty = false;
+            if (chunks_[e] && info_[e].live == 0 && !info_[e].has_retired) give_back(e);
+        }
     }
 
 private:
     static constexpr uint32_t kBits = 8;
     static constexpr uint32_t kChunk = 1u << kBits;
     static constexpr uint32_t kMask = kChunk - 1;
+    static constexpr uint32_t kKeepChunks = 2; // never shrink below this many
+
+    struct Info {
+        uint32_t free = kNil;   // the chunk's free list (index + 1)
+        uint32_t live = 0;      // records in use (retired ones included)
+        uint32_t gen_base = 0;  // generation its records start at when (re)made
+        bool on_avail = false;  // on avail_
+        bool on_empty = false;  // on empty_
+        bool has_retired = false;
+    };
+
+    bool shrink_wanted() const noexcept { return held_chunks_ > kKeepChunks && live_ * 4 < held(); }
+
+    void give_back(uint32_t c) noexcept {
+        uint32_t next_gen = 0;
+        for (uint32_t i = 0; i < kChunk; i++)
+            if (chunks_[c][i].gen > next_gen) next_gen = chunks_[c][i].gen;
+        // Every record's gen was bumped when it was freed, so next_gen is above every handle
+        // ever given out for this chunk. A chunk near the limit is never made again.
+        chunks_[c].reset();
+        if (with_tokens_) tok_chunks_[c].reset();
+        info_[c].gen_base = next_gen;
+        info_[c].free = kNil;
+        held_chunks_--;
+        if (next_gen < Record::kGenLimit - 1) given_back_.push_back(c); // reserved
+        // (avail_ may still name c: allocate() skips chunks that are gone.)
+    }
 
     bool with_tokens_;
-    std::vector<std::unique_ptr<Record[]>> chunks_;
+    std::vector<std::unique_ptr<Record[]>> chunks_; // null: given back
     std::vector<std::unique_ptr<uint32_t[]>> tok_chunks_;
-    uint32_t used_ = 0;   // records ever handed out (high-water mark)
+    std::vector<Info> info_;
+    std::vector<uint32_t> avail_;      // chunks that may have a free record (most recent last)
+    std::vector<uint32_t> given_back_; // chunks to make again before growing
+    std::vector<uint32_t> empty_;      // chunks that may have no live record
+    uint32_t held_chunks_ = 0;
+    uint64_t live_ = 0;
     uint32_t retired_ = 0;
     uint32_t first_gen_ = 0; // tests start generations near the limit
-    uint32_t free_ = kNil;
 };
 
 } // namespace kvreg

@@ -151,10 +151,10 @@ bool kvreg_registry::decode(const kvreg_pool *p, kvreg_block b, Decoded *d) cons
 }
 
 Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded &d) noexcept {
-    if (!p->live.load(std::memory_order_acquire) || d.idx >= s.slab.capacity()) return nullptr;
-    Record &r = s.slab.at(d.idx);
-    if (r.refcount == 0 || r.gen != d.gen || r.pool != p->id) return nullptr;
-    return &r;
+    if (!p->live.load(std::memory_order_acquire)) return nullptr;
+    Record *r = s.slab.find(d.idx);
+    if (!r || r->refcount == 0 || r->gen != d.gen || r->pool != p->id) return nullptr;
+    return r;
 }
 
 uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept {
@@ -309,6 +309,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
                 log.count_lost();
             if (has_tok) s.tokens.release(tref);
             s.index.erase_at(pos);
+            s.index.maybe_shrink(s.slab, kvreg::mix); // give memory back after a large drop
         } else {
             // Another pool still holds it: the next membership becomes the head and inherits
             // the stored tokens.
