@@ -292,10 +292,8 @@ bool EventBatch::wait_credit() noexcept {
     }
 }
 
-void EventBatch::add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent,
-                     bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept {
-    credits_--;
-    const uint64_t id = log_.next_id_.fetch_add(1, std::memory_order_relaxed);
+void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
+                        uint64_t parent, bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept {
     const size_t i = id & EventLog::kMask;
     EventLog::Slot &slot = log_.slots_[i];
 #ifndef NDEBUG

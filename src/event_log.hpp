@@ -199,7 +199,18 @@ public:
     // publish it, its tokens copied into the ring. If reserve_tokens() was skipped or failed
     // (kvreg_pool_free out of memory), an event that needs a big buffer goes out without tokens.
     void add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent, bool has_parent,
-             const uint32_t *tokens, uint32_t n_tokens) noexcept;
+             const uint32_t *tokens, uint32_t n_tokens) noexcept {
+        add_as(take_id(), kind, pool, seq, block, parent, has_parent, tokens, n_tokens);
+    }
+    // add() in two steps, for callers that take the id before their own stores under the same
+    // lock: the id's locked add then does not wait for those stores to drain. Once taken, the
+    // id must be published with add_as() before the lock is released.
+    uint64_t take_id() noexcept {
+        credits_--;
+        return log_.next_id_.fetch_add(1, std::memory_order_relaxed);
+    }
+    void add_as(uint64_t id, uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent,
+                bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept;
     // Deliver what this call published so far (no lock held). Called by the destructor.
     void flush() noexcept;
 

@@ -214,6 +214,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
                 throw;
             }
         }
+        // Nothing fails from here on: take the event id before our stores (see take_id()).
+        const uint64_t event_id = first_anywhere ? batch.take_id() : 0;
         Record &r = s.slab.at(idx);
         r.seq = d.sequence_hash;
         r.block = d.block_hash;
@@ -231,7 +233,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         *out = encode(p, sn, idx, r.gen);
 
         if (first_anywhere) {
-            batch.add(KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0, d.tokens, nt);
+            batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0,
+                         d.tokens, nt);
             r.flags |= Record::kHead;
             if (free_pos != kNotFound)
                 s.index.insert_at(free_pos, m, idx);
