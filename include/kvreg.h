@@ -62,7 +62,8 @@ extern "C" {
 #define KVREG_ENOENT (-6)    /* no such hash in this pool / nothing stored */
 #define KVREG_ESTALE (-7)    /* released, double-released, foreign handle or freed pool */
 #define KVREG_EBUSY (-8)     /* not allowed from inside an event callback of this registry */
-#define KVREG_EOVERFLOW (-9) /* a counter would overflow (reference count, pool ids) */
+#define KVREG_EOVERFLOW (-9) /* a limit would be passed: a count (references, pools, blocks per
+                             * shard) or a size no buffer can have (tokens, blocks) */
 
 /* Static, never NULL; "unknown error" for codes it does not know. */
 KVREG_API const char *kvreg_strerror(int status) KVREG_NOEXCEPT;
@@ -381,7 +382,7 @@ typedef struct kvreg_block_desc {
 
 /* Register one complete block in pool; *out gets a handle holding one reference (it is already
  * set when the block's Register event reaches the callback, on any thread).
- * A shard holds at most 16,777,214 blocks at once (KVREG_OPT_SHARDS shards, 64 by default:
+ * A shard holds at most 16,776,960 blocks (2^24 - 256) at once (KVREG_OPT_SHARDS shards, 64 by default:
  * over a billion in all); past that, KVREG_EOVERFLOW.
  * Checks in this order: arguments (KVREG_EINVAL), completeness (KVREG_ESTATE), pool retired
  * (KVREG_ESTALE), already live in this pool (KVREG_EEXIST: nothing changes; use kvreg_acquire).
