@@ -14,7 +14,7 @@ KVREG_API const char *kvreg_strerror(int status) noexcept {
     case KVREG_ENOENT: return "not found";
     case KVREG_ESTALE: return "stale handle: released, foreign, or pool freed";
     case KVREG_EBUSY: return "not allowed from inside an event callback";
-    case KVREG_EOVERFLOW: return "counter overflow (reference count or pool ids exhausted)";
+    case KVREG_EOVERFLOW: return "limit exceeded (a count such as references or pools, or an impossible size)";
     default: return "unknown error";
     }
 }
