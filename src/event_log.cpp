@@ -116,6 +116,11 @@ void EventLog::deliver_as_holder() noexcept {
         size_t n = 0;
         while (n < kRun && published(start + n)) n++;
         if (n == 0) {
+            // An id taken but not yet published: its owner is inside a shard lock, a few stores
+            // from publishing. Waiting a moment for it keeps runs long; letting go at every gap
+            // made the role bounce between producers on every call (short runs, a role hand-over
+            // and a cross-core copy each).
+            if (start < next_id_.load(std::memory_order_relaxed) && await_published(start)) continue;
             if (start >= nested_end_) return;
             // Events our callback caused are still ahead, behind an id another thread is
             // publishing right now (it holds a shard lock): wait for it, so that they are
@@ -163,6 +168,14 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
         }
     }
     return true;
+}
+
+bool EventLog::await_published(uint64_t id) const noexcept {
+    for (unsigned spins = 0; spins < kGapSpins; spins++) {
+        if (published(id)) return true;
+        cpu_relax();
+    }
+    return published(id);
 }
 
 void EventLog::wait_published(uint64_t id) const noexcept {

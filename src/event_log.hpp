@@ -131,6 +131,9 @@ private:
     void advance_delivered(uint64_t to) noexcept;
     // Wait for an id that is taken (its owner is inside a shard lock, about to publish).
     void wait_published(uint64_t id) const noexcept;
+    // Spin a bounded while (kGapSpins pauses, at most a few microseconds) for it; false if it did not come.
+    bool await_published(uint64_t id) const noexcept;
+    static constexpr unsigned kGapSpins = 128;
     bool published(uint64_t id) const noexcept {
         return slots_[id & kMask].stamp.load(std::memory_order_acquire) == id + 1;
     }

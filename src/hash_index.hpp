@@ -31,8 +31,8 @@ public:
     // stale address is harmless (it never faults). Batch calls use it a few blocks ahead, so
     // the table's cache miss overlaps the work on the blocks before.
     void prefetch(uint64_t mixed) const noexcept {
-        const uint32_t *slots = hint_slots_.load(std::memory_order_relaxed);
-        const uint32_t cap = hint_cap_.load(std::memory_order_relaxed);
+        const uint32_t *slots = hint_.slots.load(std::memory_order_relaxed);
+        const uint32_t cap = hint_.cap.load(std::memory_order_relaxed);
         if (slots && cap)
             __builtin_prefetch(slots + static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(mixed >> 12)} * cap) >> 32));
     }
@@ -138,8 +138,8 @@ private:
         cap_ = ncap;
         size_ = 0;
         tombs_ = 0;
-        hint_slots_.store(slots_.get(), std::memory_order_relaxed);
-        hint_cap_.store(cap_, std::memory_order_relaxed);
+        hint_.slots.store(slots_.get(), std::memory_order_relaxed);
+        hint_.cap.store(cap_, std::memory_order_relaxed);
         const uint32_t n = slab.capacity();
         if (uint64_t{live} * 4 >= n) {
             // Most records are live heads: scan the slab in address order (no cache-missing
@@ -159,10 +159,15 @@ private:
 
     std::unique_ptr<uint32_t[]> slots_;
     uint32_t cap_ = 0;
-    std::atomic<const uint32_t *> hint_slots_{nullptr}; // for prefetch() only
-    std::atomic<uint32_t> hint_cap_{0};
     uint32_t size_ = 0;
     uint32_t tombs_ = 0;
+    // For prefetch() only, read without the shard lock by other threads: on a line of their
+    // own (the struct pads to 64 bytes), away from the lock and the counters every
+    // registration writes.
+    struct alignas(64) Hint {
+        std::atomic<const uint32_t *> slots{nullptr};
+        std::atomic<uint32_t> cap{0};
+    } hint_;
 };
 
 } // namespace kvreg
