@@ -113,14 +113,15 @@ void EventLog::deliver_as_holder() noexcept {
             continue;
         }
         const uint64_t start = ring_cursor_;
+        // The run: published events from the cursor. At an id taken but not yet published (its
+        // owner is inside a shard lock, a few stores from publishing) wait a moment and go on:
+        // stopping at every such gap made runs short and the role bounce between producers
+        // (a hand-over and a cross-core copy every few events).
         size_t n = 0;
-        while (n < kRun && published(start + n)) n++;
+        while (n < kRun && (published(start + n) ||
+                            (start + n < next_id_.load(std::memory_order_relaxed) && await_published(start + n))))
+            n++;
         if (n == 0) {
-            // An id taken but not yet published: its owner is inside a shard lock, a few stores
-            // from publishing. Waiting a moment for it keeps runs long; letting go at every gap
-            // made the role bounce between producers on every call (short runs, a role hand-over
-            // and a cross-core copy each).
-            if (start < next_id_.load(std::memory_order_relaxed) && await_published(start)) continue;
             if (start >= nested_end_) return;
             // Events our callback caused are still ahead, behind an id another thread is
             // publishing right now (it holds a shard lock): wait for it, so that they are
