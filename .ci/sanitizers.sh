@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer, valgrind and fuzz passes (issue 5), run by .ci/run after the main suite, from the
+# Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events).

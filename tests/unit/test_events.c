@@ -1,5 +1,7 @@
-/* Events: the seed's five event tests restated through the C API, then ordering, batching,
- * re-entrancy, callback replacement and the POLL queue (spec §4, §7 items 4, 5, 10). */
+/* Events: the five event tests of the design we replaced (Dynamo's block registry), restated
+ * through the C API, then ordering, batching, re-entrancy, callback replacement and the POLL
+ * queue: one Register per hash, a Remove only after its last pool lets go, a call's events
+ * together and in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
