@@ -22,19 +22,11 @@
 #include <vector>
 
 #include "record.hpp"
+#include "internal_check.hpp"
 #include "registry.hpp"
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);          \
-            if (++g_failures > 20) std::abort();                                                   \
-        }                                                                                          \
-    } while (0)
 
 struct Raw {
     uint32_t idx, shard, parity, gen;
@@ -176,8 +168,8 @@ int main()
 {
     same_hash_past_the_limit();
     two_hashes_interleaved();
-    if (g_failures) {
-        std::fprintf(stderr, "handle_generations: %d failure(s)\n", g_failures);
+    if (check_failures()) {
+        std::fprintf(stderr, "handle_generations: %d failure(s)\n", check_failures());
         return 1;
     }
     std::printf("handle_generations: ok\n");

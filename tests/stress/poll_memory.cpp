@@ -23,19 +23,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "internal_check.hpp"
 #include "registry.hpp"
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);          \
-            if (++g_failures > 20) std::abort();                                                   \
-        }                                                                                          \
-    } while (0)
 
 constexpr size_t kPerEvent = sizeof(kvreg_event) + 4 * sizeof(uint32_t) + sizeof(size_t);
 constexpr size_t kChunkEvents = 1024;
@@ -145,7 +137,7 @@ void behind()
         f.churn_one();
         CHECK(f.poll(2) == 2);
         f.check_bound("behind");
-        if (g_failures) return;
+        if (check_failures()) return;
     }
     CHECK(f.stat(KVREG_STAT_EVENTS_QUEUED) == 10000); // never emptied
     CHECK(f.stat(KVREG_STAT_EVENTS_DROPPED) == 0);
@@ -161,7 +153,7 @@ void lagging()
         f.check_bound("lagging/produce");
         CHECK(f.poll(2) == 2);
         f.check_bound("lagging/poll");
-        if (g_failures) return;
+        if (check_failures()) return;
     }
     CHECK(f.stat(KVREG_STAT_EVENTS_QUEUED) == 200 * (1024 - 2));
     CHECK(f.stat(KVREG_STAT_EVENTS_DROPPED) == 0);
@@ -176,8 +168,8 @@ int main()
     drained();
     behind();
     lagging();
-    if (g_failures) {
-        std::fprintf(stderr, "poll_memory: %d failure(s)\n", g_failures);
+    if (check_failures()) {
+        std::fprintf(stderr, "poll_memory: %d failure(s)\n", check_failures());
         return 1;
     }
     return 0;
