@@ -1,6 +1,6 @@
 // C entry points for kvreg_sequence (a thin shell over kvreg::Sequence).
 #include "api_guard.hpp"
-#include "sequence.hpp"
+#include "api_internal.hpp" // declares sequence_of(), defined here
 
 struct kvreg_sequence {
     kvreg::Sequence seq;
