@@ -5,7 +5,7 @@
 //
 //  1. CREDIT. Under the hash's shard lock, P's EventBatch takes a ring credit (take_credit()).
 //     There are `ring size` credits; a credit is held from before an event's id is taken until
-//     the event has been delivered. If none is free, P unlocks, waits for one
+//     the event has left the ring (its run was copied out for delivery). If none is free, P unlocks, waits for one
 //     (wait_credit(): it delivers itself if nobody is delivering, else sleeps) and retries
 //     the release from the start. A call that emits no event never takes a credit, so it
 //     never waits for anyone's callback.
@@ -20,8 +20,10 @@
 //     longest published run starting at the cursor (<= KVREG_EVENTS_PER_CALL events): it
 //     copies the run (events and tokens) out of the ring, frees those credits at once (so
 //     producers go on while a slow callback runs), hands the copy to the callback or the POLL
-//     queue, advances delivered_, and repeats until the slot at the cursor
-//     is not published (an id taken by a thread still inside its lock, or no more events).
+//     queue, advances delivered_, and repeats until no event is left. At an id that is taken
+//     but not yet published (its owner is inside a shard lock, a few stores away) it waits a
+//     bounded moment (kGapSpins) before giving up, so runs stay long and the role does not
+//     bounce between producers at every gap.
 //  4. LET GO. The deliverer stores role_ = 0, fences, and looks at the cursor's slot again; if
 //     it was published meanwhile it tries to take the role back. A publisher fences after its
 //     stamps and before it reads role_. So either the publisher sees role_ == 0 and delivers,
@@ -30,11 +32,13 @@
 //
 // Re-entrancy: the deliverer's callback may call back into the registry. Those calls take ids
 // and publish like anyone's, and their deliver() sees that this thread holds the role (state
-// CALLING) and returns; the deliverer's loop delivers their events after the callback returns.
+// CALLING) and returns; the deliverer's loop delivers their events after the callback returns
+// (waiting, if need be, for ids other threads took in between: nested_end_), so they are
+// delivered by the same thread, as kvreg.h promises.
 // If such a call finds no free credit (other threads filled the ring while the callback runs),
 // waiting would wait for itself: instead it SPILLs, moving published events that follow the
-// run being delivered out of the ring into an unbounded side queue in id order, freeing their
-// credits. The deliverer's loop always empties the side queue before reading the ring again.
+// run being delivered (which is already a copy) out of the ring into an unbounded side queue in
+// id order; the oldest slots are freed and their credits go to the nested call. The deliverer's loop always empties the side queue before reading the ring again.
 //
 // States of the delivery role (role_), one sentinel per concept:
 //   kIdle     nobody is delivering;
