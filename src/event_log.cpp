@@ -21,8 +21,8 @@ inline void cpu_relax() noexcept {
 
 EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
     : poll_mode_(poll_mode), slots_(new Slot[kRingSize]()),
-      token_arena_(new uint32_t[kRingSize * kArenaTokens]), run_(new kvreg_event[kRun]),
-      cb_(std::move(cb)), queue_(poll_capacity) {
+      token_arena_(new uint32_t[kRingSize * kArenaTokens]), cb_(std::move(cb)), queue_(poll_capacity) {
+    run_.reserve(kRun);
     for (size_t i = 0; i < kRingSize; i++) {
         slots_[i].tokens = token_arena_.get() + i * kArenaTokens;
         slots_[i].token_cap = kArenaTokens;
@@ -104,11 +104,10 @@ void EventLog::deliver_as_holder() noexcept {
     for (;;) {
         if (!spilled_.empty()) {
             // Spilled events come before everything still in the ring.
-            Spilled s = std::move(spilled_.front());
+            EventCopies s = std::move(spilled_.front());
             spilled_.pop_front();
-            for (size_t i = 0; i < s.events.size(); i++)
-                s.events[i].tokens = s.events[i].n_tokens ? s.tokens.data() + s.token_off[i] : nullptr;
-            dispatch(s.events.data(), s.events.size());
+            s.token_ptrs();
+            dispatch(s.events.data(), s.size());
             advance_delivered(s.events.back().event_id + 1);
             continue;
         }
@@ -135,11 +134,12 @@ void EventLog::deliver_as_holder() noexcept {
             // nested spill frees exactly the oldest slots (the credit count stays exact).
             ring_free_.store(start + n, std::memory_order_release);
             give_credits(n);
-            dispatch(run_.get(), n);
+            dispatch(run_.events.data(), n);
             advance_delivered(start + n);
         } else {
-            // Out of memory for the run's tokens: deliver from the ring, pieces that do not
-            // wrap, and keep its slots until the callback returns (spill refuses meanwhile).
+            // Out of memory for the run's tokens: deliver from the ring, one event per call
+            // (slots are not contiguous events), keeping the slots until the callbacks return
+            // (spill refuses meanwhile).
             run_in_ring_ = true;
             for (size_t k = 0; k < n; k++) dispatch(&slots_[(start + k) & kMask].ev, 1);
             run_in_ring_ = false;
@@ -151,23 +151,13 @@ void EventLog::deliver_as_holder() noexcept {
 }
 
 bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
-    size_t ntok = 0;
-    for (size_t k = 0; k < n; k++) ntok += slots_[(start + k) & kMask].ev.n_tokens;
+    run_.clear(); // keeps its capacity: the steady state allocates nothing
     try {
-        if (run_tokens_.size() < ntok) run_tokens_.resize(ntok);
+        for (size_t k = 0; k < n; k++) run_.push(slots_[(start + k) & kMask].ev);
     } catch (...) {
         return false;
     }
-    size_t off = 0;
-    for (size_t k = 0; k < n; k++) {
-        kvreg_event &e = run_[k];
-        e = slots_[(start + k) & kMask].ev;
-        if (e.n_tokens) {
-            std::memcpy(run_tokens_.data() + off, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
-            e.tokens = run_tokens_.data() + off;
-            off += e.n_tokens;
-        }
-    }
+    run_.token_ptrs();
     return true;
 }
 
@@ -196,17 +186,11 @@ int64_t EventLog::spill(uint32_t want) noexcept {
             const uint64_t id = ring_cursor_;
             // Taken, so its owner is inside its shard lock, about to publish: wait for it.
             wait_published(id);
-            if (spilled_.empty() || spilled_.back().events.size() == kRun) {
+            if (spilled_.empty() || spilled_.back().size() == kRun) {
                 spilled_.emplace_back();
-                spilled_.back().events.reserve(kRun);
-                spilled_.back().token_off.reserve(kRun);
+                spilled_.back().reserve(kRun);
             }
-            Spilled &s = spilled_.back();
-            const kvreg_event &e = slots_[id & kMask].ev;
-            const size_t off = s.tokens.size();
-            if (e.n_tokens) s.tokens.insert(s.tokens.end(), e.tokens, e.tokens + e.n_tokens);
-            s.events.push_back(e);
-            s.token_off.push_back(off);
+            spilled_.back().push(slots_[id & kMask].ev);
             ring_cursor_ = id + 1;
             freed++;
         }
@@ -283,7 +267,7 @@ bool EventBatch::take_credit() noexcept {
 }
 
 bool EventBatch::wait_credit() noexcept {
-    for (unsigned round = 0;; round++) {
+    for (;;) {
         if (take_credit()) return true;
         if (nested_) {
             // Inside the callback: only this thread frees ring slots, so do not sleep.
@@ -296,8 +280,8 @@ bool EventBatch::wait_credit() noexcept {
             std::this_thread::yield(); // other threads hold the credits; they publish or return them
             continue;
         }
-        flush();
-        log_.deliver(); // frees credits if nobody else is delivering
+        published_ = false;
+        log_.deliver(); // ours and others': frees credits if nobody else is delivering
         if (take_credit()) return true;
         log_.credit_waiters_.fetch_add(1, std::memory_order_seq_cst);
         const int64_t c = log_.credits_.load(std::memory_order_seq_cst);

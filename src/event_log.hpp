@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "callback.hpp"
+#include "event_copies.hpp"
 #include "kvreg.h"
 #include "poll_queue.hpp"
 
@@ -161,17 +162,11 @@ private:
     // Owned by the role holder: the next id to take out of the ring, the run being delivered
     // (copied out of the ring with its tokens), and spilled events.
     uint64_t ring_cursor_ = 0;
-    std::unique_ptr<kvreg_event[]> run_;
-    std::vector<uint32_t> run_tokens_;
+    EventCopies run_;
     uint64_t nested_end_ = 0;  // ids below this include every event our callbacks caused
     bool run_in_ring_ = false; // delivering straight from the ring (out of memory for a copy)
     alignas(64) std::atomic<uint64_t> ring_free_{0}; // ids below this have left the ring (debug check)
-    struct Spilled {
-        std::vector<kvreg_event> events;
-        std::vector<size_t> token_off;
-        std::vector<uint32_t> tokens;
-    };
-    std::deque<Spilled> spilled_;
+    std::deque<EventCopies> spilled_; // chunks of at most kRun
 
     // The callback; replaced only by a thread holding the role, read only by the holder.
     CallbackRef cb_;

@@ -8,12 +8,9 @@ namespace kvreg {
 
 std::unique_ptr<PollQueue::Chunk> PollQueue::new_chunk() {
     std::unique_ptr<Chunk> c = spare_ ? std::move(spare_) : std::make_unique<Chunk>();
-    c->events.clear();
-    c->token_off.clear();
-    c->tokens.clear();
+    c->q.clear();
     c->head = 0;
-    c->events.reserve(kChunk); // may throw: nothing queued yet
-    c->token_off.reserve(kChunk);
+    c->q.reserve(kChunk); // may throw: nothing queued yet
     return c;
 }
 
@@ -23,16 +20,11 @@ size_t PollQueue::push(const kvreg_event *events, size_t n) noexcept {
         std::lock_guard<std::mutex> lk(mu_);
         try {
             while (done < n && size_ < capacity_) {
-                if (chunks_.empty() || chunks_.back()->events.size() == kChunk) {
+                if (chunks_.empty() || chunks_.back()->q.size() == kChunk) {
                     std::unique_ptr<Chunk> c = new_chunk();
                     chunks_.push_back(std::move(c));
                 }
-                Chunk &c = *chunks_.back();
-                const kvreg_event &e = events[done];
-                const size_t off = c.tokens.size();
-                if (e.n_tokens) c.tokens.insert(c.tokens.end(), e.tokens, e.tokens + e.n_tokens);
-                c.events.push_back(e); // reserved: no throw
-                c.token_off.push_back(off);
+                chunks_.back()->q.push(events[done]);
                 size_++;
                 done++;
             }
@@ -50,7 +42,7 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
     // Size the token buffer first: nothing is consumed if it cannot be allocated.
     for (size_t ci = 0; ci < chunks_.size() && n < cap; ci++) {
         const Chunk &c = *chunks_[ci];
-        for (size_t i = c.head; i < c.events.size() && n < cap; i++, n++) ntok += c.events[i].n_tokens;
+        for (size_t i = c.head; i < c.q.size() && n < cap; i++, n++) ntok += c.q.events[i].n_tokens;
     }
     try {
         if (taken_tokens_.capacity() > 4 * ntok + 4096) std::vector<uint32_t>().swap(taken_tokens_);
@@ -61,11 +53,10 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
     size_t got = 0, tpos = 0;
     while (got < n) {
         Chunk &c = *chunks_.front();
-        for (; c.head < c.events.size() && got < n; c.head++, got++) {
-            kvreg_event e = c.events[c.head];
+        for (; c.head < c.q.size() && got < n; c.head++, got++) {
+            kvreg_event e = c.q.events[c.head];
             if (e.n_tokens) {
-                const size_t off = c.token_off[c.head];
-                std::memcpy(taken_tokens_.data() + tpos, c.tokens.data() + off, e.n_tokens * sizeof(uint32_t));
+                std::memcpy(taken_tokens_.data() + tpos, c.q.tokens_of(c.head), e.n_tokens * sizeof(uint32_t));
                 e.tokens = taken_tokens_.data() + tpos;
                 tpos += e.n_tokens;
             } else {
@@ -73,11 +64,11 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
             }
             out[got] = e;
         }
-        if (c.head == c.events.size()) {
+        if (c.head == c.q.size()) {
             // Fully consumed: give the memory back (keep one spare of the usual size).
             std::unique_ptr<Chunk> done = std::move(chunks_.front());
             chunks_.pop_front();
-            if (!spare_ && done->tokens.capacity() <= 64 * kChunk) spare_ = std::move(done);
+            if (!spare_ && done->q.tokens.capacity() <= 64 * kChunk) spare_ = std::move(done);
         }
     }
     size_ -= n;
@@ -122,12 +113,8 @@ size_t PollQueue::size() const noexcept {
 size_t PollQueue::bytes() const noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     size_t b = taken_tokens_.capacity() * sizeof(uint32_t);
-    auto chunk_bytes = [](const Chunk &c) {
-        return c.events.capacity() * sizeof(kvreg_event) + c.token_off.capacity() * sizeof(size_t) +
-               c.tokens.capacity() * sizeof(uint32_t);
-    };
-    for (const auto &c : chunks_) b += chunk_bytes(*c);
-    if (spare_) b += chunk_bytes(*spare_);
+    for (const auto &c : chunks_) b += c->q.bytes();
+    if (spare_) b += spare_->q.bytes();
     return b;
 }
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "event_copies.hpp"
 #include "kvreg.h"
 
 namespace kvreg {
@@ -38,10 +39,8 @@ public:
 private:
     static constexpr size_t kChunk = 1024;
     struct Chunk {
-        std::vector<kvreg_event> events; // reserved to kChunk once; .tokens unset until taken
-        std::vector<size_t> token_off;   // events[i]'s tokens start at tokens[token_off[i]]
-        std::vector<uint32_t> tokens;
-        size_t head = 0;                 // events before head were taken
+        EventCopies q;   // reserved to kChunk events once
+        size_t head = 0; // events before head were taken
     };
     std::unique_ptr<Chunk> new_chunk();
 
