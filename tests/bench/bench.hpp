@@ -9,6 +9,7 @@
 
 #include <kvreg.h>
 
+#include <barrier>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -174,6 +175,18 @@ size_t register_seq(kvreg_pool *pool, const SeqSet &set, size_t s, kvreg_block *
 // One kvreg_release_batch over n handles (the seed: dropping those block states); returns
 // how many were released.
 size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n);
+// What a sequence worker did (threads, disjoint).
+struct Tally {
+    uint64_t attempts = 0, registered = 0, dups = 0, other = 0, released = 0;
+    uint64_t calls = 0; // kvreg_register_batch + kvreg_release_batch calls
+    void add(const Tally &o);
+};
+// One worker thread of `threads` and `disjoint`: after `start`, R rounds over sequences
+// (first + j) % set.n_seqs for j in [0, u), K at a time: register each (one batch call per
+// sequence), then release the batch (one call). EEXIST (the same prefix twice in a batch)
+// counts as a dup, any other failure as other.
+void seq_worker(kvreg_pool *pool, const SeqSet &set, size_t first, size_t u, size_t rounds, size_t k,
+                std::barrier<> &start, Tally &out);
 // The seed waits for its async cleanup ("drain"); kvreg is synchronous, so this is only the
 // timed check that the pools (and the registry, if asked) are empty.
 bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs);

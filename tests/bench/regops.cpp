@@ -17,6 +17,47 @@ size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n) {
     return done;
 }
 
+void Tally::add(const Tally &o) {
+    calls += o.calls;
+    attempts += o.attempts;
+    registered += o.registered;
+    dups += o.dups;
+    other += o.other;
+    released += o.released;
+}
+
+void seq_worker(kvreg_pool *pool, const SeqSet &set, size_t first, size_t u, size_t rounds, size_t k,
+                std::barrier<> &start, Tally &out) {
+    const size_t per = set.per_seq;
+    std::vector<kvreg_block> tmp(per), held(k * per);
+    std::vector<int> status(per);
+    Tally t;
+    start.arrive_and_wait();
+    for (size_t r = 0; r < rounds; r++) {
+        for (size_t b0 = 0; b0 < u;) {
+            const size_t n = k < u - b0 ? k : u - b0;
+            size_t nh = 0;
+            for (size_t i = 0; i < n; i++) {
+                t.registered += register_seq(pool, set, (first + b0 + i) % set.n_seqs, tmp.data(), status.data());
+                t.attempts += per;
+                t.calls++;
+                for (size_t x = 0; x < per; x++) {
+                    if (status[x] == KVREG_OK)
+                        held[nh++] = tmp[x];
+                    else if (status[x] == KVREG_EEXIST) // same prefix twice in this batch
+                        t.dups++;
+                    else
+                        t.other++;
+                }
+            }
+            t.released += release_all(pool, held.data(), nh);
+            t.calls++;
+            b0 += n;
+        }
+    }
+    out = t;
+}
+
 // kvreg releases synchronously, so "drain" (the seed's wait for its cleanup task) is the wait
 // for event delivery and the check that the pools and the registry are empty; timed like the
 // peer's wait_drained. Delivery: with several threads a call may return before its events reach

@@ -51,49 +51,6 @@ double median(std::vector<double> v) {
 
 // ------------------------------------------------------------------------------- disjoint
 
-struct Tally {
-    uint64_t attempts = 0, registered = 0, other = 0, released = 0, calls = 0;
-    void add(const Tally &o) {
-        attempts += o.attempts;
-        registered += o.registered;
-        other += o.other;
-        released += o.released;
-        calls += o.calls;
-    }
-};
-
-// Sequences [first, first + u) of set, R rounds, K at a time: register each (one batch call per
-// sequence), then release the batch (one call).
-void disjoint_worker(kvreg_pool *pool, const SeqSet &set, size_t first, size_t u, size_t rounds,
-                     size_t k, std::barrier<> &start, Tally &out) {
-    const size_t per = set.per_seq;
-    std::vector<kvreg_block> tmp(per), held(k * per);
-    std::vector<int> status(per);
-    Tally t;
-    start.arrive_and_wait();
-    for (size_t r = 0; r < rounds; r++) {
-        for (size_t b0 = 0; b0 < u;) {
-            const size_t n = k < u - b0 ? k : u - b0;
-            size_t nh = 0;
-            for (size_t i = 0; i < n; i++) {
-                t.registered += register_seq(pool, set, first + b0 + i, tmp.data(), status.data());
-                t.attempts += per;
-                t.calls++;
-                for (size_t x = 0; x < per; x++) {
-                    if (status[x] == KVREG_OK)
-                        held[nh++] = tmp[x];
-                    else
-                        t.other++; // cannot happen: every hash is new to its pool
-                }
-            }
-            t.released += release_all(pool, held.data(), nh);
-            t.calls++;
-            b0 += n;
-        }
-    }
-    out = t;
-}
-
 // POLL mode: the consumer thread's view, with the checks the inline callback makes.
 struct PollTally {
     EventCounts c;
@@ -162,7 +119,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
     auto run_workers = [&](const std::vector<kvreg_pool *> &pools) {
         std::vector<std::thread> joins;
         for (size_t t = 0; t < t_count; t++)
-            joins.emplace_back(disjoint_worker, pools[t], std::cref(set), t * u, u, rounds, k,
+            joins.emplace_back(seq_worker, pools[t], std::cref(set), t * u, u, rounds, k,
                                std::ref(start), std::ref(tallies[t]));
         start.arrive_and_wait();
         const double t0 = now_s();
@@ -244,7 +201,7 @@ std::string wl_disjoint(const Opts &o, bool &ok) {
 
     auto run_ok = [&](const DRun &x, size_t threads, uint64_t sum) {
         const uint64_t n = static_cast<uint64_t>(threads) * u * set.per_seq * rounds;
-        return x.empty && x.dropped == 0 && x.total.other == 0 && x.total.attempts == n &&
+        return x.empty && x.dropped == 0 && x.total.other == 0 && x.total.dups == 0 && x.total.attempts == n &&
                x.total.registered == n && x.total.released == n && events_match(x.c, n, sum * rounds);
     };
     ok = set.ref_ok && nd == set.descs.size() && run_ok(r, t_count, set.checksum) && run_ok(one, 1, sum0) &&

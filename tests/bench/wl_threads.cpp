@@ -12,51 +12,6 @@ namespace bench {
 
 namespace {
 
-struct Tally {
-    uint64_t attempts = 0, registered = 0, dups = 0, other = 0, released = 0;
-    uint64_t calls = 0; // kvreg_register_batch + kvreg_release_batch calls
-    void add(const Tally &o) {
-        calls += o.calls;
-        attempts += o.attempts;
-        registered += o.registered;
-        dups += o.dups;
-        other += o.other;
-        released += o.released;
-    }
-};
-
-void worker(kvreg_pool *pool, const SeqSet &set, size_t off, size_t rounds, size_t k,
-            std::barrier<> &start, Tally &out) {
-    const size_t per = set.per_seq, u = set.n_seqs;
-    std::vector<kvreg_block> tmp(per), held(k * per);
-    std::vector<int> status(per);
-    Tally t;
-    start.arrive_and_wait();
-    for (size_t r = 0; r < rounds; r++) {
-        for (size_t b0 = 0; b0 < u;) {
-            const size_t n = k < u - b0 ? k : u - b0;
-            size_t nh = 0;
-            for (size_t i = 0; i < n; i++) {
-                t.registered += register_seq(pool, set, (off + b0 + i) % u, tmp.data(), status.data());
-                t.attempts += per;
-                t.calls++;
-                for (size_t x = 0; x < per; x++) {
-                    if (status[x] == KVREG_OK)
-                        held[nh++] = tmp[x];
-                    else if (status[x] == KVREG_EEXIST) // same prefix twice in this batch
-                        t.dups++;
-                    else
-                        t.other++;
-                }
-            }
-            t.released += release_all(pool, held.data(), nh);
-            t.calls++;
-            b0 += n;
-        }
-    }
-    out = t;
-}
-
 struct Run {
     size_t threads = 0;
     Tally total;
@@ -78,7 +33,7 @@ Run run(const Opts &o, const SeqSet &set, size_t t_count, size_t rounds, size_t 
     std::barrier<> start(static_cast<std::ptrdiff_t>(t_count + 1));
     std::vector<std::thread> joins;
     for (size_t t = 0; t < t_count; t++)
-        joins.emplace_back(worker, pools[t], std::cref(set), t * set.n_seqs / t_count, rounds, k,
+        joins.emplace_back(seq_worker, pools[t], std::cref(set), t * set.n_seqs / t_count, set.n_seqs, rounds, k,
                            std::ref(start), std::ref(tallies[t]));
     start.arrive_and_wait();
     const double t0 = now_s();
