@@ -214,9 +214,8 @@ int EventLog::set_fn(CallbackRef cb) noexcept {
         role_waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
     std::swap(cb_, cb);
-    const uint64_t cursor = ring_cursor_;
     release_role();
-    if (published(cursor)) deliver(); // publishers who found us holding the role left them to us
+    deliver(); // publishers who found us holding the role left their events to us
     cb.reset(); // the old callback's reference: destroy runs here if nobody else shares it
     return KVREG_OK;
 }
