@@ -64,6 +64,9 @@ extern "C" {
 #define KVREG_EBUSY (-8)     /* not allowed from inside an event callback of this registry */
 #define KVREG_EOVERFLOW (-9) /* a limit would be passed: a count (references, pools, blocks per
                              * shard) or a size no buffer can have (tokens, blocks) */
+#define KVREG_ENOTSUP (-10)  /* the feature was not built into this library (kvreg_features()) */
+#define KVREG_EPROTO (-11)   /* malformed input from outside: a wire payload or frame that does
+                             * not decode (kvreg_wire.h says where) */
 
 /* Static, never NULL; "unknown error" for codes it does not know. */
 KVREG_API const char *kvreg_strerror(int status) KVREG_NOEXCEPT;
@@ -72,6 +75,13 @@ KVREG_API const char *kvreg_strerror(int status) KVREG_NOEXCEPT;
  * built with. Bindings that dlopen the library check these. */
 KVREG_API unsigned kvreg_version_number(void) KVREG_NOEXCEPT;
 KVREG_API const char *kvreg_version_string(void) KVREG_NOEXCEPT;
+
+/* Optional parts, chosen when the library is built. The exported symbols are the same either
+ * way: without a feature its functions return KVREG_ENOTSUP. */
+#define KVREG_FEATURE_WIRE 1u /* kvreg_wire.h: vLLM / Dynamo encoders and decoders (msgpack-c) */
+#define KVREG_FEATURE_ZMQ 2u  /* kvreg_net.h: ZeroMQ publisher and subscriber (libzmq) */
+/* Bitwise OR of the KVREG_FEATURE_* built into the loaded library. */
+KVREG_API unsigned kvreg_features(void) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Hashing (bit-exact with NVIDIA Dynamo 1.0.x, lib/llm/src/tokens.rs)                         */
@@ -178,6 +188,17 @@ KVREG_API int kvreg_sequence_partial_tokens(const kvreg_sequence *seq, const uin
 /* ------------------------------------------------------------------------------------------ */
 #define KVREG_EVENT_REGISTER 1u /* the hash became registered in some pool (first holder) */
 #define KVREG_EVENT_REMOVE 2u   /* the hash left its last pool */
+#define KVREG_EVENT_CLEARED 3u  /* kvreg_registry_clear(): every hash left every pool at once;
+                                   no Remove is sent for them (vLLM's AllBlocksCleared) */
+
+/* The storage medium (tier) of a pool, set when it is created and carried in its events.
+ * Names on the wire: vLLM "GPU" / "CPU" / "STORAGE"; Dynamo device / host_pinned / disk /
+ * external. 0 is GPU, so pools made with kvreg_pool_new() are GPU pools. */
+#define KVREG_MEDIUM_GPU 0u
+#define KVREG_MEDIUM_CPU 1u
+#define KVREG_MEDIUM_STORAGE 2u
+#define KVREG_MEDIUM_EXTERNAL 3u
+#define KVREG_MEDIUM_COUNT 4u
 
 /* Fixed size (88 bytes on LP64); new fields will take the reserved words, so arrays of
  * events keep their stride across versions. */
@@ -191,8 +212,13 @@ typedef struct kvreg_event {
     uint32_t has_parent;
     uint32_t n_tokens;        /* 0 when the tokens are not known (see below) */
     const uint32_t *tokens;   /* borrowed: valid during the callback / until the next poll */
-    uint64_t reserved[4];     /* zero */
+    uint32_t medium;          /* KVREG_MEDIUM_* of the pool whose call caused it (0 for Cleared) */
+    uint32_t reserved32;      /* zero */
+    uint64_t reserved[3];     /* zero */
 } kvreg_event;
+
+/* event_id of the events a snapshot carries (they were not emitted; see kvreg_snapshot). */
+#define KVREG_EVENT_ID_SNAPSHOT UINT64_MAX
 
 /* The most events one callback call carries; more are delivered in consecutive calls. */
 #define KVREG_EVENTS_PER_CALL 1024u
@@ -311,6 +337,30 @@ KVREG_API int kvreg_registry_wakeup(kvreg_registry *reg) KVREG_NOEXCEPT;
  * callback (it would wait for itself). */
 KVREG_API int kvreg_registry_flush(kvreg_registry *reg) KVREG_NOEXCEPT;
 
+/* Empty every pool at once (vLLM's reset_prefix_cache): every reference every pool holds is
+ * dropped, every live handle becomes stale (KVREG_ESTALE), and ONE Cleared event is emitted
+ * instead of a Remove per hash. Pools stay usable. The Cleared event's id is a clean cut:
+ * events with lower ids happened before the clear, higher ids after it (registrations racing
+ * with the clear either come before it and are cleared, or come after it and stay).
+ * Allowed from a callback. KVREG_EINVAL if reg is NULL. */
+KVREG_API int kvreg_registry_clear(kvreg_registry *reg) KVREG_NOEXCEPT;
+
+/* Snapshot: the registered set at one position of the event stream, for a consumer that
+ * joined late or lost events (Dynamo's dump_events). It holds one Register event per hash
+ * registered in any pool, parents before children, with event_id KVREG_EVENT_ID_SNAPSHOT, the
+ * medium of a pool holding it and (KEEP_TOKENS) its tokens. Its position P is a clean cut:
+ * applying the snapshot, then every event with event_id >= P, gives the registry's state. It
+ * is taken with every shard locked (registry calls wait for the copy: O(registered hashes)).
+ * Allowed from a callback. The snapshot is independent of the registry (free it any time). */
+typedef struct kvreg_snapshot kvreg_snapshot;
+KVREG_API int kvreg_registry_snapshot(kvreg_registry *reg, kvreg_snapshot **out) KVREG_NOEXCEPT;
+KVREG_API void kvreg_snapshot_free(kvreg_snapshot *snap) KVREG_NOEXCEPT; /* NULL-safe */
+/* The event_id of the first event the snapshot does not contain (0 for NULL). */
+KVREG_API uint64_t kvreg_snapshot_position(const kvreg_snapshot *snap) KVREG_NOEXCEPT;
+/* Borrowed array of the snapshot's events, valid until kvreg_snapshot_free(). */
+KVREG_API int kvreg_snapshot_events(const kvreg_snapshot *snap, const kvreg_event **events,
+                                    size_t *n_events) KVREG_NOEXCEPT;
+
 /* *present = 1 if sequence_hash is registered in any pool of the registry, else 0.
  * KVREG_OK, or KVREG_EINVAL for a NULL argument (*present untouched). */
 KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash,
@@ -340,6 +390,11 @@ typedef struct kvreg_pool kvreg_pool;
 #define KVREG_MAX_POOLS 65535u
 KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg,
                              const char *name) KVREG_NOEXCEPT;
+/* As kvreg_pool_new, for a pool on the given medium (KVREG_MEDIUM_*; KVREG_EINVAL beyond). */
+KVREG_API int kvreg_pool_new_medium(kvreg_pool **out, kvreg_registry *reg, const char *name,
+                                    uint32_t medium) KVREG_NOEXCEPT;
+/* The pool's KVREG_MEDIUM_* (KVREG_MEDIUM_GPU for NULL). */
+KVREG_API uint32_t kvreg_pool_medium(const kvreg_pool *pool) KVREG_NOEXCEPT;
 
 /* Releases every reference the pool still holds (Remove events for hashes no other pool
  * holds, delivered as for any call: see KVREG_OPT_DELIVERY) and retires the pool. It visits

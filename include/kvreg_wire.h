@@ -1,0 +1,134 @@
+/*
+ * libkvreg wire formats: events to and from the bytes engines and routers exchange.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Encoders turn kvreg_event arrays into payloads other software reads:
+ *   KVREG_WIRE_VLLM          vLLM's KVEventBatch (the third ZeroMQ frame), map events: what
+ *                            vLLM >= 0.24, Dynamo's ZMQ listener and llm-d's indexer decode;
+ *   KVREG_WIRE_VLLM_LEGACY   the same batch with positional (array) events, for consumers pinned
+ *                            to older decoders;
+ *   KVREG_WIRE_DYNAMO_JSON   Dynamo RouterEvent objects as JSON (a JSON array per payload);
+ *   KVREG_WIRE_DYNAMO_MSGPACK the same as MessagePack maps with field names.
+ * Decoders do the reverse for a router, tolerantly: every shape vLLM, SGLang and Dynamo have
+ * put on the wire (see the per-format notes at kvreg_wire_decoder_new).
+ *
+ * Bytes handed to a decoder are untrusted: bad input gets KVREG_EPROTO and the byte offset of
+ * the problem, never a crash or a read past the buffer.
+ *
+ * Objects: an encoder or decoder is used by one thread at a time (no internal locking); make
+ * one per thread. Everything here returns KVREG_ENOTSUP when the library was built without
+ * KVREG_FEATURE_WIRE (see kvreg_features()).
+ */
+#ifndef KVREG_WIRE_H
+#define KVREG_WIRE_H
+
+#include "kvreg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVREG_WIRE_VLLM 1u
+#define KVREG_WIRE_VLLM_LEGACY 2u
+#define KVREG_WIRE_DYNAMO_JSON 3u
+#define KVREG_WIRE_DYNAMO_MSGPACK 4u
+#define KVREG_WIRE_SGLANG 5u /* decode only */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Encoder                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct kvreg_wire_encoder kvreg_wire_encoder;
+
+/* format: KVREG_WIRE_VLLM, _VLLM_LEGACY, _DYNAMO_JSON or _DYNAMO_MSGPACK (else KVREG_EINVAL). */
+KVREG_API int kvreg_wire_encoder_new(kvreg_wire_encoder **out, uint32_t format) KVREG_NOEXCEPT;
+KVREG_API void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* Options (values are uint64_t; KVREG_EINVAL for an unknown option or a value out of range). */
+#define KVREG_WIRE_OPT_DP_RANK 1u    /* data-parallel rank written in each batch (default 0) */
+#define KVREG_WIRE_OPT_MAX_EVENTS 2u /* most kvreg events in one payload (default 1024, >= 1) */
+#define KVREG_WIRE_OPT_WORKER_ID 3u  /* Dynamo RouterEvent.worker_id (default 0) */
+KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
+                                     uint64_t value) KVREG_NOEXCEPT;
+/* LoRA adapter name written as lora_name in stored events (NULL: nil, the default). Copied. */
+KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
+                                               const char *lora_name) KVREG_NOEXCEPT;
+
+/* Encode events[0..n) (in event_id order, as a callback or poll gives them) into one payload.
+ * It takes at most KVREG_WIRE_OPT_MAX_EVENTS events; *n_consumed gets how many it took (at
+ * least 1 when n > 0): call again with the rest. ts is the batch timestamp in seconds since
+ * the Unix epoch; ts < 0 means now (CLOCK_REALTIME). *payload points into the encoder and
+ * stays valid until its next call or free. Registers that continue one chain (each one's
+ * parent is the previous one's sequence hash, same medium) become one stored event; removes
+ * of one medium become one removed event. */
+KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *events, size_t n,
+                                double ts, size_t *n_consumed, const uint8_t **payload,
+                                size_t *payload_len) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoder                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+#define KVREG_WIRE_STORED 1u  /* vLLM BlockStored, Dynamo stored */
+#define KVREG_WIRE_REMOVED 2u /* vLLM BlockRemoved, Dynamo removed */
+#define KVREG_WIRE_CLEARED 3u /* vLLM AllBlocksCleared, Dynamo cleared */
+
+/* Medium of a decoded event whose medium name is not one this library knows (the name is kept
+ * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do. */
+#define KVREG_MEDIUM_UNKNOWN UINT32_MAX
+
+/* One decoded event. Pointers are borrowed from the decoder and valid until its next
+ * kvreg_wire_decode() or free. */
+typedef struct kvreg_wire_event {
+    uint32_t type;                 /* KVREG_WIRE_* */
+    uint32_t medium;               /* KVREG_MEDIUM_* or KVREG_MEDIUM_UNKNOWN */
+    const uint64_t *block_hashes;  /* the engine's hashes, bytes hashes as their last 8 bytes
+                                      big-endian, signed ones bit-cast to u64 */
+    size_t n_block_hashes;
+    uint64_t parent_block_hash;    /* 0 when has_parent == 0 */
+    uint32_t has_parent;
+    uint32_t block_size;           /* 0 when absent */
+    const uint32_t *token_ids;
+    size_t n_token_ids;
+    const char *medium_name;       /* as on the wire, NUL-terminated; NULL when absent or nil */
+    const char *lora_name;         /* NULL when absent or nil */
+    int64_t group_idx;             /* valid when has_group_idx */
+    uint32_t has_group_idx;
+    uint32_t has_dp_rank;
+    int64_t dp_rank;               /* of the batch; valid when has_dp_rank */
+    double ts;                     /* of the batch */
+    uint64_t worker_id;            /* Dynamo formats; 0 otherwise */
+    uint64_t event_id;             /* Dynamo formats; 0 otherwise */
+    uint64_t reserved[4];          /* zero */
+} kvreg_wire_event;
+
+typedef struct kvreg_wire_decoder kvreg_wire_decoder;
+
+/* format KVREG_WIRE_VLLM (also reads SGLang and legacy positional payloads), KVREG_WIRE_SGLANG
+ * (the same shapes, SGLang's positional layouts preferred where they differ),
+ * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK. */
+KVREG_API int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) KVREG_NOEXCEPT;
+KVREG_API void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* Decode one payload. On KVREG_OK *events / *n_events give the batch's events in order (events
+ * of unknown types are skipped and counted, not fatal). On KVREG_EPROTO nothing is returned and
+ * *error_offset (may be NULL) gets the byte offset of the problem; kvreg_wire_decoder_error()
+ * describes it. */
+KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, size_t len,
+                                const kvreg_wire_event **events, size_t *n_events,
+                                size_t *error_offset) KVREG_NOEXCEPT;
+/* Why the last kvreg_wire_decode() failed ("" after a success). Borrowed, valid until the next
+ * call on dec. */
+KVREG_API const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) KVREG_NOEXCEPT;
+
+#define KVREG_WIRE_STAT_BATCHES 1u        /* payloads decoded */
+#define KVREG_WIRE_STAT_REJECTED 2u       /* payloads rejected (KVREG_EPROTO) */
+#define KVREG_WIRE_STAT_EVENTS 3u         /* events returned */
+#define KVREG_WIRE_STAT_SKIPPED 4u        /* events of unknown type skipped */
+KVREG_API int kvreg_wire_decoder_stat(const kvreg_wire_decoder *dec, uint32_t stat,
+                                      uint64_t *value) KVREG_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVREG_WIRE_H */
