@@ -1,0 +1,181 @@
+#include "holder_table.hpp"
+
+#include <thread>
+
+namespace kvreg::index {
+
+namespace {
+
+// Short spins first (the other side's window is a few stores), then give the core away: with
+// more threads than cores the holder of a window may be descheduled.
+void backoff(unsigned &spins) noexcept {
+    if (++spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        std::this_thread::yield();
+    }
+}
+
+} // namespace
+
+HolderTable::HolderTable(uint32_t shards) {
+    n_shards_ = 1;
+    while (n_shards_ < shards && n_shards_ < kMaxShards) n_shards_ *= 2;
+    shard_mask_ = n_shards_ - 1;
+    shards_ = std::make_unique<Shard[]>(n_shards_);
+}
+
+HolderTable::~HolderTable() = default;
+
+void HolderTable::lock_writer(Shard &s) noexcept {
+    unsigned spins = 0;
+    for (;;) {
+        uint32_t expected = 0;
+        if (s.writer.load(std::memory_order_relaxed) == 0 &&
+            s.writer.compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
+            return;
+        backoff(spins);
+    }
+}
+
+void HolderTable::begin_change(Shard &s) noexcept {
+    s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Orders the odd counter before the slot stores: a reader that sees any of them sees the
+    // counter move when it checks again (paired with the acquire fence in holders()).
+    std::atomic_thread_fence(std::memory_order_release);
+}
+
+void HolderTable::end_change(Shard &s) noexcept {
+    s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void HolderTable::grow(Shard &s) {
+    Slot *old = s.table.load(std::memory_order_relaxed);
+    const uint64_t old_mask = old ? mask_of(old) : 0;
+    const uint64_t cap = old ? (old_mask + 1) * 2 : 16;
+    std::unique_ptr<Slot[]> fresh(new Slot[cap + 1]);
+    fresh[0].key.store(cap - 1, std::memory_order_relaxed);
+    fresh[0].val.store(0, std::memory_order_relaxed);
+    for (uint64_t i = 1; i <= cap; i++) {
+        fresh[i].key.store(0, std::memory_order_relaxed);
+        fresh[i].val.store(kEmpty, std::memory_order_relaxed);
+    }
+    if (old) {
+        for (uint64_t i = 1; i <= old_mask + 1; i++) {
+            const uint64_t v = old[i].val.load(std::memory_order_relaxed);
+            if (v == kEmpty) continue;
+            const uint64_t key = old[i].key.load(std::memory_order_relaxed);
+            uint64_t j = home(mix(key), cap - 1);
+            while (fresh[j].val.load(std::memory_order_relaxed) != kEmpty) j = next(j, cap - 1);
+            fresh[j].key.store(key, std::memory_order_relaxed);
+            fresh[j].val.store(v, std::memory_order_relaxed);
+        }
+    }
+    s.tables.reserve(s.tables.size() + 1); // the only other allocation: before publishing
+    begin_change(s);
+    s.table.store(fresh.get(), std::memory_order_release);
+    end_change(s);
+    s.tables.push_back(std::move(fresh));
+}
+
+void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
+    const uint64_t mask = mask_of(t);
+    uint64_t j = i;
+    for (;;) {
+        j = next(j, mask);
+        const uint64_t v = t[j].val.load(std::memory_order_relaxed);
+        if (v == kEmpty) break;
+        const uint64_t key = t[j].key.load(std::memory_order_relaxed);
+        const uint64_t k = home(mix(key), mask);
+        // Entry j may move back to i only if its home is not cyclically within (i, j].
+        const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays) continue;
+        t[i].key.store(key, std::memory_order_relaxed);
+        t[i].val.store(v, std::memory_order_relaxed);
+        i = j;
+    }
+    t[i].val.store(kEmpty, std::memory_order_relaxed);
+    t[i].key.store(0, std::memory_order_relaxed);
+}
+
+uint64_t HolderTable::erase_slot(uint32_t slot) noexcept {
+    uint64_t removed = 0;
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        Shard &s = shards_[si];
+        lock_writer(s);
+        Slot *t = s.table.load(std::memory_order_relaxed);
+        if (t) {
+            const uint64_t mask = mask_of(t);
+            for (uint64_t i = 1; i <= mask + 1;) {
+                const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+                if (v != kEmpty && (v >> 32) == slot) {
+                    // One window per entry; the entry shifted into i is checked next.
+                    begin_change(s);
+                    erase_at(t, i);
+                    end_change(s);
+                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                    removed++;
+                } else {
+                    i++;
+                }
+            }
+        }
+        unlock_writer(s);
+    }
+    return removed;
+}
+
+void HolderTable::holders(uint64_t hash, std::vector<Holder> &out) const {
+    const uint64_t mixed = mix(hash);
+    const Shard &s = shard_of(mixed);
+    unsigned spins = 0;
+    for (;;) {
+        out.clear();
+        const uint64_t before = s.seq.load(std::memory_order_acquire);
+        if (before & 1) {
+            backoff(spins);
+            continue;
+        }
+        const Slot *t = s.table.load(std::memory_order_acquire);
+        if (!t) return;
+        const uint64_t mask = mask_of(t);
+        for (uint64_t i = home(mixed, mask), n = 0; n <= mask; i = next(i, mask), n++) {
+            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+            if (v == kEmpty) break;
+            if (t[i].key.load(std::memory_order_relaxed) == hash)
+                out.push_back(Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)});
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (s.seq.load(std::memory_order_relaxed) == before) return;
+        backoff(spins);
+    }
+}
+
+void HolderTable::prefetch(uint64_t hash) const noexcept {
+    const uint64_t mixed = mix(hash);
+    const Slot *t = shard_of(mixed).table.load(std::memory_order_relaxed);
+    if (t) __builtin_prefetch(t + home(mixed, mask_of(t)));
+}
+
+uint64_t HolderTable::entries() const noexcept {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < n_shards_; i++) n += shards_[i].count.load(std::memory_order_relaxed);
+    return n;
+}
+
+uint64_t HolderTable::bytes() const noexcept {
+    // Read without the writer locks: a stat, approximate while writers run. Retired tables are
+    // counted from the live one (each is half the next), so only atomics are read.
+    uint64_t b = sizeof(Shard) * n_shards_;
+    for (uint32_t i = 0; i < n_shards_; i++) {
+        const Slot *t = shards_[i].table.load(std::memory_order_acquire);
+        if (!t) continue;
+        uint64_t cap = mask_of(t) + 1;
+        for (; cap >= 16; cap /= 2) b += (cap + 1) * sizeof(Slot);
+    }
+    return b;
+}
+
+} // namespace kvreg::index
