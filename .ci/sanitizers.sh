@@ -4,7 +4,8 @@
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
-#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
+#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; the index
+#      target (fuzz_index.c) a third of that from corpus_index.
 # Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,9 +36,10 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
 section "TSan (concurrency tests)"
 meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
+  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
+  tests/index/kvreg-index-race
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
-  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery
+  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery index_race
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
@@ -55,7 +57,7 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
     meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
-  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz
+  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz tests/fuzz/kvreg-fuzz-index
   work=$(mktemp -d)
   cp tests/fuzz/corpus/* "$work/"
   mkdir -p "$work/artifacts"
@@ -67,6 +69,23 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
   else
     failed+=("libFuzzer")
+    tail -60 "$work/fuzz.log"
+    for f in "$work"/artifacts/*; do
+      [ -e "$f" ] || continue
+      echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
+    done
+  fi
+  rm -rf "$work"
+  # The router-side index: garbage decoded events, a third of the budget.
+  work=$(mktemp -d)
+  cp tests/fuzz/corpus_index/* "$work/"
+  mkdir -p "$work/artifacts"
+  if build-fuzz/tests/fuzz/kvreg-fuzz-index -max_total_time="$((fuzz_seconds / 3 + 1))" -max_len=2048 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
+      2>"$work/fuzz.log"; then
+    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+  else
+    failed+=("libFuzzer (index)")
     tail -60 "$work/fuzz.log"
     for f in "$work"/artifacts/*; do
       [ -e "$f" ] || continue
