@@ -58,41 +58,30 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
   meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz tests/fuzz/kvreg-fuzz-index
-  work=$(mktemp -d)
-  cp tests/fuzz/corpus/* "$work/"
-  mkdir -p "$work/artifacts"
-  # a crash or model mismatch leaves its input in artifacts/; replay it with
-  # build/tests/fuzz/kvreg-fuzz-replay FILE
-  if build-fuzz/tests/fuzz/kvreg-fuzz -max_total_time="$fuzz_seconds" -max_len=1024 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
-      2>"$work/fuzz.log"; then
-    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
-  else
-    failed+=("libFuzzer")
-    tail -60 "$work/fuzz.log"
-    for f in "$work"/artifacts/*; do
-      [ -e "$f" ] || continue
-      echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
-    done
-  fi
-  rm -rf "$work"
-  # The router-side index: garbage decoded events, a third of the budget.
-  work=$(mktemp -d)
-  cp tests/fuzz/corpus_index/* "$work/"
-  mkdir -p "$work/artifacts"
-  if build-fuzz/tests/fuzz/kvreg-fuzz-index -max_total_time="$((fuzz_seconds / 3 + 1))" -max_len=2048 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
-      2>"$work/fuzz.log"; then
-    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
-  else
-    failed+=("libFuzzer (index)")
-    tail -60 "$work/fuzz.log"
-    for f in "$work"/artifacts/*; do
-      [ -e "$f" ] || continue
-      echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
-    done
-  fi
-  rm -rf "$work"
+  # fuzz_run TARGET CORPUS SECONDS MAX_LEN: a crash or model mismatch leaves its input in
+  # artifacts/ (printed); replay it with build/tests/fuzz/<target>-replay FILE
+  fuzz_run() {
+    local target=$1 corpus=$2 seconds=$3 max_len=$4 work
+    work=$(mktemp -d)
+    cp "$corpus"/* "$work/"
+    mkdir -p "$work/artifacts"
+    if build-fuzz/tests/fuzz/"$target" -max_total_time="$seconds" -max_len="$max_len" \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
+        2>"$work/fuzz.log"; then
+      grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+    else
+      failed+=("libFuzzer $target")
+      tail -60 "$work/fuzz.log"
+      for f in "$work"/artifacts/*; do
+        [ -e "$f" ] || continue
+        echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
+      done
+    fi
+    rm -rf "$work"
+  }
+  fuzz_run kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
+  # The router-side index (garbage decoded events): a third of the budget.
+  fuzz_run kvreg-fuzz-index tests/fuzz/corpus_index "$((fuzz_seconds / 3 + 1))" 2048
 else
   echo "SKIP: clang not found, no libFuzzer run"
 fi
