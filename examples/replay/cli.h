@@ -20,7 +20,13 @@ typedef struct replay_options {
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
     int json, skip_bad, verify, progress;
+    uint32_t workers;          /* --workers: 0 is the single-engine replay */
+    int router;                /* ROUTER_* (router.h) */
+    int transport;             /* REPLAY_TRANSPORT_* */
 } replay_options;
+
+#define REPLAY_TRANSPORT_INPROC 0
+#define REPLAY_TRANSPORT_ZMQ 1
 
 #define CLI_OK 0
 #define CLI_EXIT_OK 1 /* --help or --version was printed */

@@ -1,0 +1,55 @@
+/*
+ * feed: one worker's event stream from its registries to the router's index, the way a real
+ * deployment carries it. The worker's G1 and G2 pools live in two registries (one per tier),
+ * so Register / Remove events are per tier, as vLLM's BlockStored / BlockRemoved are per
+ * medium: the callbacks tag them GPU or CPU and queue them. feed_flush() then encodes the
+ * queue as vLLM KVEventBatch payloads (kvreg_wire_encode), decodes each payload again
+ * (kvreg_wire_decode, what a router receiving the bytes does) and applies the decoded batch to
+ * the index with the worker's next sequence number. The workers are libkvreg engines, so the
+ * index runs in KVREG_INDEX_HASHES_OWN mode: the hashes on the wire are already router hashes.
+ * Transport inproc: the payload goes from encoder to decoder in memory.
+ */
+#ifndef KVREG_REPLAY_FEED_H
+#define KVREG_REPLAY_FEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvreg.h>
+#include <kvreg_index.h>
+#include <kvreg_wire.h>
+
+typedef struct feed_stats {
+    uint64_t events;        /* registry events carried */
+    uint64_t registers, removes;
+    uint64_t payloads;      /* vLLM payloads encoded and decoded */
+    uint64_t payload_bytes;
+    uint64_t wire_events;   /* decoded events applied to the index */
+    uint64_t flagged;       /* batches the index flagged (gap, stale, reset, skipped) */
+    double encode_s, decode_s, apply_s;
+} feed_stats;
+
+typedef struct feed {
+    uint64_t worker_id;
+    uint64_t seq;           /* sequence number of the next payload */
+    kvreg_event *pending;   /* events captured since the last flush (tokens not kept) */
+    size_t n, cap;
+    int oom;                /* a capture failed for lack of memory */
+    kvreg_wire_encoder *enc;
+    kvreg_wire_decoder *dec;
+    kvreg_index *idx;
+    feed_stats *st;         /* shared by every worker's feed */
+} feed;
+
+/* 0, or a negative KVREG_E* code (KVREG_ENOTSUP: this libkvreg has no wire formats). */
+int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st);
+void feed_free(feed *f);
+
+/* kvreg_event_fn for the worker's G1 registry (events tagged GPU) and G2 registry (CPU). */
+void feed_capture_g1(const kvreg_event *events, size_t n_events, void *user_data);
+void feed_capture_g2(const kvreg_event *events, size_t n_events, void *user_data);
+
+/* Carry the pending events into the index. 0, or -1 after printing what went wrong. */
+int feed_flush(feed *f);
+
+#endif
