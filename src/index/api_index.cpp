@@ -13,16 +13,6 @@ struct kvreg_index {
     kvreg::index::Index impl;
 };
 
-namespace {
-
-int deliver(const std::vector<kvreg_index_match> &found, kvreg_index_match *out, size_t cap, size_t *n_matches) {
-    *n_matches = found.size();
-    if (cap < found.size() || (!out && !found.empty())) return KVREG_ERANGE;
-    for (size_t i = 0; i < found.size(); i++) out[i] = found[i];
-    return KVREG_OK;
-}
-
-} // namespace
 
 extern "C" {
 
@@ -109,9 +99,7 @@ KVREG_API int kvreg_index_query_hashes(const kvreg_index *idx, const uint64_t *h
                                        kvreg_index_match *out, size_t cap, size_t *n_matches) noexcept {
     if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
-    std::vector<kvreg_index_match> found;
-    idx->impl.query(hashes, n, top_k, found);
-    return deliver(found, out, cap, n_matches);
+    return idx->impl.query(hashes, n, top_k, out, cap, n_matches);
     KVREG_GUARD_END
 }
 
@@ -123,9 +111,7 @@ KVREG_API int kvreg_index_query_tokens(const kvreg_index *idx, const uint32_t *t
     KVREG_GUARD_BEGIN
     std::vector<uint64_t> hashes;
     idx->impl.hash_tokens(tokens, n_tokens, hashes);
-    std::vector<kvreg_index_match> found;
-    idx->impl.query(hashes.data(), hashes.size(), top_k, found);
-    return deliver(found, out, cap, n_matches);
+    return idx->impl.query(hashes.data(), hashes.size(), top_k, out, cap, n_matches);
     KVREG_GUARD_END
 }
 

@@ -8,6 +8,9 @@ namespace kvreg::index {
 
 namespace {
 
+// Blocks of an event whose table lines are requested ahead of their update.
+constexpr size_t kAhead = 4;
+
 uint32_t tier_bit(unsigned tier) noexcept { return uint32_t{1} << tier; }
 uint32_t one(unsigned tier) noexcept { return uint32_t{1} << (8 * tier); }
 
@@ -74,7 +77,9 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
     const unsigned tier = ev.medium;
     const size_t n = ev.n_block_hashes;
     if (opt_.own_hashes) {
+        for (size_t j = 0; j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
         for (size_t j = 0; j < n; j++) {
+            if (j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
             bool added = false;
             table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
                 added = tier_byte(c, tier) == 0;
@@ -131,8 +136,11 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
 
 void Index::apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
     const unsigned tier = ev.medium;
-    for (size_t j = 0; j < ev.n_block_hashes; j++) {
+    const size_t n = ev.n_block_hashes;
+    for (size_t j = 0; opt_.own_hashes && j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
+    for (size_t j = 0; j < n; j++) {
         bool removed = false;
+        if (opt_.own_hashes && j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
         if (opt_.own_hashes) {
             table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
                 removed = tier_byte(c, tier) != 0;

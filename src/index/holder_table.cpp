@@ -76,6 +76,7 @@ void HolderTable::grow(Shard &s) {
     s.tables.reserve(s.tables.size() + 1); // the only other allocation: before publishing
     begin_change(s);
     s.table.store(fresh.get(), std::memory_order_release);
+    s.mask.store(cap - 1, std::memory_order_relaxed);
     end_change(s);
     s.tables.push_back(std::move(fresh));
 }
@@ -127,36 +128,41 @@ uint64_t HolderTable::erase_slot(uint32_t slot) noexcept {
     return removed;
 }
 
-void HolderTable::holders(uint64_t hash, std::vector<Holder> &out) const {
+size_t HolderTable::holders(uint64_t hash, Holder *out, size_t cap) const noexcept {
     const uint64_t mixed = mix(hash);
     const Shard &s = shard_of(mixed);
     unsigned spins = 0;
     for (;;) {
-        out.clear();
         const uint64_t before = s.seq.load(std::memory_order_acquire);
         if (before & 1) {
             backoff(spins);
             continue;
         }
         const Slot *t = s.table.load(std::memory_order_acquire);
-        if (!t) return;
+        if (!t) return 0;
         const uint64_t mask = mask_of(t);
-        for (uint64_t i = home(mixed, mask), n = 0; n <= mask; i = next(i, mask), n++) {
+        size_t n = 0;
+        for (uint64_t i = home(mixed, mask), k = 0; k <= mask; i = next(i, mask), k++) {
             const uint64_t v = t[i].val.load(std::memory_order_relaxed);
             if (v == kEmpty) break;
-            if (t[i].key.load(std::memory_order_relaxed) == hash)
-                out.push_back(Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)});
+            if (t[i].key.load(std::memory_order_relaxed) == hash) {
+                if (n < cap) out[n] = Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
+                n++;
+            }
         }
         std::atomic_thread_fence(std::memory_order_acquire);
-        if (s.seq.load(std::memory_order_relaxed) == before) return;
+        if (s.seq.load(std::memory_order_relaxed) == before) return n;
         backoff(spins);
     }
 }
 
 void HolderTable::prefetch(uint64_t hash) const noexcept {
+    // Only the shard's own line is read (the table's size is kept there too), so the prefetch
+    // never waits for memory; a stale pointer/size pair only prefetches a useless line.
     const uint64_t mixed = mix(hash);
-    const Slot *t = shard_of(mixed).table.load(std::memory_order_relaxed);
-    if (t) __builtin_prefetch(t + home(mixed, mask_of(t)));
+    const Shard &s = shard_of(mixed);
+    const Slot *t = s.table.load(std::memory_order_relaxed);
+    if (t) __builtin_prefetch(t + home(mixed, s.mask.load(std::memory_order_relaxed)));
 }
 
 uint64_t HolderTable::entries() const noexcept {

@@ -55,9 +55,10 @@ public:
     // most for one entry's removal at a time. Returns how many were removed.
     uint64_t erase_slot(uint32_t slot) noexcept;
 
-    // Reader (any thread, never blocks writers): copy the holders of hash into out (cleared
-    // first). The copy is one consistent state of the hash's cluster.
-    void holders(uint64_t hash, std::vector<Holder> &out) const;
+    // Reader (any thread, never blocks writers): copy the holders of hash into out[0..cap),
+    // one consistent state of the hash's cluster. Returns how many there are; when that is
+    // more than cap, only cap were copied: call again with room for them all.
+    size_t holders(uint64_t hash, Holder *out, size_t cap) const noexcept;
 
     // Start loading the first slot a lookup of hash would read.
     void prefetch(uint64_t hash) const noexcept;
@@ -79,6 +80,7 @@ private:
         std::atomic<uint32_t> writer{0};   // writers' spin lock
         std::atomic<uint32_t> count{0};    // entries (written under the writer lock)
         std::atomic<Slot *> table{nullptr};
+        std::atomic<uint64_t> mask{0};     // the live table's, for prefetch() (a hint only)
         std::vector<std::unique_ptr<Slot[]>> tables; // the live one last; older ones retired
     };
 

@@ -32,8 +32,10 @@ public:
     int clear_worker(uint64_t worker_id, uint32_t dp, uint64_t next_seq);
     int remove_worker(uint64_t worker_id, uint32_t dp);
 
-    // Matches of a prompt's router hashes, best first, at most top_k (0: all).
-    void query(const uint64_t *hashes, size_t n, size_t top_k, std::vector<kvreg_index_match> &out) const;
+    // Matches of a prompt's router hashes, best first, at most top_k (0: all), into out[0..cap)
+    // (kvreg_index_query_hashes' contract: KVREG_OK or KVREG_ERANGE). Throws std::bad_alloc.
+    int query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_match *out, size_t cap,
+              size_t *n_matches) const;
     // The prompt's router hashes under the index's profile (full blocks only).
     void hash_tokens(const uint32_t *tokens, size_t n_tokens, std::vector<uint64_t> &out) const;
 

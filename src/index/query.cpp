@@ -4,6 +4,7 @@
 // block 0 (sorted by slot) and only shrink: each later block's holders are looked up among
 // them by binary search, and a candidate that misses a block stops there. The walk ends when
 // no candidate is left, so a prompt costs one holder lookup per block some worker still holds.
+// Small clusters (up to kInline holders or candidates) never touch the heap.
 #include <algorithm>
 
 #include "index.hpp"
@@ -12,12 +13,37 @@ namespace kvreg::index {
 
 namespace {
 
+constexpr size_t kInline = 64;
+
 struct Candidate {
     uint32_t slot;
     uint32_t alive_at; // last block index it held (its depth - 1)
     uint32_t best_counts[kTiers];
     uint32_t tier_depth[kTiers];
 };
+
+// A buffer on the stack that moves to the heap only when it must.
+template <class T> class Scratch {
+public:
+    T *data() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
+    size_t cap() const noexcept { return heap_.empty() ? kInline : heap_.size(); }
+    void reserve(size_t n) { // throws std::bad_alloc; contents are not kept
+        if (n > cap()) heap_.resize(n);
+    }
+
+private:
+    T inline_[kInline];
+    std::vector<T> heap_;
+};
+
+// The holders of hash, in h (grown as needed); returns their number.
+size_t read_holders(const HolderTable &t, uint64_t hash, Scratch<Holder> &h) {
+    for (;;) {
+        const size_t n = t.holders(hash, h.data(), h.cap());
+        if (n <= h.cap()) return n;
+        h.reserve(n * 2);
+    }
+}
 
 // The fastest tier in counts (lowest medium number with a copy); kTiers if none.
 unsigned fastest(uint32_t counts) noexcept {
@@ -27,74 +53,89 @@ unsigned fastest(uint32_t counts) noexcept {
 }
 
 void account(Candidate &c, uint32_t counts, uint32_t block) noexcept {
-    const unsigned best = fastest(counts);
-    if (best < kTiers) c.best_counts[best]++;
+    c.best_counts[fastest(counts)]++;
     for (unsigned t = 0; t < kTiers; t++)
         if (tier_byte(counts, t) && c.tier_depth[t] == block) c.tier_depth[t]++;
     c.alive_at = block;
 }
 
+bool better(const kvreg_index_match &a, const kvreg_index_match &b) noexcept {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.depth != b.depth) return a.depth > b.depth;
+    if (a.worker_id != b.worker_id) return a.worker_id < b.worker_id;
+    return a.dp_rank < b.dp_rank;
+}
+
 } // namespace
 
-void Index::query(const uint64_t *hashes, size_t n, size_t top_k, std::vector<kvreg_index_match> &out) const {
-    out.clear();
-    if (n == 0) return;
-    std::vector<Holder> holders;
-    std::vector<Candidate> cand;
-    table_.holders(hashes[0], holders);
-    for (const Holder &h : holders) {
-        if (fastest(h.counts) == kTiers) continue;
-        Candidate c{};
-        c.slot = h.slot;
-        account(c, h.counts, 0);
-        cand.push_back(c);
+int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_match *out, size_t cap,
+                 size_t *n_matches) const {
+    Scratch<Holder> holders;
+    Scratch<Candidate> cand;
+    size_t n_cand = 0;
+    // Load a few blocks ahead: a walk is a chain of cache misses the core cannot overlap by
+    // itself (each block's work is long), so the table's lines are requested early.
+    constexpr size_t kAhead = 4;
+    for (size_t i = 1; i < n && i <= kAhead; i++) table_.prefetch(hashes[i]);
+    if (n > 0) {
+        const size_t first = read_holders(table_, hashes[0], holders);
+        cand.reserve(first);
+        for (size_t k = 0; k < first; k++) {
+            const Holder &h = holders.data()[k];
+            if (fastest(h.counts) == kTiers) continue;
+            Candidate &c = cand.data()[n_cand++];
+            c = Candidate{};
+            c.slot = h.slot;
+            account(c, h.counts, 0);
+        }
     }
-    std::sort(cand.begin(), cand.end(), [](const Candidate &a, const Candidate &b) { return a.slot < b.slot; });
-    size_t alive = cand.size();
+    Candidate *const cb = cand.data(), *const ce = cb + n_cand;
+    std::sort(cb, ce, [](const Candidate &a, const Candidate &b) { return a.slot < b.slot; });
+    size_t alive = n_cand;
     const size_t limit = std::min<size_t>(n, UINT32_MAX - 1);
     for (size_t i = 1; i < limit && alive; i++) {
-        if (i + 1 < limit) table_.prefetch(hashes[i + 1]);
-        table_.holders(hashes[i], holders);
+        if (i + kAhead < limit) table_.prefetch(hashes[i + kAhead]);
+        const size_t nh = read_holders(table_, hashes[i], holders);
         size_t still = 0;
-        for (const Holder &h : holders) {
-            auto it = std::lower_bound(cand.begin(), cand.end(), h.slot,
-                                       [](const Candidate &c, uint32_t s) { return c.slot < s; });
-            if (it == cand.end() || it->slot != h.slot || it->alive_at + 1 != i) continue;
-            if (fastest(h.counts) == kTiers) continue;
+        for (size_t k = 0; k < nh; k++) {
+            const Holder &h = holders.data()[k];
+            Candidate *it = n_cand <= 8 ? std::find_if(cb, ce, [&](const Candidate &c) { return c.slot == h.slot; })
+                                        : std::lower_bound(cb, ce, h.slot,
+                                                           [](const Candidate &c, uint32_t s) { return c.slot < s; });
+            if (it == ce || it->slot != h.slot || it->alive_at + 1 != i || fastest(h.counts) == kTiers) continue;
             account(*it, h.counts, static_cast<uint32_t>(i));
             still++;
         }
         alive = still;
     }
 
-    out.reserve(cand.size());
-    for (const Candidate &c : cand) {
-        const Worker &w = workers_.at(c.slot);
+    const size_t want = top_k && top_k < n_cand ? top_k : n_cand;
+    *n_matches = want;
+    if (want > cap || (want && !out)) return KVREG_ERANGE;
+    // Build every match, keeping the best `want` in out (insertion: answers are small).
+    size_t kept = 0;
+    for (const Candidate *c = cb; c != ce; c++) {
+        const Worker &w = workers_.at(c->slot);
         kvreg_index_match m{};
         m.worker_id = w.id.load(std::memory_order_relaxed);
         m.dp_rank = w.dp.load(std::memory_order_relaxed);
-        m.depth = c.alive_at + 1;
+        m.depth = c->alive_at + 1;
         double score = 0;
         for (unsigned t = 0; t < kTiers; t++) {
-            m.blocks[t] = c.best_counts[t];
-            m.tier_depth[t] = c.tier_depth[t];
-            score += opt_.weight[t] / 1000.0 * c.best_counts[t];
+            m.blocks[t] = c->best_counts[t];
+            m.tier_depth[t] = c->tier_depth[t];
+            score += opt_.weight[t] / 1000.0 * c->best_counts[t];
         }
         m.score = score;
-        out.push_back(m);
+        if (kept == want && !better(m, out[want - 1])) continue;
+        size_t at = kept < want ? kept++ : want - 1;
+        while (at > 0 && better(m, out[at - 1])) {
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at] = m;
     }
-    auto better = [](const kvreg_index_match &a, const kvreg_index_match &b) {
-        if (a.score != b.score) return a.score > b.score;
-        if (a.depth != b.depth) return a.depth > b.depth;
-        if (a.worker_id != b.worker_id) return a.worker_id < b.worker_id;
-        return a.dp_rank < b.dp_rank;
-    };
-    if (top_k && top_k < out.size()) {
-        std::partial_sort(out.begin(), out.begin() + static_cast<ptrdiff_t>(top_k), out.end(), better);
-        out.resize(top_k);
-    } else {
-        std::sort(out.begin(), out.end(), better);
-    }
+    return KVREG_OK;
 }
 
 } // namespace kvreg::index
