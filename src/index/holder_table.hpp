@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kvreg.h"
@@ -104,6 +105,57 @@ private:
     uint32_t n_shards_;
     std::unique_ptr<Shard[]> shards_;
 };
+
+// Short spins first (the other side's window is a few stores), then give the core away: with
+// more threads than cores the holder of a window may be descheduled.
+inline void backoff(unsigned &spins) noexcept {
+    if (++spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        std::this_thread::yield();
+    }
+}
+
+
+// Inline: a query calls these once per block, in its innermost loop.
+inline size_t HolderTable::holders(uint64_t hash, Holder *out, size_t cap) const noexcept {
+    const uint64_t mixed = mix(hash);
+    const Shard &s = shard_of(mixed);
+    unsigned spins = 0;
+    for (;;) {
+        const uint64_t before = s.seq.load(std::memory_order_acquire);
+        if (before & 1) {
+            backoff(spins);
+            continue;
+        }
+        const Slot *t = s.table.load(std::memory_order_acquire);
+        if (!t) return 0;
+        const uint64_t mask = mask_of(t);
+        size_t n = 0;
+        for (uint64_t i = home(mixed, mask), k = 0; k <= mask; i = next(i, mask), k++) {
+            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+            if (v == kEmpty) break;
+            if (t[i].key.load(std::memory_order_relaxed) == hash) {
+                if (n < cap) out[n] = Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
+                n++;
+            }
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (s.seq.load(std::memory_order_relaxed) == before) return n;
+        backoff(spins);
+    }
+}
+
+inline void HolderTable::prefetch(uint64_t hash) const noexcept {
+    // Only the shard's own line is read (the table's size is kept there too), so the prefetch
+    // never waits for memory; a stale pointer/size pair only prefetches a useless line.
+    const uint64_t mixed = mix(hash);
+    const Shard &s = shard_of(mixed);
+    const Slot *t = s.table.load(std::memory_order_relaxed);
+    if (t) __builtin_prefetch(t + home(mixed, s.mask.load(std::memory_order_relaxed)));
+}
 
 template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F f) {
     const uint64_t mixed = mix(hash);

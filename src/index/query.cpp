@@ -45,17 +45,26 @@ size_t read_holders(const HolderTable &t, uint64_t hash, Scratch<Holder> &h) {
     }
 }
 
+// Bit t set when tier t holds a copy (its count byte is not zero).
+uint32_t tier_mask(uint32_t counts) noexcept {
+    uint32_t m = 0;
+    for (unsigned t = 0; t < kTiers; t++) m |= (tier_byte(counts, t) != 0) << t;
+    return m;
+}
+
 // The fastest tier in counts (lowest medium number with a copy); kTiers if none.
 unsigned fastest(uint32_t counts) noexcept {
-    for (unsigned t = 0; t < kTiers; t++)
-        if (tier_byte(counts, t)) return t;
-    return kTiers;
+    const uint32_t m = tier_mask(counts);
+    return m ? static_cast<unsigned>(__builtin_ctz(m)) : kTiers;
 }
 
 void account(Candidate &c, uint32_t counts, uint32_t block) noexcept {
-    c.best_counts[fastest(counts)]++;
-    for (unsigned t = 0; t < kTiers; t++)
-        if (tier_byte(counts, t) && c.tier_depth[t] == block) c.tier_depth[t]++;
+    uint32_t m = tier_mask(counts);
+    c.best_counts[__builtin_ctz(m)]++;
+    for (; m; m &= m - 1) {
+        const unsigned t = static_cast<unsigned>(__builtin_ctz(m));
+        if (c.tier_depth[t] == block) c.tier_depth[t]++;
+    }
     c.alive_at = block;
 }
 
@@ -91,6 +100,11 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     }
     Candidate *const cb = cand.data(), *const ce = cb + n_cand;
     std::sort(cb, ce, [](const Candidate &a, const Candidate &b) { return a.slot < b.slot; });
+    // The candidates' slots side by side: the search per holder scans 4 bytes a candidate.
+    Scratch<uint32_t> slots;
+    slots.reserve(n_cand);
+    uint32_t *const sb = slots.data(), *const se = sb + n_cand;
+    for (size_t k = 0; k < n_cand; k++) sb[k] = cb[k].slot;
     size_t alive = n_cand;
     const size_t limit = std::min<size_t>(n, UINT32_MAX - 1);
     for (size_t i = 1; i < limit && alive; i++) {
@@ -99,10 +113,10 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
         size_t still = 0;
         for (size_t k = 0; k < nh; k++) {
             const Holder &h = holders.data()[k];
-            Candidate *it = n_cand <= 8 ? std::find_if(cb, ce, [&](const Candidate &c) { return c.slot == h.slot; })
-                                        : std::lower_bound(cb, ce, h.slot,
-                                                           [](const Candidate &c, uint32_t s) { return c.slot < s; });
-            if (it == ce || it->slot != h.slot || it->alive_at + 1 != i || fastest(h.counts) == kTiers) continue;
+            const uint32_t *at = n_cand <= 16 ? std::find(sb, se, h.slot) : std::lower_bound(sb, se, h.slot);
+            if (at == se || *at != h.slot) continue;
+            Candidate *it = cb + (at - sb);
+            if (it->alive_at + 1 != i || fastest(h.counts) == kTiers) continue;
             account(*it, h.counts, static_cast<uint32_t>(i));
             still++;
         }
