@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Exported symbols == version script == KVREG_API declarations.
 
-Usage: check_symbols.py LIBRARY MAP HEADER [NM]
+Usage: check_symbols.py LIBRARY MAP HEADER|INCLUDE_DIR [NM]
 
 The dynamic symbol table of the built library (nm -D --defined-only), the `global:` names of
-src/libkvreg.map and the functions declared KVREG_API in include/kvreg.h must be the same set,
+src/libkvreg.map and the functions declared KVREG_API in the public headers (one header, or
+every kvreg*.h of a directory) must be the same set,
 and every export must carry a LIBKVREG_ version (so a leak or a forgotten map entry fails here,
 as libinput's symbols-leak-test and GTK's abicheck.sh do).
 """
+import os
 import re
 import subprocess
 import sys
@@ -37,6 +39,12 @@ def from_map(path):
 
 
 def from_header(path):
+    if os.path.isdir(path):
+        names = set()
+        for name in sorted(os.listdir(path)):
+            if name.startswith('kvreg') and name.endswith('.h'):
+                names |= from_header(os.path.join(path, name))
+        return names
     text = re.sub(r'/\*.*?\*/', '', open(path).read(), flags=re.S)
     return set(re.findall(r'\bKVREG_API\b[^;{]*?\b(kvreg_\w+)\s*\(', text))
 

@@ -2,6 +2,7 @@
  * tests/abi/meson.build), and its ABI layout pinned: the structs below are shared with
  * bindings by layout, so a changed offset is an ABI break even when every symbol stays. */
 #include <kvreg.h>
+#include <kvreg_index.h>
 
 #include <stddef.h>
 #include <string.h>
@@ -20,6 +21,12 @@ KVREG_CHECK(desc_block_size, offsetof(kvreg_block_desc, block_size) == 28);
 KVREG_CHECK(desc_n_tokens, offsetof(kvreg_block_desc, n_tokens) == 40);
 KVREG_CHECK(info_size, sizeof(kvreg_block_info) == 32);
 KVREG_CHECK(info_position, offsetof(kvreg_block_info, position) == 28);
+#endif
+#if UINTPTR_MAX == UINT64_MAX /* the router-side index's structs (kvreg_index.h) */
+KVREG_CHECK(index_match_size, sizeof(kvreg_index_match) == 72);
+KVREG_CHECK(index_match_score, offsetof(kvreg_index_match, score) == 48);
+KVREG_CHECK(index_info_size, sizeof(kvreg_index_apply_info) == 80);
+KVREG_CHECK(index_info_unknown, offsetof(kvreg_index_apply_info, removes_unknown) == 48);
 #endif
 KVREG_CHECK(block_is_u64, sizeof(kvreg_block) == 8);
 KVREG_CHECK(version, KVREG_VERSION_NUMBER == KVREG_VERSION_MAJOR * 10000 +
