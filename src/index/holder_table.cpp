@@ -26,10 +26,8 @@ void HolderTable::lock_writer(Shard &s) noexcept {
 }
 
 void HolderTable::begin_change(Shard &s) noexcept {
+    // Relaxed: the release stores of the slot words that follow order it before them.
     s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    // Orders the odd counter before the slot stores: a reader that sees any of them sees the
-    // counter move when it checks again (paired with the acquire fence in holders()).
-    std::atomic_thread_fence(std::memory_order_release);
 }
 
 void HolderTable::end_change(Shard &s) noexcept {
@@ -78,12 +76,12 @@ void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
         // Entry j may move back to i only if its home is not cyclically within (i, j].
         const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (stays) continue;
-        t[i].key.store(key, std::memory_order_relaxed);
-        t[i].val.store(v, std::memory_order_relaxed);
+        t[i].key.store(key, std::memory_order_release);
+        t[i].val.store(v, std::memory_order_release);
         i = j;
     }
-    t[i].val.store(kEmpty, std::memory_order_relaxed);
-    t[i].key.store(0, std::memory_order_relaxed);
+    t[i].val.store(kEmpty, std::memory_order_release);
+    t[i].key.store(0, std::memory_order_release);
 }
 
 uint64_t HolderTable::erase_slot(uint32_t slot) noexcept {

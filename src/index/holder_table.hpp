@@ -95,7 +95,10 @@ private:
 
     static void lock_writer(Shard &s) noexcept;
     static void unlock_writer(Shard &s) noexcept { s.writer.store(0, std::memory_order_release); }
-    // Enter / leave the window in which readers retry.
+    // Enter / leave the window in which readers retry. Slot words written inside a window are
+    // release stores (plain stores on x86) and readers load them with acquire: a reader that
+    // sees any of them also sees the odd counter on its second look (no fences, which
+    // ThreadSanitizer cannot check).
     static void begin_change(Shard &s) noexcept;
     static void end_change(Shard &s) noexcept;
     void grow(Shard &s); // under the writer lock
@@ -135,14 +138,15 @@ inline size_t HolderTable::holders(uint64_t hash, Holder *out, size_t cap) const
         const uint64_t mask = mask_of(t);
         size_t n = 0;
         for (uint64_t i = home(mixed, mask), k = 0; k <= mask; i = next(i, mask), k++) {
-            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+            // Acquire loads (plain loads on x86): a slot word written inside a change window
+            // makes the counter's odd value visible to the check below.
+            const uint64_t v = t[i].val.load(std::memory_order_acquire);
             if (v == kEmpty) break;
-            if (t[i].key.load(std::memory_order_relaxed) == hash) {
+            if (t[i].key.load(std::memory_order_acquire) == hash) {
                 if (n < cap) out[n] = Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
                 n++;
             }
         }
-        std::atomic_thread_fence(std::memory_order_acquire);
         if (s.seq.load(std::memory_order_relaxed) == before) return n;
         backoff(spins);
     }
@@ -187,7 +191,7 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
             erase_at(t, pos);
             s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         } else {
-            t[pos].val.store((old & ~uint64_t{UINT32_MAX}) | now, std::memory_order_relaxed);
+            t[pos].val.store((old & ~uint64_t{UINT32_MAX}) | now, std::memory_order_release);
         }
         end_change(s);
         return now;
@@ -203,8 +207,8 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     uint64_t i = home(mixed, mask);
     while (t[i].val.load(std::memory_order_relaxed) != kEmpty) i = next(i, mask);
     begin_change(s);
-    t[i].key.store(hash, std::memory_order_relaxed);
-    t[i].val.store(uint64_t{slot} << 32 | now, std::memory_order_relaxed);
+    t[i].key.store(hash, std::memory_order_release);
+    t[i].val.store(uint64_t{slot} << 32 | now, std::memory_order_release);
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;

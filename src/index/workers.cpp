@@ -16,23 +16,27 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
     *added = false;
     uint32_t slot = find(id, dp);
     if (slot != UINT32_MAX) return slot;
-    std::unique_lock<std::shared_mutex> g(dir_lock_);
-    auto it = dir_.find(Key{id, dp});
-    if (it != dir_.end()) return it->second;
-    // Reuse a freed slot only once a few are waiting, oldest first (see the file comment).
-    if (free_.size() > 64) {
-        slot = free_.front();
-    } else {
-        slot = used_.load(std::memory_order_relaxed);
-        if (slot >= kChunk * kMaxChunks) return UINT32_MAX;
-        if (slot % kChunk == 0 && !chunks_[slot / kChunk].load(std::memory_order_relaxed))
-            chunks_[slot / kChunk].store(new Worker[kChunk], std::memory_order_release);
+    {
+        std::unique_lock<std::shared_mutex> g(dir_lock_);
+        auto it = dir_.find(Key{id, dp});
+        if (it != dir_.end()) return it->second;
+        // Reuse a freed slot only once a few are waiting, oldest first (see the file comment).
+        if (free_.size() > 64) {
+            slot = free_.front();
+        } else {
+            slot = used_.load(std::memory_order_relaxed);
+            if (slot >= kChunk * kMaxChunks) return UINT32_MAX;
+            if (slot % kChunk == 0 && !chunks_[slot / kChunk].load(std::memory_order_relaxed))
+                chunks_[slot / kChunk].store(new Worker[kChunk], std::memory_order_release);
+        }
+        dir_.emplace(Key{id, dp}, slot); // may throw: nothing else changed yet
+        if (slot == used_.load(std::memory_order_relaxed))
+            used_.store(slot + 1, std::memory_order_release);
+        else
+            free_.pop_front();
     }
-    dir_.emplace(Key{id, dp}, slot); // may throw: nothing else changed yet
-    if (slot == used_.load(std::memory_order_relaxed))
-        used_.store(slot + 1, std::memory_order_release);
-    else
-        free_.pop_front();
+    // Named but not live yet: lock_worker() callers that find it retry until this is done.
+    // The worker's lock is never taken under dir_lock_ (remove takes them the other way).
     Worker &w = at(slot);
     {
         std::lock_guard<std::mutex> wl(w.lock);
@@ -41,8 +45,6 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
         w.live = true;
         w.seq_known = true;
         w.next_seq = 0;
-        w.last_seq = 0;
-        w.seen_batch = false;
     }
     count_.fetch_add(1, std::memory_order_relaxed);
     *added = true;

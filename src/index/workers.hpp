@@ -25,8 +25,6 @@ struct Worker {
     bool live = false;         // under lock
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
-    uint64_t last_seq = 0;     // highest seq applied (for RESET)
-    bool seen_batch = false;
     EngineMap map;             // ENGINE mode only
 };
 
