@@ -25,20 +25,22 @@ static void test_status_code_values(void **state) {
     assert_int_equal(KVREG_ESTALE, -7);
     assert_int_equal(KVREG_EBUSY, -8);
     assert_int_equal(KVREG_EOVERFLOW, -9);
+    assert_int_equal(KVREG_ENOTSUP, -10);
+    assert_int_equal(KVREG_EPROTO, -11);
 }
 
 /* kvreg_strerror: "Static, never NULL; "unknown error" for codes it does not know." Every code
- * 0 .. -9 (by number) has its own text; the numbers around them are unknown. */
+ * 0 .. -11 (by number) has its own text; the numbers around them are unknown. */
 static void test_strerror_names_every_code(void **state) {
     (void)state;
     const char *unknown = kvreg_strerror(-12345);
     assert_non_null(unknown);
     assert_string_equal(unknown, "unknown error");
     assert_string_equal(kvreg_strerror(1), "unknown error");
-    assert_string_equal(kvreg_strerror(-10), "unknown error"); /* the next code, when added, goes here */
+    assert_string_equal(kvreg_strerror(-12), "unknown error"); /* the next code, when added, goes here */
     assert_string_equal(kvreg_strerror(INT32_MIN), "unknown error");
     assert_string_equal(kvreg_strerror(INT32_MAX), "unknown error");
-    for (int code = 0; code >= -9; code--) {
+    for (int code = 0; code >= -11; code--) {
         const char *s = kvreg_strerror(code);
         assert_non_null(s);
         assert_true(s[0] != '\0');
