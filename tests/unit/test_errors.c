@@ -52,6 +52,17 @@ static void test_strerror_names_every_code(void **state) {
 
 /* The runtime version against the header's, and the number against the string: the two are
  * generated separately (kvreg_version.h.in), so a template slip shows. */
+/* kvreg_features: only the defined bits, and the same answer every time (which bits are set
+ * depends on how the library was built: -DKVREG_WITH_WIRE / -DKVREG_WITH_ZMQ). */
+static void test_features_bits(void **state) {
+    (void)state;
+    const unsigned f = kvreg_features();
+    assert_int_equal(KVREG_FEATURE_WIRE, 1);
+    assert_int_equal(KVREG_FEATURE_ZMQ, 2);
+    assert_int_equal(f & ~(KVREG_FEATURE_WIRE | KVREG_FEATURE_ZMQ), 0);
+    assert_int_equal(kvreg_features(), f);
+}
+
 static void test_versions_match_header(void **state) {
     (void)state;
     unsigned major = 0, minor = 0, patch = 0;
@@ -161,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_status_code_values),
         cmocka_unit_test(test_strerror_names_every_code),
         cmocka_unit_test(test_versions_match_header),
+        cmocka_unit_test(test_features_bits),
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_null_arguments_everywhere),
     };
