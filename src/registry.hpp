@@ -6,7 +6,8 @@
 // "registered" exactly while its chain is non-empty, so the global registry and the pools can
 // never disagree, every state change of a hash happens under one lock (no pool lock nested
 // around a global lock, no background cleanup, no registry-wide lock), and that lock also
-// orders the hash's events (see event_log.hpp for how ids and delivery work).
+// orders the hash's events (see event_log.hpp for how ids and delivery work). Only the
+// whole-registry operations, clear and snapshot (registry_whole.cpp), take every shard lock.
 #pragma once
 
 #include <atomic>

@@ -225,16 +225,11 @@ static void test_clear_from_callback(void **state) {
 /* POLL: the Cleared event is queued in id order between the events around it. */
 static void test_clear_in_poll_mode(void **state) {
     (void)state;
-    kvreg_config *cfg = NULL;
-    kvreg_registry *reg = NULL;
+    kvreg_registry *reg = poll_registry(64);
     kvreg_pool *pool = NULL;
     kvreg_block a = 0, b = 0;
     kvreg_event ev[8];
     size_t n = 0;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
     assert_int_equal(kvreg_pool_new_medium(&pool, reg, "disk", KVREG_MEDIUM_STORAGE), KVREG_OK);
     kvreg_block_desc d1 = hash_desc(1, 1, 0, 0), d2 = hash_desc(2, 2, 0, 0);
     assert_int_equal(kvreg_register(pool, &d1, &a), KVREG_OK);

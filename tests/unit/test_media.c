@@ -20,16 +20,6 @@ static void assert_reserved_zero(const kvreg_event *e) {
     for (int i = 0; i < 3; i++) assert_true(e->reserved[i] == 0);
 }
 
-static kvreg_registry *poll_registry(void) {
-    kvreg_config *cfg = NULL;
-    kvreg_registry *reg = NULL;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
-    return reg;
-}
-
 static void test_pool_medium_values(void **state) {
     (void)state;
     kvreg_registry *reg = NULL;
@@ -107,7 +97,7 @@ static void test_inline_events_carry_medium(void **state) {
 /* POLL: the queued copies carry the medium too. */
 static void test_poll_events_carry_medium(void **state) {
     (void)state;
-    kvreg_registry *reg = poll_registry();
+    kvreg_registry *reg = poll_registry(64);
     kvreg_pool *ext = NULL, *cpu = NULL;
     kvreg_block a = 0, b = 0;
     kvreg_event ev[8];

@@ -280,14 +280,9 @@ static void test_snapshot_from_callback_and_poll(void **state) {
     kvreg_registry_free(c.reg);
 
     /* POLL: the position counts queued, not yet polled, events as emitted. */
-    kvreg_config *cfg = NULL;
-    kvreg_registry *reg = NULL;
+    kvreg_registry *reg = poll_registry(64);
     kvreg_snapshot *snap = NULL;
     kvreg_event out[4];
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
     assert_int_equal(kvreg_pool_new(&pool, reg, "p"), KVREG_OK);
     reg_tok(pool, 1, 0, 0);
     reg_tok(pool, 2, 1, 1);
