@@ -347,6 +347,8 @@ KVREG_API int kvreg_registry_flush(kvreg_registry *reg) KVREG_NOEXCEPT;
  * are freed; KVREG_STAT_HASHES and every kvreg_pool_size() read 0 afterwards. A handle from
  * before the clear stays KVREG_ESTALE for good, also once its hash is registered again.
  * It takes every shard lock at once: registry calls wait for it (O(blocks ever held)).
+ * (ThreadSanitizer follows at most 64 locks held by one thread: with KVREG_OPT_SHARDS above
+ * 64, run it with TSAN_OPTIONS=detect_deadlocks=0.)
  * Allowed from a callback (its event is then delivered after the current callback returns,
  * like any nested call's). KVREG_EINVAL if reg is NULL; KVREG_ENOMEM only inside a callback
  * when the event ring is full and spilling it needs memory that cannot be had (nothing

@@ -66,6 +66,7 @@ int kvreg_registry::pool_new(const char *name, uint32_t medium, kvreg_pool **out
         fresh->id = static_cast<uint16_t>(pools_.size() + 1);
         p = fresh.get();
         pools_.push_back(std::move(fresh));
+        n_slots_.store(pools_.size(), std::memory_order_release);
     } else {
         free_head_ = p->next_free;
         if (!free_head_) free_tail_ = nullptr;

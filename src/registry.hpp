@@ -130,10 +130,15 @@ private:
     // Take / drop every shard lock, in index order (the one order anyone takes two in).
     void lock_all() noexcept;
     void unlock_all() noexcept;
+    // lock_all(), and into `slots` every pool slot a record can name meanwhile (pools_ itself
+    // may grow: it is read under pools_mu_, which is not held with the shard locks, so at most
+    // nshards_ locks are held at once; ThreadSanitizer tracks at most 64). Throws bad_alloc
+    // with no lock held.
+    void lock_all_with_pools(std::vector<kvreg_pool *> &slots);
     // Free every live record of shard sn (their handles go stale), its index and its tokens.
     void wipe(kvreg::Shard &s) noexcept;
     // snapshot()'s copy, every shard lock held.
-    void copy_heads(kvreg::EventCopies &out, uint64_t *position);
+    void copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots);
     static bool is_last_member(const kvreg::Record &r) noexcept {
         return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
     }
@@ -155,6 +160,7 @@ private:
 
     mutable std::mutex pools_mu_;
     std::vector<std::unique_ptr<kvreg_pool>> pools_; // pools_[id - 1]
+    std::atomic<size_t> n_slots_{0};                 // pools_.size(), readable without pools_mu_
     // Free pool slots, least recently freed first (an intrusive queue: freeing cannot fail).
     kvreg_pool *free_head_ = nullptr;
     kvreg_pool *free_tail_ = nullptr;

@@ -15,6 +15,21 @@ void kvreg_registry::unlock_all() noexcept {
     for (uint32_t i = nshards_; i-- > 0;) shards_[i].mu.unlock();
 }
 
+void kvreg_registry::lock_all_with_pools(std::vector<kvreg_pool *> &slots) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lk(pools_mu_);
+            slots.clear();
+            for (const auto &p : pools_) slots.push_back(p.get()); // may throw: no shard lock yet
+        }
+        lock_all();
+        // A pool made after the copy and before the locks may own records already: copy again.
+        // One made after this check has none until we let go (registering takes a shard lock).
+        if (n_slots_.load(std::memory_order_acquire) == slots.size()) return;
+        unlock_all();
+    }
+}
+
 void kvreg_registry::wipe(Shard &s) noexcept {
     // Releasing a record bumps its generation (or retires the slot), so every handle to it is
     // stale for good, exactly as after kvreg_release. Chunks left empty are given back.
@@ -29,8 +44,13 @@ void kvreg_registry::wipe(Shard &s) noexcept {
 
 int kvreg_registry::clear() noexcept {
     kvreg::EventBatch batch(log);
+    std::vector<kvreg_pool *> slots;
     for (;;) {
-        lock_all();
+        try {
+            lock_all_with_pools(slots);
+        } catch (...) {
+            return KVREG_ENOMEM; // nothing changed
+        }
         if (!batch.take_credit()) {
             // The ring is full: wait (or, inside a callback, spill) with no lock held.
             unlock_all();
@@ -38,14 +58,10 @@ int kvreg_registry::clear() noexcept {
             continue;
         }
         batch.add(KVREG_EVENT_CLEARED, 0, 0, 0, 0, 0, false, nullptr, 0);
-        {
-            // Shard locks, then pools_mu_: nobody takes a shard lock while holding pools_mu_.
-            std::lock_guard<std::mutex> lk(pools_mu_);
-            for (const auto &p : pools_) {
-                for (uint32_t sn = 0; sn < nshards_; sn++) {
-                    p->shard[sn].first = kvreg::kNil;
-                    p->shard[sn].count.store(0, std::memory_order_relaxed);
-                }
+        for (kvreg_pool *p : slots) {
+            for (uint32_t sn = 0; sn < nshards_; sn++) {
+                p->shard[sn].first = kvreg::kNil;
+                p->shard[sn].count.store(0, std::memory_order_relaxed);
             }
         }
         for (uint32_t sn = 0; sn < nshards_; sn++) wipe(shards_[sn]);
@@ -56,9 +72,10 @@ int kvreg_registry::clear() noexcept {
 
 void kvreg_registry::snapshot(kvreg::EventCopies &out, uint64_t *position) {
     out.clear();
-    lock_all();
+    std::vector<kvreg_pool *> slots;
+    lock_all_with_pools(slots);
     try {
-        copy_heads(out, position);
+        copy_heads(out, position, slots);
     } catch (...) {
         unlock_all();
         throw;
@@ -66,14 +83,13 @@ void kvreg_registry::snapshot(kvreg::EventCopies &out, uint64_t *position) {
     unlock_all();
 }
 
-void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position) {
+void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots) {
     // Every id below this was taken (and its state change made) under a shard lock we now
     // hold after its owner let go; every later id will be taken after we let go.
     *position = log.stat_next_id();
     uint64_t n = 0;
     for (uint32_t sn = 0; sn < nshards_; sn++) n += shards_[sn].index.size();
     out.reserve(static_cast<size_t>(n));
-    std::lock_guard<std::mutex> lk(pools_mu_); // pools_ may grow meanwhile
     for (uint32_t sn = 0; sn < nshards_; sn++) {
         Shard &s = shards_[sn];
         const uint32_t cap = s.slab.capacity();
@@ -83,7 +99,9 @@ void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position) {
             kvreg_event e{};
             e.kind = KVREG_EVENT_REGISTER;
             e.pool_id = r->pool; // the chain's head: a pool holding it
-            e.medium = pools_[r->pool - 1u]->medium.load(std::memory_order_relaxed);
+            // The pool cannot be retired and reused meanwhile: it still holds this record,
+            // so its kvreg_pool_free has not swept this shard yet.
+            e.medium = slots[r->pool - 1u]->medium.load(std::memory_order_relaxed);
             e.event_id = KVREG_EVENT_ID_SNAPSHOT;
             e.sequence_hash = r->seq;
             e.block_hash = r->block;
