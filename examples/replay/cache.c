@@ -48,9 +48,9 @@ int cache_init_tiers(cache *c, kvreg_registry *g1_reg, kvreg_registry *g2_reg,
     c->ring = calloc(cfg->inflight, sizeof *c->ring);
     if (!c->ring)
         return KVREG_ENOMEM;
-    rc = kvreg_pool_new(&c->g1, g1_reg, "G1");
+    rc = kvreg_pool_new_medium(&c->g1, g1_reg, "G1", KVREG_MEDIUM_GPU);
     if (rc == KVREG_OK && cfg->g2_blocks != 0)
-        rc = kvreg_pool_new(&c->g2, g2_reg, "G2");
+        rc = kvreg_pool_new_medium(&c->g2, g2_reg, "G2", KVREG_MEDIUM_CPU);
     return rc;
 }
 

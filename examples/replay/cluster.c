@@ -102,9 +102,9 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
         engine *e = &c->eng[i];
         rc = feed_init(&e->fd, i, c->idx, &c->fs);
         if (rc == KVREG_OK)
-            rc = new_registry(&e->g1_reg, feed_capture_g1, &e->fd);
+            rc = new_registry(&e->g1_reg, feed_capture, &e->fd);
         if (rc == KVREG_OK)
-            rc = new_registry(&e->g2_reg, feed_capture_g2, &e->fd);
+            rc = new_registry(&e->g2_reg, feed_capture, &e->fd);
         if (rc == KVREG_OK)
             rc = cache_init_tiers(&e->model, e->g1_reg, e->g2_reg, cc);
     }

@@ -33,8 +33,9 @@ void feed_free(feed *f)
     memset(f, 0, sizeof *f);
 }
 
-static void capture(feed *f, const kvreg_event *events, size_t n_events, uint32_t medium)
+void feed_capture(const kvreg_event *events, size_t n_events, void *user_data)
 {
+    feed *f = user_data;
     size_t i;
     if (f->n + n_events > f->cap) {
         size_t cap = f->cap ? f->cap : 256;
@@ -54,20 +55,9 @@ static void capture(feed *f, const kvreg_event *events, size_t n_events, uint32_
         *e = events[i];
         f->st->registers += e->kind == KVREG_EVENT_REGISTER;
         f->st->removes += e->kind == KVREG_EVENT_REMOVE;
-        e->medium = medium; /* the registry is the tier */
         e->tokens = NULL;   /* borrowed, and not needed: the hashes are router hashes */
         e->n_tokens = 0;
     }
-}
-
-void feed_capture_g1(const kvreg_event *events, size_t n_events, void *user_data)
-{
-    capture(user_data, events, n_events, KVREG_MEDIUM_GPU);
-}
-
-void feed_capture_g2(const kvreg_event *events, size_t n_events, void *user_data)
-{
-    capture(user_data, events, n_events, KVREG_MEDIUM_CPU);
 }
 
 static int apply(feed *f, const kvreg_wire_event *events, size_t n)

@@ -2,7 +2,8 @@
  * feed: one worker's event stream from its registries to the router's index, the way a real
  * deployment carries it. The worker's G1 and G2 pools live in two registries (one per tier),
  * so Register / Remove events are per tier, as vLLM's BlockStored / BlockRemoved are per
- * medium: the callbacks tag them GPU or CPU and queue them. feed_flush() then encodes the
+ * medium (the pools are GPU and CPU pools, so events carry their medium); the callback queues
+ * them. feed_flush() then encodes the
  * queue as vLLM KVEventBatch payloads (kvreg_wire_encode), decodes each payload again
  * (kvreg_wire_decode, what a router receiving the bytes does) and applies the decoded batch to
  * the index with the worker's next sequence number. The workers are libkvreg engines, so the
@@ -45,9 +46,8 @@ typedef struct feed {
 int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st);
 void feed_free(feed *f);
 
-/* kvreg_event_fn for the worker's G1 registry (events tagged GPU) and G2 registry (CPU). */
-void feed_capture_g1(const kvreg_event *events, size_t n_events, void *user_data);
-void feed_capture_g2(const kvreg_event *events, size_t n_events, void *user_data);
+/* kvreg_event_fn for both of the worker's registries (user_data: the feed). */
+void feed_capture(const kvreg_event *events, size_t n_events, void *user_data);
 
 /* Carry the pending events into the index. 0, or -1 after printing what went wrong. */
 int feed_flush(feed *f);
