@@ -16,38 +16,24 @@ test_replay.py) or relations between runs, never the cluster's own numbers.
 Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
+
+# The helpers (run, run_json, check, Failure) are test_replay.py's, so both scripts run and
+# judge kvreg-replay the same way.
+import test_replay
+from test_replay import Failure, check
 
 SKIP = 77
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
 def run(args, expect_rc=0):
-    proc = subprocess.run([ARGS.replay] + args, capture_output=True, timeout=600)
-    out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
-    if expect_rc is not None and proc.returncode != expect_rc:
-        raise Failure(f"kvreg-replay {' '.join(args)}: exit {proc.returncode}, expected "
-                      f"{expect_rc}\n--- stdout\n{out}\n--- stderr\n{err}")
+    _, out, err = test_replay.run(args, expect_rc)
     return out, err
 
 
 def run_json(args):
-    out, _ = run(["--json"] + args)
-    try:
-        return json.loads(out)
-    except ValueError as e:
-        raise Failure(f"--json output is not one JSON object ({e}):\n{out}")
+    return test_replay.run_json(args)[0]
 
 
 def trace(name):
@@ -157,6 +143,8 @@ if __name__ == "__main__":
     p.add_argument("--traces", required=True)
     p.add_argument("--case", choices=sorted(CASES), required=True)
     ARGS = p.parse_args()
+    ARGS.wrapper = []
+    test_replay.ARGS = ARGS
     try:
         CASES[ARGS.case]()
     except Failure as e:
