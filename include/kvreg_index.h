@@ -67,6 +67,10 @@ typedef struct kvreg_index_config kvreg_index_config;
 #define KVREG_INDEX_OPT_SALT 4u
 /* Lock shards of the shared table, a power of two (default 256, 1 .. 4096). */
 #define KVREG_INDEX_OPT_SHARDS 5u
+/* Expected (hash, worker) entries (default 0: start small and grow). The table is sized for
+ * this many up front (16 bytes an entry at 3/4 load at most), so filling it never rehashes;
+ * a router knows it roughly: workers x blocks each worker caches. At most 2^32. */
+#define KVREG_INDEX_OPT_EXPECTED_ENTRIES 6u
 /* Tier weights for the score, in thousandths: option KVREG_INDEX_OPT_WEIGHT + medium
  * (KVREG_MEDIUM_*), value 0 .. 1000000. Defaults: GPU 1000, CPU 800, STORAGE 500, EXTERNAL 300
  * (llm-d scores GPU 1.0 and CPU 0.8). */

@@ -94,6 +94,9 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
         rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_BLOCK_SIZE, o->block_tokens);
     if (rc == KVREG_OK)
         rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_SALT, o->salt);
+    if (rc == KVREG_OK && cc->g1_blocks != CACHE_UNLIMITED && cc->g2_blocks != CACHE_UNLIMITED)
+        rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, /* what can be cached */
+                                    (uint64_t)c->n * (cc->g1_blocks + cc->g2_blocks));
     if (rc == KVREG_OK)
         rc = kvreg_index_new(&c->idx, icfg);
     kvreg_index_config_free(icfg);

@@ -50,6 +50,10 @@ KVREG_API int kvreg_index_config_set(kvreg_index_config *cfg, uint32_t option, u
             return KVREG_EINVAL;
         o.shards = static_cast<uint32_t>(value);
         return KVREG_OK;
+    case KVREG_INDEX_OPT_EXPECTED_ENTRIES:
+        if (value > (UINT64_C(1) << 32)) return KVREG_EINVAL;
+        o.expected_entries = value;
+        return KVREG_OK;
     default:
         if (option >= KVREG_INDEX_OPT_WEIGHT && option < KVREG_INDEX_OPT_WEIGHT + KVREG_MEDIUM_COUNT) {
             if (value > 1000000) return KVREG_EINVAL;

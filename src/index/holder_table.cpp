@@ -5,11 +5,16 @@
 namespace kvreg::index {
 
 
-HolderTable::HolderTable(uint32_t shards) {
+HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
     n_shards_ = 1;
     while (n_shards_ < shards && n_shards_ < kMaxShards) n_shards_ *= 2;
     shard_mask_ = n_shards_ - 1;
     shards_ = std::make_unique<Shard[]>(n_shards_);
+    if (expected) {
+        // A little over the mean per shard: hashes spread evenly, not exactly evenly.
+        const uint64_t per_shard = expected / n_shards_ + expected / n_shards_ / 8 + 16;
+        for (uint32_t i = 0; i < n_shards_; i++) grow(shards_[i], per_shard * 4 / 3 + 1);
+    }
 }
 
 HolderTable::~HolderTable() = default;
@@ -34,10 +39,11 @@ void HolderTable::end_change(Shard &s) noexcept {
     s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-void HolderTable::grow(Shard &s) {
+void HolderTable::grow(Shard &s, uint64_t at_least) {
     Slot *old = s.table.load(std::memory_order_relaxed);
     const uint64_t old_mask = old ? mask_of(old) : 0;
-    const uint64_t cap = old ? (old_mask + 1) * 2 : 16;
+    uint64_t cap = old ? (old_mask + 1) * 2 : 16;
+    while (cap < at_least) cap *= 2;
     std::unique_ptr<Slot[]> fresh(new Slot[cap + 1]);
     fresh[0].key.store(cap - 1, std::memory_order_relaxed);
     fresh[0].val.store(0, std::memory_order_relaxed);
@@ -62,6 +68,7 @@ void HolderTable::grow(Shard &s) {
     s.mask.store(cap - 1, std::memory_order_relaxed);
     end_change(s);
     s.tables.push_back(std::move(fresh));
+    s.bytes.store(s.bytes.load(std::memory_order_relaxed) + (cap + 1) * sizeof(Slot), std::memory_order_relaxed);
 }
 
 void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
@@ -118,15 +125,8 @@ uint64_t HolderTable::entries() const noexcept {
 }
 
 uint64_t HolderTable::bytes() const noexcept {
-    // Read without the writer locks: a stat, approximate while writers run. Retired tables are
-    // counted from the live one (each is half the next), so only atomics are read.
     uint64_t b = sizeof(Shard) * n_shards_;
-    for (uint32_t i = 0; i < n_shards_; i++) {
-        const Slot *t = shards_[i].table.load(std::memory_order_acquire);
-        if (!t) continue;
-        uint64_t cap = mask_of(t) + 1;
-        for (; cap >= 16; cap /= 2) b += (cap + 1) * sizeof(Slot);
-    }
+    for (uint32_t i = 0; i < n_shards_; i++) b += shards_[i].bytes.load(std::memory_order_relaxed);
     return b;
 }
 

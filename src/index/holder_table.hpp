@@ -41,7 +41,9 @@ inline uint32_t tier_byte(uint32_t counts, unsigned tier) noexcept { return (cou
 class HolderTable {
 public:
     static constexpr uint32_t kMaxShards = 4096;
-    explicit HolderTable(uint32_t shards); // rounded up to a power of two, at most kMaxShards
+    // shards: rounded up to a power of two, at most kMaxShards. expected: entries to size the
+    // shards for up front (0: start small). Throws std::bad_alloc.
+    HolderTable(uint32_t shards, uint64_t expected);
     ~HolderTable();
     HolderTable(const HolderTable &) = delete;
     HolderTable &operator=(const HolderTable &) = delete;
@@ -82,6 +84,7 @@ private:
         std::atomic<uint32_t> count{0};    // entries (written under the writer lock)
         std::atomic<Slot *> table{nullptr};
         std::atomic<uint64_t> mask{0};     // the live table's, for prefetch() (a hint only)
+        std::atomic<uint64_t> bytes{0};    // of every table allocated (live and retired)
         std::vector<std::unique_ptr<Slot[]>> tables; // the live one last; older ones retired
     };
 
@@ -101,7 +104,7 @@ private:
     // ThreadSanitizer cannot check).
     static void begin_change(Shard &s) noexcept;
     static void end_change(Shard &s) noexcept;
-    void grow(Shard &s); // under the writer lock
+    void grow(Shard &s, uint64_t at_least = 0); // under the writer lock
     static void erase_at(Slot *t, uint64_t i) noexcept; // inside a change window
 
     uint32_t shard_mask_;

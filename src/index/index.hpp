@@ -19,12 +19,13 @@ struct Options {
     bool kv_router_profile = false;
     uint64_t salt = KVREG_ROUTER_SALT;
     uint32_t shards = 256;
+    uint64_t expected_entries = 0;
     uint32_t weight[kTiers] = {1000, 800, 500, 300}; // thousandths
 };
 
 class Index {
 public:
-    explicit Index(const Options &o) : opt_(o), table_(o.shards) {}
+    explicit Index(const Options &o) : opt_(o), table_(o.shards, o.expected_entries) {}
 
     // KVREG_OK / KVREG_EINVAL / KVREG_ENOMEM / KVREG_EOVERFLOW (too many workers).
     int apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire_event *events, size_t n,

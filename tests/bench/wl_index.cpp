@@ -252,6 +252,8 @@ Outcome replay(const Corpus &c, size_t workers, kvreg_index *&idx, Times &t) {
     kvreg_index_config *cfg = nullptr;
     check_rc(kvreg_index_config_new(&cfg), "kvreg_index_config_new");
     check_rc(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), "config");
+    // sized like the plain table: for the peak number of (hash, worker) entries
+    check_rc(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, c.peak_entries), "config");
     check_rc(kvreg_index_new(&idx, cfg), "kvreg_index_new");
     kvreg_index_config_free(cfg);
     const size_t nq = c.queries.size();

@@ -231,6 +231,7 @@ static void test_arguments(void **state)
     assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, 3), KVREG_EINVAL);
     assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, 8192), KVREG_EINVAL);
     assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_WEIGHT + KVREG_MEDIUM_COUNT, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, (UINT64_C(1) << 32) + 1), KVREG_EINVAL);
     assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_WEIGHT, 1000001), KVREG_EINVAL);
     assert_int_equal(kvreg_index_config_set(cfg, 999, 1), KVREG_EINVAL);
     assert_int_equal(kvreg_index_config_set(NULL, KVREG_INDEX_OPT_SALT, 1), KVREG_EINVAL);
