@@ -126,28 +126,36 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     const size_t want = top_k && top_k < n_cand ? top_k : n_cand;
     *n_matches = want;
     if (want > cap || (want && !out)) return KVREG_ERANGE;
-    // Build every match, keeping the best `want` in out (insertion: answers are small).
-    size_t kept = 0;
-    for (const Candidate *c = cb; c != ce; c++) {
-        const Worker &w = workers_.at(c->slot);
+    auto match_of = [&](const Candidate &c) {
+        const Worker &w = workers_.at(c.slot);
         kvreg_index_match m{};
         m.worker_id = w.id.load(std::memory_order_relaxed);
         m.dp_rank = w.dp.load(std::memory_order_relaxed);
-        m.depth = c->alive_at + 1;
+        m.depth = c.alive_at + 1;
         double score = 0;
         for (unsigned t = 0; t < kTiers; t++) {
-            m.blocks[t] = c->best_counts[t];
-            m.tier_depth[t] = c->tier_depth[t];
-            score += opt_.weight[t] / 1000.0 * c->best_counts[t];
+            m.blocks[t] = c.best_counts[t];
+            m.tier_depth[t] = c.tier_depth[t];
+            score += opt_.weight[t] / 1000.0 * c.best_counts[t];
         }
         m.score = score;
-        if (kept == want && !better(m, out[want - 1])) continue;
-        size_t at = kept < want ? kept++ : want - 1;
-        while (at > 0 && better(m, out[at - 1])) {
-            out[at] = out[at - 1];
-            at--;
+        return m;
+    };
+    if (want == n_cand) { // every match: build them in place, then sort
+        for (size_t k = 0; k < n_cand; k++) out[k] = match_of(cb[k]);
+        std::sort(out, out + n_cand, better);
+    } else { // the best `want`: a bounded insertion (top_k is small) into out
+        size_t kept = 0;
+        for (const Candidate *c = cb; c != ce; c++) {
+            const kvreg_index_match m = match_of(*c);
+            if (kept == want && !better(m, out[want - 1])) continue;
+            size_t at = kept < want ? kept++ : want - 1;
+            while (at > 0 && better(m, out[at - 1])) {
+                out[at] = out[at - 1];
+                at--;
+            }
+            out[at] = m;
         }
-        out[at] = m;
     }
     return KVREG_OK;
 }
