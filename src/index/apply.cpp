@@ -173,7 +173,7 @@ int Index::apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire
     Worker *w = lock_worker(worker_id, dp, true, &added, &slot);
     if (!w) return KVREG_EOVERFLOW;
     std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
-    MapBytes track(*w, map_bytes_);
+    MapBytes track{*w, map_bytes_};
     if (added) info.flags |= KVREG_INDEX_F_NEW_WORKER;
 
     info.expected_seq = w->seq_known ? w->next_seq : KVREG_INDEX_SEQ_NONE;
@@ -228,7 +228,7 @@ int Index::clear_worker(uint64_t worker_id, uint32_t dp, uint64_t next_seq) {
     Worker *w = lock_worker(worker_id, dp, true, nullptr, &slot);
     if (!w) return KVREG_EOVERFLOW;
     std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
-    MapBytes track(*w, map_bytes_);
+    MapBytes track{*w, map_bytes_};
     drop_entries(*w, slot);
     w->seq_known = next_seq != KVREG_INDEX_SEQ_NONE;
     w->next_seq = w->seq_known ? next_seq : 0;
@@ -240,7 +240,7 @@ int Index::remove_worker(uint64_t worker_id, uint32_t dp) {
     Worker *w = lock_worker(worker_id, dp, false, nullptr, &slot);
     if (!w) return KVREG_ENOENT;
     std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
-    MapBytes track(*w, map_bytes_);
+    MapBytes track{*w, map_bytes_};
     drop_entries(*w, slot);
     w->live = false;
     workers_.release(worker_id, dp, slot);
