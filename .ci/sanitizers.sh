@@ -4,12 +4,14 @@
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
-#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
-# Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
+#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
+#      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire.
+# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples and bench are left to the main run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
 fuzz_seconds=${KVREG_FUZZ_SECONDS:-60}
+fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-30}
 common=(-Dtests=enabled -Dexamples=false -Dbench=false -Dbindings_tests=disabled
         --wrap-mode=nodownload)
 
@@ -74,6 +76,29 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     done
   fi
   rm -rf "$work"
+  # The wire decoders (built when msgpack-c is found): the same, from their own corpus.
+  if [ -x build-fuzz/tests/fuzz/kvreg-fuzz-wire ] || \
+      meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
+    work=$(mktemp -d)
+    cp tests/fuzz/corpus_wire/* "$work/"
+    mkdir -p "$work/artifacts"
+    # replay an artifact with build/tests/fuzz/kvreg-fuzz-wire-replay FILE
+    if build-fuzz/tests/fuzz/kvreg-fuzz-wire -max_total_time="$fuzz_wire_seconds" -max_len=2048 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
+        2>"$work/fuzz.log"; then
+      grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+    else
+      failed+=("libFuzzer-wire")
+      tail -60 "$work/fuzz.log"
+      for f in "$work"/artifacts/*; do
+        [ -e "$f" ] || continue
+        echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
+      done
+    fi
+    rm -rf "$work"
+  else
+    echo "SKIP: kvreg-fuzz-wire not built (no msgpack-c?)"
+  fi
 else
   echo "SKIP: clang not found, no libFuzzer run"
 fi

@@ -96,8 +96,8 @@ KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *even
  * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do. */
 #define KVREG_MEDIUM_UNKNOWN UINT32_MAX
 
-/* One decoded event. Pointers are borrowed from the decoder and valid until its next
- * kvreg_wire_decode() or free. */
+/* One decoded event (152 bytes on LP64; tests/header pins the layout). Pointers are borrowed
+ * from the decoder and valid until its next kvreg_wire_decode() or free. */
 typedef struct kvreg_wire_event {
     uint32_t type;                 /* KVREG_WIRE_* */
     uint32_t medium;               /* KVREG_MEDIUM_* or KVREG_MEDIUM_UNKNOWN */
@@ -125,9 +125,21 @@ typedef struct kvreg_wire_event {
 
 typedef struct kvreg_wire_decoder kvreg_wire_decoder;
 
-/* format KVREG_WIRE_VLLM (also reads SGLang and legacy positional payloads), KVREG_WIRE_SGLANG
- * (the same shapes, SGLang's positional layouts preferred where they differ),
- * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK. */
+/* format KVREG_WIRE_VLLM (also reads SGLang and legacy positional payloads; _VLLM_LEGACY is
+ * the same decoder), KVREG_WIRE_SGLANG (the same decoder too: SGLang's positional layouts are
+ * prefixes of vLLM's, and its metadata map where vLLM has lora_name is told apart by type),
+ * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK (an array of RouterEvents, or one).
+ *
+ * What the vLLM decoder accepts: the batch as an array of 2 or more elements [ts, events,
+ * dp_rank, ...] (extra ones ignored; ts an int or float; dp_rank an int or nil) or as a map
+ * with "ts", "events" and "data_parallel_rank" / "dp_rank" / "attn_dp_rank"; events as maps
+ * (keys in any order, unknown keys ignored) or positional arrays of any length (vLLM's
+ * 5..11-field generations, SGLang's 7 fields and its metadata map at position 7); hashes as
+ * unsigned or signed ints (bit-cast) or bytes (their last 8 bytes, big-endian). Events of
+ * another type ("BlockInactive", "Ignored", Dynamo variants we do not know) are skipped and
+ * counted (KVREG_WIRE_STAT_SKIPPED). A known field with a value of the wrong type, a
+ * truncated payload or bytes after its end reject the payload. The decoder does not check
+ * len(token_ids) == len(block_hashes) * block_size (a router decides what to do with it). */
 KVREG_API int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) KVREG_NOEXCEPT;
 KVREG_API void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) KVREG_NOEXCEPT; /* NULL-safe */
 

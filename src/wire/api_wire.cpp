@@ -125,8 +125,7 @@ KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *even
 }
 
 KVREG_API int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) noexcept {
-    if (!out || format < KVREG_WIRE_VLLM || format > KVREG_WIRE_SGLANG ||
-        format == KVREG_WIRE_VLLM_LEGACY)
+    if (!out || format < KVREG_WIRE_VLLM || format > KVREG_WIRE_SGLANG)
         return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     auto *dec = new kvreg_wire_decoder{};
