@@ -11,6 +11,7 @@
 #include "events.h"
 #include "synth.h"
 #include "trace.h"
+#include "wire_out.h"
 
 static void usage(FILE *out)
 {
@@ -189,6 +190,12 @@ int cli_parse(int argc, char **argv, replay_options *o)
     }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    uint32_t wire_format;
+    if (o->wire && wire_out_format(o->wire, &wire_format) != 0) {
+        fprintf(stderr, "kvreg-replay: --wire: unknown format '%s' (vllm, vllm-legacy, "
+                        "dynamo-json, dynamo-msgpack)\n", o->wire);
         return CLI_USAGE;
     }
     if (o->wire && !o->wire_out) {

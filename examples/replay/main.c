@@ -120,8 +120,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire ? o.wire : "vllm", &sink, &nm) != 0)
+    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire ? o.wire : "vllm", &sink, &nm) != 0) {
+        wire_out_close(&wire);
+        namer_free(&nm);
+        event_sink_free(&sink);
+        hmap_free(&seen);
+        if (dump)
+            fclose(dump);
+        w->close(w);
         return EXIT_BAD_INPUT;
+    }
     /* INLINE delivery (the default) with our counting/verifying callback (through the wire
      * writer with --wire-out). */
     rc = kvreg_config_new(&cfg);
