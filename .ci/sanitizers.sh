@@ -58,37 +58,19 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
   meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz
-  work=$(mktemp -d)
-  cp tests/fuzz/corpus/* "$work/"
-  mkdir -p "$work/artifacts"
-  # a crash or model mismatch leaves its input in artifacts/; replay it with
-  # build/tests/fuzz/kvreg-fuzz-replay FILE
-  if build-fuzz/tests/fuzz/kvreg-fuzz -max_total_time="$fuzz_seconds" -max_len=1024 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
-      2>"$work/fuzz.log"; then
-    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
-  else
-    failed+=("libFuzzer")
-    tail -60 "$work/fuzz.log"
-    for f in "$work"/artifacts/*; do
-      [ -e "$f" ] || continue
-      echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
-    done
-  fi
-  rm -rf "$work"
-  # The wire decoders (built when msgpack-c is found): the same, from their own corpus.
-  if [ -x build-fuzz/tests/fuzz/kvreg-fuzz-wire ] || \
-      meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
+  # fuzz NAME TARGET CORPUS SECONDS MAX_LEN: run a target from a copy of its checked-in corpus;
+  # a crash or model mismatch leaves its input in artifacts/ (printed), replayable with the
+  # matching build/tests/fuzz/kvreg-fuzz*-replay FILE
+  fuzz() {
+    local name=$1 target=$2 corpus=$3 seconds=$4 max_len=$5 work
     work=$(mktemp -d)
-    cp tests/fuzz/corpus_wire/* "$work/"
+    cp "$corpus"/* "$work/"
     mkdir -p "$work/artifacts"
-    # replay an artifact with build/tests/fuzz/kvreg-fuzz-wire-replay FILE
-    if build-fuzz/tests/fuzz/kvreg-fuzz-wire -max_total_time="$fuzz_wire_seconds" -max_len=2048 \
-        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
-        2>"$work/fuzz.log"; then
+    if "$target" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" 2>"$work/fuzz.log"; then
       grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
     else
-      failed+=("libFuzzer-wire")
+      failed+=("$name")
       tail -60 "$work/fuzz.log"
       for f in "$work"/artifacts/*; do
         [ -e "$f" ] || continue
@@ -96,6 +78,12 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
       done
     fi
     rm -rf "$work"
+  }
+  fuzz libFuzzer build-fuzz/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
+  # The wire decoders (built when msgpack-c is found), from their own corpus.
+  if meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
+    fuzz libFuzzer-wire build-fuzz/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
+      "$fuzz_wire_seconds" 2048
   else
     echo "SKIP: kvreg-fuzz-wire not built (no msgpack-c?)"
   fi
