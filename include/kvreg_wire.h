@@ -115,7 +115,7 @@ typedef struct kvreg_wire_event {
     uint32_t has_group_idx;
     uint32_t has_dp_rank;
     int64_t dp_rank;               /* of the batch; valid when has_dp_rank */
-    double ts;                     /* of the batch */
+    double ts;                     /* of the batch (vLLM / SGLang formats; 0 for Dynamo) */
     uint64_t worker_id;            /* Dynamo formats; 0 otherwise */
     uint64_t event_id;             /* Dynamo formats; 0 otherwise */
     const uint64_t *tokens_hashes; /* Dynamo stored: each block's tokens_hash (our block_hash),
@@ -144,9 +144,11 @@ KVREG_API int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) 
 KVREG_API void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) KVREG_NOEXCEPT; /* NULL-safe */
 
 /* Decode one payload. On KVREG_OK *events / *n_events give the batch's events in order (events
- * of unknown types are skipped and counted, not fatal). On KVREG_EPROTO nothing is returned and
- * *error_offset (may be NULL) gets the byte offset of the problem; kvreg_wire_decoder_error()
- * describes it. */
+ * of unknown types are skipped and counted, not fatal; *events is NULL when there are none).
+ * On KVREG_EPROTO nothing is returned and *error_offset (may be NULL) gets the byte offset of
+ * the problem (<= len; len itself when the payload ends too early); kvreg_wire_decoder_error()
+ * describes it. KVREG_EINVAL: dec, events or n_events NULL, or payload NULL with len > 0.
+ * KVREG_ENOMEM: the decoder's buffers could not grow (the payload is not judged). */
 KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, size_t len,
                                 const kvreg_wire_event **events, size_t *n_events,
                                 size_t *error_offset) KVREG_NOEXCEPT;

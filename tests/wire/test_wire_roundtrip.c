@@ -302,7 +302,7 @@ static void test_prefixes_and_flips(void **state)
             free(prefix);
         }
         rng_state = format;
-        for (int round = 0; round < 3000; round++) {
+        for (int round = 0; round < 1000; round++) {
             memcpy(copy, payload, len);
             int flips = 1 + (int)(rnd() % 3);
             for (int f = 0; f < flips; f++)
