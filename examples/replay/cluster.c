@@ -42,6 +42,8 @@ typedef struct cluster {
     size_t seq_cap, block_cap;
     double *query_ns;
     size_t query_cap;
+    namer *nm;
+    hmap id_of;          /* sequence hash -> block id, for the tokens vLLM events carry */
 } cluster;
 
 static double now_s(void)
@@ -68,7 +70,18 @@ static int new_registry(kvreg_registry **out, kvreg_event_fn fn, void *user_data
     return rc;
 }
 
-static int cluster_init(cluster *c, const replay_options *o, const cache_config *cc)
+/* feed_tokens_fn: the tokens of a block the cluster has named. */
+static int tokens_of(void *ctx, uint64_t sequence_hash, uint32_t *out)
+{
+    cluster *c = ctx;
+    const uint64_t *id = hmap_get(&c->id_of, sequence_hash);
+    if (!id)
+        return -1;
+    namer_tokens(c->nm, *id, out);
+    return 0;
+}
+
+static int cluster_init(cluster *c, const replay_options *o, const cache_config *cc, namer *nm)
 {
     kvreg_index_config *icfg = NULL;
     cache_config shared = *cc;
@@ -77,6 +90,8 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
 
     memset(c, 0, sizeof *c);
     c->n = o->workers;
+    c->nm = nm;
+    hmap_init(&c->id_of);
     c->eng = calloc(c->n, sizeof *c->eng);
     c->inflight = calloc(c->n, sizeof *c->inflight);
     c->requests_per_worker = calloc(c->n, sizeof *c->requests_per_worker);
@@ -103,7 +118,7 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
 
     for (i = 0; i < c->n && rc == KVREG_OK; i++) {
         engine *e = &c->eng[i];
-        rc = feed_init(&e->fd, i, c->idx, &c->fs);
+        rc = feed_init(&e->fd, i, c->idx, &c->fs, o->block_tokens, tokens_of, c);
         if (rc == KVREG_OK)
             rc = new_registry(&e->g1_reg, feed_capture, &e->fd);
         if (rc == KVREG_OK)
@@ -141,6 +156,7 @@ static void cluster_free(cluster *c)
     free(c->seq_hashes);
     free(c->block_hashes);
     free(c->query_ns);
+    hmap_free(&c->id_of);
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -192,6 +208,12 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
                     &qns) != 0)
         return -1;
     c->query_ns[n_done] = qns;
+    for (size_t i = 0; i < req->n_ids; i++) {
+        if (hmap_put(&c->id_of, c->seq_hashes[i], req->ids[i], NULL) != 0) {
+            fprintf(stderr, "kvreg-replay: out of memory\n");
+            return -1;
+        }
+    }
     dispatched(c, w);
     if (cache_request(&c->eng[w].model, nm, req) != 0 || feed_flush(&c->eng[w].fd) != 0)
         return -1;
@@ -298,7 +320,7 @@ int cluster_run(const replay_options *o, workload *w)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_LIBRARY;
     }
-    rc = cluster_init(&c, o, &cc);
+    rc = cluster_init(&c, o, &cc, &nm);
     if (rc != KVREG_OK) {
         fprintf(stderr, "kvreg-replay: cannot set up the cluster: %s%s\n", kvreg_strerror(rc),
                 rc == KVREG_ENOTSUP ? " (this libkvreg was built without the wire formats)" : "");

@@ -12,14 +12,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st)
+int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st, uint32_t block_tokens,
+              feed_tokens_fn tokens_of, void *tokens_ctx)
 {
     int rc;
     memset(f, 0, sizeof *f);
     f->worker_id = worker_id;
     f->idx = idx;
     f->st = st;
+    f->block_tokens = block_tokens;
+    f->tokens_of = tokens_of;
+    f->tokens_ctx = tokens_ctx;
     rc = kvreg_wire_encoder_new(&f->enc, KVREG_WIRE_VLLM);
+    if (rc == KVREG_OK) /* as vLLM's consumers check it */
+        rc = kvreg_wire_encoder_set(f->enc, KVREG_WIRE_OPT_BLOCK_SIZE, block_tokens);
     if (rc == KVREG_OK)
         rc = kvreg_wire_decoder_new(&f->dec, KVREG_WIRE_VLLM);
     return rc;
@@ -30,6 +36,7 @@ void feed_free(feed *f)
     kvreg_wire_encoder_free(f->enc);
     kvreg_wire_decoder_free(f->dec);
     free(f->pending);
+    free(f->tokens);
     memset(f, 0, sizeof *f);
 }
 
@@ -55,7 +62,7 @@ void feed_capture(const kvreg_event *events, size_t n_events, void *user_data)
         *e = events[i];
         f->st->registers += e->kind == KVREG_EVENT_REGISTER;
         f->st->removes += e->kind == KVREG_EVENT_REMOVE;
-        e->tokens = NULL;   /* borrowed, and not needed: the hashes are router hashes */
+        e->tokens = NULL;   /* borrowed (and absent: registered by hash); see attach_tokens */
         e->n_tokens = 0;
     }
 }
@@ -76,35 +83,37 @@ static int apply(feed *f, const kvreg_wire_event *events, size_t n)
     return 0;
 }
 
-#if REPLAY_WIRE_DIRECT /* TEMPORARY until the wire formats land on main: no bytes */
-int kvreg_wire_encoder_new(kvreg_wire_encoder **out, uint32_t format) { (void)format; *out = NULL; return KVREG_OK; }
-int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) { (void)format; *out = NULL; return KVREG_OK; }
-void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) { (void)enc; }
-void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) { (void)dec; }
-const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) { (void)dec; return ""; }
-static const kvreg_event *direct_events;
-static size_t direct_n;
-int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *events, size_t n, double ts,
-                      size_t *n_consumed, const uint8_t **payload, size_t *payload_len)
-{ (void)enc; (void)ts; direct_events = events; direct_n = n < 1024 ? n : 1024; *n_consumed = direct_n; *payload = (const uint8_t *)""; *payload_len = 1; return 0; }
-int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, size_t len,
-                      const kvreg_wire_event **events, size_t *n_events, size_t *error_offset)
+/* Give every pending Register its block's tokens (into f->tokens, which then holds them all). */
+static int attach_tokens(feed *f)
 {
-    static kvreg_wire_event out[1024];
-    static uint64_t hashes[1024];
-    size_t i;
-    (void)dec; (void)payload; (void)len; (void)error_offset;
-    for (i = 0; i < direct_n; i++) {
-        memset(&out[i], 0, sizeof out[i]);
-        hashes[i] = direct_events[i].sequence_hash;
-        out[i].type = direct_events[i].kind;
-        out[i].medium = direct_events[i].medium;
-        out[i].block_hashes = &hashes[i];
-        out[i].n_block_hashes = 1;
+    size_t i, n_reg = 0, k = 0;
+    for (i = 0; i < f->n; i++)
+        n_reg += f->pending[i].kind == KVREG_EVENT_REGISTER;
+    if (n_reg > f->tokens_cap) {
+        uint32_t *t = realloc(f->tokens, n_reg * f->block_tokens * sizeof *t);
+        if (!t) {
+            fprintf(stderr, "kvreg-replay: out of memory\n");
+            return -1;
+        }
+        f->tokens = t;
+        f->tokens_cap = n_reg;
     }
-    *events = out; *n_events = direct_n; return 0;
+    for (i = 0; i < f->n; i++) {
+        kvreg_event *e = &f->pending[i];
+        uint32_t *out;
+        if (e->kind != KVREG_EVENT_REGISTER)
+            continue;
+        out = f->tokens + k++ * f->block_tokens;
+        if (f->tokens_of(f->tokens_ctx, e->sequence_hash, out) != 0) {
+            fprintf(stderr, "kvreg-replay: no tokens for block %016llx\n",
+                    (unsigned long long)e->sequence_hash);
+            return -1;
+        }
+        e->tokens = out;
+        e->n_tokens = f->block_tokens;
+    }
+    return 0;
 }
-#endif
 
 int feed_flush(feed *f)
 {
@@ -113,6 +122,8 @@ int feed_flush(feed *f)
         fprintf(stderr, "kvreg-replay: out of memory capturing events\n");
         return -1;
     }
+    if (attach_tokens(f) != 0)
+        return -1;
     f->st->events += f->n;
     while (done < f->n) {
         const uint8_t *payload;

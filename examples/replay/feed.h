@@ -30,8 +30,18 @@ typedef struct feed_stats {
     double encode_s, decode_s, apply_s;
 } feed_stats;
 
+/* The tokens of the block named sequence_hash (block_tokens of them) into out; 0, or -1 when
+ * the block is unknown. The replay's engines register by hash only, but vLLM's BlockStored
+ * carries every block's token_ids, so the feed puts them back before encoding. */
+typedef int (*feed_tokens_fn)(void *ctx, uint64_t sequence_hash, uint32_t *out);
+
 typedef struct feed {
     uint64_t worker_id;
+    uint32_t block_tokens;
+    feed_tokens_fn tokens_of;
+    void *tokens_ctx;
+    uint32_t *tokens;       /* the pending Registers' tokens, block_tokens each */
+    size_t tokens_cap;      /* in blocks */
     uint64_t seq;           /* sequence number of the next payload */
     kvreg_event *pending;   /* events captured since the last flush (tokens not kept) */
     size_t n, cap;
@@ -43,7 +53,8 @@ typedef struct feed {
 } feed;
 
 /* 0, or a negative KVREG_E* code (KVREG_ENOTSUP: this libkvreg has no wire formats). */
-int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st);
+int feed_init(feed *f, uint64_t worker_id, kvreg_index *idx, feed_stats *st, uint32_t block_tokens,
+              feed_tokens_fn tokens_of, void *tokens_ctx);
 void feed_free(feed *f);
 
 /* kvreg_event_fn for both of the worker's registries (user_data: the feed). */

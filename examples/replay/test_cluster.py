@@ -6,12 +6,14 @@ Cases:
                            --transport zmq says it is not built yet (exit 1)
   cluster-one-worker       --workers 1 gives exactly the single-engine replay's hit rate
                            (built-in workload and both traces, small tiers and unlimited)
-  cluster-builtin          kv beats random on the built-in workload; every policy's report is
+  cluster-builtin          kv beats random on the built-in workload (1000 conversations); every policy's report is
                            consistent (requests add up, round_robin balanced, the index equals
                            the workers' tiers)
   cluster-conversation     kv beats random on the Mooncake conversation trace
   cluster-synthetic        kv beats random on the Mooncake synthetic trace
-Expected values are the single-engine replay's (tested against an independent count by
+The cluster runs use --block-tokens 32: vLLM events carry every block's token ids, and hit
+rates by block do not depend on the block size (ids name blocks), so small blocks keep the
+tests quick. Expected values are the single-engine replay's (tested against an independent count by
 test_replay.py) or relations between runs, never the cluster's own numbers.
 Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
 """
@@ -33,7 +35,7 @@ def run(args, expect_rc=0):
 
 
 def run_json(args):
-    return test_replay.run_json(args)[0]
+    return test_replay.run_json(["--block-tokens", "32"] + args)[0]
 
 
 def trace(name):
@@ -106,11 +108,11 @@ def case_cli():
 
 
 def case_one_worker():
-    inputs = [[]]
+    inputs = [["--conversations", "1000"]]
     if ARGS.jansson == "1" and os.path.isdir(ARGS.traces):
-        # the first 4000 requests of each trace: enough to evict from both tiers, and quick
-        inputs += [["--max-requests", "4000", trace("conversation_trace.jsonl")],
-                   ["--max-requests", "4000", trace("synthetic_trace.jsonl")]]
+        # the first 2000 requests of each trace: enough to evict from both tiers, and quick
+        inputs += [["--max-requests", "2000", trace("conversation_trace.jsonl")],
+                   ["--max-requests", "2000", trace("synthetic_trace.jsonl")]]
     for source in inputs:
         for tiers in (["--g1-blocks", "300", "--g2-blocks", "600"], []):
             single = run_json(tiers + source)
@@ -129,7 +131,8 @@ def case_one_worker():
 CASES = {
     "cluster-cli": case_cli,
     "cluster-one-worker": case_one_worker,
-    "cluster-builtin": lambda: kv_beats_random(["--g1-blocks", "300", "--g2-blocks", "600"], 4),
+    "cluster-builtin": lambda: kv_beats_random(
+        ["--conversations", "1000", "--g1-blocks", "1000", "--g2-blocks", "2000"], 4),
     "cluster-conversation": lambda: kv_beats_random(
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("conversation_trace.jsonl")], 8),
     "cluster-synthetic": lambda: kv_beats_random(

@@ -2,6 +2,7 @@
  * tests/abi/meson.build), and its ABI layout pinned: the structs below are shared with
  * bindings by layout, so a changed offset is an ABI break even when every symbol stays. */
 #include <kvreg.h>
+#include <kvreg_wire.h>
 #include <kvreg_index.h>
 
 #include <stddef.h>
@@ -23,6 +24,10 @@ KVREG_CHECK(desc_block_size, offsetof(kvreg_block_desc, block_size) == 28);
 KVREG_CHECK(desc_n_tokens, offsetof(kvreg_block_desc, n_tokens) == 40);
 KVREG_CHECK(info_size, sizeof(kvreg_block_info) == 32);
 KVREG_CHECK(info_position, offsetof(kvreg_block_info, position) == 28);
+KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
+KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
+KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
+KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
 #endif
 #if UINTPTR_MAX == UINT64_MAX /* the router-side index's structs (kvreg_index.h) */
 KVREG_CHECK(index_match_size, sizeof(kvreg_index_match) == 72);
