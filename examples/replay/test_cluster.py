@@ -15,10 +15,12 @@ The cluster runs use --block-tokens 32: vLLM events carry every block's token id
 rates by block do not depend on the block size (ids name blocks), so small blocks keep the
 tests quick. Expected values are the single-engine replay's (tested against an independent count by
 test_replay.py) or relations between runs, never the cluster's own numbers.
-Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
+Exit 77 (skipped) says why: no jansson in this build, the shared traces folder missing, or a
+libkvreg without the wire formats.
 """
 import argparse
 import os
+import subprocess
 import sys
 
 # The helpers (run, run_json, check, Failure) are test_replay.py's, so both scripts run and
@@ -36,6 +38,15 @@ def run(args, expect_rc=0):
 
 def run_json(args):
     return test_replay.run_json(["--block-tokens", "32"] + args)[0]
+
+
+def needs_wire():
+    """The cluster replay needs the library's vLLM encoder and decoder (KVREG_FEATURE_WIRE)."""
+    proc = subprocess.run([ARGS.replay, "--workers", "1", "--max-requests", "1"],
+                          capture_output=True, timeout=60)
+    if proc.returncode != 0 and b"without the wire formats" in proc.stderr:
+        print("SKIP: this libkvreg was built without the wire formats (no msgpack-c)")
+        sys.exit(SKIP)
 
 
 def trace(name):
@@ -74,6 +85,7 @@ def consistent(r, workers, policy):
 
 
 def kv_beats_random(args, workers):
+    needs_wire()
     results = {}
     for policy in ("kv", "random", "round_robin", "least_loaded"):
         r = run_json(["--workers", str(workers), "--router", policy] + args)
@@ -108,6 +120,7 @@ def case_cli():
 
 
 def case_one_worker():
+    needs_wire()
     inputs = [["--conversations", "1000"]]
     if ARGS.jansson == "1" and os.path.isdir(ARGS.traces):
         # the first 2000 requests of each trace: enough to evict from both tiers, and quick
