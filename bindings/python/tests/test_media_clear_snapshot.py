@@ -24,7 +24,7 @@ class Media(unittest.TestCase):
             self.assertEqual(p.medium, Medium.STORAGE)
         with self.reg.pool("by-int", medium=3) as p:
             self.assertEqual(p.medium, Medium.EXTERNAL)
-        self.pools = pools  # closed with the registry
+        self.pools = pools, default  # closed with the registry in tearDown
         blocks = support.infos(3)
         for (info, toks), m in zip(blocks, (Medium.CPU, Medium.STORAGE, Medium.EXTERNAL)):
             pools[m].register(info, toks).detach()
