@@ -39,6 +39,16 @@ const RouterSalt = uint64(C.KVREG_ROUTER_SALT)
 // package was compiled against); pool ids are 1..MaxPools.
 const MaxPools = int(C.KVREG_MAX_POOLS)
 
+// Optional parts of the library (KVREG_FEATURE_*), chosen when it is built.
+const (
+	FeatureWire = uint(C.KVREG_FEATURE_WIRE) // Encoder / Decoder (needs msgpack-c)
+	FeatureZMQ  = uint(C.KVREG_FEATURE_ZMQ)  // ZeroMQ publisher and subscriber
+)
+
+// Features is the bitwise OR of the Feature* built into the loaded library. Without
+// FeatureWire, NewEncoder and NewDecoder fail with ErrNotSupported.
+func Features() uint { return uint(C.kvreg_features()) }
+
 // Version returns the runtime library's version number (MAJOR*10000 + MINOR*100 + PATCH)
 // and string. It can differ from HeaderVersion when the shared library was upgraded.
 func Version() (uint, string) {
