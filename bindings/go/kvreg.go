@@ -20,10 +20,11 @@ package kvreg
 #cgo pkg-config: kvreg
 #include <kvreg.h>
 
-// The binding relies on the 0.2.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):
-// contains answers through an out-parameter, poll_wait, wakeup and flush.
-#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 200
-#error "the kvreg Go binding needs libkvreg >= 0.2.0"
+// The binding relies on the 0.3.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):
+// pool media, clear, snapshots, features and kvreg_wire.h (0.2: contains answers through an
+// out-parameter, poll_wait, wakeup and flush).
+#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 300
+#error "the kvreg Go binding needs libkvreg >= 0.3.0"
 #endif
 */
 import "C"
