@@ -77,7 +77,8 @@ class WithoutWire(unittest.TestCase):
             with self.assertRaises(kvreg.NotSupported):
                 wire.Decoder("vllm")
         self.assertEqual(cm.exception.code, -10)
-        self.assertIn("without the wire feature", str(cm.exception))
+        # A stub library says so; one older than the wire API names the missing symbols.
+        self.assertRegex(str(cm.exception), "without the wire feature|has no wire API")
 
     def test_missing_symbols_are_not_supported(self):
         with mock.patch.object(wire, "_bound", []), \
