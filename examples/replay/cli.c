@@ -11,6 +11,7 @@
 #include "events.h"
 #include "synth.h"
 #include "trace.h"
+#include "wire_out.h"
 
 static void usage(FILE *out)
 {
@@ -48,6 +49,11 @@ static void usage(FILE *out)
 "                            at the end; exit status 1 on a mismatch\n"
 "  --checkpoint-every N      requests between checkpoints (default 1000)\n"
 "  --verify-ignore-event ID  testing aid: the verifier drops event ID, so it must fail\n"
+"  --wire-out DIR            write each batch of events (one callback call) as the payload an\n"
+"                            engine would publish: DIR/00000000.msgpack, 00000001... in order\n"
+"  --wire FORMAT             its encoding: vllm (KVEventBatch, map events; default),\n"
+"                            vllm-legacy (positional events), dynamo-json (.json),\n"
+"                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
@@ -168,6 +174,10 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--verify-ignore-event")) {
             if (number(name, val, 0, UINT64_MAX - 1, 0, &o->ignore_event) != 0)
                 return CLI_USAGE;
+        } else if (OPTION("--wire")) {
+            o->wire = val;
+        } else if (OPTION("--wire-out")) {
+            o->wire_out = val;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
         } else {
@@ -180,6 +190,16 @@ int cli_parse(int argc, char **argv, replay_options *o)
     }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    uint32_t wire_format;
+    if (o->wire && wire_out_format(o->wire, &wire_format) != 0) {
+        fprintf(stderr, "kvreg-replay: --wire: unknown format '%s' (vllm, vllm-legacy, "
+                        "dynamo-json, dynamo-msgpack)\n", o->wire);
+        return CLI_USAGE;
+    }
+    if (o->wire && !o->wire_out) {
+        fprintf(stderr, "kvreg-replay: --wire needs --wire-out DIR\n");
         return CLI_USAGE;
     }
     return CLI_OK;

@@ -19,6 +19,7 @@ typedef struct replay_options {
     uint64_t checkpoint_every; /* requests between --verify-events checkpoints */
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
+    const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out DIR (NULL: none) */
     int json, skip_bad, verify, progress;
 } replay_options;
 

@@ -21,6 +21,7 @@
 #include "report.h"
 #include "synth.h"
 #include "trace.h"
+#include "wire_out.h"
 
 #define EXIT_VERIFY_OR_LIBRARY 1
 #define EXIT_BAD_INPUT 2
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
     workload *w = NULL;
     namer nm;
     event_sink sink;
+    wire_out wire = {0};
     kvreg_config *cfg = NULL;
     kvreg_registry *reg = NULL;
     cache model;
@@ -118,10 +120,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    /* INLINE delivery (the default) with our counting/verifying callback. */
+    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire ? o.wire : "vllm", &sink, &nm) != 0) {
+        wire_out_close(&wire);
+        namer_free(&nm);
+        event_sink_free(&sink);
+        hmap_free(&seen);
+        if (dump)
+            fclose(dump);
+        w->close(w);
+        return EXIT_BAD_INPUT;
+    }
+    /* INLINE delivery (the default) with our counting/verifying callback (through the wire
+     * writer with --wire-out). */
     rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK)
-        rc = kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
+        rc = o.wire_out ? kvreg_config_set_event_fn(cfg, wire_out_fn, &wire, NULL)
+                        : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
@@ -149,7 +163,8 @@ int main(int argc, char **argv)
             break;
         if (dump)
             dump_request(dump, &req);
-        if (count_max_hits(&seen, &req, o.block_tokens, &r) != 0 ||
+        if ((o.wire_out && wire_out_note_request(&wire, &nm, &req) != 0) ||
+            count_max_hits(&seen, &req, o.block_tokens, &r) != 0 ||
             cache_request(&model, &nm, &req) != 0) {
             status = EXIT_VERIFY_OR_LIBRARY;
             break;
@@ -189,6 +204,9 @@ int main(int argc, char **argv)
         r.verify = o.verify;
         r.verify_ok = !verify_failed;
         r.checkpoints = sink.checkpoints;
+        r.wire_format = o.wire_out ? wire.format_name : NULL;
+        r.wire_batches = wire.batches;
+        r.wire_errors = wire.errors;
         r.peak_rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
         if (o.json)
             report_json(stdout, &r);
@@ -199,6 +217,8 @@ int main(int argc, char **argv)
                             "disagree (see above)\n");
             status = EXIT_VERIFY_OR_LIBRARY;
         }
+        if (wire.errors)
+            status = EXIT_VERIFY_OR_LIBRARY;
     }
 
     if (dump && fclose(dump) != 0) {
@@ -208,6 +228,7 @@ int main(int argc, char **argv)
     cache_free(&model);
     kvreg_registry_free(reg); /* frees G1 and G2 too, without events */
     event_sink_free(&sink);
+    wire_out_close(&wire);
     namer_free(&nm);
     hmap_free(&seen);
     w->close(w);

@@ -86,6 +86,10 @@ void report_text(FILE *out, const report *r)
     if (r->verify)
         fprintf(out, "verify      %s at %llu checkpoints (event stream vs registry)\n",
                 r->verify_ok ? "passed" : "FAILED", (unsigned long long)r->checkpoints);
+    if (r->wire_format)
+        fprintf(out, "wire        %llu %s payloads written%s\n",
+                (unsigned long long)r->wire_batches, r->wire_format,
+                r->wire_errors ? " (with errors, see above)" : "");
 }
 
 static void json_string(FILE *out, const char *str)
@@ -162,6 +166,13 @@ void report_json(FILE *out, const report *r)
     fprintf(out, ",\"verify\":{\"enabled\":%s,\"ok\":%s,\"checkpoints\":%llu}",
             r->verify ? "true" : "false", r->verify ? (r->verify_ok ? "true" : "false") : "null",
             U(r->checkpoints));
+    if (r->wire_format) {
+        fputs(",\"wire\":{\"format\":", out);
+        json_string(out, r->wire_format);
+        fprintf(out, ",\"batches\":%llu,\"errors\":%llu}", U(r->wire_batches), U(r->wire_errors));
+    } else {
+        fputs(",\"wire\":null", out);
+    }
     fprintf(out, ",\"api_calls\":%llu,\"elapsed_s\":%.6f,\"requests_per_s\":%.1f"
                  ",\"blocks_per_s\":%.1f,\"api_calls_per_s\":%.1f,\"peak_rss_kib\":%ld}\n",
             U(s->api_calls), r->elapsed_s, (double)s->requests / secs, (double)s->blocks / secs,

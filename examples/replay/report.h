@@ -27,6 +27,8 @@ typedef struct report {
     int verify;                  /* --verify-events given */
     int verify_ok;
     uint64_t checkpoints;
+    const char *wire_format;     /* --wire-out: the encoding, else NULL */
+    uint64_t wire_batches, wire_errors;
     double elapsed_s;
     long peak_rss_kib;
 } report;

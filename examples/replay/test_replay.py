@@ -20,6 +20,14 @@ Cases:
   trace-conversation       shared Mooncake traces, unlimited capacity: hit rate == the
   trace-synthetic          theoretical maximum counted here
   trace-verify-tiers       a shared trace with small tiers under --verify-events
+  wire-vllm                --wire vllm --wire-out: one file per batch, numbered in order, as
+                           many as the summary counts; python3-msgpack (tests/wire/
+                           check_vllm_rules.py) checks vLLM's field rules and counts as many
+                           stored / removed blocks as Register / Remove events
+  wire-vllm-legacy         the same with positional events
+  wire-dynamo-json         --wire dynamo-json: .json files of RouterEvents (json module),
+                           event ids increasing, block counts equal to the event counts
+  wire-usage               --wire without --wire-out, or an unknown format: exit 2
 --wrapper runs kvreg-replay under another program (meson uses it for valgrind).
 Exit 77 (skipped) says why: no jansson in this build, or the shared traces folder missing.
 """
@@ -329,6 +337,82 @@ def case_progress():
     check(err == "", "progress bar drawn although stderr is not a terminal")
 
 
+def wire_run(fmt, tmp):
+    """A small run with evictions (so Removes happen) writing payloads to tmp/out."""
+    out = os.path.join(tmp, "out")
+    report, _ = run_json(["--conversations", "12", "--g1-blocks", "48", "--wire", fmt,
+                          "--wire-out", out, "--verify-events"])
+    files = sorted(os.listdir(out))
+    ext = "json" if fmt == "dynamo-json" else "msgpack"
+    check(files == [f"{i:08d}.{ext}" for i in range(len(files))],
+          f"files not numbered 00000000.{ext}... in order: {files[:5]}")
+    check(report["wire"] == {"format": fmt, "batches": len(files), "errors": 0},
+          f"summary {report['wire']} vs {len(files)} files")
+    check(report["events"]["remove"] > 0, "the run evicted nothing: no Remove to encode")
+    return report, out, files
+
+
+def consumer(out, legacy):
+    if not ARGS.consumer:
+        print("SKIP: no independent consumer given (--consumer)")
+        sys.exit(SKIP)
+    cmd = [ARGS.python or sys.executable, ARGS.consumer, "--block-size", str(BLOCK_TOKENS), out]
+    proc = subprocess.run(cmd + (["--legacy"] if legacy else []), capture_output=True,
+                          timeout=120)
+    if proc.returncode == SKIP:
+        print(proc.stdout.decode())
+        sys.exit(SKIP)
+    check(proc.returncode == 0, f"consumer: {proc.stdout.decode()}{proc.stderr.decode()}")
+    return json.loads(proc.stdout)
+
+
+def case_wire_vllm(legacy=False):
+    with tempfile.TemporaryDirectory() as tmp:
+        report, out, files = wire_run("vllm-legacy" if legacy else "vllm", tmp)
+        counts = consumer(out, legacy)
+        check(counts["files"] == len(files), f"consumer read {counts['files']} files")
+        check(counts["stored_blocks"] == report["events"]["register"] and
+              counts["removed_blocks"] == report["events"]["remove"],
+              f"consumer counted {counts}, events {report['events']}")
+
+
+def case_wire_dynamo_json():
+    with tempfile.TemporaryDirectory() as tmp:
+        report, out, files = wire_run("dynamo-json", tmp)
+        stored = removed = 0
+        last_id = -1
+        for name in files:
+            with open(os.path.join(out, name)) as f:
+                doc = json.load(f)  # Python ints: u64 hashes stay exact
+            check(isinstance(doc, list) and doc, f"{name}: not a non-empty array")
+            for ev in doc:
+                check(set(ev) == {"worker_id", "storage_tier", "event"}, f"{name}: keys {set(ev)}")
+                check(ev["storage_tier"] in ("device", "host_pinned", "disk", "external"),
+                      f"{name}: storage_tier {ev['storage_tier']}")
+                e = ev["event"]
+                check(e["event_id"] > last_id, f"{name}: event_id {e['event_id']} not increasing")
+                last_id = e["event_id"]
+                data = e["data"]
+                if "stored" in data:
+                    blocks = data["stored"]["blocks"]
+                    check(all(0 <= b["block_hash"] < 2**64 and 0 <= b["tokens_hash"] < 2**64
+                              for b in blocks), f"{name}: block hashes")
+                    stored += len(blocks)
+                else:
+                    removed += len(data["removed"]["block_hashes"])
+        check((stored, removed) == (report["events"]["register"], report["events"]["remove"]),
+              f"dynamo payloads hold {stored} stored / {removed} removed blocks, events "
+              f"{report['events']}")
+
+
+def case_wire_usage():
+    with tempfile.TemporaryDirectory() as tmp:
+        _, _, err = run(["--wire", "vllm"], expect_rc=2)
+        check("--wire-out" in err, f"no hint about --wire-out: {err}")
+        _, _, err = run(["--wire", "protobuf", "--wire-out", tmp], expect_rc=2)
+        check("protobuf" in err, f"unknown format not named: {err}")
+
+
 CASES = {
     "help": case_help,
     "default-text": case_default_text,
@@ -342,6 +426,10 @@ CASES = {
     "trace-conversation": lambda: trace_case("conversation_trace.jsonl"),
     "trace-synthetic": lambda: trace_case("synthetic_trace.jsonl"),
     "trace-verify-tiers": case_trace_verify_tiers,
+    "wire-vllm": case_wire_vllm,
+    "wire-vllm-legacy": lambda: case_wire_vllm(legacy=True),
+    "wire-dynamo-json": case_wire_dynamo_json,
+    "wire-usage": case_wire_usage,
 }
 
 if __name__ == "__main__":
@@ -350,6 +438,9 @@ if __name__ == "__main__":
     p.add_argument("--jansson", choices=["0", "1"], required=True)
     p.add_argument("--traces", required=True)
     p.add_argument("--case", choices=sorted(CASES), required=True)
+    p.add_argument("--consumer", default="",
+                   help="tests/wire/check_vllm_rules.py (the python3-msgpack consumer)")
+    p.add_argument("--python", default="", help="interpreter with python3-msgpack")
     p.add_argument("--wrapper", default="",
                    help="command line to run kvreg-replay under, e.g. valgrind and its flags")
     ARGS = p.parse_args()

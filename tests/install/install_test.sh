@@ -17,7 +17,8 @@ meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$dest.log" 2>
     cat "$dest.log"; rm -f "$dest.log"; exit 1; }
 rm -f "$dest.log"
 
-for f in "$prefix/include/kvreg.h" "$prefix/include/kvreg_version.h" "$libdir/libkvreg.so.0" \
+for f in "$prefix/include/kvreg.h" "$prefix/include/kvreg_wire.h" "$prefix/include/kvreg_version.h" \
+         "$libdir/libkvreg.so.0" \
          "$libdir/libkvreg.so" "$libdir/pkgconfig/kvreg.pc"; do
     [ -e "$dest$f" ] || { echo "FAIL: not installed: $f"; exit 1; }
 done
