@@ -27,9 +27,12 @@ static void usage(FILE *out)
 "Requests run in file order, --inflight at a time; timestamps are not used for timing.%s\n"
 "\n"
 "Model:\n"
-"  --g1-blocks N|unlimited   device pool capacity in blocks (default: unlimited)\n"
-"  --g2-blocks N|unlimited   add a host pool G2 of this capacity; G1 evictions are offloaded\n"
-"                            to it and G2 hits onboarded back (default and 0: no G2)\n"
+"  --g1-blocks N|unlimited   device pool capacity in blocks (default %u)\n"
+"  --g2-blocks N|unlimited   host pool G2 capacity; G1 evictions are offloaded to it and G2\n"
+"                            hits onboarded back (default %u; 0: no G2). The defaults are\n"
+"                            small on purpose, so that blocks are evicted and moved between\n"
+"                            tiers; --g1-blocks unlimited --g2-blocks 0 gives the maximum\n"
+"                            hit rate (nothing is ever evicted)\n"
 "  --inflight N              requests running at once, holding their blocks (default 8)\n"
 "  --block-tokens N          tokens per block id (default 512)\n"
 "  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
@@ -52,7 +55,7 @@ static void usage(FILE *out)
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
+            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -83,8 +86,8 @@ int cli_parse(int argc, char **argv, replay_options *o)
     int i;
     memset(o, 0, sizeof *o);
     o->block_tokens = 512;
-    o->g1_blocks = CACHE_UNLIMITED;
-    o->g2_blocks = 0;
+    o->g1_blocks = REPLAY_DEFAULT_G1_BLOCKS;
+    o->g2_blocks = REPLAY_DEFAULT_G2_BLOCKS;
     o->inflight = 8;
     o->salt = KVREG_ROUTER_SALT;
     o->seed = SYNTH_DEFAULT_SEED;
@@ -138,9 +141,11 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--g1-blocks")) {
             if (number(name, val, 1, UINT32_MAX, 1, &o->g1_blocks) != 0)
                 return CLI_USAGE;
+            o->g1_given = 1;
         } else if (OPTION("--g2-blocks")) {
             if (number(name, val, 0, UINT32_MAX, 1, &o->g2_blocks) != 0)
                 return CLI_USAGE;
+            o->g2_given = 1;
         } else if (OPTION("--inflight")) {
             if (number(name, val, 1, 1u << 20, 0, &v) != 0)
                 return CLI_USAGE;

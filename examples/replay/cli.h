@@ -20,7 +20,15 @@ typedef struct replay_options {
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
     int json, skip_bad, verify, progress;
+    int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
 } replay_options;
+
+/* The default tiers: small enough that the built-in workload and the Mooncake traces evict,
+ * offload and onboard (so a first run shows the library at work: Removes, G2 hits, a hit
+ * rate below the maximum), in the ratio of a GPU to its host memory. 4,096 blocks of 512
+ * tokens are 2M tokens, the size of the local caches in Mooncake's FAST'25 Fig. 9. */
+#define REPLAY_DEFAULT_G1_BLOCKS 4096u
+#define REPLAY_DEFAULT_G2_BLOCKS 16384u
 
 #define CLI_OK 0
 #define CLI_EXIT_OK 1 /* --help or --version was printed */
