@@ -9,6 +9,7 @@
 
 #include "cache.h"
 #include "events.h"
+#include "sweep.h"
 #include "synth.h"
 #include "trace.h"
 
@@ -43,6 +44,12 @@ static void usage(FILE *out)
 "  --seed N                  synthetic workload seed (default %u)\n"
 "  --conversations N         synthetic workload size (default %u)\n"
 "  --dump-trace FILE         also write the requests replayed as Mooncake JSON lines\n"
+"Capacity sweep (the workload once per G1 capacity, on 2 threads):\n"
+"  --sweep                   G1 = 256, 512, ... 131072 blocks and unlimited; G2 stays off\n"
+"                            unless --g2-blocks is given. Prints a table of hit rates\n"
+"  --sweep-g1 LIST           these G1 capacities instead (e.g. 1000,4000,unlimited)\n"
+"  --sweep-out FILE          write the table there: FILE.csv, FILE.json, else text\n"
+"  --chart FILE.svg|FILE.png hit rate against G1 capacity, drawn with cairo\n"
 "Output:\n"
 "  --json                    one JSON object on stdout instead of the summary\n"
 "  --no-progress             no progress bar (shown on a terminal for long inputs)\n"
@@ -173,6 +180,18 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--verify-ignore-event")) {
             if (number(name, val, 0, UINT64_MAX - 1, 0, &o->ignore_event) != 0)
                 return CLI_USAGE;
+        } else if (FLAG("--sweep")) {
+            o->sweep = 1;
+        } else if (OPTION("--sweep-g1")) {
+            int n = sweep_parse_list(val, o->sweep_g1, sizeof o->sweep_g1 / sizeof o->sweep_g1[0]);
+            if (n < 0)
+                return CLI_USAGE;
+            o->sweep_n = (size_t)n;
+            o->sweep = 1;
+        } else if (OPTION("--sweep-out")) {
+            o->sweep_out = val;
+        } else if (OPTION("--chart")) {
+            o->chart = val;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
         } else {
@@ -182,6 +201,21 @@ int cli_parse(int argc, char **argv, replay_options *o)
         }
 #undef FLAG
 #undef OPTION
+    }
+    if ((o->sweep_out || o->chart) && !o->sweep) {
+        fprintf(stderr, "kvreg-replay: --sweep-out and --chart need --sweep\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep && (o->verify || o->dump_trace || o->json)) {
+        fprintf(stderr, "kvreg-replay: --sweep does not combine with --verify-events, "
+                        "--dump-trace or --json (use --sweep-out FILE.json)\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep && o->sweep_n == 0) {
+        uint64_t cap;
+        for (cap = 256; cap <= 131072; cap *= 2)
+            o->sweep_g1[o->sweep_n++] = cap;
+        o->sweep_g1[o->sweep_n++] = CACHE_UNLIMITED;
     }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");

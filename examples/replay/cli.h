@@ -4,6 +4,7 @@
 #ifndef KVREG_REPLAY_CLI_H
 #define KVREG_REPLAY_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct replay_options {
@@ -21,6 +22,11 @@ typedef struct replay_options {
     const char *dump_trace;
     int json, skip_bad, verify, progress;
     int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
+    /* --sweep (sweep.c): the G1 capacities to run, where to write the table and chart */
+    int sweep;
+    uint64_t sweep_g1[64];
+    size_t sweep_n;
+    const char *sweep_out, *chart;
 } replay_options;
 
 /* The default tiers: small enough that the built-in workload and the Mooncake traces evict,

@@ -19,6 +19,7 @@
 #include "hmap.h"
 #include "naming.h"
 #include "report.h"
+#include "sweep.h"
 #include "synth.h"
 #include "trace.h"
 
@@ -94,6 +95,8 @@ int main(int argc, char **argv)
         return 0;
     if (rc != CLI_OK)
         return EXIT_BAD_INPUT;
+    if (o.sweep)
+        return sweep_main(&o);
 
     if (o.trace) {
         w = trace_open(o.trace, o.skip_bad);

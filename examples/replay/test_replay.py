@@ -25,6 +25,9 @@ Cases:
   gzip                     a .gz trace gives the report of its plain text; a truncated one
                            fails with exit 2 and says so
   empty                    an empty trace warns and reports zero requests
+  sweep                    --sweep's CSV and JSON tables equal single runs at the same
+                           capacities (with and without G2)
+  chart                    --chart writes a well-formed SVG and a PNG of the right size
 --wrapper runs kvreg-replay under another program (meson uses it for valgrind).
 Exit 77 (skipped) says why: no jansson (or, for .gz input, no zlib) in this build.
 """
@@ -404,6 +407,70 @@ def case_empty():
     check("warning" in err and "no requests" in err, f"no warning for an empty trace: {err!r}")
 
 
+def case_sweep():
+    import csv
+    base = ["--conversations", "600"]
+    caps = [64, 300, 2000, "unlimited"]
+    for g2 in (None, 500):
+        extra = ["--g2-blocks", str(g2)] if g2 else []
+        with tempfile.TemporaryDirectory() as tmp:
+            table, js = os.path.join(tmp, "s.csv"), os.path.join(tmp, "s.json")
+            run(base + extra + ["--sweep-g1", ",".join(map(str, caps)), "--sweep-out", table])
+            run(base + extra + ["--sweep-g1", ",".join(map(str, reversed(caps))),
+                                "--sweep-out", js])
+            with open(table) as f:
+                rows = list(csv.DictReader(f))
+            with open(js) as f:
+                jrows = json.load(f)["rows"]
+        check([r["g1_blocks"] for r in rows] == [str(c) for c in caps], "CSV rows / order")
+        check(len(jrows) == len(caps), "JSON rows")
+        for cap, row, jrow in zip(caps, rows, jrows):
+            single, _ = run_json(base + ["--g1-blocks", str(cap), "--g2-blocks", str(g2 or 0)])
+            want = {"requests": single["requests"], "blocks": single["blocks"],
+                    "hit_blocks_g1": single["hit_blocks"]["g1"],
+                    "hit_blocks_g2": single["hit_blocks"]["g2"],
+                    "hit_blocks_total": single["hit_blocks"]["total"],
+                    "max_hit_blocks": single["hit_blocks"]["max"],
+                    "g1_evictions": single["g1_evictions"], "onboards": single["onboards"],
+                    "register_events": single["events"]["register"],
+                    "remove_events": single["events"]["remove"]}
+            got = {k: int(row[k]) for k in want}
+            check(got == want, f"G1 {cap}, G2 {g2}: sweep {got} != single run {want}")
+            check(jrow["hit_blocks"] == single["hit_blocks"] and
+                  jrow["events"] == single["events"], f"G1 {cap}: JSON row differs")
+        print(f"G2 {g2}: {len(caps)} sweep rows == single runs")
+    _, _, err = run(["--sweep-g1", "0,5"], expect_rc=2)
+    check("--sweep-g1" in err, f"bad list: {err!r}")
+    _, _, err = run(["--chart", "x.svg"], expect_rc=2)
+    check("need --sweep" in err, f"--chart alone: {err!r}")
+
+
+def case_chart():
+    import struct
+    import xml.etree.ElementTree as ET
+    with tempfile.TemporaryDirectory() as tmp:
+        svg, png = os.path.join(tmp, "c.svg"), os.path.join(tmp, "c.png")
+        rc, out, err = run(["--conversations", "300", "--sweep-g1", "16,128,unlimited",
+                            "--chart", svg], expect_rc=None)
+        if rc == 2 and "cairo" in err:
+            print(f"SKIP: {err.strip()}")
+            sys.exit(SKIP)
+        check(rc == 0, f"--chart failed: {err}")
+        root = ET.parse(svg).getroot()
+        check(root.tag.endswith("svg") and root.get("width", "").startswith("760"),
+              f"not an SVG of the chart's size: {root.tag} {root.attrib}")
+        check(len(list(root.iter())) > 20, "an SVG with (almost) nothing drawn")
+        run(["--conversations", "300", "--sweep-g1", "16,128,unlimited", "--chart", png])
+        with open(png, "rb") as f:
+            head = f.read(24)
+        check(head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR",
+              f"not a PNG: {head!r}")
+        check(struct.unpack(">II", head[16:24]) == (760, 460), "PNG size")
+        _, _, err = run(["--sweep", "--chart", os.path.join(tmp, "c.gif")], expect_rc=2)
+        check(".svg or .png" in err, f"bad chart name: {err!r}")
+    print("SVG parses; PNG 760x460")
+
+
 CASES = {
     "help": case_help,
     "default-text": case_default_text,
@@ -419,6 +486,8 @@ CASES = {
     "trace-verify-tiers": case_trace_verify_tiers,
     "gzip": case_gzip,
     "empty": case_empty,
+    "sweep": case_sweep,
+    "chart": case_chart,
 }
 
 if __name__ == "__main__":
