@@ -211,6 +211,11 @@ int cli_parse(int argc, char **argv, replay_options *o)
                         "--dump-trace or --json (use --sweep-out FILE.json)\n");
         return CLI_USAGE;
     }
+    if (o->sweep && o->trace && strcmp(o->trace, "-") == 0) {
+        fprintf(stderr, "kvreg-replay: --sweep reads the trace once per capacity, so it needs a "
+                        "file, not standard input\n");
+        return CLI_USAGE;
+    }
     if (o->sweep && o->sweep_n == 0) {
         uint64_t cap;
         for (cap = 256; cap <= 131072; cap *= 2)

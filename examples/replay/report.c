@@ -114,7 +114,7 @@ void report_text(FILE *out, const report *r)
                 r->verify_ok ? "passed" : "FAILED", (unsigned long long)r->checkpoints);
 }
 
-static void json_string(FILE *out, const char *str)
+void json_string(FILE *out, const char *str)
 {
     const unsigned char *p = (const unsigned char *)str;
     fputc('"', out);

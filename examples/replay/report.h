@@ -34,6 +34,8 @@ typedef struct report {
 
 void report_text(FILE *out, const report *r);
 void report_json(FILE *out, const report *r);
+/* str as a JSON string literal (quotes, backslashes and control bytes escaped). */
+void json_string(FILE *out, const char *str);
 
 typedef struct progress {
     int enabled;

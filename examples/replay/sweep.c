@@ -14,6 +14,7 @@
 #include "events.h"
 #include "hmap.h"
 #include "naming.h"
+#include "report.h"
 #include "synth.h"
 #include "trace.h"
 
@@ -215,8 +216,11 @@ static void write_table(FILE *f, out_format fmt, const sweep_row *rows, size_t n
                    "hit_blocks_total,max_hit_blocks,hit_rate_blocks,hit_rate_tokens,"
                    "max_hit_rate_blocks,g1_evictions,onboards,register_events,remove_events\n");
     else if (fmt == OUT_JSON)
-        fprintf(f, "{\"tool\":\"kvreg-replay --sweep\",\"source\":\"%s\",\"block_tokens\":%u,"
-                   "\"rows\":[", source, block_tokens);
+    {
+        fprintf(f, "{\"tool\":\"kvreg-replay --sweep\",\"source\":");
+        json_string(f, source);
+        fprintf(f, ",\"block_tokens\":%u,\"rows\":[", block_tokens);
+    }
     else
         fprintf(f, "kvreg-replay --sweep: %s, blocks of %u tokens (hit rate by blocks; max = "
                    "every block seen before hits)\n%12s %10s %9s %9s %9s %9s %12s %12s\n",

@@ -441,6 +441,8 @@ def case_sweep():
         print(f"G2 {g2}: {len(caps)} sweep rows == single runs")
     _, _, err = run(["--sweep-g1", "0,5"], expect_rc=2)
     check("--sweep-g1" in err, f"bad list: {err!r}")
+    _, _, err = run(["--sweep", "-"], expect_rc=2, stdin=b"")
+    check("standard input" in err, f"--sweep from stdin: {err!r}")
     _, _, err = run(["--chart", "x.svg"], expect_rc=2)
     check("need --sweep" in err, f"--chart alone: {err!r}")
 
