@@ -35,13 +35,19 @@ cc -std=c99 -Wall -Werror -o "$tmp/c-consumer" "$src/tests/install/consumer.c" $
 "$tmp/c-consumer"
 
 echo "== Python"
-pydir=$(dirname "$(find "$P" -path '*-packages/kvreg/__init__.py' | head -1)")
-[ -f "$pydir/_config.py" ] || { echo "FAIL: Python package or its _config.py not installed"; exit 1; }
-(cd "$tmp" && PYTHONPATH=$(dirname "$pydir") python3 -c '
+init=$(find "$P" -path '*-packages/kvreg/__init__.py' | head -1)
+if [ -z "$init" ] && ! command -v python3 >/dev/null 2>&1; then
+    echo "skipped: python3 not found, so meson installed no Python package"
+else
+    pydir=$(dirname "$init")
+    [ -n "$init" ] && [ -f "$pydir/_config.py" ] || {
+        echo "FAIL: the Python package or its _config.py was not installed under $P"; exit 1; }
+    (cd "$tmp" && PYTHONPATH=$(dirname "$pydir") python3 -c '
 import kvreg
 b = kvreg.hash_blocks(range(1, 11), 4, kvreg.ROUTER_SALT)
 assert [x.sequence_hash for x in b] == [14643705804678351452, 4945711292740353085], b
 print("python kvreg", kvreg.__version__, "loaded", kvreg._ffi.lib._name)')
+fi
 
 echo "== Go"
 if command -v go >/dev/null 2>&1; then
