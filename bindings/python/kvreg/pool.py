@@ -6,7 +6,7 @@ import warnings
 import weakref
 
 from . import _buffers, _ffi, errors
-from ._lifetime import Guard
+from ._lifetime import Guard, leave_with
 from .errors import StaleHandle
 from .hashing import info_from_c
 
@@ -143,8 +143,8 @@ class Pool:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        leave_with(self.close, exc)
 
     def __repr__(self):
         return "<kvreg.Pool id=%d name=%r%s>" % (self._id, self._name,
@@ -423,9 +423,12 @@ class Block:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self._released:
             return
+        leave_with(self._release_on_exit, exc)
+
+    def _release_on_exit(self):
         try:
             self.release()
         except StaleHandle:

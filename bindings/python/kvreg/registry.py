@@ -85,6 +85,8 @@ class _Core:
             return
         self.tls.pending = []
         first = pending[0]
+        for exc in pending:
+            _mark_callback_error(exc)
         # More than one failing callback in one call: the first is raised, the others are
         # reported like any unraisable error rather than silently dropped.
         for extra in pending[1:]:
@@ -155,6 +157,14 @@ class _Core:
             self.cfunc = None
             self.callback = None
             self.poll_buf = None
+
+
+def _mark_callback_error(exc):
+    """Remember that exc came from the event callback (see _lifetime.leave_with)."""
+    try:
+        exc.kvreg_from_callback = True
+    except AttributeError:  # an exception type with __slots__: it simply stays unmarked
+        pass
 
 
 def _report_unraisable(exc):

@@ -4,6 +4,7 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import unittest
@@ -117,18 +118,42 @@ class UseAfterClose(unittest.TestCase):
         self.assertNotIn("closed", warnings_seen[0].split("pools still open")[1])
 
     def test_callback_exception_is_reported_once(self):
-        script = textwrap.dedent("""
+        # Uncaught, and raised inside with blocks whose exit releases blocks, which runs the
+        # failing callback again: the first error is reported once with its own traceback
+        # (the line that caused it), the second only as a note on it.
+        head = textwrap.dedent("""
             import kvreg
             def cb(events):
                 raise RuntimeError("callback failed here")
-            reg = kvreg.Registry(callback=cb)
-            pool = reg.pool()
-            blk = pool.register(kvreg.hash_blocks(range(4), 4, 1337)[0])
+            info = kvreg.hash_blocks(range(4), 4, 1337)[0]
         """)
-        res = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True,
-                             text=True, timeout=60, env=_child_env())
-        self.assertNotEqual(res.returncode, 0)
-        self.assertEqual(res.stderr.count("RuntimeError: callback failed here"), 1, res.stderr)
+        bodies = {
+            "plain": "reg = kvreg.Registry(callback=cb)\npool = reg.pool()\n"
+                     "blk = pool.register(info)  # FIRST\n",
+            "with pool": "with kvreg.Registry(callback=cb) as reg:\n"
+                         "    with reg.pool() as pool:\n"
+                         "        blk = pool.register(info)  # FIRST\n",
+            "with block": "reg = kvreg.Registry(callback=lambda events: None)\n"
+                          "pool = reg.pool()\n"
+                          "with pool.register(info) as blk:\n"
+                          "    reg.set_callback(cb)\n"
+                          "    raise KeyError('FIRST')\n",
+        }
+        for name, body in bodies.items():
+            with self.subTest(name), tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "script.py")  # a file: tracebacks show its lines
+                with open(path, "w") as f:
+                    f.write(head + body)
+                res = subprocess.run([sys.executable, "-X", "dev", path], capture_output=True,
+                                     text=True, timeout=60, env=_child_env())
+                self.assertNotEqual(res.returncode, 0)
+                errors = [line for line in res.stderr.splitlines()
+                          if line.startswith(("RuntimeError", "KeyError"))]
+                self.assertEqual(len(errors), 1, res.stderr)
+                self.assertIn("FIRST", res.stderr)  # the original error's traceback
+                self.assertNotIn("During handling", res.stderr)
+                if name != "plain":
+                    self.assertIn("the event callback raised again", res.stderr)
 
     def test_sequence_close(self):
         seq = kvreg.Sequence(4, kvreg.ROUTER_SALT, range(8))
