@@ -26,15 +26,24 @@ typedef struct trace_reader {
 
 /* jansson parses one line at a time, so its "end of file" means the end of this line: say
  * so, or a line cut short in the middle of a file reads as if the file ended there. */
+static void replace_all(char *text, size_t cap, const char *from, const char *to)
+{
+    char *at = text;
+    while ((at = strstr(at, from)) != NULL) {
+        char rest[JSON_ERROR_TEXT_LENGTH];
+        snprintf(rest, sizeof rest, "%s", at + strlen(from));
+        size_t step = strlen(to), left;
+        snprintf(at, cap - (size_t)(at - text), "%s%s", to, rest);
+        left = strlen(at); /* less than step when the buffer cut the replacement short */
+        at += step < left ? step : left;
+    }
+}
+
 static void say_end_of_line(char *text, size_t cap)
 {
-    static const char eof[] = "end of file";
-    char *at;
-    while ((at = strstr(text, eof)) != NULL) {
-        char rest[JSON_ERROR_TEXT_LENGTH];
-        snprintf(rest, sizeof rest, "%s", at + sizeof eof - 1);
-        snprintf(at, cap - (size_t)(at - text), "end of the line%s", rest);
-    }
+    /* "end of file expected": bytes after a complete value (the line goes on). */
+    replace_all(text, cap, "end of file expected", "bytes after the JSON value");
+    replace_all(text, cap, "end of file", "end of the line");
 }
 
 static void bad_line(const trace_reader *t, const char *what, const char *detail)
