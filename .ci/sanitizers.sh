@@ -3,8 +3,8 @@
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
 #      gzip, sweep and chart cases.
-#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events)
-#      and kvreg-replay --sweep (two worker threads).
+#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
+#      clear_snapshot) and kvreg-replay --sweep (two worker threads).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
 # Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
@@ -42,10 +42,11 @@ meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbui
   -Dexamples=true
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
+  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
   examples/replay/kvreg-replay
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  replay-sweep
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
