@@ -48,31 +48,90 @@ static void human_tokens(double tokens, char *buf, size_t cap)
 
 /* x: log2 of the capacity in blocks over the finite points; "unlimited" sits one step past
  * the largest. y: hit rate by blocks, 0..100%. */
+typedef struct axis {
+    double lo, hi;  /* log2 of the smallest and largest finite G1 capacity */
+    int unlimited;  /* a point at "unlimited" */
+} axis;
+
+static double x_for(const axis *a, uint64_t g1)
+{
+    double pw = W - LEFT - RIGHT;
+    double l = g1 == CACHE_UNLIMITED ? a->hi + 1 : log2((double)g1);
+    return LEFT + pw * (l - a->lo) / (a->hi + (a->unlimited ? 1 : 0) - a->lo);
+}
+
+static double y_for(uint64_t hits, uint64_t blocks)
+{
+    return TOP + (H - TOP - BOTTOM) * (1 - rate(hits, blocks));
+}
+
+static const double palette[][3] = {
+    {0.12, 0.40, 0.75}, {0.90, 0.45, 0.10}, {0.20, 0.60, 0.25}, {0.70, 0.15, 0.20},
+    {0.50, 0.30, 0.70}, {0.45, 0.35, 0.25},
+};
+
+/* One curve: hit rate (G1 hits, plus G2 hits when with_g2) of rows[0..n). */
+static void curve(cairo_t *cr, const axis *a, const sweep_row *rows, size_t n, int with_g2,
+                  int colour, int legend_row, const char *label)
+{
+    const double *c = palette[colour % (int)(sizeof palette / sizeof palette[0])];
+    size_t i;
+    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+    cairo_set_line_width(cr, 2.5);
+    for (i = 0; i < n; i++) {
+        uint64_t hits = rows[i].hit_blocks_g1 + (with_g2 ? rows[i].hit_blocks_g2 : 0);
+        if (i == 0)
+            cairo_move_to(cr, x_for(a, rows[i].g1_blocks), y_for(hits, rows[i].blocks));
+        else
+            cairo_line_to(cr, x_for(a, rows[i].g1_blocks), y_for(hits, rows[i].blocks));
+    }
+    cairo_stroke(cr);
+    for (i = 0; i < n; i++) {
+        uint64_t hits = rows[i].hit_blocks_g1 + (with_g2 ? rows[i].hit_blocks_g2 : 0);
+        cairo_arc(cr, x_for(a, rows[i].g1_blocks), y_for(hits, rows[i].blocks), 3.5, 0, 2 * PI);
+        cairo_fill(cr);
+    }
+    cairo_set_font_size(cr, 12);
+    cairo_rectangle(cr, LEFT + 12, TOP + 10 + 18 * legend_row, 14, 4);
+    cairo_fill(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    text_at(cr, LEFT + 32, TOP + 16 + 18 * legend_row, label, 0);
+}
+
+static void g2_label(uint64_t g2, char *buf, size_t cap)
+{
+    if (g2 == 0)
+        snprintf(buf, cap, "G1 hits, no G2");
+    else if (g2 == CACHE_UNLIMITED)
+        snprintf(buf, cap, "G1 + G2 hits, G2 unlimited");
+    else
+        snprintf(buf, cap, "G1 + G2 hits, G2 %llu blocks", (unsigned long long)g2);
+}
+
+/* rows are sorted by G2 then G1 (sweep.c): each run of equal G2 is one curve. */
 static void draw(cairo_t *cr, const char *title, const sweep_row *rows, size_t n,
                  uint32_t block_tokens)
 {
-    double lo = 1e300, hi = 0, x_of[SWEEP_MAX_POINTS], pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
-    double max_rate = 0;
-    size_t i, k;
+    axis a = {1e300, 0, 0};
+    double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    double max_rate = rate(rows[0].max_hit_blocks, rows[0].blocks);
+    size_t i, k, first, groups = 0;
     char buf[64];
-    int series;
 
-    for (i = 0; i < n; i++)
-        if (rows[i].g1_blocks != CACHE_UNLIMITED) {
-            double l = log2((double)rows[i].g1_blocks);
-            lo = l < lo ? l : lo;
-            hi = l > hi ? l : hi;
-        }
-    if (lo > hi) /* only "unlimited" */
-        lo = hi = 0;
-    if (hi - lo < 1)
-        hi = lo + 1;
     for (i = 0; i < n; i++) {
-        double l = rows[i].g1_blocks == CACHE_UNLIMITED ? hi + 1 : log2((double)rows[i].g1_blocks);
-        x_of[i] = LEFT + pw * (l - lo) / (hi + (n && rows[n - 1].g1_blocks == CACHE_UNLIMITED
-                                                     ? 1 : 0) - lo);
-        max_rate = rate(rows[i].max_hit_blocks, rows[i].blocks);
+        if (rows[i].g1_blocks == CACHE_UNLIMITED) {
+            a.unlimited = 1;
+        } else {
+            double l = log2((double)rows[i].g1_blocks);
+            a.lo = l < a.lo ? l : a.lo;
+            a.hi = l > a.hi ? l : a.hi;
+        }
+        groups += i == 0 || rows[i].g2_blocks != rows[i - 1].g2_blocks;
     }
+    if (a.lo > a.hi) /* only "unlimited" */
+        a.lo = a.hi = 0;
+    if (a.hi - a.lo < 1)
+        a.hi = a.lo + 1;
 
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
@@ -91,16 +150,17 @@ static void draw(cairo_t *cr, const char *title, const sweep_row *rows, size_t n
         snprintf(buf, sizeof buf, "%zu%%", k * 10);
         text_at(cr, LEFT - 8, y + 4, buf, 1.0);
     }
-    /* x labels: capacity in blocks and in tokens */
-    for (i = 0; i < n; i++) {
-        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    /* x labels (the first curve has every G1 capacity): blocks, and tokens below */
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    for (i = 0; i < n && rows[i].g2_blocks == rows[0].g2_blocks; i++) {
+        double x = x_for(&a, rows[i].g1_blocks);
         if (rows[i].g1_blocks == CACHE_UNLIMITED) {
-            text_at(cr, x_of[i], TOP + ph + 16, "unlimited", 0.5);
+            text_at(cr, x, TOP + ph + 16, "unlimited", 0.5);
         } else {
             snprintf(buf, sizeof buf, "%llu", (unsigned long long)rows[i].g1_blocks);
-            text_at(cr, x_of[i], TOP + ph + 16, buf, 0.5);
+            text_at(cr, x, TOP + ph + 16, buf, 0.5);
             human_tokens((double)rows[i].g1_blocks * block_tokens, buf, sizeof buf);
-            text_at(cr, x_of[i], TOP + ph + 30, buf, 0.5);
+            text_at(cr, x, TOP + ph + 30, buf, 0.5);
         }
     }
     cairo_set_font_size(cr, 12);
@@ -125,33 +185,21 @@ static void draw(cairo_t *cr, const char *title, const sweep_row *rows, size_t n
     snprintf(buf, sizeof buf, "maximum %.1f%%", 100 * max_rate);
     text_at(cr, LEFT + pw - 4, TOP + ph * (1 - max_rate) - 6, buf, 1.0);
 
-    /* series: total (G1 + G2) and, with a G2, G1 alone */
-    for (series = 0; series < (rows[0].g2_blocks ? 2 : 1); series++) {
-        if (series == 0)
-            cairo_set_source_rgb(cr, 0.12, 0.40, 0.75);
-        else
-            cairo_set_source_rgb(cr, 0.90, 0.45, 0.10);
-        cairo_set_line_width(cr, 2.5);
-        for (i = 0; i < n; i++) {
-            uint64_t hits = rows[i].hit_blocks_g1 + (series == 0 ? rows[i].hit_blocks_g2 : 0);
-            double y = TOP + ph * (1 - rate(hits, rows[i].blocks));
-            if (i == 0)
-                cairo_move_to(cr, x_of[i], y);
-            else
-                cairo_line_to(cr, x_of[i], y);
+    if (groups == 1) {
+        /* one G2 setting: its total and, with a G2, what G1 alone served */
+        g2_label(rows[0].g2_blocks, buf, sizeof buf);
+        curve(cr, &a, rows, n, 1, 0, 0, buf);
+        if (rows[0].g2_blocks)
+            curve(cr, &a, rows, n, 0, 1, 1, "of which G1 hits");
+    } else {
+        for (first = 0, k = 0; first < n; k++) {
+            size_t end = first;
+            while (end < n && rows[end].g2_blocks == rows[first].g2_blocks)
+                end++;
+            g2_label(rows[first].g2_blocks, buf, sizeof buf);
+            curve(cr, &a, rows + first, end - first, 1, (int)k, (int)k, buf);
+            first = end;
         }
-        cairo_stroke(cr);
-        for (i = 0; i < n; i++) {
-            uint64_t hits = rows[i].hit_blocks_g1 + (series == 0 ? rows[i].hit_blocks_g2 : 0);
-            cairo_arc(cr, x_of[i], TOP + ph * (1 - rate(hits, rows[i].blocks)), 3.5, 0, 2 * PI);
-            cairo_fill(cr);
-        }
-        cairo_set_font_size(cr, 12);
-        cairo_rectangle(cr, LEFT + 12, TOP + 10 + 18 * series, 14, 4);
-        cairo_fill(cr);
-        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        text_at(cr, LEFT + 32, TOP + 16 + 18 * series,
-                series == 0 ? (rows[0].g2_blocks ? "G1 + G2 hits" : "G1 hits") : "G1 hits", 0);
     }
     /* axes */
     cairo_set_source_rgb(cr, 0, 0, 0);

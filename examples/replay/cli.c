@@ -48,6 +48,8 @@ static void usage(FILE *out)
 "  --sweep                   G1 = 256, 512, ... 131072 blocks and unlimited; G2 stays off\n"
 "                            unless --g2-blocks is given. Prints a table of hit rates\n"
 "  --sweep-g1 LIST           these G1 capacities instead (e.g. 1000,4000,unlimited)\n"
+"  --sweep-g2 LIST           and each of them with these G2 capacities (0: no G2), one curve\n"
+"                            per G2 in the chart (e.g. 0,16384)\n"
 "  --sweep-out FILE          write the table there: FILE.csv, FILE.json, else text\n"
 "  --chart FILE.svg|FILE.png hit rate against G1 capacity, drawn with cairo\n"
 "Output:\n"
@@ -183,10 +185,18 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (FLAG("--sweep")) {
             o->sweep = 1;
         } else if (OPTION("--sweep-g1")) {
-            int n = sweep_parse_list(val, o->sweep_g1, sizeof o->sweep_g1 / sizeof o->sweep_g1[0]);
+            int n = sweep_parse_list(name, val, 1, o->sweep_g1,
+                                     sizeof o->sweep_g1 / sizeof o->sweep_g1[0]);
             if (n < 0)
                 return CLI_USAGE;
             o->sweep_n = (size_t)n;
+            o->sweep = 1;
+        } else if (OPTION("--sweep-g2")) {
+            int n = sweep_parse_list(name, val, 0, o->sweep_g2,
+                                     sizeof o->sweep_g2 / sizeof o->sweep_g2[0]);
+            if (n < 0)
+                return CLI_USAGE;
+            o->sweep_g2_n = (size_t)n;
             o->sweep = 1;
         } else if (OPTION("--sweep-out")) {
             o->sweep_out = val;
@@ -209,6 +219,11 @@ int cli_parse(int argc, char **argv, replay_options *o)
     if (o->sweep && (o->verify || o->dump_trace || o->json)) {
         fprintf(stderr, "kvreg-replay: --sweep does not combine with --verify-events, "
                         "--dump-trace or --json (use --sweep-out FILE.json)\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep_g2_n && o->g2_given) {
+        fprintf(stderr, "kvreg-replay: give G2 capacities with --sweep-g2 or --g2-blocks, "
+                        "not both\n");
         return CLI_USAGE;
     }
     if (o->sweep && o->trace && strcmp(o->trace, "-") == 0) {

@@ -24,8 +24,8 @@ typedef struct replay_options {
     int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
     /* --sweep (sweep.c): the G1 capacities to run, where to write the table and chart */
     int sweep;
-    uint64_t sweep_g1[64];
-    size_t sweep_n;
+    uint64_t sweep_g1[64], sweep_g2[64];
+    size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
     const char *sweep_out, *chart;
 } replay_options;
 

@@ -18,7 +18,8 @@
 #include "synth.h"
 #include "trace.h"
 
-int sweep_parse_list(const char *text, uint64_t *caps, size_t max)
+int sweep_parse_list(const char *opt, const char *text, uint64_t min, uint64_t *caps,
+                     size_t max)
 {
     size_t n = 0;
     const char *p = text;
@@ -26,7 +27,7 @@ int sweep_parse_list(const char *text, uint64_t *caps, size_t max)
         char *end;
         unsigned long long v;
         if (n == max) {
-            fprintf(stderr, "kvreg-replay: --sweep-g1: at most %zu capacities\n", max);
+            fprintf(stderr, "kvreg-replay: %s: at most %zu capacities\n", opt, max);
             return -1;
         }
         if (strncmp(p, "unlimited", 9) == 0 && (p[9] == ',' || p[9] == '\0')) {
@@ -35,11 +36,11 @@ int sweep_parse_list(const char *text, uint64_t *caps, size_t max)
         } else {
             errno = 0;
             v = strtoull(p, &end, 10);
-            if (*p < '0' || *p > '9' || end == p || errno == ERANGE || v < 1 || v > UINT32_MAX ||
-                (*end != ',' && *end != '\0')) {
-                fprintf(stderr, "kvreg-replay: --sweep-g1: expected whole numbers from 1 to %u "
+            if (*p < '0' || *p > '9' || end == p || errno == ERANGE || v < min ||
+                v > UINT32_MAX || (*end != ',' && *end != '\0')) {
+                fprintf(stderr, "kvreg-replay: %s: expected whole numbers from %llu to %u "
                                 "or 'unlimited', separated by commas, got '%s'\n",
-                        UINT32_MAX, text);
+                        opt, (unsigned long long)min, UINT32_MAX, text);
                 return -1;
             }
             caps[n++] = v;
@@ -49,7 +50,7 @@ int sweep_parse_list(const char *text, uint64_t *caps, size_t max)
             p++;
     }
     if (n == 0) {
-        fprintf(stderr, "kvreg-replay: --sweep-g1: no capacity given\n");
+        fprintf(stderr, "kvreg-replay: %s: no capacity given\n", opt);
         return -1;
     }
     return (int)n;
@@ -175,9 +176,12 @@ static void *worker(void *arg)
     }
 }
 
+/* By G2 capacity, then G1: one chart series per G2, its points in capacity order. */
 static int cmp_rows(const void *a, const void *b)
 {
     const sweep_row *x = a, *y = b;
+    if (x->g2_blocks != y->g2_blocks)
+        return x->g2_blocks < y->g2_blocks ? -1 : 1;
     return x->g1_blocks < y->g1_blocks ? -1 : x->g1_blocks > y->g1_blocks;
 }
 
@@ -275,10 +279,13 @@ static void write_table(FILE *f, out_format fmt, const sweep_row *rows, size_t n
 
 int sweep_main(const replay_options *o)
 {
-    sweep_row rows[SWEEP_MAX_POINTS];
+    sweep_row *rows;
     pthread_t th[SWEEP_WORKERS];
     sweep_job job;
-    size_t i, started = 0;
+    size_t i, j, n, started = 0;
+    uint64_t fixed_g2 = o->g2_given ? o->g2_blocks : 0;
+    const uint64_t *g2s = o->sweep_g2_n ? o->sweep_g2 : &fixed_g2;
+    size_t n_g2 = o->sweep_g2_n ? o->sweep_g2_n : 1;
     const char *source = o->trace ? o->trace : "synthetic chats";
     char title[256];
     FILE *out = stdout;
@@ -299,14 +306,19 @@ int sweep_main(const replay_options *o)
             return 2;
         }
     }
-    memset(rows, 0, sizeof rows);
-    for (i = 0; i < o->sweep_n; i++) {
-        rows[i].g1_blocks = o->sweep_g1[i];
-        rows[i].g2_blocks = o->g2_given ? o->g2_blocks : 0;
+    n = o->sweep_n * n_g2;
+    if (!(rows = calloc(n, sizeof *rows))) {
+        fprintf(stderr, "kvreg-replay: out of memory\n");
+        return 1;
     }
+    for (j = 0; j < n_g2; j++)
+        for (i = 0; i < o->sweep_n; i++) {
+            rows[j * o->sweep_n + i].g1_blocks = o->sweep_g1[i];
+            rows[j * o->sweep_n + i].g2_blocks = g2s[j];
+        }
     job.o = o;
     job.rows = rows;
-    job.n = o->sweep_n;
+    job.n = n;
     job.next = 0;
     pthread_mutex_init(&job.lock, NULL);
     for (i = 0; i < SWEEP_WORKERS; i++)
@@ -318,32 +330,35 @@ int sweep_main(const replay_options *o)
         pthread_join(th[i], NULL);
     pthread_mutex_destroy(&job.lock);
 
-    for (i = 0; i < o->sweep_n; i++)
+    for (i = 0; i < n; i++)
         if (rows[i].failed)
             status = 2;
     if (status) {
         fprintf(stderr, "kvreg-replay: --sweep: a run failed (see above)\n");
+        free(rows);
         return status;
     }
-    qsort(rows, o->sweep_n, sizeof rows[0], cmp_rows);
+    qsort(rows, n, sizeof rows[0], cmp_rows);
     if (rows[0].requests == 0)
         fprintf(stderr, "kvreg-replay: warning: %s holds no requests (an empty file?); "
                         "nothing was replayed\n", source);
     if (o->sweep_out && strcmp(o->sweep_out, "-") != 0 && !(out = fopen(o->sweep_out, "w"))) {
         perror(o->sweep_out);
+        free(rows);
         return 1;
     }
-    write_table(out, format_of(o->sweep_out), rows, o->sweep_n, source, o->block_tokens);
+    write_table(out, format_of(o->sweep_out), rows, n, source, o->block_tokens);
     if (out != stdout && fclose(out) != 0) {
         perror(o->sweep_out);
         status = 1;
     }
     if (o->chart) {
         const char *base = strrchr(source, '/');
-        snprintf(title, sizeof title, "%s: prefix-cache hit rate vs G1 capacity%s",
-                 base ? base + 1 : source, rows[0].g2_blocks ? " (with G2)" : "");
-        if (chart_write(o->chart, title, rows, o->sweep_n, o->block_tokens) != 0)
+        snprintf(title, sizeof title, "%s: prefix-cache hit rate vs G1 capacity",
+                 base ? base + 1 : source);
+        if (chart_write(o->chart, title, rows, n, o->block_tokens) != 0)
             status = 1;
     }
+    free(rows);
     return status;
 }

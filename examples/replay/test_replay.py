@@ -26,7 +26,7 @@ Cases:
                            fails with exit 2 and says so
   empty                    an empty trace warns and reports zero requests
   sweep                    --sweep's CSV and JSON tables equal single runs at the same
-                           capacities (with and without G2)
+                           capacities (no G2, a fixed G2, a G1 x G2 grid)
   chart                    --chart writes a well-formed SVG and a PNG of the right size
 --wrapper runs kvreg-replay under another program (meson uses it for valgrind).
 Exit 77 (skipped) says why: no jansson (or, for .gz input, no zlib) in this build.
@@ -411,8 +411,9 @@ def case_sweep():
     import csv
     base = ["--conversations", "600"]
     caps = [64, 300, 2000, "unlimited"]
-    for g2 in (None, 500):
-        extra = ["--g2-blocks", str(g2)] if g2 else []
+    # A fixed G2 (--g2-blocks, or none), and a grid of G1 x G2 (--sweep-g2).
+    for g2s, extra in (([0], []), ([500], ["--g2-blocks", "500"]),
+                       ([0, 500], ["--sweep-g2", "500,0"])):
         with tempfile.TemporaryDirectory() as tmp:
             table, js = os.path.join(tmp, "s.csv"), os.path.join(tmp, "s.json")
             run(base + extra + ["--sweep-g1", ",".join(map(str, caps)), "--sweep-out", table])
@@ -422,10 +423,12 @@ def case_sweep():
                 rows = list(csv.DictReader(f))
             with open(js) as f:
                 jrows = json.load(f)["rows"]
-        check([r["g1_blocks"] for r in rows] == [str(c) for c in caps], "CSV rows / order")
-        check(len(jrows) == len(caps), "JSON rows")
-        for cap, row, jrow in zip(caps, rows, jrows):
-            single, _ = run_json(base + ["--g1-blocks", str(cap), "--g2-blocks", str(g2 or 0)])
+        points = [(g2, cap) for g2 in g2s for cap in caps]  # sorted by G2, then G1
+        check([(int(r["g2_blocks"]), r["g1_blocks"]) for r in rows] ==
+              [(g2, str(cap)) for g2, cap in points], f"CSV rows / order: {extra}")
+        check(len(jrows) == len(points), "JSON rows")
+        for (g2, cap), row, jrow in zip(points, rows, jrows):
+            single, _ = run_json(base + ["--g1-blocks", str(cap), "--g2-blocks", str(g2)])
             want = {"requests": single["requests"], "blocks": single["blocks"],
                     "hit_blocks_g1": single["hit_blocks"]["g1"],
                     "hit_blocks_g2": single["hit_blocks"]["g2"],
@@ -438,11 +441,13 @@ def case_sweep():
             check(got == want, f"G1 {cap}, G2 {g2}: sweep {got} != single run {want}")
             check(jrow["hit_blocks"] == single["hit_blocks"] and
                   jrow["events"] == single["events"], f"G1 {cap}: JSON row differs")
-        print(f"G2 {g2}: {len(caps)} sweep rows == single runs")
+        print(f"{extra or 'no G2'}: {len(points)} sweep rows == single runs")
     _, _, err = run(["--sweep-g1", "0,5"], expect_rc=2)
     check("--sweep-g1" in err, f"bad list: {err!r}")
     _, _, err = run(["--sweep", "-"], expect_rc=2, stdin=b"")
     check("standard input" in err, f"--sweep from stdin: {err!r}")
+    _, _, err = run(["--sweep-g2", "0,100", "--g2-blocks", "5"], expect_rc=2)
+    check("not both" in err, f"--sweep-g2 with --g2-blocks: {err!r}")
     _, _, err = run(["--chart", "x.svg"], expect_rc=2)
     check("need --sweep" in err, f"--chart alone: {err!r}")
 
@@ -462,7 +467,9 @@ def case_chart():
         check(root.tag.endswith("svg") and root.get("width", "").startswith("760"),
               f"not an SVG of the chart's size: {root.tag} {root.attrib}")
         check(len(list(root.iter())) > 20, "an SVG with (almost) nothing drawn")
-        run(["--conversations", "300", "--sweep-g1", "16,128,unlimited", "--chart", png])
+        # three curves (one per G2) in the PNG
+        run(["--conversations", "300", "--sweep-g1", "16,128,unlimited", "--sweep-g2", "0,8,64",
+             "--chart", png])
         with open(png, "rb") as f:
             head = f.read(24)
         check(head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR",
