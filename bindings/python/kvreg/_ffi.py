@@ -82,7 +82,7 @@ class kvreg_event(ctypes.Structure):
         ("has_parent", c_u32),
         ("n_tokens", c_u32),
         ("tokens", u32_p),
-        ("medium", c_u32),  # API 0.3: KVREG_MEDIUM_* (zero, i.e. GPU, from 0.2 libraries)
+        ("medium", c_u32),
         ("reserved32", c_u32),
         ("reserved", c_u64 * 3),
     ]
@@ -242,7 +242,6 @@ _PROTOTYPES = {
     "kvreg_registry_flush": (c_int, [reg_p], True),
     "kvreg_registry_contains": (c_int, [reg_p, c_u64, int_p], True),
     "kvreg_registry_stat": (c_int, [reg_p, c_u32, u64_p], True),
-    # API 0.3 (raw prototypes only: no Pythonic layer yet)
     "kvreg_registry_clear": (c_int, [reg_p], True),
     "kvreg_registry_snapshot": (c_int, [reg_p, ctypes.POINTER(snap_p)], True),
     "kvreg_snapshot_free": (None, [snap_p], False),
@@ -250,8 +249,7 @@ _PROTOTYPES = {
     "kvreg_snapshot_events": (c_int, [snap_p, ctypes.POINTER(event_p), size_p], True),
     # pools
     "kvreg_pool_new": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p], True),
-    "kvreg_pool_new_medium": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p, c_u32],
-                              True),
+    "kvreg_pool_new_medium": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p, c_u32], True),
     "kvreg_pool_medium": (c_u32, [pool_p], False),
     "kvreg_pool_free": (None, [pool_p], False),
     "kvreg_pool_id": (c_u32, [pool_p], False),
