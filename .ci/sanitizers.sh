@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
+#      gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot).
+#      clear_snapshot) and kvreg-replay --sweep (two worker threads).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
 #      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire.
@@ -32,10 +33,13 @@ rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
 section "ASan + UBSan"
 meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dbuildtype=debugoptimized
+  -Dbuildtype=debugoptimized -Dexamples=true
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+# kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
+replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart)
+run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
 # The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
 # through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
 # runtimes first, as the interpreter is not instrumented (its own leaks are not ours).
@@ -48,13 +52,15 @@ if command -v python3 >/dev/null 2>&1 && [ -e "$(cc -print-file-name=libasan.so)
 fi
 
 section "TSan (concurrency tests)"
-meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \
+  -Dexamples=true
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
-  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot
+  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
+  examples/replay/kvreg-replay
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
