@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
+#      gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot, index_race).
+#      clear_snapshot, index_race) and kvreg-replay --sweep (two worker threads).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
 #      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's
 #      (fuzz_index.c, garbage decoded events) for a third of the first budget.
-# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples and bench are left to the main run.
+# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
+# and bench are left to the main run, except the Python binding's 0.3 tests, which also run
+# against the ASan library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
@@ -31,20 +34,34 @@ rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
 section "ASan + UBSan"
 meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dbuildtype=debugoptimized
+  -Dbuildtype=debugoptimized -Dexamples=true
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+# kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
+replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart)
+run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
+# The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
+# through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
+# runtimes first, as the interpreter is not instrumented (its own leaks are not ours).
+if command -v python3 >/dev/null 2>&1 && [ -e "$(cc -print-file-name=libasan.so)" ]; then
+  run "ASan+UBSan python-binding" env \
+    LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+    KVREG_LIBRARY=build-asan/src/libkvreg.so.0 PYTHONPATH=bindings/python PYTHONDONTWRITEBYTECODE=1 \
+    python3 -X dev -m unittest tests.test_wire tests.test_media_clear_snapshot
+fi
 
 section "TSan (concurrency tests)"
-meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \
+  -Dexamples=true
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  tests/index/kvreg-index-race
+  examples/replay/kvreg-replay tests/index/kvreg-index-race
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot index_race
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

@@ -4,6 +4,7 @@
 #ifndef KVREG_REPLAY_CLI_H
 #define KVREG_REPLAY_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct replay_options {
@@ -24,10 +25,23 @@ typedef struct replay_options {
     uint32_t workers;          /* --workers: 0 is the single-engine replay */
     int router;                /* ROUTER_* (router.h) */
     int transport;             /* REPLAY_TRANSPORT_* */
+    int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
+    /* --sweep (sweep.c): the G1 capacities to run, where to write the table and chart */
+    int sweep;
+    uint64_t sweep_g1[64], sweep_g2[64];
+    size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
+    const char *sweep_out, *chart;
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0
 #define REPLAY_TRANSPORT_ZMQ 1
+
+/* The default tiers: small enough that the built-in workload and the Mooncake traces evict,
+ * offload and onboard (so a first run shows the library at work: Removes, G2 hits, a hit
+ * rate below the maximum), in the ratio of a GPU to its host memory. 4,096 blocks of 512
+ * tokens are 2M tokens, the size of the local caches in Mooncake's FAST'25 Fig. 9. */
+#define REPLAY_DEFAULT_G1_BLOCKS 4096u
+#define REPLAY_DEFAULT_G2_BLOCKS 16384u
 
 #define CLI_OK 0
 #define CLI_EXIT_OK 1 /* --help or --version was printed */

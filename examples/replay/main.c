@@ -21,6 +21,7 @@
 #include "max_hits.h"
 #include "naming.h"
 #include "report.h"
+#include "sweep.h"
 #include "synth.h"
 #include "trace.h"
 #include "wire_out.h"
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
         return 0;
     if (rc != CLI_OK)
         return EXIT_BAD_INPUT;
+    if (o.sweep)
+        return sweep_main(&o);
 
     if (o.trace) {
         w = trace_open(o.trace, o.skip_bad);
@@ -165,7 +168,7 @@ int main(int argc, char **argv)
             verify_failed |= checkpoint(&model, &sink, reg, when) != 0;
         }
         if ((model.st.requests & 255) == 0)
-            progress_update(&bar, w->progress(w));
+            progress_tick(&bar, w->progress(w), model.st.requests);
         if (o.max_requests && model.st.requests >= o.max_requests)
             break;
     }
@@ -173,6 +176,9 @@ int main(int argc, char **argv)
         status = EXIT_VERIFY_OR_LIBRARY;
     r.elapsed_s = now_s() - t0;
     progress_finish(&bar);
+    if (status == 0 && model.st.requests == 0)
+        fprintf(stderr, "kvreg-replay: warning: %s holds no requests (an empty file?); "
+                        "nothing was replayed\n", o.trace ? o.trace : "the workload");
 
     if (status == 0) {
         if (o.verify)
@@ -182,6 +188,8 @@ int main(int argc, char **argv)
         r.conversations = o.trace ? 0 : o.conversations;
         r.salt = o.salt;
         r.cfg = cc;
+        r.g1_default = !o.g1_given;
+        r.g2_default = !o.g2_given;
         r.st = model.st;
         r.bad_lines = w->bad_lines;
         r.unique_blocks = seen.len;

@@ -15,7 +15,7 @@ The cluster runs use --block-tokens 32: vLLM events carry every block's token id
 rates by block do not depend on the block size (ids name blocks), so small blocks keep the
 tests quick. Expected values are the single-engine replay's (tested against an independent count by
 test_replay.py) or relations between runs, never the cluster's own numbers.
-Exit 77 (skipped) says why: no jansson in this build, the shared traces folder missing, or a
+Exit 77 (skipped) says why: no jansson or zlib in this build (the traces are .jsonl.gz), or a
 libkvreg without the wire formats.
 """
 import argparse
@@ -50,15 +50,8 @@ def needs_wire():
 
 
 def trace(name):
-    if ARGS.jansson != "1":
-        print("SKIP: kvreg-replay was built without jansson (trace input disabled)")
-        sys.exit(SKIP)
-    if not os.path.isdir(ARGS.traces):
-        print(f"SKIP: shared traces folder missing: {ARGS.traces}")
-        sys.exit(SKIP)
-    path = os.path.join(ARGS.traces, name)
-    check(os.path.isfile(path), f"trace file missing: {path}")
-    return path
+    """A shared trace (data/traces ships them gzipped); skips without jansson or zlib."""
+    return test_replay.trace_path(name + ".gz")
 
 
 def consistent(r, workers, policy):
@@ -122,7 +115,7 @@ def case_cli():
 def case_one_worker():
     needs_wire()
     inputs = [["--conversations", "1000"]]
-    if ARGS.jansson == "1" and os.path.isdir(ARGS.traces):
+    if ARGS.jansson == "1" and ARGS.zlib == "1" and os.path.isdir(ARGS.traces):
         # the first 2000 requests of each trace: enough to evict from both tiers, and quick
         inputs += [["--max-requests", "2000", trace("conversation_trace.jsonl")],
                    ["--max-requests", "2000", trace("synthetic_trace.jsonl")]]
@@ -156,6 +149,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replay", required=True)
     p.add_argument("--jansson", choices=["0", "1"], required=True)
+    p.add_argument("--zlib", choices=["0", "1"], required=True)
     p.add_argument("--traces", required=True)
     p.add_argument("--case", choices=sorted(CASES), required=True)
     ARGS = p.parse_args()

@@ -18,6 +18,11 @@ _SONAME = "libkvreg.so.0"
 # ---- constants (values are stable in the header; new ones are only added) ----------------
 OK = 0
 EINVAL, ENOMEM, ERANGE, ESTATE, EEXIST, ENOENT, ESTALE, EBUSY, EOVERFLOW = range(-1, -10, -1)
+ENOTSUP = -10  # the feature was not built into the loaded library (see features())
+EPROTO = -11   # malformed input from outside (a wire payload that does not decode)
+
+FEATURE_WIRE = 1
+FEATURE_ZMQ = 2
 
 ROUTER_SALT = 1337
 POSITION_UNKNOWN = 0xFFFFFFFF
@@ -29,6 +34,14 @@ MAX_POOLS = 65535
 
 EVENT_REGISTER = 1
 EVENT_REMOVE = 2
+EVENT_CLEARED = 3
+EVENT_ID_SNAPSHOT = (1 << 64) - 1
+
+MEDIUM_GPU = 0
+MEDIUM_CPU = 1
+MEDIUM_STORAGE = 2
+MEDIUM_EXTERNAL = 3
+MEDIUM_COUNT = 4
 
 OPT_DELIVERY = 1
 DELIVERY_INLINE = 0
@@ -45,6 +58,7 @@ STAT_EVENTS_DROPPED = 5
 STAT_EVENTS_QUEUED = 6
 STAT_NEXT_EVENT_ID = 7
 STAT_TOKEN_BYTES = 8
+STAT_EVENTS_CLEARED = 9
 
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
@@ -146,15 +160,36 @@ DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 # ---- loading -------------------------------------------------------------------------------
+def _installed_libdir():
+    """The libdir of the `meson install` that installed this package (kvreg/_config.py is
+    generated then); None for a source tree or a pip install."""
+    try:
+        from . import _config
+    except ImportError:
+        return None
+    return getattr(_config, "LIBDIR", None)
+
+
 def _load():
-    """KVREG_LIBRARY (a path) wins; then the SONAME; then whatever find_library knows."""
+    """KVREG_LIBRARY (a path) wins; then the library installed beside this package (a
+    private prefix needs no LD_LIBRARY_PATH); then the SONAME; then find_library."""
     path = os.environ.get("KVREG_LIBRARY")
     if path:
         try:
             return ctypes.CDLL(path)
         except OSError as e:
             raise ImportError("kvreg: cannot load KVREG_LIBRARY=%r: %s" % (path, e)) from e
-    tried = [_SONAME]
+    tried = []
+    libdir = _installed_libdir()
+    if libdir:
+        beside = os.path.join(libdir, _SONAME)
+        tried.append(beside)
+        if os.path.exists(beside):
+            try:
+                return ctypes.CDLL(beside)
+            except OSError:
+                pass
+    tried.append(_SONAME)
     try:
         return ctypes.CDLL(_SONAME)
     except OSError:
@@ -167,8 +202,9 @@ def _load():
         except OSError:
             pass
     raise ImportError(
-        "kvreg: libkvreg not found (tried %s). Install the libkvreg0 package, or set "
-        "KVREG_LIBRARY to the path of libkvreg.so.0." % ", ".join(tried))
+        "kvreg: libkvreg not found (tried %s). Build and install it (`meson setup build && "
+        "meson install -C build`, then `ldconfig` for a system prefix), or set KVREG_LIBRARY "
+        "to the path of libkvreg.so.0 (a build tree has it in build/src/)." % ", ".join(tried))
 
 
 def _errcheck(result, func, args):
