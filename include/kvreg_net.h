@@ -192,6 +192,12 @@ KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *sub, uint32_t option
 KVREG_API int kvreg_subscriber_add(kvreg_subscriber *sub, const char *endpoint,
                                    const char *replay_endpoint, uint32_t *index) KVREG_NOEXCEPT;
 
+/* The endpoint the subscriber's socket for `index` uses: for a bound one the one ZeroMQ reports
+ * ("tcp://127.0.0.1:*" becomes the port it picked), else the endpoint as given. Output as
+ * kvreg_publisher_endpoint(). KVREG_ERANGE for an index not added (or buf too small). */
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *sub, uint32_t index, char *buf,
+                                        size_t cap, size_t *len) KVREG_NOEXCEPT;
+
 /* One decoded batch. Pointers are borrowed for the duration of the callback. */
 typedef struct kvreg_sub_batch {
     uint32_t publisher;   /* index from kvreg_subscriber_add */

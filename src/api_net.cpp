@@ -108,6 +108,12 @@ KVREG_API int kvreg_subscriber_add(kvreg_subscriber *sub, const char *endpoint, 
     KVREG_GUARD_END
 }
 
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *sub, uint32_t index, char *buf, size_t cap,
+                                        size_t *len) noexcept {
+    if (!sub || (!buf && cap > 0)) return KVREG_EINVAL;
+    return sub->impl.endpoint(index, buf, cap, len);
+}
+
 KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
                                             void *user_data) noexcept {
     return sub ? sub->impl.set_batch_fn(fn, user_data) : KVREG_EINVAL;
@@ -169,6 +175,9 @@ KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *, uint32_t, const ch
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_subscriber_add(kvreg_subscriber *, const char *, const char *, uint32_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *, uint32_t, char *, size_t, size_t *) noexcept {
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *, kvreg_sub_batch_fn, void *) noexcept {

@@ -115,7 +115,16 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
     }
     std::deque<Waiting> held;
     held.swap(s.waiting);
-    for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size()); // a new gap holds the rest again
+    const uint64_t from = s.replay_from;
+    for (Waiting &w : held) {
+        // The replay covered [from, next): a held batch in that range came twice. Below
+        // `from` it is older than anything asked for: the publisher restarted (on_live).
+        if (!s.replaying && !s.wants_replay && w.seq >= from && w.seq < s.next) {
+            count(KVREG_SUB_STAT_DUPLICATES);
+            continue;
+        }
+        on_live(s, w.seq, w.payload.data(), w.payload.size()); // a new gap holds the rest again
+    }
     // Another stream of this endpoint waited for the DEALER.
     if (!e.replay_owner) {
         for (auto &o : streams_) {

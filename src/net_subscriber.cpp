@@ -98,11 +98,10 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     e.has_replay = replay != nullptr;
     if (replay) e.replay_endpoint = replay;
     e.sub = zmq_socket(ctx_, ZMQ_SUB);
-    std::string actual;
     bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, static_cast<int>(rcvhwm_)) &&
               set_int(e.sub, ZMQ_LINGER, 0) &&
               zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0 &&
-              open_endpoint(e.sub, e.endpoint, false, actual);
+              open_endpoint(e.sub, e.endpoint, false, e.actual);
     if (ok && e.has_replay) ok = open_dealer(e);
     if (!ok) {
         if (e.sub) zmq_close(e.sub);
@@ -111,6 +110,11 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     }
     if (index) *index = static_cast<uint32_t>(eps_.size() - 1);
     return KVREG_OK;
+}
+
+int Subscriber::endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept {
+    if (index >= eps_.size()) return KVREG_ERANGE;
+    return copy_out(eps_[index].actual, buf, cap, len);
 }
 
 int Subscriber::set_batch_fn(kvreg_sub_batch_fn fn, void *ud) noexcept {

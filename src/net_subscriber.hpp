@@ -31,6 +31,7 @@ class Subscriber {
     int set(uint32_t option, uint64_t value) noexcept;
     int set_string(uint32_t option, const char *value);    // throws bad_alloc
     int add(const char *endpoint, const char *replay, uint32_t *index); // throws bad_alloc
+    int endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept;
     int set_batch_fn(kvreg_sub_batch_fn fn, void *ud) noexcept;
     int set_notice_fn(kvreg_sub_notice_fn fn, void *ud) noexcept;
     int run(int timeout_ms);                               // throws bad_alloc
@@ -56,7 +57,7 @@ class Subscriber {
         std::deque<Waiting> waiting; // live batches that came during the replay
     };
     struct Endpoint {
-        std::string endpoint, replay_endpoint;
+        std::string endpoint, replay_endpoint, actual;
         bool has_replay = false;
         void *sub = nullptr, *dealer = nullptr;
         Stream *replay_owner = nullptr;
