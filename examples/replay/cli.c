@@ -48,11 +48,12 @@ static void usage(FILE *out)
 "                            at the end; exit status 1 on a mismatch\n"
 "  --checkpoint-every N      requests between checkpoints (default 1000)\n"
 "  --verify-ignore-event ID  testing aid: the verifier drops event ID, so it must fail\n"
+"%s"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
+            SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS, publish_usage);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -170,6 +171,9 @@ int cli_parse(int argc, char **argv, replay_options *o)
                 return CLI_USAGE;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
+        } else if (publish_is_option(name) && OPTION(name)) {
+            if (publish_set_option(&o->publish, name, val) != 0)
+                return CLI_USAGE;
         } else {
             fprintf(stderr, "kvreg-replay: unknown option or missing value: %s "
                             "(see kvreg-replay --help)\n", arg);
@@ -180,6 +184,15 @@ int cli_parse(int argc, char **argv, replay_options *o)
     }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    if (!o->publish.endpoint &&
+        (o->publish.replay_endpoint || o->publish.topic || o->publish.linger_s)) {
+        fprintf(stderr, "kvreg-replay: --replay-endpoint, --topic and --linger need --publish\n");
+        return CLI_USAGE;
+    }
+    if (o->publish.endpoint && o->verify) {
+        fprintf(stderr, "kvreg-replay: --publish and --verify-events both need the events\n");
         return CLI_USAGE;
     }
     return CLI_OK;

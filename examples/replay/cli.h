@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "publish.h"
+
 typedef struct replay_options {
     const char *trace;         /* NULL: the built-in synthetic workload */
     uint32_t block_tokens;
@@ -20,6 +22,7 @@ typedef struct replay_options {
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
     int json, skip_bad, verify, progress;
+    publish_options publish;   /* --publish and its options (publish.h) */
 } replay_options;
 
 #define CLI_OK 0

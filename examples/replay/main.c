@@ -18,6 +18,7 @@
 #include "events.h"
 #include "hmap.h"
 #include "naming.h"
+#include "publish.h"
 #include "report.h"
 #include "synth.h"
 #include "trace.h"
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
     event_sink sink;
     kvreg_config *cfg = NULL;
     kvreg_registry *reg = NULL;
+    kvreg_publisher *pub = NULL;
     cache model;
     cache_config cc;
     hmap seen;
@@ -118,10 +120,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    /* INLINE delivery (the default) with our counting/verifying callback. */
+    /* INLINE delivery (the default) with our counting/verifying callback, or POLL delivery
+     * to the publisher with --publish. */
     rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK)
-        rc = kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
+        rc = o.publish.endpoint ? publish_configure(cfg)
+                                : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
@@ -135,6 +139,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: cannot set up the registry: %s\n", kvreg_strerror(rc));
         return EXIT_VERIFY_OR_LIBRARY;
     }
+    if (o.publish.endpoint && publish_start(&pub, reg, &o.publish) != 0)
+        return EXIT_VERIFY_OR_LIBRARY;
 
     progress_start(&bar, o.progress && w->long_input);
     t0 = now_s();
@@ -183,6 +189,10 @@ int main(int argc, char **argv)
         r.unique_blocks = seen.len;
         r.registers = sink.registers;
         r.removes = sink.removes;
+        if (pub) { /* no callback counted them */
+            kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REGISTER, &r.registers);
+            kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REMOVE, &r.removes);
+        }
         kvreg_registry_stat(reg, KVREG_STAT_HASHES, &r.registry_hashes);
         r.g1_size = kvreg_pool_size(model.g1);
         r.g2_size = model.g2 ? kvreg_pool_size(model.g2) : 0;
@@ -205,6 +215,8 @@ int main(int argc, char **argv)
         perror(o.dump_trace);
         status = status ? status : EXIT_VERIFY_OR_LIBRARY;
     }
+    if (publish_finish(pub) != 0)
+        status = status ? status : EXIT_VERIFY_OR_LIBRARY;
     cache_free(&model);
     kvreg_registry_free(reg); /* frees G1 and G2 too, without events */
     event_sink_free(&sink);
