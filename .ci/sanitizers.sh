@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
-#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events).
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) and net suites.
+#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
+#      and the net suite's publisher thread against its users).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
 # Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
@@ -21,7 +22,8 @@ run() { local name=$1; shift; if ! "$@"; then failed+=("$name"); echo "*** $name
 # Any report is an error; keep going long enough to print it with a stack.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# libzmq is not instrumented: its internal hand-overs are suppressed (see the file).
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/net/tsan-libzmq.supp
 
 rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
@@ -30,14 +32,17 @@ meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=
   -Dbuildtype=debugoptimized
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
-  meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+  meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
+  --suite net
 
 section "TSan (concurrency tests)"
 meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
+  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
+  tests/net/test_net tests/net/test_net_malformed
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
-  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery
+  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
+  net net-malformed
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
