@@ -240,7 +240,9 @@ typedef struct kvreg_sub_notice {
 typedef void (*kvreg_sub_notice_fn)(const kvreg_sub_notice *notice, void *user_data);
 
 /* Callbacks run on the thread in kvreg_subscriber_run(). fn NULL: batches are counted and
- * dropped / notices only counted. user_data is borrowed. KVREG_EBUSY from a callback. */
+ * dropped / notices only counted. user_data is borrowed. KVREG_EBUSY from a callback. A
+ * callback may call kvreg_subscriber_stop() and kvreg_subscriber_stat(), and must not free
+ * the subscriber. */
 KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
                                             void *user_data) KVREG_NOEXCEPT;
 KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,

@@ -52,7 +52,7 @@ class Publisher {
     bool has_replay_ = false, has_lora_ = false;
     // Running state. The sockets and the encoder belong to the sender thread between start()
     // and the join in stop(); start() and stop() touch them only outside that window.
-    State state_ = State::fresh;
+    std::atomic<State> state_{State::fresh}; // read by stat() on any thread
     void *ctx_ = nullptr, *pub_ = nullptr, *router_ = nullptr;
     kvreg_wire_encoder *enc_ = nullptr;
     std::string actual_endpoint_, actual_replay_;

@@ -152,7 +152,10 @@ void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t firs
     n.first = first;
     n.last = last;
     n.count = kind == KVREG_SUB_GAP || kind == KVREG_SUB_LOSS ? last - first + 1 : 0;
-    if (kind == KVREG_SUB_REPLAY_DONE) n.count = first;
+    if (kind == KVREG_SUB_REPLAY_DONE) { // first carries the count
+        n.count = first;
+        n.first = n.last = 0;
+    }
     n.replay_requested = replay_requested;
     n.has_seq = has_seq;
     n.message = message;
