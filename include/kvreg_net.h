@@ -42,7 +42,8 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
 /* ------------------------------------------------------------------------------------------ */
 /* A publisher owns one sender thread, started by kvreg_publisher_start(): it takes the
  * registry's events with kvreg_registry_poll_wait(), encodes them (KVREG_WIRE_VLLM by
- * default), and sends one batch per encoded payload. The engine's threads only queue events
+ * default), and sends one batch per encoded payload (vLLM's format needs every Register's
+ * tokens: register with tokens, or see KVREG_PUB_STAT_EVENTS_SKIPPED). The engine's threads only queue events
  * (POLL delivery): they never wait for the network. The publisher must be the registry's only
  * poller. Sends never block: a batch the PUB socket cannot take (a subscriber is slower than
  * the high-water mark allows) is dropped and counted, and its seq is still used, so
@@ -79,6 +80,8 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_OPT_FORMAT 7u          /* KVREG_WIRE_VLLM (default) or KVREG_WIRE_VLLM_LEGACY */
 #define KVREG_PUB_OPT_REPLAY_POLL_MS 8u  /* idle check interval for replay requests (default 5,
                                             1 .. 1000; unused without a replay endpoint) */
+#define KVREG_PUB_OPT_BLOCK_SIZE 9u      /* tokens per block every Register must have (default 0:
+                                            not checked); see KVREG_WIRE_OPT_BLOCK_SIZE */
 KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
                                   uint64_t value) KVREG_NOEXCEPT;
 
@@ -129,6 +132,9 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                              start (KVREG_STAT_EVENTS_DROPPED growth) */
 #define KVREG_PUB_STAT_EVENTS_UNSENT 9u   /* events left queued when stop's bound ran out */
 #define KVREG_PUB_STAT_SEND_ERRORS 10u    /* batches lost to another send or encode error */
+#define KVREG_PUB_STAT_EVENTS_SKIPPED 11u /* events the format cannot carry, not sent (vLLM:
+                                             a Register without tokens, i.e. by hash only, or
+                                             of another block size; see kvreg_wire_encode) */
 /* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
 KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
                                    uint64_t *value) KVREG_NOEXCEPT;

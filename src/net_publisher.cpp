@@ -46,6 +46,10 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
         if (v != KVREG_WIRE_VLLM && v != KVREG_WIRE_VLLM_LEGACY) return KVREG_EINVAL;
         format_ = v;
         return KVREG_OK;
+    case KVREG_PUB_OPT_BLOCK_SIZE:
+        if (v > UINT32_MAX) return KVREG_EINVAL;
+        block_size_ = v;
+        return KVREG_OK;
     case KVREG_PUB_OPT_REPLAY_POLL_MS:
         if (v < 1 || v > 1000) return KVREG_EINVAL;
         replay_poll_ms_ = v;
@@ -89,6 +93,7 @@ int Publisher::start() {
     if (rc != KVREG_OK) return rc;
     if ((rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_DP_RANK, dp_rank_)) != KVREG_OK ||
         (rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_MAX_EVENTS, max_events_)) != KVREG_OK ||
+        (rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_BLOCK_SIZE, block_size_)) != KVREG_OK ||
         (has_lora_ && (rc = kvreg_wire_encoder_set_lora_name(enc_, lora_name_.c_str())) != KVREG_OK)) {
         close_all();
         return rc;
@@ -163,7 +168,8 @@ void Publisher::close_all() noexcept {
 
 int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
     static const Stat map[] = {n_stats, sent, dropped, events_sent, replays, replay_batches,
-                               bad_requests, next_seq, n_stats /* lost */, unsent, send_errors};
+                               bad_requests, next_seq, n_stats /* lost */, unsent, send_errors,
+                               skipped};
     if (s == KVREG_PUB_STAT_EVENTS_LOST) {
         uint64_t now = dropped_at_start_;
         if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
@@ -214,9 +220,16 @@ void Publisher::publish(const kvreg_event *events, size_t n) noexcept {
         size_t used = 0;
         const uint8_t *payload = nullptr;
         size_t len = 0;
-        if (kvreg_wire_encode(enc_, events + off, n - off, -1.0, &used, &payload, &len) != KVREG_OK ||
-            used == 0) {
-            count(send_errors); // the rest of this poll is lost; no seq was used for it
+        const int rc = kvreg_wire_encode(enc_, events + off, n - off, -1.0, &used, &payload, &len);
+        if (rc == KVREG_ESTATE || rc == KVREG_EINVAL) {
+            // An event the format cannot carry (vLLM: a Register without tokens, or with
+            // another block size): skipped, never sent half-right. No seq is used.
+            count(skipped);
+            off++;
+            continue;
+        }
+        if (rc != KVREG_OK || used == 0) {
+            count(send_errors); // out of memory: the rest of this poll is lost, no seq used
             return;
         }
         send_batch(payload, len, used);

@@ -34,7 +34,7 @@ class Publisher {
   private:
     enum class State { fresh, running, stopped };
     enum Stat { sent, dropped, events_sent, replays, replay_batches, bad_requests, next_seq,
-                unsent, send_errors, n_stats };
+                unsent, send_errors, skipped, n_stats };
 
     void run() noexcept;                                  // the sender thread
     void publish(const kvreg_event *events, size_t n) noexcept;
@@ -48,6 +48,7 @@ class Publisher {
     // Options.
     uint64_t hwm_ = 100000, dp_rank_ = 0, buffer_steps_ = 10000, linger_ms_ = 2000;
     uint64_t replay_linger_ms_ = 0, max_events_ = 1024, format_ = KVREG_WIRE_VLLM, replay_poll_ms_ = 5;
+    uint64_t block_size_ = 0;
     std::string endpoint_ = "tcp://*:5557", replay_endpoint_, topic_, lora_name_;
     bool has_replay_ = false, has_lora_ = false;
     // Running state. The sockets and the encoder belong to the sender thread between start()

@@ -63,9 +63,13 @@ void net_pub_close(net_pub *p) {
 void net_pub_register(net_pub *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         kvreg_block_desc d;
+        const uint32_t tokens[4] = {1, 2, 3, (uint32_t)p->next_hash};
         memset(&d, 0, sizeof d);
         d.sequence_hash = p->next_hash;
         d.block_hash = p->next_hash ^ UINT64_C(0x5555);
+        d.block_size = 4;
+        d.tokens = tokens;
+        d.n_tokens = 4;
         p->next_hash++;
         kvreg_block b;
         assert_int_equal(kvreg_register(p->pool, &d, &b), KVREG_OK);

@@ -119,8 +119,34 @@ static void stop_flushes(void **state) {
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_UNSENT), 0);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_SENT) + net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_DROPPED),
                      300);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 0);
     assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK); /* twice is fine */
     assert_int_equal(kvreg_publisher_set(p.pub, KVREG_PUB_OPT_HWM, 1), KVREG_ESTATE);
+    net_pub_close(&p);
+}
+
+/* A Register without tokens cannot be a vLLM BlockStored: skipped and counted, no seq used;
+ * with BLOCK_SIZE set, a Register of another size neither. */
+static void untokened_events_skipped(void **state) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 0, NULL, 100, KVREG_PUB_OPT_BLOCK_SIZE, (uint64_t)4, 0u);
+    net_pub_register(&p, 2);
+    kvreg_block_desc d;
+    kvreg_block b;
+    const uint32_t five[5] = {1, 2, 3, 4, 5};
+    memset(&d, 0, sizeof d);
+    d.sequence_hash = d.block_hash = 77; /* by hash only */
+    assert_int_equal(kvreg_register(p.pool, &d, &b), KVREG_OK);
+    d.sequence_hash = d.block_hash = 78; /* 5 tokens where blocks have 4 */
+    d.tokens = five;
+    d.n_tokens = 5;
+    assert_int_equal(kvreg_register(p.pool, &d, &b), KVREG_OK);
+    net_pub_register(&p, 2);
+    assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 2);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ), 4);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SENT), 4);
     net_pub_close(&p);
 }
 
@@ -258,11 +284,14 @@ static uint64_t overrun(net_pub *p) {
     const int64_t deadline = SECONDS(20);
     kvreg_block_desc d[512];
     kvreg_block b[512];
+    static uint32_t tokens[16];
     memset(d, 0, sizeof d);
     while (net_pub_stat(p, KVREG_PUB_STAT_BATCHES_DROPPED) == 0 && net_now_ms() < deadline) {
         for (int i = 0; i < 512; i++) {
             d[i].sequence_hash = UINT64_C(1) << 62 | p->next_hash++;
             d[i].block_hash = d[i].sequence_hash;
+            d[i].tokens = tokens;
+            d[i].n_tokens = 16;
         }
         assert_int_equal(kvreg_register_batch(p->pool, d, 512, b, NULL, NULL), KVREG_OK);
         assert_int_equal(kvreg_release_batch(p->pool, b, 512, NULL, NULL), KVREG_OK);
@@ -334,6 +363,7 @@ int main(void) {
         cmocka_unit_test(endpoint_rules),
         cmocka_unit_test(publisher_arguments),
         cmocka_unit_test(stop_flushes),
+        cmocka_unit_test(untokened_events_skipped),
         cmocka_unit_test(from_seq_replays_history),
         cmocka_unit_test(late_join_recovers),
         cmocka_unit_test(restart_is_a_reset),

@@ -38,6 +38,9 @@ static void malformed_frames_skipped(void **state) {
     ev.kind = KVREG_EVENT_REGISTER;
     ev.sequence_hash = UINT64_C(0xdab89baa7b5857c0);
     ev.block_hash = 7;
+    const uint32_t tokens[4] = {9, 8, 7, 6};
+    ev.tokens = tokens;
+    ev.n_tokens = 4;
     size_t used = 0, len = 0;
     const uint8_t *p = NULL;
     assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), KVREG_OK);
