@@ -82,6 +82,11 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                             1 .. 1000; unused without a replay endpoint) */
 #define KVREG_PUB_OPT_BLOCK_SIZE 9u      /* tokens per block every Register must have (default 0:
                                             not checked); see KVREG_WIRE_OPT_BLOCK_SIZE */
+#define KVREG_PUB_OPT_BATCH_US 10u       /* after draining the queue, let events gather this many
+                                            microseconds before the next batch (default 1000,
+                                            <= 1000000; 0: send as soon as events come). vLLM
+                                            sends one batch per engine step; an event after a
+                                            quiet spell is still sent at once */
 KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
                                   uint64_t value) KVREG_NOEXCEPT;
 

@@ -48,7 +48,7 @@ class Publisher {
     // Options.
     uint64_t hwm_ = 100000, dp_rank_ = 0, buffer_steps_ = 10000, linger_ms_ = 2000;
     uint64_t replay_linger_ms_ = 0, max_events_ = 1024, format_ = KVREG_WIRE_VLLM, replay_poll_ms_ = 5;
-    uint64_t block_size_ = 0;
+    uint64_t block_size_ = 0, batch_us_ = 1000;
     std::string endpoint_ = "tcp://*:5557", replay_endpoint_, topic_, lora_name_;
     bool has_replay_ = false, has_lora_ = false;
     // Running state. The sockets and the encoder belong to the sender thread between start()

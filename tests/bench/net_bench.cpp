@@ -7,10 +7,15 @@
 //   register_release  register + release ops/s of one thread, with a started publisher (and
 //            a subscriber thread reading it) against a plain registry without one.
 //            Target: ratio >= 0.8.
+// --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
+// side moves the payloads that setting gives), default 1024.
 // Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
+//   [--max-events N]
 #include <kvreg.h>
 #include <kvreg_net.h>
 #include <zmq.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +30,14 @@
 namespace {
 
 constexpr uint32_t kBlock = 16;
+
+// CPU seconds of the calling thread / of the whole process: on a shared machine wall time
+// measures the neighbours too; CPU time measures what our threads did.
+double cpu_s(clockid_t which) {
+    timespec ts;
+    clock_gettime(which, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -78,15 +91,18 @@ Input make_input(size_t n_seqs, size_t len) {
     return in;
 }
 
-// Register every sequence (one batch call each), then release them: 2 ops per block.
-double register_release(kvreg_pool *pool, const Input &in) {
+// Register every sequence (one batch call each), then release them: 2 ops per block. Returns
+// wall seconds; *thread_cpu (may be null) gets the calling thread's CPU seconds.
+double register_release(kvreg_pool *pool, const Input &in, double *thread_cpu = nullptr) {
     std::vector<kvreg_block> h(in.descs.size());
+    const double c = cpu_s(CLOCK_THREAD_CPUTIME_ID);
     const double t = now_s();
     for (size_t s = 0; s < in.n_seqs; s++)
         check(kvreg_register_batch(pool, &in.descs[s * in.per_seq], in.per_seq, &h[s * in.per_seq], nullptr, nullptr),
               "register");
     for (size_t s = 0; s < in.n_seqs; s++)
         check(kvreg_release_batch(pool, &h[s * in.per_seq], in.per_seq, nullptr, nullptr), "release");
+    if (thread_cpu) *thread_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c;
     return now_s() - t;
 }
 
@@ -122,13 +138,15 @@ struct Link {
     std::atomic<bool> stop{false};
     std::thread th;
 
-    explicit Link(kvreg_registry *reg) {
+    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true) {
         check(kvreg_publisher_new(&pub, reg), "publisher");
         check(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://127.0.0.1:*"), "endpoint");
         check(kvreg_publisher_set(pub, KVREG_PUB_OPT_HWM, 0), "hwm");
+        check(kvreg_publisher_set(pub, KVREG_PUB_OPT_MAX_EVENTS, max_events), "max events");
         check(kvreg_publisher_start(pub), "start");
         char ep[256];
         check(kvreg_publisher_endpoint(pub, KVREG_PUB_ENDPOINT, ep, sizeof ep, nullptr), "endpoint");
+        if (!with_sub) return;
         check(kvreg_subscriber_new(&sub), "subscriber");
         check(kvreg_subscriber_set(sub, KVREG_SUB_OPT_RCVHWM, 0), "rcvhwm");
         check(kvreg_subscriber_add(sub, ep, nullptr, nullptr), "add");
@@ -159,13 +177,13 @@ struct Link {
     ~Link() {
         kvreg_publisher_free(pub);
         stop.store(true, std::memory_order_release);
-        th.join();
+        if (th.joinable()) th.join();
         kvreg_subscriber_free(sub);
     }
 };
 
 // Raw libzmq PUB -> SUB of pre-encoded payloads; seconds from first send to last receive.
-double raw_zmq(const std::vector<std::string> &payloads) {
+double raw_zmq(const std::vector<std::string> &payloads, double &cpu) {
     void *ctx = zmq_ctx_new();
     void *pub = zmq_socket(ctx, ZMQ_PUB);
     void *sub = zmq_socket(ctx, ZMQ_SUB);
@@ -206,6 +224,7 @@ double raw_zmq(const std::vector<std::string> &payloads) {
     while (recv_one(ZMQ_DONTWAIT)) {
     }
     const double t = now_s();
+    const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
     std::thread rx([&] {
         for (size_t i = 0; i < payloads.size(); i++) recv_one(0);
     });
@@ -213,6 +232,7 @@ double raw_zmq(const std::vector<std::string> &payloads) {
     for (size_t i = 0; i < payloads.size(); i++) send(topic, i, payloads[i]);
     rx.join();
     const double dt = now_s() - t;
+    cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     zmq_msg_close(&m);
     zmq_close(pub);
     zmq_close(sub);
@@ -221,13 +241,15 @@ double raw_zmq(const std::vector<std::string> &payloads) {
 }
 
 // The payloads the publisher would make for the events of one register_release pass.
-std::vector<std::string> encode_pass(const Input &in) {
+std::vector<std::string> encode_pass(const Input &in, size_t max_events, double &encode_s) {
     kvreg_registry *reg = poll_registry();
     kvreg_pool *pool = nullptr;
     check(kvreg_pool_new(&pool, reg, "G1"), "pool");
     register_release(pool, in);
     kvreg_wire_encoder *enc = nullptr;
     check(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), "encoder");
+    check(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, max_events), "encoder");
+    encode_s = 0;
     std::vector<kvreg_event> ev(KVREG_EVENTS_PER_CALL);
     std::vector<std::string> out;
     for (;;) {
@@ -237,7 +259,9 @@ std::vector<std::string> encode_pass(const Input &in) {
         for (size_t off = 0; off < n;) {
             size_t used = 0, len = 0;
             const uint8_t *p = nullptr;
+            const double t = now_s();
             check(kvreg_wire_encode(enc, &ev[off], n - off, -1.0, &used, &p, &len), "encode");
+            encode_s += now_s() - t;
             out.emplace_back(reinterpret_cast<const char *>(p), len);
             off += used;
         }
@@ -247,17 +271,33 @@ std::vector<std::string> encode_pass(const Input &in) {
     return out;
 }
 
+// Seconds to decode every payload once (the subscriber's share of the codec work).
+double decode_all(const std::vector<std::string> &payloads) {
+    kvreg_wire_decoder *dec = nullptr;
+    check(kvreg_wire_decoder_new(&dec, KVREG_WIRE_VLLM), "decoder");
+    const double t = now_s();
+    for (const auto &p : payloads) {
+        const kvreg_wire_event *ev;
+        size_t n;
+        check(kvreg_wire_decode(dec, p.data(), p.size(), &ev, &n, nullptr), "decode");
+    }
+    const double dt = now_s() - t;
+    kvreg_wire_decoder_free(dec);
+    return dt;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-    size_t seqs = 2000, len = 512, reps = 3;
+    size_t seqs = 2000, len = 512, reps = 3, max_events = 1024;
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--seqs")) seqs = v;
         else if (!std::strcmp(argv[i], "--len")) len = v;
         else if (!std::strcmp(argv[i], "--reps")) reps = v;
+        else if (!std::strcmp(argv[i], "--max-events")) max_events = v;
         else {
-            std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]\n");
+            std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]\n");
             return 2;
         }
     }
@@ -269,56 +309,106 @@ int main(int argc, char **argv) {
     const uint64_t events = 2 * in.descs.size(); // one Register and one Remove per block
 
     // pubsub: best of reps for each side, alternating so both see the same machine load.
-    const std::vector<std::string> payloads = encode_pass(in);
+    double encode_s = 0;
+    const std::vector<std::string> payloads = encode_pass(in, max_events, encode_s);
+    const double decode_s = decode_all(payloads);
     size_t bytes = 0;
     for (auto &p : payloads) bytes += p.size();
-    double best_ours = 1e9, best_raw = 1e9;
+    double best_ours = 1e9, best_raw = 1e9, cpu_ours = 1e9, cpu_raw = 1e9;
     for (size_t r = 0; r < reps; r++) {
         kvreg_registry *reg = poll_registry();
         kvreg_pool *pool = nullptr;
         check(kvreg_pool_new(&pool, reg, "G1"), "pool");
         {
-            Link link(reg);
+            Link link(reg, max_events);
             link.sync(pool);
             const uint64_t base = link.count.events.load();
             const double t = now_s();
-            register_release(pool, in);
+            const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+            double producer = 0;
+            register_release(pool, in, &producer);
             link.wait_for(base + events, 60);
             best_ours = std::min(best_ours, now_s() - t);
+            // the pipeline's CPU: everything but the producing thread's registry calls
+            cpu_ours = std::min(cpu_ours, cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0 - producer);
         }
         kvreg_registry_free(reg);
-        best_raw = std::min(best_raw, raw_zmq(payloads));
+        double c = 0;
+        best_raw = std::min(best_raw, raw_zmq(payloads, c));
+        cpu_raw = std::min(cpu_raw, c);
     }
-    std::printf("{\"workload\":\"pubsub\",\"events\":%llu,\"batches\":%zu,\"payload_bytes\":%zu,"
-                "\"events_per_s\":%.0f,\"raw_zmq_events_per_s\":%.0f,\"ratio\":%.3f,\"target\":0.7}\n",
-                static_cast<unsigned long long>(events), payloads.size(), bytes, events / best_ours,
-                events / best_raw, best_raw / best_ours);
+    std::printf("{\"workload\":\"pubsub\",\"events\":%llu,\"max_events\":%zu,\"batches\":%zu,"
+                "\"payload_bytes\":%zu,\"events_per_s\":%.0f,\"raw_zmq_events_per_s\":%.0f,"
+                "\"ratio\":%.3f,\"target\":0.7,\"encode_only_events_per_s\":%.0f,"
+                "\"decode_only_events_per_s\":%.0f,\"cpu_ratio\":%.3f}\n",
+                static_cast<unsigned long long>(events), max_events, payloads.size(), bytes,
+                events / best_ours, events / best_raw, best_raw / best_ours, events / encode_s,
+                events / decode_s, cpu_raw / cpu_ours);
 
     // register_release with and without a publisher.
-    double best_with = 1e9, best_without = 1e9;
+    double best_with = 1e9, best_without = 1e9, best_pub_only = 1e9;
+    double cpu_with = 1e9, cpu_without = 1e9; // the registering thread's own CPU time
+    double best_poll = 1e9, cpu_poll = 1e9;   // POLL delivery to a thread that only drains it
     for (size_t r = 0; r < reps; r++) {
         {
             kvreg_registry *reg = nullptr;
             check(kvreg_registry_new(&reg, nullptr), "registry"); // INLINE, no callback
             kvreg_pool *pool = nullptr;
             check(kvreg_pool_new(&pool, reg, "G1"), "pool");
-            best_without = std::min(best_without, register_release(pool, in));
+            double c = 0;
+            best_without = std::min(best_without, register_release(pool, in, &c));
+            cpu_without = std::min(cpu_without, c);
             kvreg_registry_free(reg);
         }
         {
             kvreg_registry *reg = poll_registry();
             kvreg_pool *pool = nullptr;
             check(kvreg_pool_new(&pool, reg, "G1"), "pool");
-            Link *link = new Link(reg);
+            Link *link = new Link(reg, max_events);
             link->sync(pool);
-            best_with = std::min(best_with, register_release(pool, in));
+            double c = 0;
+            best_with = std::min(best_with, register_release(pool, in, &c));
+            cpu_with = std::min(cpu_with, c);
+            delete link;
+            kvreg_registry_free(reg);
+        }
+        {
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            std::atomic<bool> stop{false};
+            std::thread drain([&] {
+                std::vector<kvreg_event> ev(KVREG_EVENTS_PER_CALL);
+                size_t n;
+                while (!stop.load(std::memory_order_acquire))
+                    kvreg_registry_poll_wait(reg, ev.data(), ev.size(), &n, -1);
+            });
+            double c = 0;
+            best_poll = std::min(best_poll, register_release(pool, in, &c));
+            cpu_poll = std::min(cpu_poll, c);
+            stop.store(true, std::memory_order_release);
+            kvreg_registry_wakeup(reg);
+            drain.join();
+            kvreg_registry_free(reg);
+        }
+        {
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            Link *link = new Link(reg, max_events, false); // the engine's side alone
+            best_pub_only = std::min(best_pub_only, register_release(pool, in));
             delete link;
             kvreg_registry_free(reg);
         }
     }
     const double ops = 2.0 * in.descs.size();
     std::printf("{\"workload\":\"register_release\",\"blocks\":%zu,\"ops_per_s_without\":%.0f,"
-                "\"ops_per_s_with_publisher\":%.0f,\"ratio\":%.3f,\"target\":0.8}\n",
-                in.descs.size(), ops / best_without, ops / best_with, best_without / best_with);
+                "\"ops_per_s_with_publisher\":%.0f,\"ratio\":%.3f,\"target\":0.8,"
+                "\"ops_per_s_publisher_no_subscriber\":%.0f,\"ratio_no_subscriber\":%.3f,"
+                "\"thread_cpu_ratio\":%.3f,\"ops_per_s_poll_drain_only\":%.0f,"
+                "\"thread_cpu_ratio_poll_drain_only\":%.3f}\n",
+                in.descs.size(), ops / best_without, ops / best_with, best_without / best_with,
+                ops / best_pub_only, best_without / best_pub_only, cpu_without / cpu_with,
+                ops / best_poll, cpu_without / cpu_poll);
     return 0;
 }
