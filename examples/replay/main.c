@@ -133,13 +133,14 @@ int main(int argc, char **argv)
     cc.g2_blocks = o.g2_blocks;
     cc.inflight = o.inflight;
     cc.block_tokens = o.block_tokens;
+    cc.with_tokens = o.publish.endpoint != NULL;
     if (rc == KVREG_OK)
         rc = cache_init(&model, reg, &cc);
     if (rc != KVREG_OK) {
         fprintf(stderr, "kvreg-replay: cannot set up the registry: %s\n", kvreg_strerror(rc));
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    if (o.publish.endpoint && publish_start(&pub, reg, &o.publish) != 0)
+    if (o.publish.endpoint && publish_start(&pub, reg, &o.publish, o.block_tokens) != 0)
         return EXIT_VERIFY_OR_LIBRARY;
 
     progress_start(&bar, o.progress && w->long_input);

@@ -50,7 +50,8 @@ int publish_configure(kvreg_config *cfg)
     return rc == KVREG_OK ? kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, 1u << 22) : rc;
 }
 
-int publish_start(kvreg_publisher **out, kvreg_registry *reg, const publish_options *p)
+int publish_start(kvreg_publisher **out, kvreg_registry *reg, const publish_options *p,
+                  uint32_t block_tokens)
 {
     kvreg_publisher *pub = NULL;
     char ep[512];
@@ -63,6 +64,8 @@ int publish_start(kvreg_publisher **out, kvreg_registry *reg, const publish_opti
         rc = kvreg_publisher_set_string(pub, KVREG_PUB_TOPIC, p->topic);
     if (rc == KVREG_OK)
         rc = kvreg_publisher_set(pub, KVREG_PUB_OPT_REPLAY_LINGER_MS, p->linger_s * 1000);
+    if (rc == KVREG_OK)
+        rc = kvreg_publisher_set(pub, KVREG_PUB_OPT_BLOCK_SIZE, block_tokens);
     if (rc == KVREG_OK)
         rc = kvreg_publisher_start(pub);
     if (rc != KVREG_OK) {
@@ -91,6 +94,7 @@ int publish_finish(kvreg_publisher *pub)
         {KVREG_PUB_STAT_EVENTS_SENT, "events_sent"},
         {KVREG_PUB_STAT_EVENTS_LOST, "events_lost"},
         {KVREG_PUB_STAT_EVENTS_UNSENT, "events_unsent"},
+        {KVREG_PUB_STAT_EVENTS_SKIPPED, "events_skipped"},
         {KVREG_PUB_STAT_REPLAYS_SERVED, "replays_served"},
     };
     uint64_t v[sizeof stats / sizeof stats[0]];
@@ -105,5 +109,5 @@ int publish_finish(kvreg_publisher *pub)
     }
     fputc('\n', stderr);
     kvreg_publisher_free(pub);
-    return v[4] || v[5] ? -1 : 0;
+    return v[4] || v[5] || v[6] ? -1 : 0; /* lost, unsent or skipped */
 }

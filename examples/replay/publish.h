@@ -27,9 +27,10 @@ extern const char publish_usage[];
 
 /* POLL delivery with a queue deep enough for a fast replay. */
 int publish_configure(kvreg_config *cfg);
-/* Start publishing reg's events; prints the endpoints in use on stderr. 0, or -1 with a
- * message. */
-int publish_start(kvreg_publisher **out, kvreg_registry *reg, const publish_options *p);
+/* Start publishing reg's events (blocks of block_tokens tokens); prints the endpoints in use
+ * on stderr. 0, or -1 with a message. */
+int publish_start(kvreg_publisher **out, kvreg_registry *reg, const publish_options *p,
+                  uint32_t block_tokens);
 /* Stop (everything queued is sent), linger for replay requests, print the publisher's
  * counters on stderr, free. 0, or -1 when events were lost on the way. */
 int publish_finish(kvreg_publisher *pub);
