@@ -100,6 +100,7 @@ int publish_finish(kvreg_publisher *pub)
     uint64_t v[sizeof stats / sizeof stats[0]];
     if (!pub)
         return 0;
+    fflush(stdout); /* the report is out before the linger, even on a pipe */
     kvreg_publisher_stop(pub);
     fprintf(stderr, "kvreg-replay: published");
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {

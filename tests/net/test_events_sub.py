@@ -24,7 +24,7 @@ def main():
     replay, events = sys.argv[1], sys.argv[2]
     rp = subprocess.Popen([replay, "--publish", "tcp://127.0.0.1:*", "--replay-endpoint",
                            "tcp://127.0.0.1:*", "--topic", "kv@pod-r@model-r", "--conversations",
-                           "3", "--max-requests", "20", "--no-progress", "--json",
+                           "3", "--max-requests", "20", "--g1-blocks", "16", "--no-progress", "--json",
                            "--linger", "30"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sub = None
