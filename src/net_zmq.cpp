@@ -5,6 +5,11 @@
 
 #include "net_endpoint.hpp"
 
+#ifdef KVREG_NET_TSAN
+extern "C" void __tsan_ignore_thread_begin(void);
+extern "C" void __tsan_ignore_thread_end(void);
+#endif
+
 namespace kvreg::net {
 
 Frames::Frames() {
@@ -32,6 +37,15 @@ bool Frames::recv(void *socket, int flags) {
         if (!zmq_msg_more(m)) break;
     }
     zmq_msg_close(&extra);
+#ifdef KVREG_NET_TSAN
+    for (size_t i = 0; i < count_ && i < kMaxFrames; i++) {
+        const auto *p = static_cast<const unsigned char *>(zmq_msg_data(&msgs_[i]));
+        copies_[i].resize(zmq_msg_size(&msgs_[i]) + 1); // + 1: data() is never null
+        __tsan_ignore_thread_begin();
+        std::memcpy(copies_[i].data(), p, zmq_msg_size(&msgs_[i]));
+        __tsan_ignore_thread_end();
+    }
+#endif
     return true;
 }
 
