@@ -239,7 +239,16 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
 void Subscriber::check_replay_timeouts() {
     const auto now = Clock::now();
     for (Endpoint &e : eps_) {
-        if (e.replay_owner && now >= e.replay_deadline) finish_replay(*e.replay_owner, true);
+        if (!e.replay_owner || now < e.replay_deadline) continue;
+        // Silence is measured at the socket: answers already waiting there (the run loop was
+        // busy elsewhere) are not a timeout.
+        int events = 0;
+        size_t len = sizeof events;
+        if (e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
+            e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
+            continue;
+        }
+        finish_replay(*e.replay_owner, true);
     }
 }
 
