@@ -3,6 +3,7 @@
  * bindings by layout, so a changed offset is an ABI break even when every symbol stays. */
 #include <kvreg.h>
 #include <kvreg_wire.h>
+#include <kvreg_net.h>
 
 #include <stddef.h>
 #include <string.h>
@@ -27,6 +28,10 @@ KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
 KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
 KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
 KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
+KVREG_CHECK(sub_batch_size, sizeof(kvreg_sub_batch) == 120);
+KVREG_CHECK(sub_batch_events, offsetof(kvreg_sub_batch, events) == 72);
+KVREG_CHECK(sub_notice_size, sizeof(kvreg_sub_notice) == 80);
+KVREG_CHECK(sub_notice_message, offsetof(kvreg_sub_notice, message) == 56);
 #endif
 KVREG_CHECK(block_is_u64, sizeof(kvreg_block) == 8);
 KVREG_CHECK(version, KVREG_VERSION_NUMBER == KVREG_VERSION_MAJOR * 10000 +
