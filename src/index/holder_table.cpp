@@ -56,19 +56,47 @@ void HolderTable::grow(Shard &s, uint64_t at_least) {
             const uint64_t v = old[i].val.load(std::memory_order_relaxed);
             if (v == kEmpty) continue;
             const uint64_t key = old[i].key.load(std::memory_order_relaxed);
-            uint64_t j = home(mix(key), cap - 1);
-            while (fresh[j].val.load(std::memory_order_relaxed) != kEmpty) j = next(j, cap - 1);
-            fresh[j].key.store(key, std::memory_order_relaxed);
-            fresh[j].val.store(v, std::memory_order_relaxed);
+            uint64_t ins = 0;
+            find(fresh.get(), cap - 1, mix(key), key, static_cast<uint32_t>(v >> 32), &ins);
+            insert_at(fresh.get(), cap - 1, ins, key, v); // in order: not published yet
         }
     }
     s.tables.reserve(s.tables.size() + 1); // the only other allocation: before publishing
     begin_change(s);
     s.table.store(fresh.get(), std::memory_order_release);
-    s.mask.store(cap - 1, std::memory_order_relaxed);
+    s.mask.store(cap - 1, std::memory_order_release); // after the table: see holders_if()
     end_change(s);
     s.tables.push_back(std::move(fresh));
     s.bytes.store(s.bytes.load(std::memory_order_relaxed) + (cap + 1) * sizeof(Slot), std::memory_order_relaxed);
+}
+
+uint64_t HolderTable::find(const Slot *t, uint64_t mask, uint64_t mixed, uint64_t hash, uint32_t slot,
+                           uint64_t *ins) noexcept {
+    uint64_t i = home(mixed, mask);
+    for (uint64_t d = 0; d <= mask; i = next(i, mask), d++) {
+        const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+        if (v == kEmpty) break;
+        const uint64_t key = t[i].key.load(std::memory_order_relaxed);
+        if (key == hash) {
+            if ((v >> 32) == slot) return i;
+        } else if (past(key, i, d, hash, mask)) {
+            break;
+        }
+    }
+    *ins = i; // an empty slot, or the first entry past hash's holders: the new one goes before it
+    return 0;
+}
+
+void HolderTable::insert_at(Slot *t, uint64_t mask, uint64_t ins, uint64_t key, uint64_t val) noexcept {
+    uint64_t e = ins;
+    while (t[e].val.load(std::memory_order_relaxed) != kEmpty) e = next(e, mask);
+    for (; e != ins; e = prev(e, mask)) {
+        const uint64_t p = prev(e, mask);
+        t[e].key.store(t[p].key.load(std::memory_order_relaxed), std::memory_order_release);
+        t[e].val.store(t[p].val.load(std::memory_order_relaxed), std::memory_order_release);
+    }
+    t[ins].key.store(key, std::memory_order_release);
+    t[ins].val.store(val, std::memory_order_release);
 }
 
 void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
@@ -80,7 +108,9 @@ void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
         if (v == kEmpty) break;
         const uint64_t key = t[j].key.load(std::memory_order_relaxed);
         const uint64_t k = home(mix(key), mask);
-        // Entry j may move back to i only if its home is not cyclically within (i, j].
+        // Entry j may move back to i only if its home is not cyclically within (i, j]. In an
+        // ordered cluster that moves each entry back one slot up to the first one at its home,
+        // which keeps the order.
         const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (stays) continue;
         t[i].key.store(key, std::memory_order_release);

@@ -1,9 +1,12 @@
 // The index's shared table: which workers hold a router hash, and in which tiers.
 //
 // One entry per (hash, worker slot), 16 bytes: the hash, and the slot with one count byte per
-// tier (KVREG_MEDIUM_*). Open addressing with linear probing on the hash alone, so all holders
-// of one hash sit in one probe cluster and a lookup copies them in one walk. Deletion shifts
-// the cluster back (no tombstones to purge).
+// tier (KVREG_MEDIUM_*). Open addressing with linear probing on the hash alone, kept in order
+// (Robin Hood): along a cluster, entries are sorted by home slot, then by hash. So all holders
+// of one hash sit side by side, and a lookup stops at the first entry past them (or past
+// where they would be) instead of walking to the cluster's end: a hash many workers hold
+// makes long clusters, and most of a prompt's lookups used to walk them. An insert shifts
+// the rest of the cluster one slot on; deletion shifts it back (no tombstones to purge).
 //
 // Concurrency: the table is split into shards by hash. Writers of a shard take its writer
 // flag (a spin lock; their critical sections are one insert, update or erase). Readers take no
@@ -61,7 +64,15 @@ public:
     // Reader (any thread, never blocks writers): copy the holders of hash into out[0..cap),
     // one consistent state of the hash's cluster. Returns how many there are; when that is
     // more than cap, only cap were copied: call again with room for them all.
-    size_t holders(uint64_t hash, Holder *out, size_t cap) const noexcept;
+    size_t holders(uint64_t hash, Holder *out, size_t cap) const noexcept {
+        return holders_if(hash, out, cap, SIZE_MAX, [](uint32_t) { return true; });
+    }
+    // The same, copying only the holders whose slot keep(slot) accepts, and stopping once
+    // `enough` are found: a slot holds a hash at most once, so when the caller wants k known
+    // slots, the rest of the cluster cannot hold another one it wants. keep must only read
+    // (a read racing a writer runs again).
+    template <class Keep>
+    size_t holders_if(uint64_t hash, Holder *out, size_t cap, size_t enough, Keep keep) const noexcept;
 
     // Start loading the first slot a lookup of hash would read.
     void prefetch(uint64_t hash) const noexcept;
@@ -75,15 +86,14 @@ private:
         std::atomic<uint64_t> val; // slot << 32 | counts; kEmpty when unused
     };
     static constexpr uint64_t kEmpty = UINT64_MAX;
-    // A table is an array of Slot whose element 0 holds the mask (capacity - 1) in key; the
-    // slots proper are 1 .. capacity, so a reader that loaded the pointer always finds the
-    // matching size beside it.
+    // A table is an array of Slot whose element 0 holds the mask (capacity - 1) in key, for
+    // writers; the slots proper are 1 .. capacity. Readers take the mask from the shard.
     struct alignas(64) Shard {
         std::atomic<uint64_t> seq{0};      // odd while slots change
         std::atomic<uint32_t> writer{0};   // writers' spin lock
         std::atomic<uint32_t> count{0};    // entries (written under the writer lock)
         std::atomic<Slot *> table{nullptr};
-        std::atomic<uint64_t> mask{0};     // the live table's, for prefetch() (a hint only)
+        std::atomic<uint64_t> mask{0};     // the live table's (stored after table; see holders_if)
         std::atomic<uint64_t> bytes{0};    // of every table allocated (live and retired)
         std::vector<std::unique_ptr<Slot[]>> tables; // the live one last; older ones retired
     };
@@ -95,6 +105,19 @@ private:
     static uint64_t mask_of(const Slot *t) noexcept { return t[0].key.load(std::memory_order_relaxed); }
     static uint64_t home(uint64_t mixed, uint64_t mask) noexcept { return ((mixed >> 16) & mask) + 1; }
     static uint64_t next(uint64_t i, uint64_t mask) noexcept { return i > mask ? 1 : i + 1; }
+    static uint64_t prev(uint64_t i, uint64_t mask) noexcept { return i == 1 ? mask + 1 : i - 1; }
+    // Whether the entry holding key at slot i comes after the place of hash, looked up d slots
+    // from its home: its home is later (it is fewer slots from it), or the same with a bigger hash.
+    static bool past(uint64_t key, uint64_t i, uint64_t d, uint64_t hash, uint64_t mask) noexcept {
+        const uint64_t de = (i - home(mix(key), mask)) & mask;
+        return de < d || (de == d && key > hash);
+    }
+    // The index of (hash, slot), or 0 when absent; then *ins is where it belongs.
+    static uint64_t find(const Slot *t, uint64_t mask, uint64_t mixed, uint64_t hash, uint32_t slot,
+                         uint64_t *ins) noexcept;
+    // Put an entry at ins, shifting the entries from ins to the cluster's end one slot on
+    // (there is an empty slot: the load stays below 3/4). Inside a change window once published.
+    static void insert_at(Slot *t, uint64_t mask, uint64_t ins, uint64_t key, uint64_t val) noexcept;
 
     static void lock_writer(Shard &s) noexcept;
     static void unlock_writer(Shard &s) noexcept { s.writer.store(0, std::memory_order_release); }
@@ -126,7 +149,8 @@ inline void backoff(unsigned &spins) noexcept {
 
 
 // Inline: a query calls these once per block, in its innermost loop.
-inline size_t HolderTable::holders(uint64_t hash, Holder *out, size_t cap) const noexcept {
+template <class Keep>
+inline size_t HolderTable::holders_if(uint64_t hash, Holder *out, size_t cap, size_t enough, Keep keep) const noexcept {
     const uint64_t mixed = mix(hash);
     const Shard &s = shard_of(mixed);
     unsigned spins = 0;
@@ -136,18 +160,26 @@ inline size_t HolderTable::holders(uint64_t hash, Holder *out, size_t cap) const
             backoff(spins);
             continue;
         }
+        // The size from the shard's line, not the table's element 0: one dependent load less
+        // on every lookup. grow() stores the table before the size (both release), and
+        // tables only grow, so a size read first never exceeds the table read after it.
+        const uint64_t mask = s.mask.load(std::memory_order_acquire);
         const Slot *t = s.table.load(std::memory_order_acquire);
         if (!t) return 0;
-        const uint64_t mask = mask_of(t);
         size_t n = 0;
         for (uint64_t i = home(mixed, mask), k = 0; k <= mask; i = next(i, mask), k++) {
             // Acquire loads (plain loads on x86): a slot word written inside a change window
             // makes the counter's odd value visible to the check below.
             const uint64_t v = t[i].val.load(std::memory_order_acquire);
             if (v == kEmpty) break;
-            if (t[i].key.load(std::memory_order_acquire) == hash) {
+            const uint64_t key = t[i].key.load(std::memory_order_acquire);
+            if (key != hash) {
+                if (past(key, i, k, hash, mask)) break; // the holders are all behind
+                continue;
+            }
+            if (keep(static_cast<uint32_t>(v >> 32))) {
                 if (n < cap) out[n] = Holder{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
-                n++;
+                if (++n == enough) break;
             }
         }
         if (s.seq.load(std::memory_order_relaxed) == before) return n;
@@ -174,17 +206,8 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     } unlock{s};
     Slot *t = s.table.load(std::memory_order_relaxed);
     uint64_t mask = t ? mask_of(t) : 0;
-    uint64_t pos = 0;
-    if (t) {
-        for (uint64_t i = home(mixed, mask), n = 0; n <= mask; i = next(i, mask), n++) {
-            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
-            if (v == kEmpty) break;
-            if (t[i].key.load(std::memory_order_relaxed) == hash && (v >> 32) == slot) {
-                pos = i;
-                break;
-            }
-        }
-    }
+    uint64_t ins = 0;
+    const uint64_t pos = t ? find(t, mask, mixed, hash, slot, &ins) : 0;
     if (pos) {
         const uint64_t old = t[pos].val.load(std::memory_order_relaxed);
         const uint32_t now = f(static_cast<uint32_t>(old));
@@ -206,12 +229,10 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
         grow(s); // may throw: nothing changed yet
         t = s.table.load(std::memory_order_relaxed);
         mask = mask_of(t);
+        find(t, mask, mixed, hash, slot, &ins);
     }
-    uint64_t i = home(mixed, mask);
-    while (t[i].val.load(std::memory_order_relaxed) != kEmpty) i = next(i, mask);
     begin_change(s);
-    t[i].key.store(hash, std::memory_order_release);
-    t[i].val.store(uint64_t{slot} << 32 | now, std::memory_order_release);
+    insert_at(t, mask, ins, hash, uint64_t{slot} << 32 | now);
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;

@@ -25,7 +25,9 @@ struct Options {
 
 class Index {
 public:
-    explicit Index(const Options &o) : opt_(o), table_(o.shards, o.expected_entries) {}
+    explicit Index(const Options &o) : opt_(o), table_(o.shards, o.expected_entries) {
+        for (unsigned t = 0; t < kTiers; t++) weight_[t] = o.weight[t] / 1000.0;
+    }
 
     // KVREG_OK / KVREG_EINVAL / KVREG_ENOMEM / KVREG_EOVERFLOW (too many workers).
     int apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire_event *events, size_t n,
@@ -52,6 +54,7 @@ private:
     void apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);
 
     Options opt_;
+    double weight_[kTiers]; // opt_.weight as the factors a query's score uses
     HolderTable table_;
     Workers workers_;
     std::atomic<uint64_t> mapped_{0}, map_bytes_{0}, applied_{0}, skipped_{0}, gaps_{0};

@@ -368,11 +368,77 @@ static void test_model_own(void **state)
         run_model(1, seed, 400);
 }
 
+/* More workers than a query's small-cluster path takes (slots 0..63), all in one shard grown
+ * from empty, so clusters are long and mix many hashes: worker k holds the first depth_of(k)
+ * blocks of one chain (a tail block stored, then removed again for every third worker), plus
+ * blocks of a second chain that share the table with it. Every worker's matched depth must be
+ * the one it was given, whatever the order the workers came in or their slots. */
+#define MANY 150
+#define CHAIN_LEN 13
+
+static uint32_t depth_of(uint32_t k)
+{
+    return (k * 7u) % (CHAIN_LEN + 1); /* 0 .. CHAIN_LEN */
+}
+
+static void test_many_workers(void **state)
+{
+    kvreg_index *idx = NULL;
+    kvreg_index_config *cfg = NULL;
+    uint64_t chain[CHAIN_LEN], other[CHAIN_LEN], seq[MANY] = {0};
+    kvreg_index_match got[MANY];
+    size_t n_got = 0, i;
+    uint32_t k, want_matches = 0;
+    (void)state;
+    for (i = 0; i < CHAIN_LEN; i++) {
+        chain[i] = UINT64_C(0x9E3779B97F4A7C15) * (i + 1);
+        other[i] = UINT64_C(0xD6E8FEB86659FD93) * (i + 1000);
+    }
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, 1), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    for (k = 0; k < MANY; k++) {
+        /* workers arrive in an order unlike their ids, so slots and ids differ in order */
+        const uint32_t w = (k * 37u) % MANY;
+        const uint32_t d = depth_of(w);
+        kvreg_index_apply_info info;
+        kvreg_wire_event ev[3];
+        memset(ev, 0, sizeof ev);
+        ev[0].type = KVREG_WIRE_STORED;
+        ev[0].medium = KVREG_MEDIUM_GPU;
+        ev[0].block_hashes = chain;
+        ev[0].n_block_hashes = d + (w % 3 == 0 && d < CHAIN_LEN); /* one block too many ... */
+        ev[1].type = KVREG_WIRE_REMOVED;
+        ev[1].medium = KVREG_MEDIUM_GPU;
+        ev[1].block_hashes = chain + d;
+        ev[1].n_block_hashes = ev[0].n_block_hashes - d; /* ... removed again */
+        ev[2].type = KVREG_WIRE_STORED;
+        ev[2].medium = KVREG_MEDIUM_GPU;
+        ev[2].block_hashes = other;
+        ev[2].n_block_hashes = 1 + w % CHAIN_LEN;
+        assert_int_equal(kvreg_index_apply(idx, 5000 + w, 0, seq[w]++, ev, 3, &info), KVREG_OK);
+        want_matches += d > 0;
+    }
+    assert_int_equal(kvreg_index_query_hashes(idx, chain, CHAIN_LEN, 0, got, MANY, &n_got), KVREG_OK);
+    assert_int_equal(n_got, want_matches);
+    for (i = 0; i < n_got; i++) {
+        const uint32_t w = (uint32_t)(got[i].worker_id - 5000);
+        assert_true(got[i].worker_id >= 5000 && w < MANY);
+        assert_int_equal(got[i].depth, depth_of(w));
+        assert_int_equal(got[i].blocks[KVREG_MEDIUM_GPU], depth_of(w));
+        if (i) assert_true(got[i].depth <= got[i - 1].depth); /* one tier: best = deepest first */
+    }
+    kvreg_index_free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_engine),
         cmocka_unit_test(test_model_own),
+        cmocka_unit_test(test_many_workers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
