@@ -43,7 +43,7 @@ struct Opts {
     size_t calls = 1000;
     size_t big_pool = 2000000;
     // kvreg-only `index` (wl_index.cpp): the Mooncake trace and the number of workers.
-    std::string trace = "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
+    std::string trace = KVREG_BENCH_TRACE; // data/traces/conversation_trace.jsonl.gz (meson)
     size_t index_workers = 8;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
     std::vector<std::pair<std::string, uint64_t>> expect;

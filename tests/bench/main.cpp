@@ -56,7 +56,7 @@ const char kUsage[] =
     "  --delivery M      inline | poll          (inline; disjoint)\n"
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
-    "  --trace FILE      Mooncake JSONL trace   (../shared/traces/mooncake-fast25/conversation_trace.jsonl; index)\n"
+    "  --trace FILE      Mooncake JSONL trace, plain or gzip (data/traces/conversation_trace.jsonl.gz; index)\n"
     "  --workers N       index workers          (8; index)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "other:\n"

@@ -22,8 +22,12 @@
 #include <kvreg_index.h>
 
 #include <time.h>
+#if KVREG_BENCH_ZLIB
+#include <zlib.h>
+#endif
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -63,6 +67,42 @@ bool parse_line(const std::string &line, Request &r) {
         p = end;
     }
     return true;
+}
+
+// Every request line of the trace at path, plain or gzip (recognised by its magic bytes). A
+// missing or unreadable trace, or gzip without zlib, ends the program with a message.
+std::vector<Request> read_trace(const std::string &path) {
+    auto fail = [&](const char *why) {
+        std::fprintf(stderr, "kvreg-bench: index: cannot read trace %s: %s (--trace FILE)\n", path.c_str(), why);
+        std::exit(2);
+    };
+    std::vector<Request> reqs;
+    Request r;
+#if KVREG_BENCH_ZLIB
+    gzFile f = gzopen(path.c_str(), "rb"); // reads plain files as they are
+    if (!f) fail(std::strerror(errno));
+    std::string line;
+    char buf[1 << 16];
+    while (gzgets(f, buf, sizeof buf)) {
+        line += buf;
+        if (line.back() != '\n' && !gzeof(f)) continue; // a line longer than buf
+        if (parse_line(line, r)) reqs.push_back(r);
+        line.clear();
+    }
+    int err = Z_OK;
+    const char *msg = gzerror(f, &err);
+    if (err != Z_OK && err != Z_STREAM_END) fail(msg);
+    gzclose(f);
+#else
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(std::strerror(errno));
+    std::string line;
+    if (in.peek() == 0x1f) fail("gzip input, and kvreg-bench was built without zlib (install zlib1g-dev)");
+    while (std::getline(in, line))
+        if (parse_line(line, r)) reqs.push_back(r);
+#endif
+    if (reqs.empty()) fail("no request with hash_ids");
+    return reqs;
 }
 
 struct Batch {
@@ -323,18 +363,7 @@ uint64_t run_queries(const kvreg_index *idx, const Corpus &c, size_t first, size
 
 std::string wl_index(const Opts &o, bool &ok) {
     const size_t workers = o.index_workers;
-    std::vector<Request> reqs;
-    {
-        std::ifstream in(o.trace);
-        if (!in) {
-            std::fprintf(stderr, "kvreg-bench: index: cannot open trace %s (--trace)\n", o.trace.c_str());
-            std::exit(2);
-        }
-        std::string line;
-        Request r;
-        while (std::getline(in, line))
-            if (parse_line(line, r)) reqs.push_back(r);
-    }
+    const std::vector<Request> reqs = read_trace(o.trace);
     const Corpus c = build(o, reqs, workers);
 
     // 1 and 2, --reps times from an empty index: the replay with each index call timed, and
