@@ -2,7 +2,8 @@
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
-#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events).
+#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
+#      clear_snapshot).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
 # Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
@@ -35,9 +36,11 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
 section "TSan (concurrency tests)"
 meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
+  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
+  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
-  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery
+  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
+  clear_snapshot-inline clear_snapshot-poll clear snapshot
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

@@ -342,22 +342,37 @@ KVREG_API int kvreg_registry_flush(kvreg_registry *reg) KVREG_NOEXCEPT;
  * instead of a Remove per hash. Pools stay usable. The Cleared event's id is a clean cut:
  * events with lower ids happened before the clear, higher ids after it (registrations racing
  * with the clear either come before it and are cleared, or come after it and stay).
- * Allowed from a callback. KVREG_EINVAL if reg is NULL. */
+ * The Cleared event has pool_id 0, medium 0, all hashes 0 and no tokens; every call emits
+ * one, also on an empty registry (a consumer can count resets). Stored tokens (KEEP_TOKENS)
+ * are freed; KVREG_STAT_HASHES and every kvreg_pool_size() read 0 afterwards. A handle from
+ * before the clear stays KVREG_ESTALE for good, also once its hash is registered again.
+ * It takes every shard lock at once: registry calls wait for it (O(blocks ever held)).
+ * (ThreadSanitizer follows at most 64 locks held by one thread: with KVREG_OPT_SHARDS above
+ * 64, run it with TSAN_OPTIONS=detect_deadlocks=0.)
+ * Allowed from a callback (its event is then delivered after the current callback returns,
+ * like any nested call's). KVREG_EINVAL if reg is NULL; KVREG_ENOMEM only inside a callback
+ * when the event ring is full and spilling it needs memory that cannot be had (nothing
+ * changed). */
 KVREG_API int kvreg_registry_clear(kvreg_registry *reg) KVREG_NOEXCEPT;
 
 /* Snapshot: the registered set at one position of the event stream, for a consumer that
  * joined late or lost events (Dynamo's dump_events). It holds one Register event per hash
- * registered in any pool, parents before children, with event_id KVREG_EVENT_ID_SNAPSHOT, the
- * medium of a pool holding it and (KEEP_TOKENS) its tokens. Its position P is a clean cut:
- * applying the snapshot, then every event with event_id >= P, gives the registry's state. It
- * is taken with every shard locked (registry calls wait for the copy: O(registered hashes)).
- * Allowed from a callback. The snapshot is independent of the registry (free it any time). */
+ * registered in any pool, parents before children (when the parent is in the snapshot too),
+ * with event_id KVREG_EVENT_ID_SNAPSHOT, the pool_id and medium of a pool holding it and
+ * (KEEP_TOKENS) its tokens, owned by the snapshot. Its position P is a clean cut: applying the
+ * snapshot, then every event with event_id >= P, gives the registry's state (P counts events
+ * emitted, whether or not they were delivered, polled or dropped yet). It is taken with every
+ * shard locked (registry calls wait for the copy: O(blocks ever held)); the ordering is done
+ * after the locks are released. Emits no event. Allowed from a callback and in POLL mode.
+ * The snapshot is independent of the registry (free it any time, also after the registry).
+ * KVREG_EINVAL for NULL arguments, KVREG_ENOMEM (*out untouched). */
 typedef struct kvreg_snapshot kvreg_snapshot;
 KVREG_API int kvreg_registry_snapshot(kvreg_registry *reg, kvreg_snapshot **out) KVREG_NOEXCEPT;
 KVREG_API void kvreg_snapshot_free(kvreg_snapshot *snap) KVREG_NOEXCEPT; /* NULL-safe */
 /* The event_id of the first event the snapshot does not contain (0 for NULL). */
 KVREG_API uint64_t kvreg_snapshot_position(const kvreg_snapshot *snap) KVREG_NOEXCEPT;
-/* Borrowed array of the snapshot's events, valid until kvreg_snapshot_free(). */
+/* Borrowed array of the snapshot's events (*n_events of them, maybe 0), and their tokens, valid
+ * until kvreg_snapshot_free(). KVREG_EINVAL for a NULL argument. */
 KVREG_API int kvreg_snapshot_events(const kvreg_snapshot *snap, const kvreg_event **events,
                                     size_t *n_events) KVREG_NOEXCEPT;
 
@@ -375,6 +390,7 @@ KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequen
 #define KVREG_STAT_EVENTS_QUEUED 6u   /* waiting in the POLL queue */
 #define KVREG_STAT_NEXT_EVENT_ID 7u   /* event_id the next event will get */
 #define KVREG_STAT_TOKEN_BYTES 8u     /* bytes of stored tokens (KEEP_TOKENS) */
+#define KVREG_STAT_EVENTS_CLEARED 9u  /* Cleared events emitted (kvreg_registry_clear) */
 /* KVREG_EINVAL for an unknown stat. A consistent snapshot of each value, not of all. */
 KVREG_API int kvreg_registry_stat(const kvreg_registry *reg, uint32_t stat,
                                   uint64_t *value) KVREG_NOEXCEPT;

@@ -1,5 +1,13 @@
-// Status strings and the runtime version.
+// Status strings, the runtime version and the optional features built in.
 #include "kvreg.h"
+
+// Set by src/meson.build when the optional parts are built; absent means not built.
+#ifndef KVREG_WITH_WIRE
+#define KVREG_WITH_WIRE 0
+#endif
+#ifndef KVREG_WITH_ZMQ
+#define KVREG_WITH_ZMQ 0
+#endif
 
 extern "C" {
 
@@ -15,6 +23,8 @@ KVREG_API const char *kvreg_strerror(int status) noexcept {
     case KVREG_ESTALE: return "stale handle: released, foreign, or pool freed";
     case KVREG_EBUSY: return "not allowed from inside an event callback";
     case KVREG_EOVERFLOW: return "limit exceeded (a count such as references or pools, or an impossible size)";
+    case KVREG_ENOTSUP: return "feature not built into this library (see kvreg_features)";
+    case KVREG_EPROTO: return "malformed input: a payload or frame that does not decode";
     default: return "unknown error";
     }
 }
@@ -22,5 +32,9 @@ KVREG_API const char *kvreg_strerror(int status) noexcept {
 KVREG_API unsigned kvreg_version_number(void) noexcept { return KVREG_VERSION_NUMBER; }
 
 KVREG_API const char *kvreg_version_string(void) noexcept { return KVREG_VERSION_STRING; }
+
+KVREG_API unsigned kvreg_features(void) noexcept {
+    return (KVREG_WITH_WIRE ? KVREG_FEATURE_WIRE : 0u) | (KVREG_WITH_ZMQ ? KVREG_FEATURE_ZMQ : 0u);
+}
 
 } // extern "C"

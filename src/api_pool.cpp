@@ -39,11 +39,20 @@ kvreg_block_desc desc_of(const kvreg::Sequence &s, size_t i) noexcept {
 
 extern "C" {
 
-KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg, const char *name) noexcept {
-    if (!out || !reg) return KVREG_EINVAL;
+KVREG_API int kvreg_pool_new_medium(kvreg_pool **out, kvreg_registry *reg, const char *name,
+                                    uint32_t medium) noexcept {
+    if (!out || !reg || medium >= KVREG_MEDIUM_COUNT) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
-    return reg->pool_new(name, out);
+    return reg->pool_new(name, medium, out);
     KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_pool_new(kvreg_pool **out, kvreg_registry *reg, const char *name) noexcept {
+    return kvreg_pool_new_medium(out, reg, name, KVREG_MEDIUM_GPU);
+}
+
+KVREG_API uint32_t kvreg_pool_medium(const kvreg_pool *pool) noexcept {
+    return pool ? pool->medium.load(std::memory_order_relaxed) : KVREG_MEDIUM_GPU;
 }
 
 KVREG_API void kvreg_pool_free(kvreg_pool *pool) noexcept {

@@ -1,9 +1,11 @@
 // C entry points for kvreg_registry.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "api_guard.hpp"
 #include "api_internal.hpp"
+#include "snapshot.hpp"
 
 extern "C" {
 
@@ -63,6 +65,36 @@ KVREG_API int kvreg_registry_flush(kvreg_registry *reg) noexcept {
     return reg->log.flush();
 }
 
+KVREG_API int kvreg_registry_clear(kvreg_registry *reg) noexcept {
+    if (!reg) return KVREG_EINVAL;
+    return reg->clear();
+}
+
+KVREG_API int kvreg_registry_snapshot(kvreg_registry *reg, kvreg_snapshot **out) noexcept {
+    if (!reg || !out) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::unique_ptr<kvreg_snapshot> snap(new kvreg_snapshot());
+    reg->snapshot(snap->events, &snap->position);
+    kvreg::order_parents_first(snap->events); // outside the locks
+    *out = snap.release();
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_snapshot_free(kvreg_snapshot *snap) noexcept { delete snap; }
+
+KVREG_API uint64_t kvreg_snapshot_position(const kvreg_snapshot *snap) noexcept {
+    return snap ? snap->position : 0;
+}
+
+KVREG_API int kvreg_snapshot_events(const kvreg_snapshot *snap, const kvreg_event **events,
+                                    size_t *n_events) noexcept {
+    if (!snap || !events || !n_events) return KVREG_EINVAL;
+    *events = snap->events.events.data(); // NULL or not when empty: n_events says
+    *n_events = snap->events.size();
+    return KVREG_OK;
+}
+
 KVREG_API int kvreg_registry_contains(const kvreg_registry *reg, uint64_t sequence_hash,
                                       int *present) noexcept {
     if (!reg || !present) return KVREG_EINVAL;
@@ -83,6 +115,7 @@ KVREG_API int kvreg_registry_stat(const kvreg_registry *creg, uint32_t stat, uin
     case KVREG_STAT_EVENTS_QUEUED: *value = reg->log.stat_queued(); return KVREG_OK;
     case KVREG_STAT_NEXT_EVENT_ID: *value = reg->log.stat_next_id(); return KVREG_OK;
     case KVREG_STAT_TOKEN_BYTES: *value = reg->token_bytes(); return KVREG_OK;
+    case KVREG_STAT_EVENTS_CLEARED: *value = reg->log.stat_cleared(); return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }

@@ -79,8 +79,11 @@ void EventLog::deliver() noexcept {
 }
 
 void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
-    uint64_t reg = 0;
-    for (size_t i = 0; i < n; i++) reg += ev[i].kind == KVREG_EVENT_REGISTER;
+    uint64_t reg = 0, cleared = 0;
+    for (size_t i = 0; i < n; i++) {
+        reg += ev[i].kind == KVREG_EVENT_REGISTER;
+        cleared += ev[i].kind == KVREG_EVENT_CLEARED;
+    }
     uint64_t dropped = 0;
     if (poll_mode_) {
         dropped = n - queue_.push(ev, n);
@@ -96,7 +99,8 @@ void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
         a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
     };
     bump(registers_, reg);
-    bump(removes_, n - reg);
+    bump(removes_, n - reg - cleared);
+    bump(cleared_, cleared);
     bump(dropped_, dropped);
 }
 
@@ -289,7 +293,7 @@ bool EventBatch::wait_credit() noexcept {
     }
 }
 
-void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block,
+void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint32_t medium, uint64_t seq, uint64_t block,
                         uint64_t parent, bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept {
     const size_t i = id & EventLog::kMask;
     EventLog::Slot &slot = log_.slots_[i];
@@ -322,6 +326,8 @@ void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint64_t seq,
     e.has_parent = has_parent ? 1 : 0;
     e.n_tokens = n_tokens;
     e.tokens = n_tokens ? slot.tokens : nullptr;
+    e.medium = medium;
+    e.reserved32 = 0;
     std::memset(e.reserved, 0, sizeof e.reserved);
     slot.stamp.store(id + 1, std::memory_order_release); // published
     published_ = true;

@@ -30,6 +30,11 @@
 //     or the deliverer sees the stamp: no event is left behind (the store-buffering pattern
 //     with a seq_cst fence on each side).
 //
+// Whole-registry operations (kvreg_registry_clear, kvreg_registry_snapshot) take every shard
+// lock in index order, so while they hold them no id is being taken or published: the Cleared
+// event's id, or a snapshot's position (next_id_ read under all the locks), is a clean cut of
+// the stream. They are the only code that holds two shard locks at once.
+//
 // Re-entrancy: the deliverer's callback may call back into the registry. Those calls take ids
 // and publish like anyone's, and their deliver() sees that this thread holds the role (state
 // CALLING) and returns; the deliverer's loop delivers their events after the callback returns
@@ -88,6 +93,7 @@ public:
 
     uint64_t stat_registers() const noexcept { return registers_.load(std::memory_order_relaxed); }
     uint64_t stat_removes() const noexcept { return removes_.load(std::memory_order_relaxed); }
+    uint64_t stat_cleared() const noexcept { return cleared_.load(std::memory_order_relaxed); }
     uint64_t stat_dropped() const noexcept {
         return dropped_.load(std::memory_order_relaxed) + lost_.load(std::memory_order_relaxed);
     }
@@ -172,7 +178,7 @@ private:
     CallbackRef cb_;
 
     // Statistics: written only by the role holder, read by anyone.
-    std::atomic<uint64_t> registers_{0}, removes_{0}, dropped_{0};
+    std::atomic<uint64_t> registers_{0}, removes_{0}, cleared_{0}, dropped_{0};
     std::atomic<uint64_t> lost_{0};
 
     PollQueue queue_;
@@ -200,9 +206,10 @@ public:
     // Under the shard lock, after take_credit() and reserve_tokens(): take the event's id and
     // publish it, its tokens copied into the ring. If reserve_tokens() was skipped or failed
     // (kvreg_pool_free out of memory), an event that needs a big buffer goes out without tokens.
-    void add(uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent, bool has_parent,
-             const uint32_t *tokens, uint32_t n_tokens) noexcept {
-        add_as(take_id(), kind, pool, seq, block, parent, has_parent, tokens, n_tokens);
+    // `medium` is the KVREG_MEDIUM_* of `pool` (0 with pool 0, the Cleared event).
+    void add(uint32_t kind, uint32_t pool, uint32_t medium, uint64_t seq, uint64_t block, uint64_t parent,
+             bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept {
+        add_as(take_id(), kind, pool, medium, seq, block, parent, has_parent, tokens, n_tokens);
     }
     // add() in two steps, for callers that take the id before their own stores under the same
     // lock: the id's locked add then does not wait for those stores to drain. Once taken, the
@@ -211,8 +218,8 @@ public:
         credits_--;
         return log_.next_id_.fetch_add(1, std::memory_order_relaxed);
     }
-    void add_as(uint64_t id, uint32_t kind, uint32_t pool, uint64_t seq, uint64_t block, uint64_t parent,
-                bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept;
+    void add_as(uint64_t id, uint32_t kind, uint32_t pool, uint32_t medium, uint64_t seq, uint64_t block,
+                uint64_t parent, bool has_parent, const uint32_t *tokens, uint32_t n_tokens) noexcept;
     // Deliver what this call published so far (no lock held). Called by the destructor.
     void flush() noexcept;
 

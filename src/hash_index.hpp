@@ -108,6 +108,16 @@ public:
         slots_[pos] = (slots_[pos] & ~kIdxMask) | (new_idx + 1);
     }
 
+    // Forget every key and give the table back (kvreg_registry_clear).
+    void clear() noexcept {
+        hint_.slots.store(nullptr, std::memory_order_relaxed);
+        hint_.cap.store(0, std::memory_order_relaxed);
+        slots_.reset();
+        cap_ = 0;
+        size_ = 0;
+        tombs_ = 0;
+    }
+
     void erase_at(uint32_t pos) noexcept {
         slots_[pos] = kTomb;
         size_--;

@@ -47,7 +47,7 @@ kvreg_registry::~kvreg_registry() = default;
 
 // ---------------------------------------------------------------------------------- pools
 
-int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
+int kvreg_registry::pool_new(const char *name, uint32_t medium, kvreg_pool **out) {
     std::lock_guard<std::mutex> lk(pools_mu_);
     // A freed slot is reused only once kFreshPools slots exist (or all ids are taken), least
     // recently freed first, so a stale pointer to a freed pool stays ESTALE for a long time
@@ -66,12 +66,14 @@ int kvreg_registry::pool_new(const char *name, kvreg_pool **out) {
         fresh->id = static_cast<uint16_t>(pools_.size() + 1);
         p = fresh.get();
         pools_.push_back(std::move(fresh));
+        n_slots_.store(pools_.size(), std::memory_order_release);
     } else {
         free_head_ = p->next_free;
         if (!free_head_) free_tail_ = nullptr;
         p->next_free = nullptr;
     }
     p->name.store(nm, std::memory_order_relaxed);
+    p->medium.store(medium, std::memory_order_relaxed);
     p->incarnation++;
     uint64_t key = kvreg::mix(nonce_ ^ (uint64_t{p->id} << 32) ^ kvreg::mix(p->incarnation));
     if ((std::popcount(key) & 1) == 0) key ^= 1; // odd: see the handle layout
@@ -233,7 +235,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         *out = encode(p, sn, idx, r.gen);
 
         if (first_anywhere) {
-            batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, r.seq, r.block, r.parent, d.has_parent != 0,
+            batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block, r.parent, d.has_parent != 0,
                          d.tokens, nt);
             r.flags |= Record::kHead;
             if (free_pos != kNotFound)
@@ -306,8 +308,9 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             // The hash leaves its last pool: Remove (the batch holds a credit for it).
             const bool has_tok = tref != kvreg::RecordSlab::kNoTokens;
             if (batch)
-                batch->add(KVREG_EVENT_REMOVE, p->id, r.seq, r.block, r.parent, (r.flags & Record::kHasParent) != 0,
-                           has_tok ? s.tokens.tokens(tref) : nullptr, has_tok ? s.tokens.size(tref) : 0);
+                batch->add(KVREG_EVENT_REMOVE, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block,
+                           r.parent, (r.flags & Record::kHasParent) != 0, has_tok ? s.tokens.tokens(tref) : nullptr,
+                           has_tok ? s.tokens.size(tref) : 0);
             else
                 log.count_lost();
             if (has_tok) s.tokens.release(tref);

@@ -6,7 +6,8 @@
 // "registered" exactly while its chain is non-empty, so the global registry and the pools can
 // never disagree, every state change of a hash happens under one lock (no pool lock nested
 // around a global lock, no background cleanup, no registry-wide lock), and that lock also
-// orders the hash's events (see event_log.hpp for how ids and delivery work).
+// orders the hash's events (see event_log.hpp for how ids and delivery work). Only the
+// whole-registry operations, clear and snapshot (registry_whole.cpp), take every shard lock.
 #pragma once
 
 #include <atomic>
@@ -35,6 +36,7 @@ struct kvreg_pool {
     std::atomic<uint64_t> key{0};   // XORed into handles: another pool's handle decodes to garbage
     uint64_t incarnation = 0;       // under the registry's pools_mu_
     std::atomic<const std::string *> name{nullptr}; // interned in the registry
+    std::atomic<uint32_t> medium{KVREG_MEDIUM_GPU}; // KVREG_MEDIUM_*, rewritten when the slot is reused
     // Per shard, guarded by that shard's lock: the first of this pool's records there (index +
     // 1, kvreg::kNil if none) and how many there are. Counting per shard, under the lock we
     // hold anyway, keeps a shared counter (a locked add on a line every thread of the pool
@@ -77,7 +79,7 @@ struct kvreg_registry {
     kvreg_registry &operator=(const kvreg_registry &) = delete;
 
     // Pools
-    int pool_new(const char *name, kvreg_pool **out);
+    int pool_new(const char *name, uint32_t medium, kvreg_pool **out);
     void pool_free(kvreg_pool *p) noexcept;
     uint64_t live_pools() const noexcept;
     uint64_t pool_size(const kvreg_pool *p) const noexcept; // distinct hashes it holds
@@ -97,6 +99,12 @@ struct kvreg_registry {
         const uint64_t m = kvreg::mix(seq);
         shards_[shard_of(m)].index.prefetch(m);
     }
+
+    // Whole registry, under every shard lock (see event_log.hpp): drop every membership and
+    // emit one Cleared event; or copy one Register per registered hash (heads of chains, in
+    // slab order, tokens included) and the id of the first event not reflected in them.
+    int clear() noexcept;
+    void snapshot(kvreg::EventCopies &out, uint64_t *position); // throws std::bad_alloc
 
     uint64_t hash_count() noexcept;
     uint64_t token_bytes() noexcept;
@@ -119,6 +127,18 @@ private:
     template <typename F> int with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept;
     uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept;
     // True when dropping record idx would take its hash out of the last pool (a Remove).
+    // Take / drop every shard lock, in index order (the one order anyone takes two in).
+    void lock_all() noexcept;
+    void unlock_all() noexcept;
+    // lock_all(), and into `slots` every pool slot a record can name meanwhile (pools_ itself
+    // may grow: it is read under pools_mu_, which is not held with the shard locks, so at most
+    // nshards_ locks are held at once; ThreadSanitizer tracks at most 64). Throws bad_alloc
+    // with no lock held.
+    void lock_all_with_pools(std::vector<kvreg_pool *> &slots);
+    // Free every live record of shard sn (their handles go stale), its index and its tokens.
+    void wipe(kvreg::Shard &s) noexcept;
+    // snapshot()'s copy, every shard lock held.
+    void copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots);
     static bool is_last_member(const kvreg::Record &r) noexcept {
         return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
     }
@@ -140,6 +160,7 @@ private:
 
     mutable std::mutex pools_mu_;
     std::vector<std::unique_ptr<kvreg_pool>> pools_; // pools_[id - 1]
+    std::atomic<size_t> n_slots_{0};                 // pools_.size(), readable without pools_mu_
     // Free pool slots, least recently freed first (an intrusive queue: freeing cannot fail).
     kvreg_pool *free_head_ = nullptr;
     kvreg_pool *free_tail_ = nullptr;

@@ -42,9 +42,9 @@ int cache_init(cache *c, kvreg_registry *reg, const cache_config *cfg)
     c->ring = calloc(cfg->inflight, sizeof *c->ring);
     if (!c->ring)
         return KVREG_ENOMEM;
-    rc = kvreg_pool_new(&c->g1, reg, "G1");
+    rc = kvreg_pool_new_medium(&c->g1, reg, "G1", KVREG_MEDIUM_GPU);
     if (rc == KVREG_OK && cfg->g2_blocks != 0)
-        rc = kvreg_pool_new(&c->g2, reg, "G2");
+        rc = kvreg_pool_new_medium(&c->g2, reg, "G2", KVREG_MEDIUM_CPU);
     return rc;
 }
 

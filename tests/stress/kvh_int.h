@@ -24,6 +24,7 @@ typedef struct kvh_slot {
     int state;
     kvreg_pool *pool;
     uint32_t id;
+    uint32_t medium; /* KVREG_MEDIUM_* it was made with */
     char name[16];
     uint32_t ref[KVH_NH];         /* model reference count of each hash in this pool */
     kvreg_block handle[KVH_NH];   /* the handle the library gave for it while ref > 0 */

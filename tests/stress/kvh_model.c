@@ -121,6 +121,7 @@ static void emit(kvh *h, uint32_t kind, int s, int hi)
     memset(&ev, 0, sizeof ev);
     ev.kind = kind;
     ev.pool_id = h->slot[s].id;
+    ev.medium = h->slot[s].medium;
     ev.event_id = h->next_id++;
     ev.sequence_hash = x->desc.sequence_hash;
     ev.block_hash = x->desc.block_hash;
@@ -248,7 +249,9 @@ void kvh_compare_event(kvh *h, const kvreg_event *got, const kvh_ev *exp, int ch
         if (memcmp(got->tokens, exp->tok, e->n_tokens * sizeof(uint32_t)) != 0)
             kvh_fail(h, "event tokens differ");
     }
-    for (int i = 0; i < 4; i++)
+    KVH_EQ(h, "event medium", got->medium, e->medium);
+    KVH_EQ(h, "event reserved32", got->reserved32, 0);
+    for (int i = 0; i < 3; i++)
         KVH_EQ(h, "event reserved word", got->reserved[i], 0);
     h->events_checked++;
 }

@@ -360,7 +360,15 @@ void kvh_op_pool_new(kvh *h, int s)
     if (p->state == KVH_LIVE)
         return;
     snprintf(p->name, sizeof p->name, "pool-%llu", (unsigned long long)(h->ops % 1000));
-    KVH_EQ(h, "kvreg_pool_new", kvreg_pool_new(&np, h->reg, (h->ops & 1) ? p->name : NULL), KVREG_OK);
+    /* kvreg_pool_new (GPU) or kvreg_pool_new_medium with a medium chosen by the op counter */
+    p->medium = (h->ops >> 1) % (KVREG_MEDIUM_COUNT + 1);
+    if (p->medium == KVREG_MEDIUM_COUNT) {
+        p->medium = KVREG_MEDIUM_GPU;
+        KVH_EQ(h, "kvreg_pool_new", kvreg_pool_new(&np, h->reg, (h->ops & 1) ? p->name : NULL), KVREG_OK);
+    } else {
+        KVH_EQ(h, "kvreg_pool_new_medium",
+               kvreg_pool_new_medium(&np, h->reg, (h->ops & 1) ? p->name : NULL, p->medium), KVREG_OK);
+    }
     if (!(h->ops & 1))
         p->name[0] = '\0';
     if (!np)
@@ -382,6 +390,7 @@ void kvh_op_pool_new(kvh *h, int s)
     if (strcmp(kvreg_pool_name(np), p->name) != 0)
         kvh_fail(h, "pool name \"%s\", expected \"%s\"", kvreg_pool_name(np), p->name);
     KVH_EQ(h, "size of a new pool", kvreg_pool_size(np), 0);
+    KVH_EQ(h, "medium of a new pool", kvreg_pool_medium(np), p->medium);
 }
 
 static void check_handle_queries(kvh *h, int s, int hi)

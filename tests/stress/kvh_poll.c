@@ -32,6 +32,7 @@ static void compare_front(kvh *h, const kvreg_event *got)
         KVH_EQ(h, "event kind", got->kind, front->ev.kind);
         KVH_EQ(h, "event_id", got->event_id, front->ev.event_id);
         KVH_EQ(h, "event pool_id", got->pool_id, front->ev.pool_id);
+        KVH_EQ(h, "event medium", got->medium, front->ev.medium);
         h->events_checked++;
     } else {
         if (front->group)

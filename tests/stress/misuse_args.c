@@ -173,7 +173,7 @@ static void t_registry_args(void **state)
     assert_int_equal(kvreg_registry_new(&reg, NULL), KVREG_OK);
     assert_int_equal(kvreg_pool_new(NULL, reg, "x"), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_stat(reg, 0, &v), KVREG_EINVAL);
-    assert_int_equal(kvreg_registry_stat(reg, 9, &v), KVREG_EINVAL);
+    assert_int_equal(kvreg_registry_stat(reg, 10, &v), KVREG_EINVAL);
     assert_int_equal(kvreg_registry_stat(reg, KVREG_STAT_HASHES, NULL), KVREG_EINVAL);
     assert_int_equal(v, 9);
     assert_int_equal(kvreg_registry_poll(reg, ev, 2, &n), KVREG_EINVAL); /* INLINE mode */

@@ -28,6 +28,17 @@ kvreg_registry *recorder_registry(recorder *r, int keep_tokens) {
     return reg;
 }
 
+kvreg_registry *poll_registry(uint64_t capacity) {
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    if (kvreg_config_new(&cfg) != KVREG_OK) abort();
+    if (kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) != KVREG_OK) abort();
+    if (kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) != KVREG_OK) abort();
+    if (kvreg_registry_new(&reg, cfg) != KVREG_OK) abort();
+    kvreg_config_free(cfg);
+    return reg;
+}
+
 kvreg_block_desc seq_desc(const kvreg_sequence *seq, size_t i) {
     kvreg_block_info info;
     kvreg_block_desc d;

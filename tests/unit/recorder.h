@@ -23,6 +23,9 @@ void recorder_destroy(void *ud);
 /* A registry in INLINE mode whose callback is the recorder (and keep_tokens as given). */
 kvreg_registry *recorder_registry(recorder *r, int keep_tokens);
 
+/* A registry in POLL mode with a queue of `capacity` events (aborts on failure). */
+kvreg_registry *poll_registry(uint64_t capacity);
+
 /* Describe block i of seq as a desc (tokens borrowed from seq). */
 kvreg_block_desc seq_desc(const kvreg_sequence *seq, size_t i);
 

@@ -25,20 +25,22 @@ static void test_status_code_values(void **state) {
     assert_int_equal(KVREG_ESTALE, -7);
     assert_int_equal(KVREG_EBUSY, -8);
     assert_int_equal(KVREG_EOVERFLOW, -9);
+    assert_int_equal(KVREG_ENOTSUP, -10);
+    assert_int_equal(KVREG_EPROTO, -11);
 }
 
 /* kvreg_strerror: "Static, never NULL; "unknown error" for codes it does not know." Every code
- * 0 .. -9 (by number) has its own text; the numbers around them are unknown. */
+ * 0 .. -11 (by number) has its own text; the numbers around them are unknown. */
 static void test_strerror_names_every_code(void **state) {
     (void)state;
     const char *unknown = kvreg_strerror(-12345);
     assert_non_null(unknown);
     assert_string_equal(unknown, "unknown error");
     assert_string_equal(kvreg_strerror(1), "unknown error");
-    assert_string_equal(kvreg_strerror(-10), "unknown error"); /* the next code, when added, goes here */
+    assert_string_equal(kvreg_strerror(-12), "unknown error"); /* the next code, when added, goes here */
     assert_string_equal(kvreg_strerror(INT32_MIN), "unknown error");
     assert_string_equal(kvreg_strerror(INT32_MAX), "unknown error");
-    for (int code = 0; code >= -9; code--) {
+    for (int code = 0; code >= -11; code--) {
         const char *s = kvreg_strerror(code);
         assert_non_null(s);
         assert_true(s[0] != '\0');
@@ -50,6 +52,17 @@ static void test_strerror_names_every_code(void **state) {
 
 /* The runtime version against the header's, and the number against the string: the two are
  * generated separately (kvreg_version.h.in), so a template slip shows. */
+/* kvreg_features: only the defined bits, and the same answer every time (which bits are set
+ * depends on how the library was built: -DKVREG_WITH_WIRE / -DKVREG_WITH_ZMQ). */
+static void test_features_bits(void **state) {
+    (void)state;
+    const unsigned f = kvreg_features();
+    assert_int_equal(KVREG_FEATURE_WIRE, 1);
+    assert_int_equal(KVREG_FEATURE_ZMQ, 2);
+    assert_int_equal(f & ~(KVREG_FEATURE_WIRE | KVREG_FEATURE_ZMQ), 0);
+    assert_int_equal(kvreg_features(), f);
+}
+
 static void test_versions_match_header(void **state) {
     (void)state;
     unsigned major = 0, minor = 0, patch = 0;
@@ -159,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_status_code_values),
         cmocka_unit_test(test_strerror_names_every_code),
         cmocka_unit_test(test_versions_match_header),
+        cmocka_unit_test(test_features_bits),
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_null_arguments_everywhere),
     };

@@ -284,17 +284,6 @@ static void test_set_event_fn_replaces_and_destroys(void **state) {
     free(second);
 }
 
-static kvreg_registry *poll_registry(uint64_t capacity) {
-    kvreg_config *cfg = NULL;
-    kvreg_registry *reg = NULL;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
-    return reg;
-}
-
 static void test_poll_mode_drains_in_order(void **state) {
     fixture *f = *state;
     kvreg_registry *reg = poll_registry(16);
