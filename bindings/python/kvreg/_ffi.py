@@ -82,7 +82,9 @@ class kvreg_event(ctypes.Structure):
         ("has_parent", c_u32),
         ("n_tokens", c_u32),
         ("tokens", u32_p),
-        ("reserved", c_u64 * 4),
+        ("medium", c_u32),
+        ("reserved32", c_u32),
+        ("reserved", c_u64 * 3),
     ]
 
 
@@ -123,10 +125,15 @@ class kvreg_pool(ctypes.Structure):
     pass
 
 
+class kvreg_snapshot(ctypes.Structure):
+    pass
+
+
 seq_p = ctypes.POINTER(kvreg_sequence)
 cfg_p = ctypes.POINTER(kvreg_config)
 reg_p = ctypes.POINTER(kvreg_registry)
 pool_p = ctypes.POINTER(kvreg_pool)
+snap_p = ctypes.POINTER(kvreg_snapshot)
 info_p = ctypes.POINTER(kvreg_block_info)
 event_p = ctypes.POINTER(kvreg_event)
 desc_p = ctypes.POINTER(kvreg_block_desc)
@@ -177,6 +184,7 @@ _PROTOTYPES = {
     "kvreg_strerror": (ctypes.c_char_p, [c_int], False),
     "kvreg_version_number": (ctypes.c_uint, [], False),
     "kvreg_version_string": (ctypes.c_char_p, [], False),
+    "kvreg_features": (ctypes.c_uint, [], False),
     # hashing
     "kvreg_block_hash": (c_u64, [u32_p, c_size, c_u64], False),
     "kvreg_sequence_hash": (c_u64, [c_u64, c_u64, c_u64], False),
@@ -212,8 +220,15 @@ _PROTOTYPES = {
     "kvreg_registry_flush": (c_int, [reg_p], True),
     "kvreg_registry_contains": (c_int, [reg_p, c_u64, int_p], True),
     "kvreg_registry_stat": (c_int, [reg_p, c_u32, u64_p], True),
+    "kvreg_registry_clear": (c_int, [reg_p], True),
+    "kvreg_registry_snapshot": (c_int, [reg_p, ctypes.POINTER(snap_p)], True),
+    "kvreg_snapshot_free": (None, [snap_p], False),
+    "kvreg_snapshot_position": (c_u64, [snap_p], False),
+    "kvreg_snapshot_events": (c_int, [snap_p, ctypes.POINTER(event_p), size_p], True),
     # pools
     "kvreg_pool_new": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p], True),
+    "kvreg_pool_new_medium": (c_int, [ctypes.POINTER(pool_p), reg_p, ctypes.c_char_p, c_u32], True),
+    "kvreg_pool_medium": (c_u32, [pool_p], False),
     "kvreg_pool_free": (None, [pool_p], False),
     "kvreg_pool_id": (c_u32, [pool_p], False),
     "kvreg_pool_name": (ctypes.c_char_p, [pool_p], False),
