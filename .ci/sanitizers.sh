@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites.
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
+#      gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot).
+#      clear_snapshot) and kvreg-replay --sweep (two worker threads).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
-#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan.
-# Env: KVREG_FUZZ_SECONDS (default 60). Bindings, examples and bench are left to the main run.
+#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
+#      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire.
+# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples and bench are left to the main run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
 fuzz_seconds=${KVREG_FUZZ_SECONDS:-60}
+fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-30}
 common=(-Dtests=enabled -Dexamples=false -Dbench=false -Dbindings_tests=disabled
         --wrap-mode=nodownload)
 
@@ -28,19 +31,24 @@ rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
 section "ASan + UBSan"
 meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dbuildtype=debugoptimized
+  -Dbuildtype=debugoptimized -Dexamples=true
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+# kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
+replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart)
+run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
 
 section "TSan (concurrency tests)"
-meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \
+  -Dexamples=true
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
-  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot
+  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
+  examples/replay/kvreg-replay
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
@@ -59,24 +67,35 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
   meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz
-  work=$(mktemp -d)
-  cp tests/fuzz/corpus/* "$work/"
-  mkdir -p "$work/artifacts"
-  # a crash or model mismatch leaves its input in artifacts/; replay it with
-  # build/tests/fuzz/kvreg-fuzz-replay FILE
-  if build-fuzz/tests/fuzz/kvreg-fuzz -max_total_time="$fuzz_seconds" -max_len=1024 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" \
-      2>"$work/fuzz.log"; then
-    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+  # fuzz NAME TARGET CORPUS SECONDS MAX_LEN: run a target from a copy of its checked-in corpus;
+  # a crash or model mismatch leaves its input in artifacts/ (printed), replayable with the
+  # matching build/tests/fuzz/kvreg-fuzz*-replay FILE
+  fuzz() {
+    local name=$1 target=$2 corpus=$3 seconds=$4 max_len=$5 work
+    work=$(mktemp -d)
+    cp "$corpus"/* "$work/"
+    mkdir -p "$work/artifacts"
+    if "$target" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" 2>"$work/fuzz.log"; then
+      grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+    else
+      failed+=("$name")
+      tail -60 "$work/fuzz.log"
+      for f in "$work"/artifacts/*; do
+        [ -e "$f" ] || continue
+        echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
+      done
+    fi
+    rm -rf "$work"
+  }
+  fuzz libFuzzer build-fuzz/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
+  # The wire decoders (built when msgpack-c is found), from their own corpus.
+  if meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
+    fuzz libFuzzer-wire build-fuzz/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
+      "$fuzz_wire_seconds" 2048
   else
-    failed+=("libFuzzer")
-    tail -60 "$work/fuzz.log"
-    for f in "$work"/artifacts/*; do
-      [ -e "$f" ] || continue
-      echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
-    done
+    echo "SKIP: kvreg-fuzz-wire not built (no msgpack-c?)"
   fi
-  rm -rf "$work"
 else
   echo "SKIP: clang not found, no libFuzzer run"
 fi

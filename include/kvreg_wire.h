@@ -45,9 +45,14 @@ KVREG_API int kvreg_wire_encoder_new(kvreg_wire_encoder **out, uint32_t format) 
 KVREG_API void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) KVREG_NOEXCEPT; /* NULL-safe */
 
 /* Options (values are uint64_t; KVREG_EINVAL for an unknown option or a value out of range). */
-#define KVREG_WIRE_OPT_DP_RANK 1u    /* data-parallel rank written in each batch (default 0) */
+#define KVREG_WIRE_OPT_DP_RANK 1u    /* data-parallel rank written in each batch (default 0,
+                                        at most INT32_MAX: vLLM and Dynamo read an i32 / u32) */
 #define KVREG_WIRE_OPT_MAX_EVENTS 2u /* most kvreg events in one payload (default 1024, >= 1) */
 #define KVREG_WIRE_OPT_WORKER_ID 3u  /* Dynamo RouterEvent.worker_id (default 0) */
+/* vLLM formats: the block size every Register must have (its n_tokens), as consumers drop
+ * stored events whose block_size differs from theirs (default 0: not checked; each stored
+ * event then carries its own blocks' token count). 0 .. 2^32-1. */
+#define KVREG_WIRE_OPT_BLOCK_SIZE 4u
 KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t value) KVREG_NOEXCEPT;
 /* LoRA adapter name written as lora_name in stored events (NULL: nil, the default). Copied. */
@@ -59,8 +64,23 @@ KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
  * least 1 when n > 0): call again with the rest. ts is the batch timestamp in seconds since
  * the Unix epoch; ts < 0 means now (CLOCK_REALTIME). *payload points into the encoder and
  * stays valid until its next call or free. Registers that continue one chain (each one's
- * parent is the previous one's sequence hash, same medium) become one stored event; removes
- * of one medium become one removed event. */
+ * parent is the previous one's sequence hash, same medium and, for vLLM, same token count)
+ * become one stored event; consecutive removes of one medium become one removed event; a
+ * Cleared becomes AllBlocksCleared / "cleared".
+ * Wire fields from kvreg events: vLLM block_hashes = sequence hashes, parent_block_hash = the
+ * first one's parent, token_ids = the events' tokens, block_size = their n_tokens; Dynamo
+ * block_hash = sequence hash, tokens_hash = block hash, event_id = the kvreg event_id of the
+ * group's first event, storage_tier from the medium.
+ * Events a format cannot carry are never sent half-right: encoding stops before the first
+ * such event (the payload holds the ones before it, *n_consumed says how many) and the next
+ * call, starting at it, returns its status with *n_consumed = 0 and no payload:
+ *   KVREG_ESTATE  vLLM formats: a Register without tokens (registered by hash only), or with
+ *                 n_tokens other than KVREG_WIRE_OPT_BLOCK_SIZE when that is set: vLLM's
+ *                 consumers need token_ids of exactly blocks * block_size (the Dynamo formats
+ *                 carry no tokens and take such events). Skip the event or use Dynamo.
+ *   KVREG_EINVAL  an unknown kind or medium, or n_tokens > 0 with tokens NULL.
+ * Also KVREG_EINVAL for NULL enc / n_consumed / payload / payload_len, or events NULL with
+ * n > 0; KVREG_ENOMEM (nothing consumed). n == 0 gives a payload with no events. */
 KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *events, size_t n,
                                 double ts, size_t *n_consumed, const uint8_t **payload,
                                 size_t *payload_len) KVREG_NOEXCEPT;
@@ -76,8 +96,8 @@ KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *even
  * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do. */
 #define KVREG_MEDIUM_UNKNOWN UINT32_MAX
 
-/* One decoded event. Pointers are borrowed from the decoder and valid until its next
- * kvreg_wire_decode() or free. */
+/* One decoded event (152 bytes on LP64; tests/header pins the layout). Pointers are borrowed
+ * from the decoder and valid until its next kvreg_wire_decode() or free. */
 typedef struct kvreg_wire_event {
     uint32_t type;                 /* KVREG_WIRE_* */
     uint32_t medium;               /* KVREG_MEDIUM_* or KVREG_MEDIUM_UNKNOWN */
@@ -95,24 +115,40 @@ typedef struct kvreg_wire_event {
     uint32_t has_group_idx;
     uint32_t has_dp_rank;
     int64_t dp_rank;               /* of the batch; valid when has_dp_rank */
-    double ts;                     /* of the batch */
+    double ts;                     /* of the batch (vLLM / SGLang formats; 0 for Dynamo) */
     uint64_t worker_id;            /* Dynamo formats; 0 otherwise */
     uint64_t event_id;             /* Dynamo formats; 0 otherwise */
-    uint64_t reserved[4];          /* zero */
+    const uint64_t *tokens_hashes; /* Dynamo stored: each block's tokens_hash (our block_hash),
+                                      n_block_hashes of them; NULL otherwise */
+    uint64_t reserved[3];          /* zero */
 } kvreg_wire_event;
 
 typedef struct kvreg_wire_decoder kvreg_wire_decoder;
 
-/* format KVREG_WIRE_VLLM (also reads SGLang and legacy positional payloads), KVREG_WIRE_SGLANG
- * (the same shapes, SGLang's positional layouts preferred where they differ),
- * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK. */
+/* format KVREG_WIRE_VLLM (also reads SGLang and legacy positional payloads; _VLLM_LEGACY is
+ * the same decoder), KVREG_WIRE_SGLANG (the same decoder too: SGLang's positional layouts are
+ * prefixes of vLLM's, and its metadata map where vLLM has lora_name is told apart by type),
+ * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK (an array of RouterEvents, or one).
+ *
+ * What the vLLM decoder accepts: the batch as an array of 2 or more elements [ts, events,
+ * dp_rank, ...] (extra ones ignored; ts an int or float; dp_rank an int or nil) or as a map
+ * with "ts", "events" and "data_parallel_rank" / "dp_rank" / "attn_dp_rank"; events as maps
+ * (keys in any order, unknown keys ignored) or positional arrays of any length (vLLM's
+ * 5..11-field generations, SGLang's 7 fields and its metadata map at position 7); hashes as
+ * unsigned or signed ints (bit-cast) or bytes (their last 8 bytes, big-endian). Events of
+ * another type ("BlockInactive", "Ignored", Dynamo variants we do not know) are skipped and
+ * counted (KVREG_WIRE_STAT_SKIPPED). A known field with a value of the wrong type, a
+ * truncated payload or bytes after its end reject the payload. The decoder does not check
+ * len(token_ids) == len(block_hashes) * block_size (a router decides what to do with it). */
 KVREG_API int kvreg_wire_decoder_new(kvreg_wire_decoder **out, uint32_t format) KVREG_NOEXCEPT;
 KVREG_API void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) KVREG_NOEXCEPT; /* NULL-safe */
 
 /* Decode one payload. On KVREG_OK *events / *n_events give the batch's events in order (events
- * of unknown types are skipped and counted, not fatal). On KVREG_EPROTO nothing is returned and
- * *error_offset (may be NULL) gets the byte offset of the problem; kvreg_wire_decoder_error()
- * describes it. */
+ * of unknown types are skipped and counted, not fatal; *events is NULL when there are none).
+ * On KVREG_EPROTO nothing is returned and *error_offset (may be NULL) gets the byte offset of
+ * the problem (<= len; len itself when the payload ends too early); kvreg_wire_decoder_error()
+ * describes it. KVREG_EINVAL: dec, events or n_events NULL, or payload NULL with len > 0.
+ * KVREG_ENOMEM: the decoder's buffers could not grow (the payload is not judged). */
 KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, size_t len,
                                 const kvreg_wire_event **events, size_t *n_events,
                                 size_t *error_offset) KVREG_NOEXCEPT;

@@ -14,7 +14,7 @@ func Example() {
 	blocks, _ := kvreg.HashBlocks([]uint32{1, 2, 3, 4, 5, 6, 7, 8}, 4, kvreg.RouterSalt)
 	b, err := gpu.Register(blocks[0].Desc(nil)) // errors.Is(err, kvreg.ErrExist) if held
 	fmt.Println(err)
-	n, _ := gpu.Match([]uint64{blocks[0].SequenceHash, blocks[1].SequenceHash})
+	n, _ := gpu.MatchPrefix([]uint64{blocks[0].SequenceHash, blocks[1].SequenceHash})
 	fmt.Println(n)
 	_ = gpu.Release(b) // the last reference: a Remove event
 	events, _ := reg.Poll(100)

@@ -374,10 +374,11 @@ func (p *Pool) Contains(sequenceHash uint64) (found bool, err error) {
 	return found, err
 }
 
-// Match returns the length of the longest prefix of hashes the pool holds (it stops at the
-// first miss). It takes no references.
-func (p *Pool) Match(hashes []uint64) (n int, err error) {
-	err = p.with("Pool.Match", func(pp *C.kvreg_pool) error {
+// MatchPrefix returns the length of the longest prefix of hashes the pool holds (it stops at
+// the first miss). It takes no references. The same name as Python's Pool.match_prefix and
+// Rust's Pool::match_prefix.
+func (p *Pool) MatchPrefix(hashes []uint64) (n int, err error) {
+	err = p.with("Pool.MatchPrefix", func(pp *C.kvreg_pool) error {
 		var m C.size_t
 		e := check("kvreg_pool_match", C.kvreg_pool_match(pp, hashesPtr(hashes),
 			C.size_t(len(hashes)), &m))
@@ -386,6 +387,11 @@ func (p *Pool) Match(hashes []uint64) (n int, err error) {
 	})
 	return n, err
 }
+
+// Match is the 0.2 name of MatchPrefix.
+//
+// Deprecated: use MatchPrefix, the name all the bindings share.
+func (p *Pool) Match(hashes []uint64) (n int, err error) { return p.MatchPrefix(hashes) }
 
 // Info returns the hashes of a live handle (Position is PositionUnknown). ErrStale if the
 // handle is not live in this pool.

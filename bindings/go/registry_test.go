@@ -252,11 +252,14 @@ func TestPrefixMatchAndAcquire(t *testing.T) {
 	for _, h := range []uint64{1001, 1002, 1003, 1005} {
 		held[h] = mustRegister(t, p, byHash(h))
 	}
-	if n, err := p.Match(hashes); err != nil || n != 3 {
-		t.Fatalf("Match = %d, %v; want 3 (stops at the first miss)", n, err)
+	if n, err := p.MatchPrefix(hashes); err != nil || n != 3 {
+		t.Fatalf("MatchPrefix = %d, %v; want 3 (stops at the first miss)", n, err)
 	}
-	if n, _ := p.Match(nil); n != 0 {
-		t.Fatalf("Match(nil) = %d, want 0", n)
+	if n, _ := p.MatchPrefix(nil); n != 0 {
+		t.Fatalf("MatchPrefix(nil) = %d, want 0", n)
+	}
+	if n, _ := p.Match(hashes); n != 3 { // the deprecated name answers the same
+		t.Fatalf("Match = %d, want 3", n)
 	}
 	if n, _ := p.Refcount(held[1001]); n != 1 {
 		t.Fatalf("Match took a reference: refcount %d", n)

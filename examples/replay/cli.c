@@ -9,8 +9,10 @@
 
 #include "cache.h"
 #include "events.h"
+#include "sweep.h"
 #include "synth.h"
 #include "trace.h"
+#include "wire_out.h"
 
 static void usage(FILE *out)
 {
@@ -27,9 +29,12 @@ static void usage(FILE *out)
 "Requests run in file order, --inflight at a time; timestamps are not used for timing.%s\n"
 "\n"
 "Model:\n"
-"  --g1-blocks N|unlimited   device pool capacity in blocks (default: unlimited)\n"
-"  --g2-blocks N|unlimited   add a host pool G2 of this capacity; G1 evictions are offloaded\n"
-"                            to it and G2 hits onboarded back (default and 0: no G2)\n"
+"  --g1-blocks N|unlimited   device pool capacity in blocks (default %u)\n"
+"  --g2-blocks N|unlimited   host pool G2 capacity; G1 evictions are offloaded to it and G2\n"
+"                            hits onboarded back (default %u; 0: no G2). The defaults are\n"
+"                            small on purpose, so that blocks are evicted and moved between\n"
+"                            tiers; --g1-blocks unlimited --g2-blocks 0 gives the maximum\n"
+"                            hit rate (nothing is ever evicted)\n"
 "  --inflight N              requests running at once, holding their blocks (default 8)\n"
 "  --block-tokens N          tokens per block id (default 512)\n"
 "  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
@@ -40,6 +45,14 @@ static void usage(FILE *out)
 "  --seed N                  synthetic workload seed (default %u)\n"
 "  --conversations N         synthetic workload size (default %u)\n"
 "  --dump-trace FILE         also write the requests replayed as Mooncake JSON lines\n"
+"Capacity sweep (the workload once per G1 capacity, on 2 threads):\n"
+"  --sweep                   G1 = 256, 512, ... 131072 blocks and unlimited; G2 stays off\n"
+"                            unless --g2-blocks is given. Prints a table of hit rates\n"
+"  --sweep-g1 LIST           these G1 capacities instead (e.g. 1000,4000,unlimited)\n"
+"  --sweep-g2 LIST           and each of them with these G2 capacities (0: no G2), one curve\n"
+"                            per G2 in the chart (e.g. 0,16384)\n"
+"  --sweep-out FILE          write the table there: FILE.csv, FILE.json, else text\n"
+"  --chart FILE.svg|FILE.png hit rate against G1 capacity, drawn with cairo\n"
 "Output:\n"
 "  --json                    one JSON object on stdout instead of the summary\n"
 "  --no-progress             no progress bar (shown on a terminal for long inputs)\n"
@@ -48,11 +61,16 @@ static void usage(FILE *out)
 "                            at the end; exit status 1 on a mismatch\n"
 "  --checkpoint-every N      requests between checkpoints (default 1000)\n"
 "  --verify-ignore-event ID  testing aid: the verifier drops event ID, so it must fail\n"
+"  --wire-out DIR            write each batch of events (one callback call) as the payload an\n"
+"                            engine would publish: DIR/00000000.msgpack, 00000001... in order\n"
+"  --wire FORMAT             its encoding: vllm (KVEventBatch, map events; default),\n"
+"                            vllm-legacy (positional events), dynamo-json (.json),\n"
+"                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
+            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -83,8 +101,8 @@ int cli_parse(int argc, char **argv, replay_options *o)
     int i;
     memset(o, 0, sizeof *o);
     o->block_tokens = 512;
-    o->g1_blocks = CACHE_UNLIMITED;
-    o->g2_blocks = 0;
+    o->g1_blocks = REPLAY_DEFAULT_G1_BLOCKS;
+    o->g2_blocks = REPLAY_DEFAULT_G2_BLOCKS;
     o->inflight = 8;
     o->salt = KVREG_ROUTER_SALT;
     o->seed = SYNTH_DEFAULT_SEED;
@@ -138,9 +156,11 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--g1-blocks")) {
             if (number(name, val, 1, UINT32_MAX, 1, &o->g1_blocks) != 0)
                 return CLI_USAGE;
+            o->g1_given = 1;
         } else if (OPTION("--g2-blocks")) {
             if (number(name, val, 0, UINT32_MAX, 1, &o->g2_blocks) != 0)
                 return CLI_USAGE;
+            o->g2_given = 1;
         } else if (OPTION("--inflight")) {
             if (number(name, val, 1, 1u << 20, 0, &v) != 0)
                 return CLI_USAGE;
@@ -168,6 +188,30 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--verify-ignore-event")) {
             if (number(name, val, 0, UINT64_MAX - 1, 0, &o->ignore_event) != 0)
                 return CLI_USAGE;
+        } else if (OPTION("--wire")) {
+            o->wire = val;
+        } else if (OPTION("--wire-out")) {
+            o->wire_out = val;
+        } else if (FLAG("--sweep")) {
+            o->sweep = 1;
+        } else if (OPTION("--sweep-g1")) {
+            int n = sweep_parse_list(name, val, 1, o->sweep_g1,
+                                     sizeof o->sweep_g1 / sizeof o->sweep_g1[0]);
+            if (n < 0)
+                return CLI_USAGE;
+            o->sweep_n = (size_t)n;
+            o->sweep = 1;
+        } else if (OPTION("--sweep-g2")) {
+            int n = sweep_parse_list(name, val, 0, o->sweep_g2,
+                                     sizeof o->sweep_g2 / sizeof o->sweep_g2[0]);
+            if (n < 0)
+                return CLI_USAGE;
+            o->sweep_g2_n = (size_t)n;
+            o->sweep = 1;
+        } else if (OPTION("--sweep-out")) {
+            o->sweep_out = val;
+        } else if (OPTION("--chart")) {
+            o->chart = val;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
         } else {
@@ -178,8 +222,43 @@ int cli_parse(int argc, char **argv, replay_options *o)
 #undef FLAG
 #undef OPTION
     }
+    if ((o->sweep_out || o->chart) && !o->sweep) {
+        fprintf(stderr, "kvreg-replay: --sweep-out and --chart need --sweep\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep && (o->verify || o->dump_trace || o->json)) {
+        fprintf(stderr, "kvreg-replay: --sweep does not combine with --verify-events, "
+                        "--dump-trace or --json (use --sweep-out FILE.json)\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep_g2_n && o->g2_given) {
+        fprintf(stderr, "kvreg-replay: give G2 capacities with --sweep-g2 or --g2-blocks, "
+                        "not both\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep && o->trace && strcmp(o->trace, "-") == 0) {
+        fprintf(stderr, "kvreg-replay: --sweep reads the trace once per capacity, so it needs a "
+                        "file, not standard input\n");
+        return CLI_USAGE;
+    }
+    if (o->sweep && o->sweep_n == 0) {
+        uint64_t cap;
+        for (cap = 256; cap <= 131072; cap *= 2)
+            o->sweep_g1[o->sweep_n++] = cap;
+        o->sweep_g1[o->sweep_n++] = CACHE_UNLIMITED;
+    }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    uint32_t wire_format;
+    if (o->wire && wire_out_format(o->wire, &wire_format) != 0) {
+        fprintf(stderr, "kvreg-replay: --wire: unknown format '%s' (vllm, vllm-legacy, "
+                        "dynamo-json, dynamo-msgpack)\n", o->wire);
+        return CLI_USAGE;
+    }
+    if (o->wire && !o->wire_out) {
+        fprintf(stderr, "kvreg-replay: --wire needs --wire-out DIR\n");
         return CLI_USAGE;
     }
     return CLI_OK;

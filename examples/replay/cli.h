@@ -4,6 +4,7 @@
 #ifndef KVREG_REPLAY_CLI_H
 #define KVREG_REPLAY_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct replay_options {
@@ -19,8 +20,22 @@ typedef struct replay_options {
     uint64_t checkpoint_every; /* requests between --verify-events checkpoints */
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
+    const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out DIR (NULL: none) */
     int json, skip_bad, verify, progress;
+    int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
+    /* --sweep (sweep.c): the G1 capacities to run, where to write the table and chart */
+    int sweep;
+    uint64_t sweep_g1[64], sweep_g2[64];
+    size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
+    const char *sweep_out, *chart;
 } replay_options;
+
+/* The default tiers: small enough that the built-in workload and the Mooncake traces evict,
+ * offload and onboard (so a first run shows the library at work: Removes, G2 hits, a hit
+ * rate below the maximum), in the ratio of a GPU to its host memory. 4,096 blocks of 512
+ * tokens are 2M tokens, the size of the local caches in Mooncake's FAST'25 Fig. 9. */
+#define REPLAY_DEFAULT_G1_BLOCKS 4096u
+#define REPLAY_DEFAULT_G2_BLOCKS 16384u
 
 #define CLI_OK 0
 #define CLI_EXIT_OK 1 /* --help or --version was printed */

@@ -19,8 +19,10 @@
 #include "hmap.h"
 #include "naming.h"
 #include "report.h"
+#include "sweep.h"
 #include "synth.h"
 #include "trace.h"
+#include "wire_out.h"
 
 #define EXIT_VERIFY_OR_LIBRARY 1
 #define EXIT_BAD_INPUT 2
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
     workload *w = NULL;
     namer nm;
     event_sink sink;
+    wire_out wire = {0};
     kvreg_config *cfg = NULL;
     kvreg_registry *reg = NULL;
     cache model;
@@ -94,6 +97,8 @@ int main(int argc, char **argv)
         return 0;
     if (rc != CLI_OK)
         return EXIT_BAD_INPUT;
+    if (o.sweep)
+        return sweep_main(&o);
 
     if (o.trace) {
         w = trace_open(o.trace, o.skip_bad);
@@ -118,10 +123,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    /* INLINE delivery (the default) with our counting/verifying callback. */
+    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire ? o.wire : "vllm", &sink, &nm) != 0) {
+        wire_out_close(&wire);
+        namer_free(&nm);
+        event_sink_free(&sink);
+        hmap_free(&seen);
+        if (dump)
+            fclose(dump);
+        w->close(w);
+        return EXIT_BAD_INPUT;
+    }
+    /* INLINE delivery (the default) with our counting/verifying callback (through the wire
+     * writer with --wire-out). */
     rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK)
-        rc = kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
+        rc = o.wire_out ? kvreg_config_set_event_fn(cfg, wire_out_fn, &wire, NULL)
+                        : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
@@ -149,7 +166,8 @@ int main(int argc, char **argv)
             break;
         if (dump)
             dump_request(dump, &req);
-        if (count_max_hits(&seen, &req, o.block_tokens, &r) != 0 ||
+        if ((o.wire_out && wire_out_note_request(&wire, &nm, &req) != 0) ||
+            count_max_hits(&seen, &req, o.block_tokens, &r) != 0 ||
             cache_request(&model, &nm, &req) != 0) {
             status = EXIT_VERIFY_OR_LIBRARY;
             break;
@@ -161,7 +179,7 @@ int main(int argc, char **argv)
             verify_failed |= checkpoint(&model, &sink, reg, when) != 0;
         }
         if ((model.st.requests & 255) == 0)
-            progress_update(&bar, w->progress(w));
+            progress_tick(&bar, w->progress(w), model.st.requests);
         if (o.max_requests && model.st.requests >= o.max_requests)
             break;
     }
@@ -169,6 +187,9 @@ int main(int argc, char **argv)
         status = EXIT_VERIFY_OR_LIBRARY;
     r.elapsed_s = now_s() - t0;
     progress_finish(&bar);
+    if (status == 0 && model.st.requests == 0)
+        fprintf(stderr, "kvreg-replay: warning: %s holds no requests (an empty file?); "
+                        "nothing was replayed\n", o.trace ? o.trace : "the workload");
 
     if (status == 0) {
         if (o.verify)
@@ -178,6 +199,8 @@ int main(int argc, char **argv)
         r.conversations = o.trace ? 0 : o.conversations;
         r.salt = o.salt;
         r.cfg = cc;
+        r.g1_default = !o.g1_given;
+        r.g2_default = !o.g2_given;
         r.st = model.st;
         r.bad_lines = w->bad_lines;
         r.unique_blocks = seen.len;
@@ -189,6 +212,9 @@ int main(int argc, char **argv)
         r.verify = o.verify;
         r.verify_ok = !verify_failed;
         r.checkpoints = sink.checkpoints;
+        r.wire_format = o.wire_out ? wire.format_name : NULL;
+        r.wire_batches = wire.batches;
+        r.wire_errors = wire.errors;
         r.peak_rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
         if (o.json)
             report_json(stdout, &r);
@@ -199,6 +225,8 @@ int main(int argc, char **argv)
                             "disagree (see above)\n");
             status = EXIT_VERIFY_OR_LIBRARY;
         }
+        if (wire.errors)
+            status = EXIT_VERIFY_OR_LIBRARY;
     }
 
     if (dump && fclose(dump) != 0) {
@@ -208,6 +236,7 @@ int main(int argc, char **argv)
     cache_free(&model);
     kvreg_registry_free(reg); /* frees G1 and G2 too, without events */
     event_sink_free(&sink);
+    wire_out_close(&wire);
     namer_free(&nm);
     hmap_free(&seen);
     w->close(w);

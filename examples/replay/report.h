@@ -27,20 +27,29 @@ typedef struct report {
     int verify;                  /* --verify-events given */
     int verify_ok;
     uint64_t checkpoints;
+    const char *wire_format;     /* --wire-out: the encoding, else NULL */
+    uint64_t wire_batches, wire_errors;
     double elapsed_s;
     long peak_rss_kib;
+    int g1_default, g2_default;  /* the capacities were not given on the command line */
 } report;
 
 void report_text(FILE *out, const report *r);
 void report_json(FILE *out, const report *r);
+/* str as a JSON string literal (quotes, backslashes and control bytes escaped). */
+void json_string(FILE *out, const char *str);
 
 typedef struct progress {
     int enabled;
     int shown_permille; /* last value drawn, negative before the first */
+    double started_s;   /* CLOCK_MONOTONIC at progress_start */
 } progress;
 
 /* Enabled only when stderr is a terminal and the input is long. */
 void progress_start(progress *p, int long_input);
+/* The bar, the requests done, their rate and the time left (from the fraction done). */
+void progress_tick(progress *p, double fraction, uint64_t requests);
+/* progress_tick without a count. */
 void progress_update(progress *p, double fraction);
 void progress_finish(progress *p);
 

@@ -4,27 +4,47 @@
 
 #if REPLAY_HAVE_JANSSON
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "lines.h"
 
 typedef struct trace_reader {
     workload base;
-    FILE *f;
+    line_reader *in; /* plain or gzip-compressed */
     const char *path;
     int skip_bad;
     uint64_t line_no;
-    char *line;
-    size_t line_cap;
     uint64_t *ids;
     size_t ids_cap;
-    long long size; /* bytes, or -1 when not a regular file */
 } trace_reader;
 
-/* Progress bars only pay off on inputs that take more than a moment. */
-#define LONG_TRACE_BYTES (1024L * 1024L)
+/* Progress bars only pay off on inputs that take more than a moment (a compressed file
+ * holds about 4 times its size in text). */
+#define LONG_TRACE_BYTES (256L * 1024L)
+
+/* jansson parses one line at a time, so its "end of file" means the end of this line: say
+ * so, or a line cut short in the middle of a file reads as if the file ended there. */
+static void replace_all(char *text, size_t cap, const char *from, const char *to)
+{
+    char *at = text;
+    while ((at = strstr(at, from)) != NULL) {
+        char rest[JSON_ERROR_TEXT_LENGTH];
+        snprintf(rest, sizeof rest, "%s", at + strlen(from));
+        size_t step = strlen(to), left;
+        snprintf(at, cap - (size_t)(at - text), "%s%s", to, rest);
+        left = strlen(at); /* less than step when the buffer cut the replacement short */
+        at += step < left ? step : left;
+    }
+}
+
+static void say_end_of_line(char *text, size_t cap)
+{
+    /* "end of file expected": bytes after a complete value (the line goes on). */
+    replace_all(text, cap, "end of file expected", "bytes after the JSON value");
+    replace_all(text, cap, "end of file", "end of the line");
+}
 
 static void bad_line(const trace_reader *t, const char *what, const char *detail)
 {
@@ -99,31 +119,27 @@ static int trace_next(workload *w, replay_request *req)
 {
     trace_reader *t = (trace_reader *)w;
     for (;;) {
-        ssize_t len;
-        size_t k;
+        char *line;
+        size_t len, k;
         json_error_t err;
         json_t *root;
-        int ok;
+        int ok, rc = lines_next(t->in, &line, &len);
 
-        errno = 0;
-        len = getline(&t->line, &t->line_cap, t->f);
-        if (len < 0) {
-            if (ferror(t->f)) {
-                fprintf(stderr, "kvreg-replay: %s: read error: %s\n", t->path, strerror(errno));
-                return -2;
-            }
+        if (rc < 0)
+            return -2;
+        if (rc == 0)
             return 0;
-        }
         t->line_no++;
         /* Blank lines (e.g. a trailing newline pair) carry no request; they are not errors. */
-        for (k = 0; k < (size_t)len && strchr(" \t\r\n", t->line[k]) && t->line[k]; k++)
+        for (k = 0; k < len && strchr(" \t\r\n", line[k]) && line[k]; k++)
             ;
-        if (k == (size_t)len)
+        if (k == len)
             continue;
 
-        root = json_loadb(t->line, (size_t)len, 0, &err);
+        root = json_loadb(line, len, 0, &err);
         if (!root) {
             char detail[JSON_ERROR_TEXT_LENGTH + 32];
+            say_end_of_line(err.text, sizeof err.text);
             snprintf(detail, sizeof detail, "%s (column %d)", err.text, err.column);
             bad_line(t, "invalid JSON", detail);
             ok = 0;
@@ -142,19 +158,13 @@ static int trace_next(workload *w, replay_request *req)
 static double trace_progress(const workload *w)
 {
     const trace_reader *t = (const trace_reader *)w;
-    long pos;
-    if (t->size <= 0)
-        return 0.0;
-    pos = ftell(t->f);
-    return pos < 0 ? 0.0 : (double)pos / (double)t->size;
+    return lines_progress(t->in);
 }
 
 static void trace_close(workload *w)
 {
     trace_reader *t = (trace_reader *)w;
-    if (t->f && t->f != stdin)
-        fclose(t->f);
-    free(t->line);
+    lines_close(t->in);
     free(t->ids);
     free(t);
 }
@@ -166,7 +176,6 @@ int trace_input_available(void)
 
 workload *trace_open(const char *path, int skip_bad)
 {
-    struct stat st;
     trace_reader *t = calloc(1, sizeof *t);
     if (!t) {
         fprintf(stderr, "kvreg-replay: out of memory\n");
@@ -174,17 +183,15 @@ workload *trace_open(const char *path, int skip_bad)
     }
     t->path = path;
     t->skip_bad = skip_bad;
-    t->f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!t->f) {
-        fprintf(stderr, "kvreg-replay: cannot open %s: %s\n", path, strerror(errno));
+    t->in = lines_open(path);
+    if (!t->in) {
         free(t);
         return NULL;
     }
-    t->size = (fstat(fileno(t->f), &st) == 0 && S_ISREG(st.st_mode)) ? (long long)st.st_size : -1;
     t->base.next = trace_next;
     t->base.progress = trace_progress;
     t->base.close = trace_close;
-    t->base.long_input = t->size >= LONG_TRACE_BYTES;
+    t->base.long_input = lines_size(t->in) >= LONG_TRACE_BYTES;
     return &t->base;
 }
 

@@ -1,6 +1,7 @@
 /*
  * trace: reads a Mooncake JSONL trace (one JSON object per line with timestamp, input_length,
- * output_length and hash_ids) with jansson. See ../shared/traces/README.md.
+ * output_length and hash_ids) with jansson, plain or gzip-compressed (lines.c). See
+ * data/traces/README.md.
  */
 #ifndef KVREG_REPLAY_TRACE_H
 #define KVREG_REPLAY_TRACE_H

@@ -4,10 +4,13 @@
 Usage: check_symbols.py LIBRARY MAP HEADER [NM]
 
 The dynamic symbol table of the built library (nm -D --defined-only), the `global:` names of
-src/libkvreg.map and the functions declared KVREG_API in include/kvreg.h must be the same set,
+src/libkvreg.map and the functions declared KVREG_API in the public headers (HEADER and every
+other kvreg*.h beside it: kvreg_wire.h, ...) must be the same set,
 and every export must carry a LIBKVREG_ version (so a leak or a forgotten map entry fails here,
 as libinput's symbols-leak-test and GTK's abicheck.sh do).
 """
+import glob
+import os
 import re
 import subprocess
 import sys
@@ -37,8 +40,11 @@ def from_map(path):
 
 
 def from_header(path):
-    text = re.sub(r'/\*.*?\*/', '', open(path).read(), flags=re.S)
-    return set(re.findall(r'\bKVREG_API\b[^;{]*?\b(kvreg_\w+)\s*\(', text))
+    names = set()
+    for header in sorted(glob.glob(os.path.join(os.path.dirname(path), 'kvreg*.h'))):
+        text = re.sub(r'/\*.*?\*/', '', open(header).read(), flags=re.S)
+        names.update(re.findall(r'\bKVREG_API\b[^;{]*?\b(kvreg_\w+)\s*\(', text))
+    return names
 
 
 def main():

@@ -210,6 +210,8 @@ std::string wl_disjoint(const Opts &o, bool &ok);
 std::string wl_hol(const Opts &o, bool &ok);
 std::string wl_pool_free(const Opts &o, bool &ok);
 std::string wl_append(const Opts &o, bool &ok);
+// wl_wire.cpp (built with the library's `wire` feature): vLLM encode/decode vs msgpack-c alone.
+std::string wl_wire(const Opts &o, bool &ok);
 
 } // namespace bench
 

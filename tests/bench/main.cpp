@@ -27,6 +27,9 @@ const char kUsage[] =
     "\n"
     "workloads: hash register_release two_pools shared_prefix threads hold hold_tokens selftest all\n"
     "  append (not in all): --len single-token appends vs one extend of them, fresh sequences\n"
+    "  wire (not in all; needs the wire feature): --seqs chains of --len tokens registered and\n"
+    "    removed as vLLM KVEventBatch payloads, encode and decode events/s against msgpack-c\n"
+    "    writing / reading the same integers (encode_over_limit, decode_over_limit)\n"
     "  (all = the benchmark workloads, each in a fresh child process so that peak_rss_kb is\n"
     "   per workload; add --in-process to run them in this process. hold_tokens is hold with\n"
     "   KVREG_OPT_KEEP_TOKENS = 1 plus a second pool holding the same blocks)\n"
@@ -151,6 +154,9 @@ int run_one(const Opts &o) {
     else if (w == "hol") line = bench::wl_hol(o, ok);
     else if (w == "pool_free") line = bench::wl_pool_free(o, ok);
     else if (w == "append") line = bench::wl_append(o, ok);
+#ifdef KVREG_BENCH_WIRE
+    else if (w == "wire") line = bench::wl_wire(o, ok);
+#endif
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

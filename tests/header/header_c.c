@@ -2,6 +2,7 @@
  * tests/abi/meson.build), and its ABI layout pinned: the structs below are shared with
  * bindings by layout, so a changed offset is an ABI break even when every symbol stays. */
 #include <kvreg.h>
+#include <kvreg_wire.h>
 
 #include <stddef.h>
 #include <string.h>
@@ -22,6 +23,10 @@ KVREG_CHECK(desc_block_size, offsetof(kvreg_block_desc, block_size) == 28);
 KVREG_CHECK(desc_n_tokens, offsetof(kvreg_block_desc, n_tokens) == 40);
 KVREG_CHECK(info_size, sizeof(kvreg_block_info) == 32);
 KVREG_CHECK(info_position, offsetof(kvreg_block_info, position) == 28);
+KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
+KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
+KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
+KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
 #endif
 KVREG_CHECK(block_is_u64, sizeof(kvreg_block) == 8);
 KVREG_CHECK(version, KVREG_VERSION_NUMBER == KVREG_VERSION_MAJOR * 10000 +

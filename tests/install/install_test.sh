@@ -17,7 +17,8 @@ meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$dest.log" 2>
     cat "$dest.log"; rm -f "$dest.log"; exit 1; }
 rm -f "$dest.log"
 
-for f in "$prefix/include/kvreg.h" "$prefix/include/kvreg_version.h" "$libdir/libkvreg.so.0" \
+for f in "$prefix/include/kvreg.h" "$prefix/include/kvreg_wire.h" "$prefix/include/kvreg_version.h" \
+         "$libdir/libkvreg.so.0" \
          "$libdir/libkvreg.so" "$libdir/pkgconfig/kvreg.pc"; do
     [ -e "$dest$f" ] || { echo "FAIL: not installed: $f"; exit 1; }
 done
@@ -25,6 +26,18 @@ done
 [ "$(readlink "$dest$libdir/libkvreg.so")" = libkvreg.so.0 ] || { echo "FAIL: libkvreg.so link"; exit 1; }
 readelf -d "$dest$libdir/libkvreg.so.0" | grep -q 'SONAME.*libkvreg\.so\.0\]' || {
     echo "FAIL: SONAME is not libkvreg.so.0"; exit 1; }
+
+# A system prefix gets no RUNPATH (distributions reject them; ldconfig finds the library):
+# neither in installed programs nor in what kvreg.pc gives programs built against it.
+case $prefix in /usr | /usr/local)
+    if [ -e "$dest$prefix/bin/kvreg-replay" ] &&
+       readelf -d "$dest$prefix/bin/kvreg-replay" | grep -Eq '\((RUNPATH|RPATH)\)'; then
+        echo "FAIL: kvreg-replay has a RUNPATH under the system prefix $prefix"; exit 1
+    fi
+    if grep -q -- '-rpath' "$dest$libdir/pkgconfig/kvreg.pc"; then
+        echo "FAIL: kvreg.pc gives an rpath under the system prefix $prefix"; exit 1
+    fi ;;
+esac
 
 # Only the destdir: the sysroot prefixes every -I/-L the .pc file gives.
 export PKG_CONFIG_PATH="$dest$libdir/pkgconfig"

@@ -1,9 +1,11 @@
 """Python binding (ctypes, standard library only) for libkvreg.
 
-Set KVREG_LIBRARY to the library's path, or install libkvreg0 (SONAME libkvreg.so.0).
+The library is found through KVREG_LIBRARY (a path), the libdir of the `meson install` that
+installed this package, or its SONAME libkvreg.so.0 (a system install, after ldconfig).
 """
 
 from . import _ffi
+from ._version import __version__
 from .errors import (AlreadyRegistered, Busy, InvalidArgument, KvregError, NotFound,
                      OutOfMemory, Overflow, RangeError, StaleHandle, StateError)
 from .events import Event, EventKind
@@ -17,7 +19,7 @@ __all__ = [
     "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow",
     "Event", "EventKind", "BlockInfo", "hash_blocks", "block_hash", "sequence_hash",
     "ROUTER_SALT", "MAX_POOLS", "STATS", "Registry", "Pool", "Block", "Sequence",
-    "version", "version_number", "strerror",
+    "version", "version_number", "strerror", "__version__",
 ]
 
 MAX_POOLS = _ffi.MAX_POOLS

@@ -146,15 +146,36 @@ DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 # ---- loading -------------------------------------------------------------------------------
+def _installed_libdir():
+    """The libdir of the `meson install` that installed this package (kvreg/_config.py is
+    generated then); None for a source tree or a pip install."""
+    try:
+        from . import _config
+    except ImportError:
+        return None
+    return getattr(_config, "LIBDIR", None)
+
+
 def _load():
-    """KVREG_LIBRARY (a path) wins; then the SONAME; then whatever find_library knows."""
+    """KVREG_LIBRARY (a path) wins; then the library installed beside this package (a
+    private prefix needs no LD_LIBRARY_PATH); then the SONAME; then find_library."""
     path = os.environ.get("KVREG_LIBRARY")
     if path:
         try:
             return ctypes.CDLL(path)
         except OSError as e:
             raise ImportError("kvreg: cannot load KVREG_LIBRARY=%r: %s" % (path, e)) from e
-    tried = [_SONAME]
+    tried = []
+    libdir = _installed_libdir()
+    if libdir:
+        beside = os.path.join(libdir, _SONAME)
+        tried.append(beside)
+        if os.path.exists(beside):
+            try:
+                return ctypes.CDLL(beside)
+            except OSError:
+                pass
+    tried.append(_SONAME)
     try:
         return ctypes.CDLL(_SONAME)
     except OSError:
@@ -167,8 +188,9 @@ def _load():
         except OSError:
             pass
     raise ImportError(
-        "kvreg: libkvreg not found (tried %s). Install the libkvreg0 package, or set "
-        "KVREG_LIBRARY to the path of libkvreg.so.0." % ", ".join(tried))
+        "kvreg: libkvreg not found (tried %s). Build and install it (`meson setup build && "
+        "meson install -C build`, then `ldconfig` for a system prefix), or set KVREG_LIBRARY "
+        "to the path of libkvreg.so.0 (a build tree has it in build/src/)." % ", ".join(tried))
 
 
 def _errcheck(result, func, args):

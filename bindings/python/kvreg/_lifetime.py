@@ -57,3 +57,26 @@ class Guard:
                     self._cond.wait(0.05 if nudge is not None else None)
             ptr, self.ptr = self.ptr, None
             return ptr
+
+
+def leave_with(release, exc):
+    """__exit__ of Pool and Block: release(), the way an error in the with body expects.
+
+    When the body is already raising (exc) and releasing runs the event callback, which
+    raises again (often the same bug on the Remove events), that second error is added to
+    the first as a note instead of replacing it: the body's exception is reported once, with
+    its own traceback, and the callback's second failure is not printed as a second one."""
+    if exc is None:
+        release()
+        return
+    try:
+        release()
+    except Exception as again:
+        if not getattr(again, "kvreg_from_callback", False):
+            raise
+        note = ("kvreg: the event callback raised again while leaving the with block "
+                "(releasing its references): %s: %s" % (type(again).__name__, again))
+        if hasattr(exc, "add_note"):  # Python 3.11
+            exc.add_note(note)
+        else:
+            exc.__dict__.setdefault("kvreg_notes", []).append(note)

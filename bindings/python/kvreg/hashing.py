@@ -33,21 +33,24 @@ def info_from_c(c):
     )
 
 
-def block_hash(tokens, salt=0):
+# The salt has no default, as in the Go and Rust bindings: a forgotten salt silently naming
+# blocks differently from the router (Dynamo's uses ROUTER_SALT) is the mistake to prevent.
+def block_hash(tokens, salt):
     """XXH3-64 of one block's tokens (as u32 little-endian), seeded with salt."""
     buf = _buffers.tokens(tokens)
     return _ffi.lib.kvreg_block_hash(buf.ptr, buf.n, _buffers.u64(salt, "salt"))
 
 
-def sequence_hash(parent_sequence_hash, block_hash, salt=0):
+def sequence_hash(parent_sequence_hash, block_hash, salt):
     """The chain step: a block's sequence hash from its parent's and its own block hash."""
     return _ffi.lib.kvreg_sequence_hash(_buffers.u64(parent_sequence_hash, "parent_sequence_hash"),
                                         _buffers.u64(block_hash, "block_hash"),
                                         _buffers.u64(salt, "salt"))
 
 
-def hash_blocks(tokens, block_size, salt=0):
-    """BlockInfo for every full block of tokens; the trailing len % block_size are ignored."""
+def hash_blocks(tokens, block_size, salt):
+    """BlockInfo for every full block of tokens; the trailing len % block_size are ignored.
+    salt: ROUTER_SALT (1337) to match Dynamo's KV router."""
     buf = _buffers.tokens(tokens)
     bs = _buffers.u32(block_size, "block_size")
     salt = _buffers.u64(salt, "salt")

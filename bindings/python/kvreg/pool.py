@@ -6,7 +6,7 @@ import warnings
 import weakref
 
 from . import _buffers, _ffi, errors
-from ._lifetime import Guard
+from ._lifetime import Guard, leave_with
 from .errors import StaleHandle
 from .hashing import info_from_c
 
@@ -86,6 +86,7 @@ class Pool:
         self._name = name.decode("utf-8", "replace")
         self._finalizer = weakref.finalize(self, _finalize, core, self._guard,
                                            "kvreg.Pool id=%d name=%r" % (self._id, self._name))
+        core.pools.add(self)
         # At exit the Registry's own safety net frees everything: one warning is enough.
         self._finalizer.atexit = False
 
@@ -142,8 +143,8 @@ class Pool:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        leave_with(self.close, exc)
 
     def __repr__(self):
         return "<kvreg.Pool id=%d name=%r%s>" % (self._id, self._name,
@@ -325,12 +326,19 @@ class Pool:
 
     __contains__ = contains
 
-    def match(self, hashes):
-        """Length of the longest prefix of hashes this pool holds (takes no references)."""
+    def match_prefix(self, hashes):
+        """Length of the longest prefix of hashes this pool holds (takes no references).
+        The same name as Rust's Pool::match_prefix and Go's Pool.MatchPrefix."""
         arr, n = _buffers.hashes(hashes)
         got = ctypes.c_size_t()
         self._run(lib.kvreg_pool_match, arr, n, ctypes.byref(got))
         return got.value
+
+    def match(self, hashes):
+        """Deprecated name of match_prefix() (0.2); warns DeprecationWarning."""
+        warnings.warn("Pool.match() is now Pool.match_prefix(), as in the Go and Rust "
+                      "bindings", DeprecationWarning, stacklevel=2)
+        return self.match_prefix(hashes)
 
 
 class Block:
@@ -372,12 +380,15 @@ class Block:
 
     @property
     def released(self):
-        """True once this object no longer owns its reference (released or detached)."""
-        return self._released
+        """True once this object no longer owns its reference: released, closed, detached,
+        or dropped with its pool or registry (all of which behave the same from then on)."""
+        return self._released or self._pool.closed
 
     def _live(self):
         if self._released:
             raise StaleHandle(_ffi.ESTALE, "block already released (or detached)")
+        if self._pool.closed:
+            raise StaleHandle(_ffi.ESTALE, "block released with its closed pool or registry")
 
     def release(self):
         """Drop this reference. StaleHandle if it was already released or its pool closed."""
@@ -412,9 +423,12 @@ class Block:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self._released:
             return
+        leave_with(self._release_on_exit, exc)
+
+    def _release_on_exit(self):
         try:
             self.release()
         except StaleHandle:
@@ -461,5 +475,5 @@ class Block:
             return list(buf[:n.value])
 
     def __repr__(self):
-        state = "released" if self._released else "live"
+        state = "released" if self.released else "live"
         return "<kvreg.Block %#x pool=%d %s>" % (self._handle, self._pool.id, state)

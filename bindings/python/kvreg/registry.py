@@ -49,6 +49,8 @@ class _Core:
         self.poll_lock = threading.Lock()
         self.poll_buf = None
         self.poll_sleeping = False  # the poll_lock holder sleeps in kvreg_registry_poll_wait
+        # The pools created on this registry, for the report of what is still open at exit.
+        self.pools = weakref.WeakSet()
 
     # -- calls ---------------------------------------------------------------------------
     def run(self, fn, *args):
@@ -83,6 +85,8 @@ class _Core:
             return
         self.tls.pending = []
         first = pending[0]
+        for exc in pending:
+            _mark_callback_error(exc)
         # More than one failing callback in one call: the first is raised, the others are
         # reported like any unraisable error rather than silently dropped.
         for extra in pending[1:]:
@@ -155,6 +159,14 @@ class _Core:
             self.poll_buf = None
 
 
+def _mark_callback_error(exc):
+    """Remember that exc came from the event callback (see _lifetime.leave_with)."""
+    try:
+        exc.kvreg_from_callback = True
+    except AttributeError:  # an exception type with __slots__: it simply stays unmarked
+        pass
+
+
 def _report_unraisable(exc):
     """Route an exception to sys.unraisablehook. Python offers no public way to build the
     hook's argument, so raise it inside a throwaway ctypes callback, which ctypes reports
@@ -167,14 +179,35 @@ def _report_unraisable(exc):
         pass
 
 
+def _open_pools(core):
+    """'G1' holding 3 blocks, ... for the pools still open on an open registry."""
+    parts = []
+    for pool in list(core.pools):
+        if pool._guard.closed:
+            continue
+        try:
+            held = pool._run(lib.kvreg_pool_size)
+        except Exception:  # the report must not fail the exit
+            held = None
+        parts.append("kvreg.Pool id=%d name=%r holding %s" % (
+            pool.id, pool.name, "?" if held is None else
+            "%d block%s" % (held, "" if held == 1 else "s")))
+    return parts
+
+
 def _finalize(core):
     """Safety net for a Registry garbage collected (or still open at exit) without close().
 
     Freeing a registry emits no events and runs no callback, so this frees it, and warns:
-    the program lost track of a registry it should close explicitly."""
+    the program lost track of a registry it should close explicitly. The warning names the
+    pools that were still open and how many blocks each held (unreleased Blocks): at exit
+    their own objects are never collected before the registry, so this is their report."""
     try:
-        warnings.warn("kvreg.Registry garbage collected without close(): freed now (emitting "
-                      "no events); close it explicitly (close() or a with block)",
+        pools = _open_pools(core) if core.guard is not None and not core.guard.closed else []
+        warnings.warn("kvreg.Registry garbage collected (or still open at exit) without "
+                      "close(): freed now (emitting no events); close it explicitly (close() "
+                      "or a with block)%s" % ("; pools still open: " + ", ".join(pools)
+                                              if pools else ""),
                       ResourceWarning)
     finally:
         core.close()

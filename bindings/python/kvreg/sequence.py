@@ -31,7 +31,8 @@ class Sequence:
     it needs no explicit close: garbage collection frees it without a warning (close()
     frees it earlier)."""
 
-    def __init__(self, block_size, salt=0, tokens=None):
+    def __init__(self, block_size, salt, tokens=None):
+        """salt has no default (ROUTER_SALT matches Dynamo's KV router), as in Go and Rust."""
         out = _ffi.seq_p()
         lib.kvreg_sequence_new(ctypes.byref(out), _buffers.u32(block_size, "block_size"),
                                _buffers.u64(salt, "salt"))

@@ -67,7 +67,7 @@ class TokenBuffers(unittest.TestCase):
     def test_empty_buffers(self):
         for value in ([], (), b"", bytearray(), array(_U32), memoryview(b"")):
             with self.subTest(type(value).__name__):
-                self.assertEqual(kvreg.hash_blocks(value, 4), [])
+                self.assertEqual(kvreg.hash_blocks(value, 4, 0), [])
                 # Empty input is the XXH3 of zero bytes; equal for every kind.
                 self.assertEqual(kvreg.block_hash(value, 7), kvreg.block_hash([], 7))
 
@@ -76,31 +76,31 @@ class TokenBuffers(unittest.TestCase):
                       memoryview(array("d", [1.0, 2.0]))):
             with self.subTest(getattr(value, "format", getattr(value, "typecode", "?"))):
                 with self.assertRaises(TypeError):
-                    kvreg.hash_blocks(value, 4)
+                    kvreg.hash_blocks(value, 4, 0)
         with self.assertRaises(TypeError):
-            kvreg.hash_blocks("abcd", 4)
+            kvreg.hash_blocks("abcd", 4, 0)
         with self.assertRaises(TypeError):
-            kvreg.hash_blocks([1, 2, 3.5, 4], 4)
+            kvreg.hash_blocks([1, 2, 3.5, 4], 4, 0)
 
     def test_ragged_bytes_refused(self):
         with self.assertRaises(kvreg.InvalidArgument):
-            kvreg.hash_blocks(b"\x01\x00\x00", 1)
+            kvreg.hash_blocks(b"\x01\x00\x00", 1, 0)
 
     def test_out_of_range_tokens_refused(self):
         for bad in ([-1], [1 << 32]):
             with self.subTest(bad):
                 with self.assertRaises(kvreg.InvalidArgument):
-                    kvreg.block_hash(bad)
+                    kvreg.block_hash(bad, 0)
         # The top of the range is fine.
-        kvreg.block_hash([(1 << 32) - 1])
+        kvreg.block_hash([(1 << 32) - 1], 0)
 
     def test_out_of_range_integers_refused(self):
         # ctypes would wrap these silently into valid-looking values.
         with self.assertRaises(kvreg.InvalidArgument):
-            kvreg.hash_blocks([1], 1 << 32)
+            kvreg.hash_blocks([1], 1 << 32, 0)
         with self.assertRaises(kvreg.InvalidArgument):
             kvreg.block_hash([1], -1)
         with self.assertRaises(kvreg.InvalidArgument):
-            kvreg.sequence_hash(1 << 64, 0)
+            kvreg.sequence_hash(1 << 64, 0, 0)
         with self.assertRaises(TypeError):
             kvreg.block_hash([1], salt=1.0)

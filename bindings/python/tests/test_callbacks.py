@@ -321,7 +321,7 @@ _SETTERS_SCRIPT = textwrap.dedent("""
     import sys, threading, kvreg
     sys.setswitchinterval(1e-6)  # interleave the setters as much as possible
     trials, rounds = int(sys.argv[1]), int(sys.argv[2])
-    blocks = kvreg.hash_blocks(list(range(16)), 4)
+    blocks = kvreg.hash_blocks(list(range(16)), 4, kvreg.ROUTER_SALT)
     mismatches = 0
     for trial in range(trials):
         seen = []

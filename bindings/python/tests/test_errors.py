@@ -62,8 +62,8 @@ class FromTheLibrary(unittest.TestCase):
         return cm.exception
 
     def test_einval(self):
-        self.assertCode(kvreg.InvalidArgument, kvreg.hash_blocks, [1, 2], 0)
-        self.assertCode(kvreg.InvalidArgument, kvreg.Sequence, 0)
+        self.assertCode(kvreg.InvalidArgument, kvreg.hash_blocks, [1, 2], 0, kvreg.ROUTER_SALT)
+        self.assertCode(kvreg.InvalidArgument, kvreg.Sequence, 0, kvreg.ROUTER_SALT)
         self.assertCode(kvreg.InvalidArgument, kvreg.Registry, shards=3)  # not a power of 2
         self.assertCode(kvreg.InvalidArgument, self.reg.stat, 999)
         self.assertCode(kvreg.InvalidArgument, self.reg.set_callback, print)  # poll mode
@@ -71,7 +71,7 @@ class FromTheLibrary(unittest.TestCase):
                         self.toks + [9], 4)  # more tokens than block_size
 
     def test_erange(self):
-        with kvreg.Sequence(4, tokens=range(6)) as seq:
+        with kvreg.Sequence(4, kvreg.ROUTER_SALT, range(6)) as seq:
             self.assertCode(kvreg.RangeError, seq.block, 1)
             self.assertCode(kvreg.RangeError, seq.unwind, 7)
             self.assertEqual(len(seq), 6)  # unchanged
@@ -80,7 +80,7 @@ class FromTheLibrary(unittest.TestCase):
 
     def test_estate(self):
         self.assertCode(kvreg.StateError, self.pool.register, self.info, self.toks[:3], 4)
-        with kvreg.Sequence(4, tokens=range(6)) as seq:
+        with kvreg.Sequence(4, kvreg.ROUTER_SALT, range(6)) as seq:
             self.assertCode(kvreg.StateError, self.pool.register_sequence_block, seq, 1)
 
     def test_eexist(self):
@@ -91,7 +91,7 @@ class FromTheLibrary(unittest.TestCase):
 
     def test_enoent(self):
         self.assertCode(kvreg.NotFound, self.pool.acquire, 12345)
-        with kvreg.Sequence(4) as seq:
+        with kvreg.Sequence(4, kvreg.ROUTER_SALT) as seq:
             self.assertCode(kvreg.NotFound, seq.pop)
         blk = self.pool.register(self.info, self.toks)  # registry does not keep tokens
         self.assertCode(kvreg.NotFound, blk.tokens)

@@ -105,6 +105,14 @@ class CrossCheck(unittest.TestCase):
             self.assertEqual(kvreg.hash_blocks(tokens, bs, salt), self._chain(tokens, bs, salt),
                              (bs, salt, tokens))
 
+    def test_salt_is_required(self):
+        # As in Go and Rust: no default that silently differs from the router's salt.
+        for call in (lambda: kvreg.hash_blocks([1, 2, 3, 4], 4), lambda: kvreg.Sequence(4),
+                     lambda: kvreg.block_hash([1]), lambda: kvreg.sequence_hash(1, 2)):
+            with self.assertRaises(TypeError):
+                call()
+        self.assertEqual(kvreg.ROUTER_SALT, 1337)
+
     def test_salt_changes_hashes(self):
         # Guards against a binding that drops the salt on its way to C.
         tokens = list(range(8))

@@ -1,6 +1,11 @@
 """Closed objects raise StaleHandle instead of touching freed memory; GC is a safety net."""
 
 import gc
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
 import threading
 import unittest
 import warnings
@@ -9,6 +14,12 @@ import weakref
 import kvreg
 
 from . import support
+
+
+def _child_env():
+    """The environment a child interpreter needs to import this kvreg and its library."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(kvreg.__file__)))
+    return dict(os.environ, PYTHONPATH=pkg, PYTHONWARNINGS="")
 
 
 class UseAfterClose(unittest.TestCase):
@@ -25,7 +36,7 @@ class UseAfterClose(unittest.TestCase):
         calls = [lambda: reg.pool(), lambda: reg.poll(), lambda: reg.contains(1),
                  lambda: reg.stats(), lambda: pool.register(self.info2),
                  lambda: pool.acquire(self.info.sequence_hash), lambda: pool.contains(1),
-                 lambda: pool.match([1]), lambda: len(pool), lambda: blk.info(),
+                 lambda: pool.match_prefix([1]), lambda: len(pool), lambda: blk.info(),
                  lambda: blk.refcount(), lambda: blk.release()]
         for i, call in enumerate(calls):
             with self.subTest(i):
@@ -68,8 +79,84 @@ class UseAfterClose(unittest.TestCase):
                 pool.release(foreign)  # another pool's block
             self.assertEqual(foreign.detach(), 1)  # (a made-up handle: nothing to release)
 
+    def test_block_of_a_closed_pool_reads_as_released(self):
+        # Released, closed, or dropped with its pool: one state, the same answers.
+        with kvreg.Registry() as reg:
+            pool = reg.pool()
+            released, closed, dropped = (pool.register(i) for i, _ in support.infos(3))
+            released.release()
+            closed.close()
+            pool.close()
+            for blk in (released, closed, dropped):
+                with self.subTest(blk=blk):
+                    self.assertTrue(blk.released)
+                    self.assertIn("released", repr(blk))
+                    for call in (blk.release, blk.close, blk.detach, blk.info, blk.refcount):
+                        with self.assertRaises(kvreg.StaleHandle):
+                            call()
+                    with blk:  # leaving a with block is quiet for all three
+                        pass
+
+    def test_what_is_open_at_exit_is_reported(self):
+        # At exit the registry's safety net runs before any Pool or Block is collected, so
+        # its one ResourceWarning names the pools left open and the blocks they still hold.
+        script = textwrap.dedent("""
+            import kvreg
+            reg = kvreg.Registry()
+            pool, idle = reg.pool("G1"), reg.pool("G2")
+            blocks = [pool.register(b) for b in kvreg.hash_blocks(range(12), 4, 1337)]
+            done = reg.pool("closed")
+            done.close()
+        """)
+        res = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True,
+                             text=True, timeout=60, env=_child_env())
+        self.assertEqual(res.returncode, 0, res.stderr)
+        warnings_seen = [line for line in res.stderr.splitlines() if "ResourceWarning" in line]
+        self.assertEqual(len(warnings_seen), 1, res.stderr)
+        self.assertIn("name='G1' holding 3 blocks", warnings_seen[0])
+        self.assertIn("name='G2' holding 0 blocks", warnings_seen[0])
+        self.assertNotIn("closed", warnings_seen[0].split("pools still open")[1])
+
+    def test_callback_exception_is_reported_once(self):
+        # Uncaught, and raised inside with blocks whose exit releases blocks, which runs the
+        # failing callback again: the first error is reported once with its own traceback
+        # (the line that caused it), the second only as a note on it.
+        head = textwrap.dedent("""
+            import kvreg
+            def cb(events):
+                raise RuntimeError("callback failed here")
+            info = kvreg.hash_blocks(range(4), 4, 1337)[0]
+        """)
+        bodies = {
+            "plain": "reg = kvreg.Registry(callback=cb)\npool = reg.pool()\n"
+                     "blk = pool.register(info)  # FIRST\n",
+            "with pool": "with kvreg.Registry(callback=cb) as reg:\n"
+                         "    with reg.pool() as pool:\n"
+                         "        blk = pool.register(info)  # FIRST\n",
+            "with block": "reg = kvreg.Registry(callback=lambda events: None)\n"
+                          "pool = reg.pool()\n"
+                          "with pool.register(info) as blk:\n"
+                          "    reg.set_callback(cb)\n"
+                          "    raise KeyError('FIRST')\n",
+        }
+        for name, body in bodies.items():
+            with self.subTest(name), tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "script.py")  # a file: tracebacks show its lines
+                with open(path, "w") as f:
+                    f.write(head + body)
+                res = subprocess.run([sys.executable, "-X", "dev", path], capture_output=True,
+                                     text=True, timeout=60, env=_child_env())
+                self.assertNotEqual(res.returncode, 0)
+                errors = [line for line in res.stderr.splitlines()
+                          if line.startswith(("RuntimeError", "KeyError"))]
+                self.assertEqual(len(errors), 1, res.stderr)
+                self.assertIn("FIRST", res.stderr)  # the original error's traceback
+                self.assertNotIn("During handling", res.stderr)
+                if name != "plain":
+                    self.assertIn("the event callback raised again", res.stderr)
+
     def test_sequence_close(self):
-        seq = kvreg.Sequence(4, tokens=range(8))
+        seq = kvreg.Sequence(4, kvreg.ROUTER_SALT, range(8))
         seq.close()
         seq.close()
         with self.assertRaises(kvreg.StaleHandle):
@@ -207,14 +294,14 @@ class GarbageCollection(unittest.TestCase):
             pool.register(self.info).release()
             held = other.register(self.info)
             other.close()
-            seq = kvreg.Sequence(4, tokens=range(8))  # memory only: GC frees it quietly
+            seq = kvreg.Sequence(4, kvreg.ROUTER_SALT, range(8))  # memory only: GC frees it quietly
             self.assertEqual(pool.release_batch(pool.register_sequence(seq)), [None, None])
             reg.close()
             del reg, pool, other, held, seq
         self.assertEqual(leaks.messages, [])
 
     def test_sequence_finalizer(self):
-        seq = kvreg.Sequence(4)
+        seq = kvreg.Sequence(4, kvreg.ROUTER_SALT)
         box = seq._box
         del seq
         gc.collect()

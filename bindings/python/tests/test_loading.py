@@ -31,6 +31,10 @@ class Loading(unittest.TestCase):
         major, minor, patch = (int(x) for x in kvreg.version().split(".")[:3])
         self.assertEqual(kvreg.version_number(), major * 10000 + minor * 100 + patch)
 
+    def test_package_version_is_the_library_release(self):
+        # _version.py follows the project version in meson.build, which the library reports.
+        self.assertEqual(kvreg.__version__, kvreg.version())
+
     def test_bad_path_is_import_error(self):
         res = _import_with("/nonexistent/libkvreg.so.0")
         self.assertNotEqual(res.returncode, 0)

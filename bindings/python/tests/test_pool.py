@@ -30,7 +30,7 @@ class PoolAndBlock(unittest.TestCase):
     def test_large_block_tokens_round_trip(self):
         # Larger than the first buffer tokens() tries, so the resize path runs.
         toks = list(range(1000, 1000 + 1000))
-        info = kvreg.hash_blocks(toks, 1000)[0]
+        info = kvreg.hash_blocks(toks, 1000, kvreg.ROUTER_SALT)[0]
         blk = self.pool.register(info, array("I", toks), block_size=1000)
         self.assertEqual(blk.tokens(), toks)
         self.assertEqual(self.reg.stat("token_bytes"), 4000)
@@ -70,10 +70,12 @@ class PoolAndBlock(unittest.TestCase):
         blocks = support.infos(3)
         held = self.pool.register_batch(blocks)
         hashes = [i.sequence_hash for i, _ in blocks]
-        self.assertEqual(self.pool.match([]), 0)
-        self.assertEqual(self.pool.match(array("Q", hashes)), 3)
-        self.assertEqual(self.pool.match([i for i, _ in blocks]), 3)  # BlockInfo accepted
-        self.assertEqual(self.pool.match([hashes[0], 999, hashes[2]]), 1)
+        self.assertEqual(self.pool.match_prefix([]), 0)
+        self.assertEqual(self.pool.match_prefix(array("Q", hashes)), 3)
+        self.assertEqual(self.pool.match_prefix([i for i, _ in blocks]), 3)  # BlockInfo accepted
+        self.assertEqual(self.pool.match_prefix([hashes[0], 999, hashes[2]]), 1)
+        with self.assertWarns(DeprecationWarning):  # the 0.2 name still answers
+            self.assertEqual(self.pool.match(hashes), 3)
         self.assertEqual(self.pool.acquire_prefix([]), [])
         self.assertEqual(self.pool.acquire_prefix([999] + hashes), [])
         got = self.pool.acquire_prefix(hashes[:2] + [999])

@@ -43,8 +43,10 @@ fn main() {
                 MIN_VERSION
             )),
             None => fail(&format!(
-                "libkvreg not found by `{} kvreg`: install libkvreg-dev, set PKG_CONFIG_PATH \
-                 (a Meson build dir has meson-uninstalled/), or set KVREG_LIB_DIR",
+                "libkvreg not found by `{} kvreg`: install it (`meson install`), set \
+                 PKG_CONFIG_PATH to the directory of its kvreg.pc (for a prefix P on Debian: \
+                 P/lib/x86_64-linux-gnu/pkgconfig; a Meson build dir has meson-uninstalled/), \
+                 or set KVREG_LIB_DIR",
                 pkg_config
             )),
         }

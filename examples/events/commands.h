@@ -1,0 +1,21 @@
+/*
+ * kvreg-events subcommands. Each takes the arguments after its name and returns the process
+ * exit status: 0 success, 1 some input was rejected or a library call failed, 2 bad usage.
+ */
+#ifndef KVREG_EVENTS_COMMANDS_H
+#define KVREG_EVENTS_COMMANDS_H
+
+#define EVENTS_EXIT_OK 0
+#define EVENTS_EXIT_REJECTED 1
+#define EVENTS_EXIT_USAGE 2
+
+typedef struct events_command {
+    const char *name;
+    const char *summary; /* one line for `kvreg-events --help` */
+    int (*run)(int argc, char **argv);
+} events_command;
+
+/* decode.c: payload files to one JSON object per event per line. */
+int events_decode(int argc, char **argv);
+
+#endif

@@ -1,0 +1,270 @@
+/*
+ * kvreg-events decode: read payload files (one payload per file: the third ZeroMQ frame of a
+ * vLLM / SGLang publisher, or a Dynamo RouterEvent JSON / msgpack payload) and print each
+ * decoded event as one JSON object per line. A rejected file gets one line on stderr naming
+ * the file and the byte offset of the problem; the other files are still decoded.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvreg_wire.h>
+
+#include "commands.h"
+
+static void decode_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvreg-events decode [--format FORMAT] FILE...\n"
+            "\n"
+            "Decode one payload per FILE ('-' reads stdin) and print one JSON object per event:\n"
+            "  {\"type\", \"block_hashes\", \"parent_block_hash\", \"token_ids\", \"block_size\",\n"
+            "   \"medium\", \"lora_name\", \"group_idx\", \"dp_rank\", \"ts\"}\n"
+            "(Dynamo formats add \"worker_id\", \"event_id\" and \"tokens_hashes\"). Hashes are\n"
+            "exact unsigned 64-bit integers; absent fields are null.\n"
+            "\n"
+            "FORMAT:\n"
+            "  vllm            vLLM KVEventBatch, any generation (map or positional events),\n"
+            "                  also SGLang's (default)\n"
+            "  sglang          the same decoder, named for SGLang publishers\n"
+            "  dynamo-json     Dynamo RouterEvent JSON (an array of them, or one)\n"
+            "  dynamo-msgpack  Dynamo RouterEvent msgpack with field names\n"
+            "  dynamo          dynamo-json if the file starts with '[' or '{', else msgpack\n"
+            "\n"
+            "Exit status: 0 every file decoded, 1 some file was rejected or unreadable (one\n"
+            "line each on stderr, with the byte offset), 2 bad usage.\n");
+}
+
+#define FORMAT_DYNAMO_AUTO 0u
+
+static int parse_format(const char *s, uint32_t *format)
+{
+    static const struct {
+        const char *name;
+        uint32_t format;
+    } names[] = {{"vllm", KVREG_WIRE_VLLM},
+                 {"sglang", KVREG_WIRE_SGLANG},
+                 {"dynamo-json", KVREG_WIRE_DYNAMO_JSON},
+                 {"dynamo-msgpack", KVREG_WIRE_DYNAMO_MSGPACK},
+                 {"dynamo", FORMAT_DYNAMO_AUTO}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *format = names[i].format;
+            return 0;
+        }
+    return -1;
+}
+
+/* The whole file (or stdin) in a malloc'd buffer; NULL with errno-style message on failure. */
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        uint8_t *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger, cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped; bytes >= 0x80 as \u00XX so
+ * that the line stays valid JSON whatever the payload held. */
+static void print_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void print_u64s(const char *key, const uint64_t *v, size_t n)
+{
+    printf(",\"%s\":[", key);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%llu", i ? "," : "", (unsigned long long)v[i]);
+    putchar(']');
+}
+
+static const char *type_name(uint32_t type)
+{
+    switch (type) {
+    case KVREG_WIRE_STORED: return "BlockStored";
+    case KVREG_WIRE_REMOVED: return "BlockRemoved";
+    default: return "AllBlocksCleared";
+    }
+}
+
+/* The medium as vLLM names it when the library knows it, else as it was on the wire. */
+static void print_medium(const kvreg_wire_event *e)
+{
+    static const char *const names[KVREG_MEDIUM_COUNT] = {"GPU", "CPU", "STORAGE", "EXTERNAL"};
+    if (e->medium < KVREG_MEDIUM_COUNT)
+        print_string(names[e->medium]);
+    else if (e->medium_name)
+        print_string(e->medium_name);
+    else
+        fputs("null", stdout);
+}
+
+static void print_event(const kvreg_wire_event *e, int dynamo)
+{
+    printf("{\"type\":\"%s\"", type_name(e->type));
+    print_u64s("block_hashes", e->block_hashes, e->n_block_hashes);
+    if (e->has_parent)
+        printf(",\"parent_block_hash\":%llu", (unsigned long long)e->parent_block_hash);
+    else
+        fputs(",\"parent_block_hash\":null", stdout);
+    fputs(",\"token_ids\":[", stdout);
+    for (size_t i = 0; i < e->n_token_ids; i++)
+        printf("%s%lu", i ? "," : "", (unsigned long)e->token_ids[i]);
+    putchar(']');
+    if (e->block_size)
+        printf(",\"block_size\":%lu", (unsigned long)e->block_size);
+    else
+        fputs(",\"block_size\":null", stdout);
+    fputs(",\"medium\":", stdout);
+    print_medium(e);
+    fputs(",\"lora_name\":", stdout);
+    if (e->lora_name)
+        print_string(e->lora_name);
+    else
+        fputs("null", stdout);
+    if (e->has_group_idx)
+        printf(",\"group_idx\":%lld", (long long)e->group_idx);
+    else
+        fputs(",\"group_idx\":null", stdout);
+    if (e->has_dp_rank)
+        printf(",\"dp_rank\":%lld", (long long)e->dp_rank);
+    else
+        fputs(",\"dp_rank\":null", stdout);
+    if (dynamo)
+        fputs(",\"ts\":null", stdout); /* RouterEvents carry no timestamp */
+    else if (isfinite(e->ts))
+        printf(",\"ts\":%.17g", e->ts);
+    else
+        fputs(",\"ts\":null", stdout);
+    if (dynamo) {
+        printf(",\"worker_id\":%llu,\"event_id\":%llu", (unsigned long long)e->worker_id,
+               (unsigned long long)e->event_id);
+        if (e->tokens_hashes)
+            print_u64s("tokens_hashes", e->tokens_hashes, e->n_block_hashes);
+    }
+    fputs("}\n", stdout);
+}
+
+static uint32_t resolve_format(uint32_t format, const uint8_t *p, size_t len)
+{
+    if (format != FORMAT_DYNAMO_AUTO)
+        return format;
+    size_t i = 0;
+    while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+        i++;
+    return i < len && (p[i] == '[' || p[i] == '{') ? KVREG_WIRE_DYNAMO_JSON
+                                                   : KVREG_WIRE_DYNAMO_MSGPACK;
+}
+
+/* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). */
+static int decode_file(const char *path, uint32_t format)
+{
+    size_t len = 0;
+    uint8_t *p = read_all(path, &len);
+    if (!p) {
+        fprintf(stderr, "kvreg-events: %s: cannot read\n", path);
+        return EVENTS_EXIT_REJECTED;
+    }
+    format = resolve_format(format, p, len);
+    kvreg_wire_decoder *dec = NULL;
+    int rc = kvreg_wire_decoder_new(&dec, format);
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "kvreg-events: %s: %s\n", path, kvreg_strerror(rc));
+        free(p);
+        return EVENTS_EXIT_REJECTED;
+    }
+    const kvreg_wire_event *ev;
+    size_t n = 0, off = 0;
+    rc = kvreg_wire_decode(dec, p, len, &ev, &n, &off);
+    int status = EVENTS_EXIT_OK;
+    if (rc == KVREG_OK) {
+        int dynamo = format == KVREG_WIRE_DYNAMO_JSON || format == KVREG_WIRE_DYNAMO_MSGPACK;
+        for (size_t i = 0; i < n; i++)
+            print_event(&ev[i], dynamo);
+    } else if (rc == KVREG_EPROTO) {
+        fprintf(stderr, "kvreg-events: %s: rejected at byte %zu: %s\n", path, off,
+                kvreg_wire_decoder_error(dec));
+        status = EVENTS_EXIT_REJECTED;
+    } else {
+        fprintf(stderr, "kvreg-events: %s: %s\n", path, kvreg_strerror(rc));
+        status = EVENTS_EXIT_REJECTED;
+    }
+    kvreg_wire_decoder_free(dec);
+    free(p);
+    return status;
+}
+
+int events_decode(int argc, char **argv)
+{
+    uint32_t format = KVREG_WIRE_VLLM;
+    int first = 1;
+    for (; first < argc; first++) {
+        const char *a = argv[first];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            decode_usage(stdout);
+            return EVENTS_EXIT_OK;
+        }
+        if (strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
+            const char *v = a[8] == '=' ? a + 9 : (first + 1 < argc ? argv[++first] : NULL);
+            if (!v || parse_format(v, &format) != 0) {
+                fprintf(stderr, "kvreg-events decode: --format needs vllm, sglang, dynamo, "
+                                "dynamo-json or dynamo-msgpack\n");
+                return EVENTS_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--") == 0) {
+            first++;
+            break;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "kvreg-events decode: unknown option '%s'\n", a);
+            decode_usage(stderr);
+            return EVENTS_EXIT_USAGE;
+        } else {
+            break;
+        }
+    }
+    if (first >= argc) {
+        fprintf(stderr, "kvreg-events decode: no FILE given\n");
+        decode_usage(stderr);
+        return EVENTS_EXIT_USAGE;
+    }
+    int status = EVENTS_EXIT_OK;
+    for (int i = first; i < argc; i++) {
+        if (decode_file(argv[i], format) != EVENTS_EXIT_OK)
+            status = EVENTS_EXIT_REJECTED;
+    }
+    fflush(stdout);
+    return status;
+}

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Checks of kvreg-events (one case per meson test: --case NAME).
+
+Payloads are written by hand here (the spec's worked examples as hex) or packed with Debian's
+python3-msgpack, an implementation independent of libkvreg; expected events are written out
+by hand. Exit 77 (skip) when python3-msgpack is missing for a case that needs it.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+H1 = 15760518052499183552
+H2 = 0x1f2e3d4c5b6a7988
+
+# spec §1.7 example A (map events) and B (positional), byte for byte
+EXAMPLE_A = bytes.fromhex(
+    '93cb3ff800000000000093'
+    '8ba474797065ab426c6f636b53746f726564'
+    'ac626c6f636b5f68617368657392cfdab89baa7b5857c0cf1f2e3d4c5b6a7988'
+    'b1706172656e745f626c6f636b5f68617368c0'
+    'a9746f6b656e5f6964739401020304'
+    'aa626c6f636b5f73697a6502'
+    'a76c6f72615f6964c0'
+    'a66d656469756da3475055'
+    'a96c6f72615f6e616d65c0'
+    'aa65787472615f6b65797392c0c0'
+    'a967726f75705f69647800'
+    'b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e'
+    '84a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391cf1f2e3d4c5b6a7988'
+    'a66d656469756da3475055a967726f75705f69647800'
+    '81a474797065b0416c6c426c6f636b73436c6561726564'
+    '00')
+EXAMPLE_B = bytes.fromhex(
+    '93cb3ff800000000000093'
+    '9cab426c6f636b53746f72656492cfdab89baa7b5857c0cf1f2e3d4c5b6a7988c0940102030402c0'
+    'a3475055c092c0c000ae66756c6c5f617474656e74696f6ec0'
+    '94ac426c6f636b52656d6f76656491cf1f2e3d4c5b6a7988a347505500'
+    '91b0416c6c426c6f636b73436c6561726564'
+    '00')
+
+EXAMPLE_EVENTS = [
+    {'type': 'BlockStored', 'block_hashes': [H1, H2], 'parent_block_hash': None,
+     'token_ids': [1, 2, 3, 4], 'block_size': 2, 'medium': 'GPU', 'lora_name': None,
+     'group_idx': 0, 'dp_rank': 0, 'ts': 1.5},
+    {'type': 'BlockRemoved', 'block_hashes': [H2], 'parent_block_hash': None, 'token_ids': [],
+     'block_size': None, 'medium': 'GPU', 'lora_name': None, 'group_idx': 0, 'dp_rank': 0,
+     'ts': 1.5},
+    {'type': 'AllBlocksCleared', 'block_hashes': [], 'parent_block_hash': None, 'token_ids': [],
+     'block_size': None, 'medium': 'GPU', 'lora_name': None, 'group_idx': None, 'dp_rank': 0,
+     'ts': 1.5},
+]
+
+
+def need_msgpack():
+    try:
+        import msgpack  # noqa: F401
+    except ImportError:
+        print('SKIP: python3-msgpack not installed (Debian package python3-msgpack)')
+        sys.exit(77)
+    import msgpack
+    return msgpack
+
+
+class Runner:
+    def __init__(self, exe, tmp):
+        self.exe, self.tmp, self.n = exe, tmp, 0
+
+    def file(self, data):
+        self.n += 1
+        path = os.path.join(self.tmp, f'payload{self.n}')
+        with open(path, 'wb') as f:
+            f.write(data)
+        return path
+
+    def run(self, *args, stdin=None):
+        p = subprocess.run([self.exe, *args], capture_output=True, input=stdin, timeout=30)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    def events(self, *args):
+        rc, out, err = self.run(*args)
+        check(rc == 0, f'exit {rc}: {err}')
+        return [json.loads(line) for line in out.splitlines()]
+
+
+def check(cond, what):
+    if not cond:
+        print('FAIL:', what)
+        sys.exit(1)
+
+
+def case_help(r):
+    rc, out, _ = r.run('--help')
+    check(rc == 0 and 'decode' in out, '--help lists decode')
+    rc, out, _ = r.run('decode', '--help')
+    check(rc == 0 and 'dynamo-msgpack' in out and 'byte offset' in out, 'decode --help')
+
+
+def case_usage(r):
+    for args in ([], ['nope'], ['decode'], ['decode', '--format', 'xml', 'f'],
+                 ['decode', '--format'], ['decode', '--bogus', 'f']):
+        rc, _, err = r.run(*args)
+        check(rc == 2 and err, f'{args}: exit {rc}, want 2 with a message')
+
+
+def case_examples(r):
+    check(r.events('decode', r.file(EXAMPLE_A)) == EXAMPLE_EVENTS, 'example A')
+    check(r.events('decode', '--format', 'vllm', r.file(EXAMPLE_B)) == EXAMPLE_EVENTS,
+          'example B')
+    check(r.events('decode', '--format=sglang', r.file(EXAMPLE_A)) == EXAMPLE_EVENTS,
+          'example A as sglang')
+    # two files: their events in order; stdin as '-'
+    both = r.events('decode', r.file(EXAMPLE_A), r.file(EXAMPLE_B))
+    check(both == EXAMPLE_EVENTS * 2, 'two files')
+    rc, out, _ = r.run('decode', '-', stdin=EXAMPLE_A)
+    check(rc == 0 and [json.loads(x) for x in out.splitlines()] == EXAMPLE_EVENTS, 'stdin')
+
+
+def case_shapes(r):
+    msgpack = need_msgpack()
+    # SGLang positional with the metadata map at position 7, negative hash, outer of 2
+    sg = msgpack.packb([2.5, [['BlockStored', [-2, 7], None, [5, 6, 7, 8], 2, None,
+                               'CPU_PINNED', {'cache_salt': 'x'}],
+                              ['BlockRemoved', [7], 'DISK']]], use_bin_type=True)
+    ev = r.events('decode', '--format', 'sglang', r.file(sg))
+    check(ev == [
+        {'type': 'BlockStored', 'block_hashes': [2**64 - 2, 7], 'parent_block_hash': None,
+         'token_ids': [5, 6, 7, 8], 'block_size': 2, 'medium': 'CPU', 'lora_name': None,
+         'group_idx': None, 'dp_rank': None, 'ts': 2.5},
+        {'type': 'BlockRemoved', 'block_hashes': [7], 'parent_block_hash': None,
+         'token_ids': [], 'block_size': None, 'medium': 'STORAGE', 'lora_name': None,
+         'group_idx': None, 'dp_rank': None, 'ts': 2.5}], f'sglang: {ev}')
+    # outer map, bytes hash, unknown event type skipped, unknown medium kept by name,
+    # a lora name needing escapes
+    digest = bytes(range(32))
+    mp = msgpack.packb({'events': [{'type': 'BlockInactive', 'block_hashes': [1]},
+                                   {'type': 'BlockStored', 'block_hashes': [digest],
+                                    'parent_block_hash': 3, 'token_ids': [9], 'block_size': 1,
+                                    'lora_id': None, 'medium': 'tape', 'lora_name': 'a"b\n'}],
+                        'ts': 4, 'data_parallel_rank': 1}, use_bin_type=True)
+    ev = r.events('decode', r.file(mp))
+    check(ev == [{'type': 'BlockStored', 'block_hashes': [int.from_bytes(digest[-8:], 'big')],
+                  'parent_block_hash': 3, 'token_ids': [9], 'block_size': 1, 'medium': 'tape',
+                  'lora_name': 'a"b\n', 'group_idx': None, 'dp_rank': 1, 'ts': 4}],
+          f'map outer: {ev}')
+
+
+def case_dynamo(r):
+    msgpack = need_msgpack()
+    doc = [{'worker_id': 7, 'storage_tier': 'host_pinned',
+            'event': {'event_id': 42, 'data': {'stored': {'parent_hash': None, 'blocks': [
+                {'block_hash': H1, 'tokens_hash': 13226331709069118873}]}}, 'dp_rank': 0}},
+           {'worker_id': 7, 'event': {'event_id': 43, 'data': 'cleared'}}]
+    want = [
+        {'type': 'BlockStored', 'block_hashes': [H1], 'parent_block_hash': None, 'token_ids': [],
+         'block_size': None, 'medium': 'CPU', 'lora_name': None, 'group_idx': None, 'dp_rank': 0,
+         'ts': None, 'worker_id': 7, 'event_id': 42, 'tokens_hashes': [13226331709069118873]},
+        {'type': 'AllBlocksCleared', 'block_hashes': [], 'parent_block_hash': None,
+         'token_ids': [], 'block_size': None, 'medium': 'GPU', 'lora_name': None,
+         'group_idx': None, 'dp_rank': 0, 'ts': None, 'worker_id': 7, 'event_id': 43}]
+    js = r.file(json.dumps(doc).encode())
+    check(r.events('decode', '--format', 'dynamo-json', js) == want, 'dynamo json')
+    check(r.events('decode', '--format', 'dynamo', js) == want, 'dynamo auto (json)')
+    mp = r.file(msgpack.packb(doc, use_bin_type=True))
+    check(r.events('decode', '--format', 'dynamo-msgpack', mp) == want, 'dynamo msgpack')
+    check(r.events('decode', '--format', 'dynamo', mp) == want, 'dynamo auto (msgpack)')
+
+
+def case_rejected(r):
+    good = r.file(EXAMPLE_A)
+    truncated = r.file(EXAMPLE_A[:100])
+    missing = os.path.join(r.tmp, 'does-not-exist')
+    rc, out, err = r.run('decode', good, truncated, missing, good)
+    check(rc == 1, f'exit {rc}, want 1')
+    check([json.loads(x) for x in out.splitlines()] == EXAMPLE_EVENTS * 2,
+          'the good files are still decoded')
+    lines = err.splitlines()
+    check(len(lines) == 2, f'one error line per bad file: {lines}')
+    # the cut falls inside a value: the error names the file and an offset inside it
+    check(truncated in lines[0] and 'byte ' in lines[0], lines[0])
+    off = int(lines[0].split('byte ')[1].split(':')[0])
+    check(off <= 100, f'offset {off} within the 100 bytes')
+    check(missing in lines[1], lines[1])
+    # trailing garbage: the offset is exactly the payload's end
+    rc, _, err = r.run('decode', r.file(EXAMPLE_A + b'\x00'))
+    check(rc == 1 and f'byte {len(EXAMPLE_A)}:' in err, err)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--events', required=True)
+    ap.add_argument('--case', required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()['case_' + a.case.replace('-', '_')](Runner(a.events, tmp))
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,31 @@
+// The encoders: a plan (plan.hpp) of kvreg events into the bytes of one payload.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kvreg.h"
+#include "mp_write.hpp"
+#include "plan.hpp"
+
+namespace kvreg::wire {
+
+struct EncodeOptions {
+    uint64_t dp_rank = 0;
+    uint64_t worker_id = 0;
+    bool has_lora = false;
+    std::string lora_name;
+};
+
+// vLLM KVEventBatch [ts, events, dp_rank]: map events (legacy = false) in msgspec's key order,
+// or positional events with every field (legacy = true).
+void encode_vllm(MpWriter &w, const Plan &plan, const kvreg_event *ev, double ts,
+                 const EncodeOptions &o, bool legacy);
+
+// Dynamo RouterEvents, one per group, as a JSON array (json = true) or a msgpack array of maps
+// with field names (rmp_serde::to_vec_named's shape).
+void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev,
+                   const EncodeOptions &o, bool json);
+
+} // namespace kvreg::wire

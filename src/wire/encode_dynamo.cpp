@@ -1,0 +1,158 @@
+// Dynamo RouterEvent{worker_id, storage_tier, event{event_id, data, dp_rank}}, one per group,
+// in serde's representation: data is {"stored":{parent_hash, blocks[{block_hash,
+// tokens_hash}]}}, {"removed":{block_hashes}} or the bare string "cleared" (a unit variant).
+// Our sequence hash is Dynamo's block_hash (ExternalSequenceBlockHash), our block hash its
+// tokens_hash (LocalBlockHash); event_id is the kvreg event_id of the group's first event.
+// JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
+#include "encode.hpp"
+#include "media.hpp"
+
+#include "kvreg_wire.h"
+
+namespace kvreg::wire {
+namespace {
+
+// The two outputs differ only in how a key, an integer or a container is spelt; this small
+// sink keeps one description of the RouterEvent for both.
+class Sink {
+public:
+    Sink(MpWriter &w, bool json) : w_(w), json_(json) {}
+
+    void begin_map(size_t n) {
+        if (json_)
+            w_.raw("{", 1), first_ = true;
+        else
+            w_.map(n);
+    }
+    void end_map() {
+        if (json_)
+            w_.raw("}", 1), first_ = false;
+    }
+    void begin_array(size_t n) {
+        if (json_)
+            w_.raw("[", 1), first_ = true;
+        else
+            w_.array(n);
+    }
+    void end_array() {
+        if (json_)
+            w_.raw("]", 1), first_ = false;
+    }
+    // An element of an array (JSON needs the comma).
+    void element() {
+        if (json_ && !first_)
+            w_.raw(",", 1);
+        first_ = false;
+    }
+    void key(const char *k) {
+        if (json_) {
+            element();
+            w_.raw("\"", 1), w_.raw(k), w_.raw("\":", 2);
+            first_ = true; // the value follows without a comma
+        } else {
+            w_.str(k);
+        }
+    }
+    void u64(uint64_t v, bool is_hash) {
+        if (json_) {
+            char buf[24];
+            char *p = buf + sizeof buf;
+            do {
+                *--p = static_cast<char>('0' + v % 10);
+                v /= 10;
+            } while (v);
+            w_.raw(p, static_cast<size_t>(buf + sizeof buf - p));
+            first_ = false;
+        } else if (is_hash) {
+            w_.hash(v);
+        } else {
+            w_.uint(v);
+        }
+    }
+    void string(const char *s) { // constant names only: no escaping needed
+        if (json_)
+            w_.raw("\"", 1), w_.raw(s), w_.raw("\"", 1), first_ = false;
+        else
+            w_.str(s);
+    }
+    void nil() {
+        if (json_)
+            w_.raw("null", 4), first_ = false;
+        else
+            w_.nil();
+    }
+
+private:
+    MpWriter &w_;
+    bool json_;
+    bool first_ = true;
+};
+
+void data(Sink &s, const kvreg_event *ev, const Group &g) {
+    if (g.type == KVREG_WIRE_CLEARED) {
+        s.string("cleared");
+        return;
+    }
+    s.begin_map(1);
+    if (g.type == KVREG_WIRE_STORED) {
+        s.key("stored");
+        s.begin_map(2);
+        s.key("parent_hash");
+        if (ev[g.first].has_parent)
+            s.u64(ev[g.first].parent_sequence_hash, true);
+        else
+            s.nil();
+        s.key("blocks");
+        s.begin_array(g.end - g.first);
+        for (size_t i = g.first; i < g.end; i++) {
+            s.element();
+            s.begin_map(2);
+            s.key("block_hash"), s.u64(ev[i].sequence_hash, true);
+            s.key("tokens_hash"), s.u64(ev[i].block_hash, true);
+            s.end_map();
+        }
+        s.end_array();
+        s.end_map();
+    } else {
+        s.key("removed");
+        s.begin_map(1);
+        s.key("block_hashes");
+        size_t count = 0;
+        for (size_t i = g.first; i < g.end; i++)
+            count += ev[i].medium == g.medium;
+        s.begin_array(count);
+        for (size_t i = g.first; i < g.end; i++) {
+            if (ev[i].medium != g.medium)
+                continue;
+            s.element();
+            s.u64(ev[i].sequence_hash, true);
+        }
+        s.end_array();
+        s.end_map();
+    }
+    s.end_map();
+}
+
+} // namespace
+
+void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev,
+                   const EncodeOptions &o, bool json) {
+    Sink s(w, json);
+    s.begin_array(plan.groups.size());
+    for (const Group &g : plan.groups) {
+        s.element();
+        s.begin_map(3);
+        s.key("worker_id"), s.u64(o.worker_id, false);
+        s.key("storage_tier"), s.string(dynamo_tier_name(g.medium));
+        s.key("event");
+        s.begin_map(3);
+        s.key("event_id"), s.u64(ev[g.first].event_id, false);
+        s.key("data"), data(s, ev, g);
+        s.key("dp_rank"), s.u64(o.dp_rank, false);
+        s.end_map();
+        s.end_map();
+    }
+    s.end_array();
+}
+
+} // namespace kvreg::wire

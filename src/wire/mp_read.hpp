@@ -1,0 +1,217 @@
+// Bounds-checked MessagePack reading for the decoders.
+//
+// Hand-written rather than msgpack-c's unpacker on purpose: the decoders must name the byte
+// offset of the first problem (msgpack-c reports only "parse error" / "insufficient bytes"
+// for the whole buffer), stream through a payload without building an object tree (speed:
+// a payload is mostly integers), and bound every count by the bytes left before trusting it
+// (a 5-byte array header claiming 2^32 elements must not allocate anything).
+//
+// Every read checks the buffer end first; a failure records the offset and a reason and every
+// later call fails too, so callers just stop at the first false.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace kvreg::wire {
+
+enum class MpKind : uint8_t { Nil, Bool, Uint, Int, Float, Str, Bin, Array, Map, Ext };
+
+// One value's head: scalars complete; for Str/Bin/Ext the body (in the buffer); for
+// Array/Map the element / pair count (elements follow).
+struct MpHead {
+    MpKind kind;
+    size_t off; // offset of the type byte
+    union {
+        uint64_t u;   // Uint; Bool as 0/1
+        int64_t i;    // Int (negative only: non-negative values are Uint)
+        double f;     // Float (float32 widened)
+        size_t count; // Array, Map
+        size_t len;   // Str, Bin, Ext: body length
+    };
+    const char *data; // Str, Bin, Ext body
+};
+
+class MpReader {
+public:
+    MpReader(const uint8_t *p, size_t len) noexcept : p_(p), len_(len) {}
+
+    size_t pos() const noexcept { return pos_; }
+    size_t len() const noexcept { return len_; }
+    bool at_end() const noexcept { return pos_ == len_; }
+    bool failed() const noexcept { return err_ != nullptr; }
+    size_t error_offset() const noexcept { return err_off_; }
+    const char *error() const noexcept { return err_ ? err_ : ""; }
+
+    // Record the first problem; always returns false.
+    bool fail(size_t off, const char *why) noexcept {
+        if (!err_) {
+            err_ = why;
+            err_off_ = off > len_ ? len_ : off;
+        }
+        return false;
+    }
+
+    bool head(MpHead &h) noexcept {
+        if (err_)
+            return false;
+        h.off = pos_;
+        h.data = nullptr;
+        if (pos_ >= len_)
+            return fail(pos_, "truncated: a value is missing at the end of the payload");
+        uint8_t b = p_[pos_];
+        if (b <= 0x7f)
+            return scalar(h, MpKind::Uint, 1, b);
+        if (b >= 0xe0) {
+            h.kind = MpKind::Int, h.i = static_cast<int8_t>(b), pos_++;
+            return true;
+        }
+        if (b >= 0x80 && b <= 0x8f)
+            return container(h, MpKind::Map, 1, b & 0x0f);
+        if (b >= 0x90 && b <= 0x9f)
+            return container(h, MpKind::Array, 1, b & 0x0f);
+        if (b >= 0xa0 && b <= 0xbf)
+            return body(h, MpKind::Str, 1, b & 0x1f);
+        switch (b) {
+        case 0xc0: h.kind = MpKind::Nil, pos_++; return true;
+        case 0xc2: return scalar(h, MpKind::Bool, 1, 0);
+        case 0xc3: return scalar(h, MpKind::Bool, 1, 1);
+        case 0xc4: return sized(h, MpKind::Bin, 1);
+        case 0xc5: return sized(h, MpKind::Bin, 2);
+        case 0xc6: return sized(h, MpKind::Bin, 4);
+        case 0xc7: return sized(h, MpKind::Ext, 1, 1);
+        case 0xc8: return sized(h, MpKind::Ext, 2, 1);
+        case 0xc9: return sized(h, MpKind::Ext, 4, 1);
+        case 0xca: {
+            uint64_t v;
+            if (!be(1, 4, v))
+                return false;
+            uint32_t bits = static_cast<uint32_t>(v);
+            float f;
+            std::memcpy(&f, &bits, 4);
+            h.kind = MpKind::Float, h.f = f, pos_ += 5;
+            return true;
+        }
+        case 0xcb: {
+            uint64_t v;
+            if (!be(1, 8, v))
+                return false;
+            h.kind = MpKind::Float, std::memcpy(&h.f, &v, 8), pos_ += 9;
+            return true;
+        }
+        case 0xcc: return uint_n(h, 1);
+        case 0xcd: return uint_n(h, 2);
+        case 0xce: return uint_n(h, 4);
+        case 0xcf: return uint_n(h, 8);
+        case 0xd0: return int_n(h, 1);
+        case 0xd1: return int_n(h, 2);
+        case 0xd2: return int_n(h, 4);
+        case 0xd3: return int_n(h, 8);
+        case 0xd4: return body(h, MpKind::Ext, 2, 1);
+        case 0xd5: return body(h, MpKind::Ext, 2, 2);
+        case 0xd6: return body(h, MpKind::Ext, 2, 4);
+        case 0xd7: return body(h, MpKind::Ext, 2, 8);
+        case 0xd8: return body(h, MpKind::Ext, 2, 16);
+        case 0xd9: return sized(h, MpKind::Str, 1);
+        case 0xda: return sized(h, MpKind::Str, 2);
+        case 0xdb: return sized(h, MpKind::Str, 4);
+        case 0xdc: return sized_container(h, MpKind::Array, 2);
+        case 0xdd: return sized_container(h, MpKind::Array, 4);
+        case 0xde: return sized_container(h, MpKind::Map, 2);
+        case 0xdf: return sized_container(h, MpKind::Map, 4);
+        default: return fail(pos_, "0xc1 is not a MessagePack type byte");
+        }
+    }
+
+    // Skip one whole value, nested containers included. Iterative (a counter of values still
+    // to skip), so no nesting depth can exhaust the stack.
+    bool skip() noexcept {
+        uint64_t pending = 1;
+        MpHead h;
+        while (pending > 0) {
+            if (!head(h))
+                return false;
+            pending--;
+            if (h.kind == MpKind::Array)
+                pending += h.count;
+            else if (h.kind == MpKind::Map)
+                pending += 2 * static_cast<uint64_t>(h.count);
+        }
+        return true;
+    }
+
+    // Rewind to an earlier position (a second pass over a map). Only after success.
+    void seek(size_t pos) noexcept { pos_ = pos; }
+
+private:
+    bool be(size_t skip, size_t n, uint64_t &v) noexcept {
+        if (len_ - pos_ < skip + n)
+            return fail(pos_, "truncated: a number runs past the end of the payload");
+        v = 0;
+        for (size_t k = 0; k < n; k++)
+            v = (v << 8) | p_[pos_ + skip + k];
+        return true;
+    }
+    bool scalar(MpHead &h, MpKind k, size_t width, uint64_t v) noexcept {
+        h.kind = k, h.u = v, pos_ += width;
+        return true;
+    }
+    bool uint_n(MpHead &h, size_t n) noexcept {
+        uint64_t v;
+        if (!be(1, n, v))
+            return false;
+        h.kind = MpKind::Uint, h.u = v, pos_ += 1 + n;
+        return true;
+    }
+    bool int_n(MpHead &h, size_t n) noexcept {
+        uint64_t v;
+        if (!be(1, n, v))
+            return false;
+        // sign-extend the n-byte two's complement value
+        unsigned shift = static_cast<unsigned>(64 - 8 * n);
+        int64_t s = static_cast<int64_t>(v << shift) >> shift;
+        if (s >= 0)
+            h.kind = MpKind::Uint, h.u = static_cast<uint64_t>(s);
+        else
+            h.kind = MpKind::Int, h.i = s;
+        pos_ += 1 + n;
+        return true;
+    }
+    // Body of `len` bytes after a head of `hdr` bytes (Ext adds its 1-byte type to hdr).
+    bool body(MpHead &h, MpKind k, size_t hdr, size_t len) noexcept {
+        if (len_ - pos_ < hdr || len_ - pos_ - hdr < len)
+            return fail(pos_, "truncated: a string, bytes or ext value runs past the end");
+        h.kind = k, h.len = len, h.data = reinterpret_cast<const char *>(p_ + pos_ + hdr);
+        pos_ += hdr + len;
+        return true;
+    }
+    bool sized(MpHead &h, MpKind k, size_t n, size_t ext_type = 0) noexcept {
+        uint64_t len;
+        if (!be(1, n, len))
+            return false;
+        return body(h, k, 1 + n + ext_type, static_cast<size_t>(len));
+    }
+    bool container(MpHead &h, MpKind k, size_t hdr, uint64_t count) noexcept {
+        // every element takes at least one byte: a count beyond the bytes left is a lie
+        uint64_t min_bytes = k == MpKind::Map ? 2 * count : count;
+        if (min_bytes > len_ - pos_ - hdr)
+            return fail(pos_, "truncated: an array or map has more elements than bytes left");
+        h.kind = k, h.count = static_cast<size_t>(count), pos_ += hdr;
+        return true;
+    }
+    bool sized_container(MpHead &h, MpKind k, size_t n) noexcept {
+        uint64_t count;
+        if (!be(1, n, count))
+            return false;
+        return container(h, k, 1 + n, count);
+    }
+
+    const uint8_t *p_;
+    size_t len_;
+    size_t pos_ = 0;
+    const char *err_ = nullptr;
+    size_t err_off_ = 0;
+};
+
+} // namespace kvreg::wire

@@ -1,0 +1,271 @@
+/* Encoders: the spec's worked examples byte for byte, the Dynamo shapes, the options, and the
+ * events a format cannot carry (a clear status, nothing half-encoded). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <kvreg_wire.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "wire_bytes.h"
+#include "wire_examples.h"
+
+static void encode_all(uint32_t format, const kvreg_event *ev, size_t n, const uint8_t **p,
+                       size_t *len, kvreg_wire_encoder **enc)
+{
+    size_t used = 0;
+    assert_int_equal(kvreg_wire_encoder_new(enc, format), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(*enc, ev, n, 1.5, &used, p, len), KVREG_OK);
+    assert_int_equal(used, n);
+}
+
+/* The spec's example events through `format` give exactly the bytes of `spec`. */
+static void check_example(uint32_t format, const char *spec, size_t spec_len)
+{
+    uint8_t want[512];
+    size_t want_len = wire_bytes(spec, want, sizeof want);
+    assert_int_equal(want_len, spec_len); /* the listing was copied right */
+    kvreg_event ev[4];
+    example_events(ev);
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len;
+    encode_all(format, ev, 4, &p, &len, &enc);
+    assert_int_equal(len, want_len);
+    assert_memory_equal(p, want, len);
+    kvreg_wire_encoder_free(enc);
+}
+
+static void test_example_a_byte_exact(void **state)
+{
+    (void)state;
+    check_example(KVREG_WIRE_VLLM, EXAMPLE_A, EXAMPLE_A_LEN);
+}
+
+static void test_example_b_byte_exact(void **state)
+{
+    (void)state;
+    check_example(KVREG_WIRE_VLLM_LEGACY, EXAMPLE_B, EXAMPLE_B_LEN);
+}
+
+/* Small hashes still take the 9-byte form; tokens and the DP rank take the smallest. */
+static void test_small_hash_uses_u64_form(void **state)
+{
+    (void)state;
+    static const uint32_t tok[1] = {300};
+    kvreg_event ev = {0};
+    ev.kind = KVREG_EVENT_REGISTER, ev.sequence_hash = 5, ev.n_tokens = 1, ev.tokens = tok;
+    ev.medium = KVREG_MEDIUM_CPU;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM_LEGACY), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, 300), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set_lora_name(enc, "ad"), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 2.0, &used, &p, &len), KVREG_OK);
+    uint8_t want[128];
+    size_t want_len = wire_bytes(
+        "93 cb4000000000000000 91"
+        " 9c ab \"BlockStored\" 91 cf0000000000000005 c0 91 cd012c 01 c0 a3 \"CPU\" a2 \"ad\""
+        "  91 c0 00 ae \"full_attention\" c0"
+        " cd012c", want, sizeof want);
+    assert_int_equal(len, want_len);
+    assert_memory_equal(p, want, len);
+    kvreg_wire_encoder_free(enc);
+}
+
+static void test_dynamo_json(void **state)
+{
+    (void)state;
+    kvreg_event ev[4];
+    example_events(ev);
+    ev[2].medium = KVREG_MEDIUM_STORAGE;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_WORKER_ID, 7), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, 2), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, ev, 4, -1.0, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 4);
+    const char *want =
+        "[{\"worker_id\":7,\"storage_tier\":\"device\",\"event\":{\"event_id\":10,\"data\":"
+        "{\"stored\":{\"parent_hash\":null,\"blocks\":["
+        "{\"block_hash\":15760518052499183552,\"tokens_hash\":111},"
+        "{\"block_hash\":2246800662264969608,\"tokens_hash\":222}]}},\"dp_rank\":2}},"
+        "{\"worker_id\":7,\"storage_tier\":\"disk\",\"event\":{\"event_id\":12,\"data\":"
+        "{\"removed\":{\"block_hashes\":[2246800662264969608]}},\"dp_rank\":2}},"
+        "{\"worker_id\":7,\"storage_tier\":\"device\",\"event\":{\"event_id\":13,\"data\":"
+        "\"cleared\",\"dp_rank\":2}}]";
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(p, want, len);
+    kvreg_wire_encoder_free(enc);
+}
+
+/* A one-event Dynamo msgpack payload: the named-field maps, written out by hand. */
+static void test_dynamo_msgpack(void **state)
+{
+    (void)state;
+    kvreg_event ev = {0};
+    ev.kind = KVREG_EVENT_REMOVE, ev.event_id = 3, ev.sequence_hash = 9;
+    ev.medium = KVREG_MEDIUM_CPU;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_MSGPACK), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 0, &used, &p, &len), KVREG_OK);
+    uint8_t want[128];
+    size_t want_len = wire_bytes(
+        "91 83 a9 \"worker_id\" 00 ac \"storage_tier\" ab \"host_pinned\""
+        " a5 \"event\" 83 a8 \"event_id\" 03 a4 \"data\" 81 a7 \"removed\""
+        "  81 ac \"block_hashes\" 91 cf0000000000000009 a7 \"dp_rank\" 00", want, sizeof want);
+    assert_int_equal(len, want_len);
+    assert_memory_equal(p, want, len);
+    kvreg_wire_encoder_free(enc);
+}
+
+/* Grouping: a chain break (other parent, other medium, other token count) starts a new
+ * stored event; removes of a run group per medium in order of first appearance. */
+static void test_grouping(void **state)
+{
+    (void)state;
+    static const uint32_t t4[4] = {1, 2, 3, 4};
+    kvreg_event ev[8];
+    memset(ev, 0, sizeof ev);
+    for (int i = 0; i < 8; i++)
+        ev[i].event_id = (uint64_t)i, ev[i].tokens = t4, ev[i].n_tokens = 2;
+    for (int i = 0; i < 4; i++)
+        ev[i].kind = KVREG_EVENT_REGISTER, ev[i].sequence_hash = 100 + (uint64_t)i;
+    ev[1].has_parent = 1, ev[1].parent_sequence_hash = 100;      /* continues 0 */
+    ev[2].has_parent = 1, ev[2].parent_sequence_hash = 999;      /* breaks */
+    ev[3].has_parent = 1, ev[3].parent_sequence_hash = 102, ev[3].n_tokens = 4; /* breaks */
+    for (int i = 4; i < 8; i++)
+        ev[i].kind = KVREG_EVENT_REMOVE, ev[i].sequence_hash = 200 + (uint64_t)i,
+        ev[i].n_tokens = 0;
+    ev[5].medium = KVREG_MEDIUM_CPU;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used, n;
+    const kvreg_wire_event *out;
+    kvreg_wire_decoder *dec;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, ev, 8, 1, &used, &p, &len), KVREG_OK);
+    assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_decode(dec, p, len, &out, &n, NULL), KVREG_OK);
+    assert_int_equal(n, 5);
+    assert_int_equal(out[0].n_block_hashes, 2);
+    assert_int_equal(out[1].n_block_hashes, 1);
+    assert_int_equal(out[1].parent_block_hash, 999);
+    assert_int_equal(out[2].n_block_hashes, 1);
+    assert_int_equal(out[2].block_size, 4);
+    assert_int_equal(out[3].type, KVREG_WIRE_REMOVED);
+    assert_int_equal(out[3].medium, KVREG_MEDIUM_GPU);
+    assert_int_equal(out[3].n_block_hashes, 3);
+    assert_int_equal(out[3].block_hashes[0], 204);
+    assert_int_equal(out[3].block_hashes[1], 206);
+    assert_int_equal(out[3].block_hashes[2], 207);
+    assert_int_equal(out[4].medium, KVREG_MEDIUM_CPU);
+    assert_int_equal(out[4].block_hashes[0], 205);
+    kvreg_wire_decoder_free(dec);
+    kvreg_wire_encoder_free(enc);
+}
+
+/* MAX_EVENTS bounds one payload; the rest comes in the next call. */
+static void test_max_events(void **state)
+{
+    (void)state;
+    kvreg_event ev[5];
+    memset(ev, 0, sizeof ev);
+    for (int i = 0; i < 5; i++)
+        ev[i].kind = KVREG_EVENT_REMOVE, ev[i].sequence_hash = (uint64_t)i + 1;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, 2), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, ev, 5, 1, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 2);
+    assert_int_equal(kvreg_wire_encode(enc, ev + 4, 1, 1, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 1);
+    kvreg_wire_encoder_free(enc);
+}
+
+/* A Register without tokens: vLLM formats stop before it and then report KVREG_ESTATE for
+ * it; Dynamo takes it. A token count other than BLOCK_SIZE is the same. */
+static void test_tokenless_and_block_size(void **state)
+{
+    (void)state;
+    static const uint32_t t2[2] = {1, 2};
+    kvreg_event ev[3];
+    memset(ev, 0, sizeof ev);
+    for (int i = 0; i < 3; i++)
+        ev[i].kind = KVREG_EVENT_REGISTER, ev[i].sequence_hash = 10 + (uint64_t)i;
+    ev[0].tokens = t2, ev[0].n_tokens = 2;
+    ev[2].tokens = t2, ev[2].n_tokens = 1;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p = NULL;
+    size_t len = 0, used = 99;
+    for (uint32_t f = KVREG_WIRE_VLLM; f <= KVREG_WIRE_VLLM_LEGACY; f++) {
+        assert_int_equal(kvreg_wire_encoder_new(&enc, f), KVREG_OK);
+        assert_int_equal(kvreg_wire_encode(enc, ev, 3, 1, &used, &p, &len), KVREG_OK);
+        assert_int_equal(used, 1);
+        assert_int_equal(kvreg_wire_encode(enc, ev + 1, 2, 1, &used, &p, &len), KVREG_ESTATE);
+        assert_int_equal(used, 0);
+        assert_int_equal(kvreg_wire_encode(enc, ev + 2, 1, 1, &used, &p, &len), KVREG_OK);
+        assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_BLOCK_SIZE, 2), KVREG_OK);
+        assert_int_equal(kvreg_wire_encode(enc, ev + 2, 1, 1, &used, &p, &len), KVREG_ESTATE);
+        assert_int_equal(kvreg_wire_encode(enc, ev, 1, 1, &used, &p, &len), KVREG_OK);
+        kvreg_wire_encoder_free(enc);
+    }
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, ev, 3, 1, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 3);
+    kvreg_wire_encoder_free(enc);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    kvreg_event ev = {0};
+    assert_int_equal(kvreg_wire_encoder_new(&enc, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_SGLANG), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_new(NULL, KVREG_WIRE_VLLM), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, 99, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, UINT64_C(1) << 31),
+                     KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encode(enc, NULL, 1, 1, &used, &p, &len), KVREG_EINVAL);
+    ev.kind = 9;
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1, &used, &p, &len), KVREG_EINVAL);
+    ev.kind = KVREG_EVENT_REMOVE, ev.medium = KVREG_MEDIUM_COUNT;
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1, &used, &p, &len), KVREG_EINVAL);
+    /* no events: an empty batch */
+    assert_int_equal(kvreg_wire_encode(enc, NULL, 0, 1, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 0);
+    assert_int_equal(len, 12);
+    kvreg_wire_encoder_free(enc);
+    kvreg_wire_encoder_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_example_a_byte_exact),
+        cmocka_unit_test(test_example_b_byte_exact),
+        cmocka_unit_test(test_small_hash_uses_u64_form),
+        cmocka_unit_test(test_dynamo_json),
+        cmocka_unit_test(test_dynamo_msgpack),
+        cmocka_unit_test(test_grouping),
+        cmocka_unit_test(test_max_events),
+        cmocka_unit_test(test_tokenless_and_block_size),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
