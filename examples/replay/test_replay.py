@@ -380,8 +380,9 @@ def case_progress():
 def wire_run(fmt, tmp):
     """A small run with evictions (so Removes happen) writing payloads to tmp/out."""
     out = os.path.join(tmp, "out")
-    report, _ = run_json(["--conversations", "12", "--g1-blocks", "48", "--wire", fmt,
-                          "--wire-out", out, "--verify-events"])
+    # No G2: evicted blocks leave the registry, so the payloads carry Removes too.
+    report, _ = run_json(["--conversations", "12", "--g1-blocks", "48", "--g2-blocks", "0",
+                          "--wire", fmt, "--wire-out", out, "--verify-events"])
     files = sorted(os.listdir(out))
     ext = "json" if fmt == "dynamo-json" else "msgpack"
     check(files == [f"{i:08d}.{ext}" for i in range(len(files))],
