@@ -8,7 +8,9 @@
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
 #      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire.
-# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples and bench are left to the main run.
+# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
+# and bench are left to the main run, except the Python binding's 0.3 tests, which also run
+# against the ASan library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
@@ -38,6 +40,16 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
 replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart)
 run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
+# The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
+# through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
+# runtimes first, as the interpreter is not instrumented (its own leaks are not ours).
+if command -v python3 >/dev/null 2>&1 && [ -e "$(cc -print-file-name=libasan.so)" ]; then
+  run "ASan+UBSan python-binding" env \
+    LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+    KVREG_LIBRARY=build-asan/src/libkvreg.so.0 PYTHONPATH=bindings/python PYTHONDONTWRITEBYTECODE=1 \
+    python3 -X dev -m unittest tests.test_wire tests.test_media_clear_snapshot
+fi
 
 section "TSan (concurrency tests)"
 meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \

@@ -146,7 +146,8 @@ KVREG_API void kvreg_wire_decoder_free(kvreg_wire_decoder *dec) KVREG_NOEXCEPT; 
 /* Decode one payload. On KVREG_OK *events / *n_events give the batch's events in order (events
  * of unknown types are skipped and counted, not fatal; *events is NULL when there are none).
  * On KVREG_EPROTO nothing is returned and *error_offset (may be NULL) gets the byte offset of
- * the problem (<= len; len itself when the payload ends too early); kvreg_wire_decoder_error()
+ * the problem (<= len: for a payload that ends too early, where the unfinished value starts, or
+ * len when it ends between values); kvreg_wire_decoder_error()
  * describes it. KVREG_EINVAL: dec, events or n_events NULL, or payload NULL with len > 0.
  * KVREG_ENOMEM: the decoder's buffers could not grow (the payload is not judged). */
 KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, size_t len,

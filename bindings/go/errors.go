@@ -23,6 +23,11 @@ var (
 	ErrStale    = &Error{Code: int(C.KVREG_ESTALE)}
 	ErrBusy     = &Error{Code: int(C.KVREG_EBUSY)}
 	ErrOverflow = &Error{Code: int(C.KVREG_EOVERFLOW)}
+	// ErrNotSupported: the feature was not built into the loaded library (see Features).
+	ErrNotSupported = &Error{Code: int(C.KVREG_ENOTSUP)}
+	// ErrProto: malformed input from outside (a wire payload that does not decode); a
+	// Decoder returns it as a *DecodeError with the byte offset.
+	ErrProto = &Error{Code: int(C.KVREG_EPROTO)}
 )
 
 // Error returns "kvreg: <op>: <kvreg_strerror(code)>".

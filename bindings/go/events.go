@@ -14,14 +14,20 @@ import (
 	"unsafe"
 )
 
-// EventKind tells a Register from a Remove event.
+// EventKind tells Register, Remove and Cleared events apart.
 type EventKind uint32
 
 // Event kinds (KVREG_EVENT_*).
 const (
 	EventRegister = EventKind(C.KVREG_EVENT_REGISTER) // the hash became registered (first pool)
 	EventRemove   = EventKind(C.KVREG_EVENT_REMOVE)   // the hash left its last pool
+	// EventCleared: Registry.Clear emptied every pool at once (no Remove per hash). Its
+	// PoolID, Medium and hashes are 0.
+	EventCleared = EventKind(C.KVREG_EVENT_CLEARED)
 )
+
+// EventIDSnapshot is the ID of the events a Snapshot carries (they were never emitted).
+const EventIDSnapshot = uint64(C.KVREG_EVENT_ID_SNAPSHOT)
 
 func (k EventKind) String() string {
 	switch k {
@@ -29,8 +35,40 @@ func (k EventKind) String() string {
 		return "Register"
 	case EventRemove:
 		return "Remove"
+	case EventCleared:
+		return "Cleared"
 	}
 	return "EventKind(" + uitoa(uint64(k)) + ")"
+}
+
+// Medium is the storage medium (tier) of a pool, carried in its events (KVREG_MEDIUM_*).
+type Medium uint32
+
+// Media. A pool made with NewPool is a GPU pool.
+const (
+	MediumGPU      = Medium(C.KVREG_MEDIUM_GPU)
+	MediumCPU      = Medium(C.KVREG_MEDIUM_CPU)
+	MediumStorage  = Medium(C.KVREG_MEDIUM_STORAGE)
+	MediumExternal = Medium(C.KVREG_MEDIUM_EXTERNAL)
+	// MediumUnknown is a decoded WireEvent's medium when its name (WireEvent.MediumName) is
+	// not one the library knows. Pools never have it.
+	MediumUnknown = Medium(^uint32(0))
+)
+
+func (m Medium) String() string {
+	switch m {
+	case MediumGPU:
+		return "GPU"
+	case MediumCPU:
+		return "CPU"
+	case MediumStorage:
+		return "STORAGE"
+	case MediumExternal:
+		return "EXTERNAL"
+	case MediumUnknown:
+		return "unknown"
+	}
+	return "Medium(" + uitoa(uint64(m)) + ")"
 }
 
 func uitoa(v uint64) string {
@@ -56,6 +94,7 @@ type Event struct {
 	ParentSequenceHash uint64 // 0 when !HasParent
 	HasParent          bool
 	Tokens             []uint32 // nil when the library did not know them
+	Medium             Medium   // of the pool whose call caused it (MediumGPU for Cleared)
 }
 
 // pollChunk bounds one kvreg_registry_poll call, and so the C buffer the registry keeps.
@@ -235,6 +274,7 @@ func eventFromC(c *C.kvreg_event) Event {
 		BlockHash:          uint64(c.block_hash),
 		ParentSequenceHash: uint64(c.parent_sequence_hash),
 		HasParent:          c.has_parent != 0,
+		Medium:             Medium(c.medium),
 	}
 	if c.n_tokens > 0 && c.tokens != nil {
 		ev.Tokens = make([]uint32, int(c.n_tokens))

@@ -20,10 +20,11 @@ package kvreg
 #cgo pkg-config: kvreg
 #include <kvreg.h>
 
-// The binding relies on the 0.2.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):
-// contains answers through an out-parameter, poll_wait, wakeup and flush.
-#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 200
-#error "the kvreg Go binding needs libkvreg >= 0.2.0"
+// The binding relies on the 0.3.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):
+// pool media, clear, snapshots, features and kvreg_wire.h (0.2: contains answers through an
+// out-parameter, poll_wait, wakeup and flush).
+#if !defined(KVREG_VERSION_NUMBER) || KVREG_VERSION_NUMBER < 300
+#error "the kvreg Go binding needs libkvreg >= 0.3.0"
 #endif
 */
 import "C"
@@ -38,6 +39,16 @@ const RouterSalt = uint64(C.KVREG_ROUTER_SALT)
 // MaxPools is the most live pools one registry can have (KVREG_MAX_POOLS of the header this
 // package was compiled against); pool ids are 1..MaxPools.
 const MaxPools = int(C.KVREG_MAX_POOLS)
+
+// Optional parts of the library (KVREG_FEATURE_*), chosen when it is built.
+const (
+	FeatureWire = uint(C.KVREG_FEATURE_WIRE) // Encoder / Decoder (needs msgpack-c)
+	FeatureZMQ  = uint(C.KVREG_FEATURE_ZMQ)  // ZeroMQ publisher and subscriber
+)
+
+// Features is the bitwise OR of the Feature* built into the loaded library. Without
+// FeatureWire, NewEncoder and NewDecoder fail with ErrNotSupported.
+func Features() uint { return uint(C.kvreg_features()) }
 
 // Version returns the runtime library's version number (MAJOR*10000 + MINOR*100 + PATCH)
 // and string. It can differ from HeaderVersion when the shared library was upgraded.

@@ -6,17 +6,18 @@ import (
 	"sync/atomic"
 )
 
-// Leak describes a Registry, Pool or Sequence that became garbage without Close.
+// Leak describes a Registry, Pool, Sequence, Encoder or Decoder that became garbage without
+// Close.
 //
 // The binding's lifetime rule is explicit Close. Finalizers are only a safety net that reports
 // the leak; they never emit events behind the caller's back:
-//   - a leaked Registry or Sequence is freed (kvreg_registry_free emits no events, and a
-//     sequence has none), so only C memory comes back;
+//   - a leaked Registry, Sequence, Encoder or Decoder is freed (kvreg_registry_free emits no
+//     events, and the others have none), so only C memory comes back;
 //   - a leaked Pool is NOT freed, because kvreg_pool_free would emit Remove events at a time
 //     nobody chose. Its references stay in the registry (its hashes stay registered, its id
 //     stays taken) until Registry.Close frees everything without events.
 type Leak struct {
-	Type   string // "Registry", "Pool" or "Sequence"
+	Type   string // "Registry", "Pool", "Sequence", "Encoder" or "Decoder"
 	Name   string // the pool's name; "" for the other types
 	PoolID uint32 // the pool's id; 0 for the other types
 	// Held is, for a Pool, how many distinct hashes it still held; they stay registered
@@ -31,7 +32,7 @@ func (l Leak) String() string {
 		s += " (name " + quote(l.Name) + ", id " + uitoa(uint64(l.PoolID)) + "): its " +
 			uitoa(uint64(l.Held)) + " hashes stay registered, without Remove events, until " +
 			"Registry.Close"
-	case "Registry", "Sequence":
+	case "Registry", "Sequence", "Encoder", "Decoder":
 		s += ": freed by the finalizer"
 	}
 	return s

@@ -75,24 +75,36 @@ type Pool struct {
 	reg *Registry
 	// mu is held shared by every call and exclusively by Close: after kvreg_pool_free the
 	// library may hand the same slot to a new pool, so the old pointer must never be used.
-	mu   sync.RWMutex
-	ptr  *C.kvreg_pool // nil once closed
-	id   uint32
-	name string
+	mu     sync.RWMutex
+	ptr    *C.kvreg_pool // nil once closed
+	id     uint32
+	name   string
+	medium Medium
 }
 
-// NewPool creates a pool named name. ErrOverflow beyond MaxPools live pools.
+// NewPool creates a GPU pool named name. ErrOverflow beyond MaxPools live pools.
 func (r *Registry) NewPool(name string) (*Pool, error) {
+	return r.newPool("Registry.NewPool", name, MediumGPU)
+}
+
+// NewPoolMedium creates a pool on the given medium (tier), which its events carry.
+// ErrInvalid for a medium the library does not know; ErrOverflow as NewPool.
+func (r *Registry) NewPoolMedium(name string, medium Medium) (*Pool, error) {
+	return r.newPool("Registry.NewPoolMedium", name, medium)
+}
+
+func (r *Registry) newPool(op, name string, medium Medium) (*Pool, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var pool *Pool
-	err := r.with("Registry.NewPool", func(p *C.kvreg_registry) error {
+	err := r.with(op, func(p *C.kvreg_registry) error {
 		var pp *C.kvreg_pool
-		if err := check("kvreg_pool_new", C.kvreg_pool_new(&pp, p, cname)); err != nil {
+		if err := check("kvreg_pool_new_medium",
+			C.kvreg_pool_new_medium(&pp, p, cname, C.uint32_t(medium))); err != nil {
 			return err
 		}
 		pool = &Pool{reg: r, ptr: pp, id: uint32(C.kvreg_pool_id(pp)),
-			name: C.GoString(C.kvreg_pool_name(pp))}
+			name: C.GoString(C.kvreg_pool_name(pp)), medium: Medium(C.kvreg_pool_medium(pp))}
 		return nil
 	})
 	if err != nil {
@@ -157,6 +169,9 @@ func (p *Pool) ID() uint32 { return p.id }
 
 // Name is the name given to NewPool.
 func (p *Pool) Name() string { return p.name }
+
+// Medium is the pool's medium (tier), set when it was created and carried in its events.
+func (p *Pool) Medium() Medium { return p.medium }
 
 // Size is the number of distinct hashes the pool holds; 0 once closed.
 func (p *Pool) Size() int {

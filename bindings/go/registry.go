@@ -215,6 +215,7 @@ const (
 	StatEventsQueued   = Stat(C.KVREG_STAT_EVENTS_QUEUED)
 	StatNextEventID    = Stat(C.KVREG_STAT_NEXT_EVENT_ID)
 	StatTokenBytes     = Stat(C.KVREG_STAT_TOKEN_BYTES)
+	StatEventsCleared  = Stat(C.KVREG_STAT_EVENTS_CLEARED)
 )
 
 // Stat reads one counter. ErrInvalid for an unknown stat.
@@ -239,6 +240,7 @@ type Stats struct {
 	EventsQueued   uint64 // waiting for Poll
 	NextEventID    uint64 // event id the next event will get
 	TokenBytes     uint64 // bytes of stored tokens (KeepTokens)
+	EventsCleared  uint64 // Cleared events emitted (Registry.Clear)
 }
 
 // Stats reads every counter.
@@ -252,6 +254,7 @@ func (r *Registry) Stats() (Stats, error) {
 		{StatEventsRegister, &st.EventsRegister}, {StatEventsRemove, &st.EventsRemove},
 		{StatEventsDropped, &st.EventsDropped}, {StatEventsQueued, &st.EventsQueued},
 		{StatNextEventID, &st.NextEventID}, {StatTokenBytes, &st.TokenBytes},
+		{StatEventsCleared, &st.EventsCleared},
 	}
 	for _, f := range fields {
 		v, err := r.Stat(f.s)

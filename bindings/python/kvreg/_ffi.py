@@ -18,6 +18,11 @@ _SONAME = "libkvreg.so.0"
 # ---- constants (values are stable in the header; new ones are only added) ----------------
 OK = 0
 EINVAL, ENOMEM, ERANGE, ESTATE, EEXIST, ENOENT, ESTALE, EBUSY, EOVERFLOW = range(-1, -10, -1)
+ENOTSUP = -10  # the feature was not built into the loaded library (see features())
+EPROTO = -11   # malformed input from outside (a wire payload that does not decode)
+
+FEATURE_WIRE = 1
+FEATURE_ZMQ = 2
 
 ROUTER_SALT = 1337
 POSITION_UNKNOWN = 0xFFFFFFFF
@@ -29,6 +34,14 @@ MAX_POOLS = 65535
 
 EVENT_REGISTER = 1
 EVENT_REMOVE = 2
+EVENT_CLEARED = 3
+EVENT_ID_SNAPSHOT = (1 << 64) - 1
+
+MEDIUM_GPU = 0
+MEDIUM_CPU = 1
+MEDIUM_STORAGE = 2
+MEDIUM_EXTERNAL = 3
+MEDIUM_COUNT = 4
 
 OPT_DELIVERY = 1
 DELIVERY_INLINE = 0
@@ -45,6 +58,7 @@ STAT_EVENTS_DROPPED = 5
 STAT_EVENTS_QUEUED = 6
 STAT_NEXT_EVENT_ID = 7
 STAT_TOKEN_BYTES = 8
+STAT_EVENTS_CLEARED = 9
 
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1

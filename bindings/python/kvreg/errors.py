@@ -6,7 +6,8 @@ Each subclass also derives from the built-in exception a Python caller would exp
 
 __all__ = [
     "KvregError", "InvalidArgument", "OutOfMemory", "RangeError", "StateError",
-    "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow", "from_status",
+    "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow", "NotSupported",
+    "ProtocolError", "from_status",
 ]
 
 
@@ -65,6 +66,29 @@ class Overflow(KvregError, OverflowError):
     """KVREG_EOVERFLOW: a counter would overflow (reference count, pool ids)."""
 
 
+class NotSupported(KvregError):
+    """KVREG_ENOTSUP: the feature was not built into the loaded library (see
+    kvreg.features(); the wire formats need a library built with msgpack-c)."""
+
+
+class ProtocolError(KvregError, ValueError):
+    """KVREG_EPROTO: malformed input from outside (a wire payload that does not decode).
+
+    `offset` is the byte offset of the problem in the payload and `detail` the decoder's
+    description of it, when the error comes from a Decoder (else None)."""
+
+    def __init__(self, code, message, offset=None, detail=None):
+        super().__init__(code, message)
+        self.offset = offset
+        self.detail = detail
+
+    def __str__(self):
+        if self.offset is None:
+            return KvregError.__str__(self)
+        return "%s: %s (offset %d, kvreg status %d)" % (self.message, self.detail or "?",
+                                                        self.offset, self.code)
+
+
 _BY_CODE = {
     -1: InvalidArgument,
     -2: OutOfMemory,
@@ -75,6 +99,8 @@ _BY_CODE = {
     -7: StaleHandle,
     -8: Busy,
     -9: Overflow,
+    -10: NotSupported,
+    -11: ProtocolError,
 }
 
 

@@ -5,8 +5,9 @@ import threading
 import warnings
 import weakref
 
-from . import _buffers, _ffi, errors
+from . import _buffers, _ffi, errors, events as _events
 from ._lifetime import Guard, leave_with
+from .events import Medium
 from .errors import StaleHandle
 from .hashing import info_from_c
 
@@ -72,7 +73,9 @@ class Pool:
     collected while open only warns (ResourceWarning): its references stay held, with no
     Remove events, until the registry is closed."""
 
-    def __init__(self, registry, name=""):
+    def __init__(self, registry, name="", medium=None):
+        medium = _buffers.u32(_events.medium_value(Medium.GPU if medium is None else medium),
+                              "medium")
         if isinstance(name, str):
             name = name.encode("utf-8")
         if b"\0" in name:
@@ -80,9 +83,10 @@ class Pool:
         self._registry = registry
         self._core = core = registry._core
         out = _ffi.pool_p()
-        core.run(lambda reg: lib.kvreg_pool_new(ctypes.byref(out), reg, name))
+        core.run(lambda reg: lib.kvreg_pool_new_medium(ctypes.byref(out), reg, name, medium))
         self._guard = Guard(out, "pool")
         self._id = lib.kvreg_pool_id(out)
+        self._medium = _events.Medium(lib.kvreg_pool_medium(out))
         self._name = name.decode("utf-8", "replace")
         self._finalizer = weakref.finalize(self, _finalize, core, self._guard,
                                            "kvreg.Pool id=%d name=%r" % (self._id, self._name))
@@ -163,6 +167,11 @@ class Pool:
     @property
     def name(self):
         return self._name
+
+    @property
+    def medium(self):
+        """The pool's Medium (tier), set when it was created and carried in its events."""
+        return self._medium
 
     def __len__(self):
         """Distinct hashes the pool holds."""

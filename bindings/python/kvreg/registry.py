@@ -8,7 +8,7 @@ import time
 import warnings
 import weakref
 
-from . import _buffers, _ffi, events as _events
+from . import _buffers, _ffi, events as _events, snapshot as _snapshot
 from ._lifetime import Guard
 from .errors import Busy, InvalidArgument
 from .pool import Pool
@@ -26,6 +26,7 @@ STATS = {
     "events_queued": _ffi.STAT_EVENTS_QUEUED,
     "next_event_id": _ffi.STAT_NEXT_EVENT_ID,
     "token_bytes": _ffi.STAT_TOKEN_BYTES,
+    "events_cleared": _ffi.STAT_EVENTS_CLEARED,
 }
 
 _DELIVERY = {"inline": _ffi.DELIVERY_INLINE, "poll": _ffi.DELIVERY_POLL}
@@ -302,10 +303,26 @@ class Registry:
         return "<kvreg.Registry %s delivery=%s>" % (state, self._core.delivery)
 
     # -- pools ---------------------------------------------------------------------------
-    def pool(self, name=""):
-        """A new pool (tier) in this registry. Overflow when the registry has no free pool id
-        (the library's KVREG_MAX_POOLS live pools)."""
-        return Pool(self, name)
+    def pool(self, name="", medium=None):
+        """A new pool (tier) in this registry. medium: a Medium, its value or its name
+        ("gpu", "cpu", "storage", "external"; default GPU), carried in the pool's events.
+        Overflow when the registry has no free pool id (the library's KVREG_MAX_POOLS live
+        pools)."""
+        return Pool(self, name, medium)
+
+    # -- whole-registry operations -------------------------------------------------------
+    def clear(self):
+        """Empty every pool at once (vLLM's reset_prefix_cache): every reference is dropped,
+        every Block of this registry becomes stale (StaleHandle, for good), and ONE
+        EventKind.CLEARED event is emitted instead of a Remove per hash. Pools stay usable.
+        Events with a lower event_id happened before the clear, higher ones after it."""
+        self._core.run(lib.kvreg_registry_clear)
+
+    def snapshot(self):
+        """The registered set at one position of the event stream, as a Snapshot (copied
+        out: owns nothing in C). For a consumer that joined late or lost events: apply the
+        snapshot, then every event with event_id >= snapshot.position. Emits no event."""
+        return self._core.run(_snapshot.take)
 
     # -- queries -------------------------------------------------------------------------
     @property

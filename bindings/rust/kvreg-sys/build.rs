@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Oldest libkvreg whose header these declarations match.
-const MIN_VERSION: &str = "0.2.0";
+const MIN_VERSION: &str = "0.3.0";
 
 fn main() {
     // Re-run when anything that changes the answer changes; otherwise cargo caches a stale path.

@@ -60,6 +60,54 @@ fn consts_match_the_header() {
         ("KVREG_STAT_NEXT_EVENT_ID", KVREG_STAT_NEXT_EVENT_ID as i128),
         ("KVREG_STAT_TOKEN_BYTES", KVREG_STAT_TOKEN_BYTES as i128),
         ("KVREG_BLOCK_NONE", KVREG_BLOCK_NONE as i128),
+        ("KVREG_ENOTSUP", KVREG_ENOTSUP as i128),
+        ("KVREG_EPROTO", KVREG_EPROTO as i128),
+        ("KVREG_FEATURE_WIRE", KVREG_FEATURE_WIRE as i128),
+        ("KVREG_FEATURE_ZMQ", KVREG_FEATURE_ZMQ as i128),
+        ("KVREG_EVENT_CLEARED", KVREG_EVENT_CLEARED as i128),
+        ("KVREG_MEDIUM_GPU", KVREG_MEDIUM_GPU as i128),
+        ("KVREG_MEDIUM_CPU", KVREG_MEDIUM_CPU as i128),
+        ("KVREG_MEDIUM_STORAGE", KVREG_MEDIUM_STORAGE as i128),
+        ("KVREG_MEDIUM_EXTERNAL", KVREG_MEDIUM_EXTERNAL as i128),
+        ("KVREG_MEDIUM_COUNT", KVREG_MEDIUM_COUNT as i128),
+        ("KVREG_STAT_EVENTS_CLEARED", KVREG_STAT_EVENTS_CLEARED as i128),
+    ];
+    for &(name, value) in ours {
+        assert_eq!(define(&header, name), Some(value), "{} in {}", name, path);
+    }
+    // UINT64_MAX is not a form define() reads; check the spelling instead.
+    assert!(header.contains("#define KVREG_EVENT_ID_SNAPSHOT UINT64_MAX"));
+    assert_eq!(KVREG_EVENT_ID_SNAPSHOT, u64::MAX);
+}
+
+#[test]
+fn wire_consts_match_the_header() {
+    let path = match option_env!("KVREG_SYS_HEADER") {
+        Some(p) if !p.is_empty() => p.replace("kvreg.h", "kvreg_wire.h"),
+        _ => {
+            eprintln!("kvreg_wire.h not located (KVREG_LIB_DIR build): header comparison skipped");
+            return;
+        }
+    };
+    let header = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path, e));
+    let ours: &[(&str, i128)] = &[
+        ("KVREG_WIRE_VLLM", KVREG_WIRE_VLLM as i128),
+        ("KVREG_WIRE_VLLM_LEGACY", KVREG_WIRE_VLLM_LEGACY as i128),
+        ("KVREG_WIRE_DYNAMO_JSON", KVREG_WIRE_DYNAMO_JSON as i128),
+        ("KVREG_WIRE_DYNAMO_MSGPACK", KVREG_WIRE_DYNAMO_MSGPACK as i128),
+        ("KVREG_WIRE_SGLANG", KVREG_WIRE_SGLANG as i128),
+        ("KVREG_WIRE_OPT_DP_RANK", KVREG_WIRE_OPT_DP_RANK as i128),
+        ("KVREG_WIRE_OPT_MAX_EVENTS", KVREG_WIRE_OPT_MAX_EVENTS as i128),
+        ("KVREG_WIRE_OPT_WORKER_ID", KVREG_WIRE_OPT_WORKER_ID as i128),
+        ("KVREG_WIRE_OPT_BLOCK_SIZE", KVREG_WIRE_OPT_BLOCK_SIZE as i128),
+        ("KVREG_WIRE_STORED", KVREG_WIRE_STORED as i128),
+        ("KVREG_WIRE_REMOVED", KVREG_WIRE_REMOVED as i128),
+        ("KVREG_WIRE_CLEARED", KVREG_WIRE_CLEARED as i128),
+        ("KVREG_MEDIUM_UNKNOWN", KVREG_MEDIUM_UNKNOWN as i128),
+        ("KVREG_WIRE_STAT_BATCHES", KVREG_WIRE_STAT_BATCHES as i128),
+        ("KVREG_WIRE_STAT_REJECTED", KVREG_WIRE_STAT_REJECTED as i128),
+        ("KVREG_WIRE_STAT_EVENTS", KVREG_WIRE_STAT_EVENTS as i128),
+        ("KVREG_WIRE_STAT_SKIPPED", KVREG_WIRE_STAT_SKIPPED as i128),
     ];
     for &(name, value) in ours {
         assert_eq!(define(&header, name), Some(value), "{} in {}", name, path);

@@ -44,7 +44,37 @@ fn event_layout() {
     assert_eq!(offset!(kvreg_event, has_parent), 40);
     assert_eq!(offset!(kvreg_event, n_tokens), 44);
     assert_eq!(offset!(kvreg_event, tokens), 48);
-    assert_eq!(offset!(kvreg_event, reserved), 56);
+    // 0.3: medium and reserved32 took reserved[0] of 0.2; the size did not change.
+    assert_eq!(offset!(kvreg_event, medium), 56);
+    assert_eq!(offset!(kvreg_event, reserved32), 60);
+    assert_eq!(offset!(kvreg_event, reserved), 64);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn wire_event_layout() {
+    assert_eq!(size_of::<kvreg_wire_event>(), 152);
+    assert_eq!(align_of::<kvreg_wire_event>(), 8);
+    assert_eq!(offset!(kvreg_wire_event, type_), 0);
+    assert_eq!(offset!(kvreg_wire_event, medium), 4);
+    assert_eq!(offset!(kvreg_wire_event, block_hashes), 8);
+    assert_eq!(offset!(kvreg_wire_event, n_block_hashes), 16);
+    assert_eq!(offset!(kvreg_wire_event, parent_block_hash), 24);
+    assert_eq!(offset!(kvreg_wire_event, has_parent), 32);
+    assert_eq!(offset!(kvreg_wire_event, block_size), 36);
+    assert_eq!(offset!(kvreg_wire_event, token_ids), 40);
+    assert_eq!(offset!(kvreg_wire_event, n_token_ids), 48);
+    assert_eq!(offset!(kvreg_wire_event, medium_name), 56);
+    assert_eq!(offset!(kvreg_wire_event, lora_name), 64);
+    assert_eq!(offset!(kvreg_wire_event, group_idx), 72);
+    assert_eq!(offset!(kvreg_wire_event, has_group_idx), 80);
+    assert_eq!(offset!(kvreg_wire_event, has_dp_rank), 84);
+    assert_eq!(offset!(kvreg_wire_event, dp_rank), 88);
+    assert_eq!(offset!(kvreg_wire_event, ts), 96);
+    assert_eq!(offset!(kvreg_wire_event, worker_id), 104);
+    assert_eq!(offset!(kvreg_wire_event, event_id), 112);
+    assert_eq!(offset!(kvreg_wire_event, tokens_hashes), 120);
+    assert_eq!(offset!(kvreg_wire_event, reserved), 128);
 }
 
 #[test]

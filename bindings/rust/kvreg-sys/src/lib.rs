@@ -21,11 +21,16 @@ pub const KVREG_ENOENT: c_int = -6;
 pub const KVREG_ESTALE: c_int = -7;
 pub const KVREG_EBUSY: c_int = -8;
 pub const KVREG_EOVERFLOW: c_int = -9;
+pub const KVREG_ENOTSUP: c_int = -10;
+pub const KVREG_EPROTO: c_int = -11;
 
-/// MAJOR*10000 + MINOR*100 + PATCH of the oldest library these declarations fit (0.2.0: the
-/// `*_contains` functions answer through an `int *present` output since then, and
-/// `kvreg_registry_poll_wait`, `_wakeup` and `_flush` exist).
-pub const KVREG_SYS_MIN_VERSION_NUMBER: c_uint = 200;
+/// MAJOR*10000 + MINOR*100 + PATCH of the oldest library these declarations fit (0.3.0: pool
+/// media, `kvreg_registry_clear`, snapshots, `kvreg_features` and the wire functions).
+pub const KVREG_SYS_MIN_VERSION_NUMBER: c_uint = 300;
+
+// ---- Features -----------------------------------------------------------------------------
+pub const KVREG_FEATURE_WIRE: c_uint = 1;
+pub const KVREG_FEATURE_ZMQ: c_uint = 2;
 
 // ---- Hashing ----------------------------------------------------------------------------
 pub const KVREG_ROUTER_SALT: u64 = 1337;
@@ -51,6 +56,15 @@ pub struct kvreg_sequence {
 // ---- Events -----------------------------------------------------------------------------
 pub const KVREG_EVENT_REGISTER: u32 = 1;
 pub const KVREG_EVENT_REMOVE: u32 = 2;
+pub const KVREG_EVENT_CLEARED: u32 = 3;
+
+pub const KVREG_MEDIUM_GPU: u32 = 0;
+pub const KVREG_MEDIUM_CPU: u32 = 1;
+pub const KVREG_MEDIUM_STORAGE: u32 = 2;
+pub const KVREG_MEDIUM_EXTERNAL: u32 = 3;
+pub const KVREG_MEDIUM_COUNT: u32 = 4;
+
+pub const KVREG_EVENT_ID_SNAPSHOT: u64 = u64::MAX;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -64,7 +78,9 @@ pub struct kvreg_event {
     pub has_parent: u32,
     pub n_tokens: u32,
     pub tokens: *const u32,
-    pub reserved: [u64; 4],
+    pub medium: u32,
+    pub reserved32: u32,
+    pub reserved: [u64; 3],
 }
 
 pub type kvreg_event_fn =
@@ -99,6 +115,13 @@ pub const KVREG_STAT_EVENTS_DROPPED: u32 = 5;
 pub const KVREG_STAT_EVENTS_QUEUED: u32 = 6;
 pub const KVREG_STAT_NEXT_EVENT_ID: u32 = 7;
 pub const KVREG_STAT_TOKEN_BYTES: u32 = 8;
+pub const KVREG_STAT_EVENTS_CLEARED: u32 = 9;
+
+/// Opaque; only ever used behind a pointer.
+#[repr(C)]
+pub struct kvreg_snapshot {
+    _private: [u8; 0],
+}
 
 // ---- Pools and blocks -------------------------------------------------------------------
 #[repr(C)]
@@ -129,6 +152,7 @@ extern "C" {
     pub fn kvreg_strerror(status: c_int) -> *const c_char;
     pub fn kvreg_version_number() -> c_uint;
     pub fn kvreg_version_string() -> *const c_char;
+    pub fn kvreg_features() -> c_uint;
 
     pub fn kvreg_block_hash(tokens: *const u32, n_tokens: usize, salt: u64) -> u64;
     pub fn kvreg_sequence_hash(parent_sequence_hash: u64, block_hash: u64, salt: u64) -> u64;
@@ -216,12 +240,29 @@ extern "C" {
         present: *mut c_int,
     ) -> c_int;
     pub fn kvreg_registry_stat(reg: *const kvreg_registry, stat: u32, value: *mut u64) -> c_int;
+    pub fn kvreg_registry_clear(reg: *mut kvreg_registry) -> c_int;
+    pub fn kvreg_registry_snapshot(reg: *mut kvreg_registry, out: *mut *mut kvreg_snapshot)
+        -> c_int;
+    pub fn kvreg_snapshot_free(snap: *mut kvreg_snapshot);
+    pub fn kvreg_snapshot_position(snap: *const kvreg_snapshot) -> u64;
+    pub fn kvreg_snapshot_events(
+        snap: *const kvreg_snapshot,
+        events: *mut *const kvreg_event,
+        n_events: *mut usize,
+    ) -> c_int;
 
     pub fn kvreg_pool_new(
         out: *mut *mut kvreg_pool,
         reg: *mut kvreg_registry,
         name: *const c_char,
     ) -> c_int;
+    pub fn kvreg_pool_new_medium(
+        out: *mut *mut kvreg_pool,
+        reg: *mut kvreg_registry,
+        name: *const c_char,
+        medium: u32,
+    ) -> c_int;
+    pub fn kvreg_pool_medium(pool: *const kvreg_pool) -> u32;
     pub fn kvreg_pool_free(pool: *mut kvreg_pool);
     pub fn kvreg_pool_id(pool: *const kvreg_pool) -> u32;
     pub fn kvreg_pool_name(pool: *const kvreg_pool) -> *const c_char;
@@ -302,6 +343,9 @@ extern "C" {
         n_tokens: *mut usize,
     ) -> c_int;
 }
+
+mod wire;
+pub use crate::wire::*;
 
 #[cfg(test)]
 mod header;

@@ -28,6 +28,12 @@ pub enum ErrorKind {
     Busy,
     /// KVREG_EOVERFLOW: a counter would overflow (reference count, pool ids).
     Overflow,
+    /// KVREG_ENOTSUP: the feature was not built into the loaded library (see
+    /// [`features`](crate::features); the wire formats need a library built with msgpack-c).
+    NotSupported,
+    /// KVREG_EPROTO: malformed input from outside (a wire payload that does not decode; a
+    /// [`DecodeError`](crate::wire::DecodeError) has its byte offset).
+    Protocol,
     /// A code this crate does not know (a newer library).
     Other(i32),
 }
@@ -45,6 +51,8 @@ impl ErrorKind {
             ffi::KVREG_ESTALE => ErrorKind::Stale,
             ffi::KVREG_EBUSY => ErrorKind::Busy,
             ffi::KVREG_EOVERFLOW => ErrorKind::Overflow,
+            ffi::KVREG_ENOTSUP => ErrorKind::NotSupported,
+            ffi::KVREG_EPROTO => ErrorKind::Protocol,
             other => ErrorKind::Other(other),
         }
     }

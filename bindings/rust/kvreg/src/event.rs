@@ -40,8 +40,65 @@ pub enum EventKind {
     Register,
     /// The hash left its last pool.
     Remove,
+    /// `Registry::clear` emptied every pool at once (no Remove per hash); pool_id, medium and
+    /// hashes are 0.
+    Cleared,
     /// A kind added by a newer library.
     Other(u32),
+}
+
+/// The storage medium (tier) of a pool, carried in its events (KVREG_MEDIUM_*).
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Hash)]
+pub enum Medium {
+    Gpu,
+    Cpu,
+    Storage,
+    External,
+    /// A value this crate does not know: a newer library's, or `KVREG_MEDIUM_UNKNOWN` for a
+    /// decoded wire event whose medium name the library does not know.
+    Other(u32),
+}
+
+impl Medium {
+    /// The KVREG_MEDIUM_* value.
+    pub fn raw(self) -> u32 {
+        match self {
+            Medium::Gpu => ffi::KVREG_MEDIUM_GPU,
+            Medium::Cpu => ffi::KVREG_MEDIUM_CPU,
+            Medium::Storage => ffi::KVREG_MEDIUM_STORAGE,
+            Medium::External => ffi::KVREG_MEDIUM_EXTERNAL,
+            Medium::Other(v) => v,
+        }
+    }
+
+    pub fn from_raw(raw: u32) -> Medium {
+        match raw {
+            ffi::KVREG_MEDIUM_GPU => Medium::Gpu,
+            ffi::KVREG_MEDIUM_CPU => Medium::Cpu,
+            ffi::KVREG_MEDIUM_STORAGE => Medium::Storage,
+            ffi::KVREG_MEDIUM_EXTERNAL => Medium::External,
+            other => Medium::Other(other),
+        }
+    }
+}
+
+impl Default for Medium {
+    /// GPU: what pools made with `Registry::pool` are, and what Cleared events carry.
+    fn default() -> Medium {
+        Medium::Gpu
+    }
+}
+
+impl EventKind {
+    /// The KVREG_EVENT_* value.
+    pub fn raw(self) -> u32 {
+        match self {
+            EventKind::Register => ffi::KVREG_EVENT_REGISTER,
+            EventKind::Remove => ffi::KVREG_EVENT_REMOVE,
+            EventKind::Cleared => ffi::KVREG_EVENT_CLEARED,
+            EventKind::Other(v) => v,
+        }
+    }
 }
 
 /// One event, with its tokens copied out of library memory.
@@ -51,6 +108,7 @@ pub struct Event {
     /// Id of the pool whose call caused the event (`Pool::id`).
     pub pool_id: u32,
     /// 0, 1, 2, ... per registry; a gap means events were dropped (full poll queue).
+    /// [`EVENT_ID_SNAPSHOT`](crate::EVENT_ID_SNAPSHOT) for the events of a `Snapshot`.
     pub event_id: u64,
     pub sequence_hash: u64,
     pub block_hash: u64,
@@ -58,6 +116,8 @@ pub struct Event {
     pub parent_sequence_hash: Option<u64>,
     /// The block's tokens; empty when the library does not know them (see KEEP_TOKENS).
     pub tokens: Vec<u32>,
+    /// Medium of the pool whose call caused the event (`Medium::Gpu` for Cleared).
+    pub medium: Medium,
 }
 
 impl Event {
@@ -75,6 +135,7 @@ impl Event {
             kind: match raw.kind {
                 ffi::KVREG_EVENT_REGISTER => EventKind::Register,
                 ffi::KVREG_EVENT_REMOVE => EventKind::Remove,
+                ffi::KVREG_EVENT_CLEARED => EventKind::Cleared,
                 other => EventKind::Other(other),
             },
             pool_id: raw.pool_id,
@@ -87,6 +148,7 @@ impl Event {
                 None
             },
             tokens,
+            medium: Medium::from_raw(raw.medium),
         }
     }
 }

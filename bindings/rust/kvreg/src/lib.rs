@@ -71,22 +71,37 @@ mod hash;
 mod pool;
 mod registry;
 mod sequence;
+pub mod wire;
 
 use std::ffi::CStr;
 
 use kvreg_sys as ffi;
 
 pub use crate::error::{Error, ErrorKind, Result};
-pub use crate::event::{Event, EventKind};
+pub use crate::event::{Event, EventKind, Medium};
 pub use crate::hash::{block_hash, hash_blocks, sequence_hash, BlockInfo, ROUTER_SALT};
 pub use crate::pool::{Block, BlockDesc, Pool};
-pub use crate::registry::{Delivery, Registry, RegistryBuilder, Stat, WeakRegistry};
+pub use crate::registry::{Delivery, Registry, RegistryBuilder, Snapshot, Stat, WeakRegistry};
 pub use crate::sequence::Sequence;
 
 /// Compiles and runs the README's example as a doctest, so it cannot rot.
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// `features()` bit: the wire formats ([`wire`]) are built in (the library has msgpack-c).
+pub const FEATURE_WIRE: u32 = ffi::KVREG_FEATURE_WIRE;
+/// `features()` bit: the ZeroMQ publisher and subscriber are built in.
+pub const FEATURE_ZMQ: u32 = ffi::KVREG_FEATURE_ZMQ;
+/// event_id of the events a [`Snapshot`] carries (they were never emitted).
+pub const EVENT_ID_SNAPSHOT: u64 = ffi::KVREG_EVENT_ID_SNAPSHOT;
+
+/// Bitwise OR of the `FEATURE_*` built into the loaded library. Without `FEATURE_WIRE`,
+/// `wire::Encoder::new` and `wire::Decoder::new` fail with `ErrorKind::NotSupported`.
+pub fn features() -> u32 {
+    // SAFETY: pure function.
+    unsafe { ffi::kvreg_features() }
+}
 
 /// Version of the library actually loaded: (MAJOR*10000 + MINOR*100 + PATCH, "MAJOR.MINOR.PATCH").
 pub fn version() -> (u32, &'static str) {

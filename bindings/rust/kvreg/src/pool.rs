@@ -7,7 +7,7 @@ use std::ptr::{self, NonNull};
 use kvreg_sys as ffi;
 
 use crate::error::{check, Error, Result};
-use crate::event;
+use crate::event::{self, Medium};
 use crate::hash::BlockInfo;
 use crate::registry::Registry;
 use crate::sequence::Sequence;
@@ -197,6 +197,12 @@ impl Pool {
         unsafe { CStr::from_ptr(ffi::kvreg_pool_name(self.ptr())) }
             .to_string_lossy()
             .into_owned()
+    }
+
+    /// The pool's medium (tier), set when it was created and carried in its events.
+    pub fn medium(&self) -> Medium {
+        // SAFETY: live pool.
+        Medium::from_raw(unsafe { ffi::kvreg_pool_medium(self.ptr()) })
     }
 
     /// Number of distinct hashes the pool holds.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use kvreg_sys as ffi;
 
 use crate::error::{check, Error, Result};
-use crate::event::{self, Event, Handler, HandlerRef};
+use crate::event::{self, Event, Handler, HandlerRef, Medium};
 use crate::pool::Pool;
 
 /// How events reach the application.
@@ -35,6 +35,7 @@ pub enum Stat {
     EventsQueued,
     NextEventId,
     TokenBytes,
+    EventsCleared,
 }
 
 impl Stat {
@@ -48,6 +49,7 @@ impl Stat {
             Stat::EventsQueued => ffi::KVREG_STAT_EVENTS_QUEUED,
             Stat::NextEventId => ffi::KVREG_STAT_NEXT_EVENT_ID,
             Stat::TokenBytes => ffi::KVREG_STAT_TOKEN_BYTES,
+            Stat::EventsCleared => ffi::KVREG_STAT_EVENTS_CLEARED,
         }
     }
 }
@@ -291,10 +293,18 @@ impl Registry {
     /// live pools per registry is limited by the library (KVREG_MAX_POOLS in kvreg.h, which
     /// grows between versions; `Overflow` beyond). A name containing NUL is `InvalidArgument`.
     pub fn pool(&self, name: &str) -> Result<Pool> {
+        self.pool_on(name, Medium::Gpu)
+    }
+
+    /// A new pool on the given medium (tier), which its events carry; otherwise as `pool`.
+    /// `InvalidArgument` for a medium the library does not know.
+    pub fn pool_on(&self, name: &str, medium: Medium) -> Result<Pool> {
         let name = CString::new(name).map_err(|_| Error::from_code(ffi::KVREG_EINVAL))?;
         let mut raw = ptr::null_mut();
         // SAFETY: live registry (thread-safe), valid out pointer, name copied by the library.
-        check(unsafe { ffi::kvreg_pool_new(&mut raw, self.as_ptr(), name.as_ptr()) })?;
+        check(unsafe {
+            ffi::kvreg_pool_new_medium(&mut raw, self.as_ptr(), name.as_ptr(), medium.raw())
+        })?;
         let raw = NonNull::new(raw).ok_or_else(|| Error::from_code(ffi::KVREG_ENOMEM))?;
         Ok(Pool::from_raw(raw, self.clone()))
     }
@@ -440,11 +450,114 @@ impl Registry {
         Ok(present != 0)
     }
 
+    /// Empties every pool at once (vLLM's reset_prefix_cache): every reference is dropped,
+    /// every `Block` of this registry becomes `Stale` for good, and ONE `EventKind::Cleared`
+    /// event is emitted instead of a Remove per hash. Pools stay usable. Events with a lower
+    /// event_id happened before the clear, higher ones after it. A panic of the handler that
+    /// ran for the Cleared event on this thread is re-raised here.
+    pub fn clear(&self) -> Result<()> {
+        // SAFETY: live registry; the call is thread-safe.
+        let status = unsafe { ffi::kvreg_registry_clear(self.as_ptr()) };
+        event::resume_pending_panic();
+        check(status).map(drop)
+    }
+
+    /// The registered set at one position of the event stream, for a consumer that joined
+    /// late or lost events. Emits no event. See [`Snapshot`].
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live registry, valid out pointer.
+        check(unsafe { ffi::kvreg_registry_snapshot(self.as_ptr(), &mut raw) })?;
+        // Freed on every path out, after the events (and their tokens) were copied.
+        struct Owned(*mut ffi::kvreg_snapshot);
+        impl Drop for Owned {
+            fn drop(&mut self) {
+                // SAFETY: the snapshot came from kvreg_registry_snapshot and is freed once.
+                unsafe { ffi::kvreg_snapshot_free(self.0) }
+            }
+        }
+        let snap = Owned(raw);
+        let mut evs: *const ffi::kvreg_event = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: live snapshot, valid out pointers.
+        check(unsafe { ffi::kvreg_snapshot_events(snap.0, &mut evs, &mut n) })?;
+        let events = if n == 0 || evs.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: n events (and their tokens) stay valid until kvreg_snapshot_free.
+            unsafe { std::slice::from_raw_parts(evs, n) }
+                .iter()
+                .map(|e| unsafe { Event::from_raw(e) })
+                .collect()
+        };
+        // SAFETY: live snapshot.
+        let position = unsafe { ffi::kvreg_snapshot_position(snap.0) };
+        Ok(Snapshot { position, events })
+    }
+
     pub fn stat(&self, stat: Stat) -> Result<u64> {
         let mut value: u64 = 0;
         // SAFETY: live registry, valid out pointer.
         check(unsafe { ffi::kvreg_registry_stat(self.as_ptr(), stat.key(), &mut value) })?;
         Ok(value)
+    }
+}
+
+/// What [`Registry::snapshot`] returns: one `EventKind::Register` event per registered hash,
+/// parents before children (when both are in it), with event_id
+/// [`EVENT_ID_SNAPSHOT`](crate::EVENT_ID_SNAPSHOT) and the pool_id and medium of a pool holding
+/// it (tokens with `keep_tokens`), and the position it was taken at.
+///
+/// Resync: apply the snapshot's events, then every event with `event_id >= position()` (older
+/// ones are already in it). The events are copied out of the library when it is taken: the
+/// snapshot owns them and outlives the registry. Iterate with `iter()` or `into_iter()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    position: u64,
+    events: Vec<Event>,
+}
+
+impl Snapshot {
+    /// The event_id of the first event the snapshot does not contain.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Event> {
+        self.events.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The events, by value.
+    pub fn into_events(self) -> Vec<Event> {
+        self.events
+    }
+}
+
+impl IntoIterator for Snapshot {
+    type Item = Event;
+    type IntoIter = std::vec::IntoIter<Event>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.events.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Snapshot {
+    type Item = &'a Event;
+    type IntoIter = std::slice::Iter<'a, Event>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.events.iter()
     }
 }
 
