@@ -4,10 +4,11 @@
 #   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
 #      gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot) and kvreg-replay --sweep (two worker threads).
+#      clear_snapshot, index_race) and kvreg-replay --sweep (two worker threads).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
-#      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire.
+#      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's
+#      (fuzz_index.c, garbage decoded events) for a third of the first budget.
 # Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
 # against the ASan library.
@@ -57,10 +58,10 @@ meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbui
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  examples/replay/kvreg-replay
+  examples/replay/kvreg-replay tests/index/kvreg-index-race
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
@@ -78,7 +79,7 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
     meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
       -Db_lundef=false -Dbuildtype=debugoptimized
-  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz
+  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz tests/fuzz/kvreg-fuzz-index
   # fuzz NAME TARGET CORPUS SECONDS MAX_LEN: run a target from a copy of its checked-in corpus;
   # a crash or model mismatch leaves its input in artifacts/ (printed), replayable with the
   # matching build/tests/fuzz/kvreg-fuzz*-replay FILE
@@ -101,6 +102,8 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     rm -rf "$work"
   }
   fuzz libFuzzer build-fuzz/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
+  fuzz libFuzzer-index build-fuzz/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
+    "$((fuzz_seconds / 3 + 1))" 2048
   # The wire decoders (built when msgpack-c is found), from their own corpus.
   if meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
     fuzz libFuzzer-wire build-fuzz/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \

@@ -34,6 +34,12 @@ static int push_hash(running_request *r, uint64_t hash)
 
 int cache_init(cache *c, kvreg_registry *reg, const cache_config *cfg)
 {
+    return cache_init_tiers(c, reg, reg, cfg);
+}
+
+int cache_init_tiers(cache *c, kvreg_registry *g1_reg, kvreg_registry *g2_reg,
+                     const cache_config *cfg)
+{
     int rc;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
@@ -42,9 +48,9 @@ int cache_init(cache *c, kvreg_registry *reg, const cache_config *cfg)
     c->ring = calloc(cfg->inflight, sizeof *c->ring);
     if (!c->ring)
         return KVREG_ENOMEM;
-    rc = kvreg_pool_new_medium(&c->g1, reg, "G1", KVREG_MEDIUM_GPU);
+    rc = kvreg_pool_new_medium(&c->g1, g1_reg, "G1", KVREG_MEDIUM_GPU);
     if (rc == KVREG_OK && cfg->g2_blocks != 0)
-        rc = kvreg_pool_new_medium(&c->g2, reg, "G2", KVREG_MEDIUM_CPU);
+        rc = kvreg_pool_new_medium(&c->g2, g2_reg, "G2", KVREG_MEDIUM_CPU);
     return rc;
 }
 

@@ -70,6 +70,10 @@ typedef struct cache {
 
 /* Create the pools ("G1", "G2") in reg. 0, or a negative KVREG_E* code. */
 int cache_init(cache *c, kvreg_registry *reg, const cache_config *cfg);
+/* The same with G1 and G2 in registries of their own (the cluster replay: each registry's
+ * events are then one tier's, as an engine publishes them per medium). */
+int cache_init_tiers(cache *c, kvreg_registry *g1_reg, kvreg_registry *g2_reg,
+                     const cache_config *cfg);
 /* Admit one request. 0, or -1 after printing what went wrong (library error or a model
  * inconsistency). */
 int cache_request(cache *c, namer *nm, const replay_request *req);

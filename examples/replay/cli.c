@@ -9,6 +9,7 @@
 
 #include "cache.h"
 #include "events.h"
+#include "router.h"
 #include "sweep.h"
 #include "synth.h"
 #include "trace.h"
@@ -38,6 +39,12 @@ static void usage(FILE *out)
 "  --inflight N              requests running at once, holding their blocks (default 8)\n"
 "  --block-tokens N          tokens per block id (default 512)\n"
 "  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
+"Cluster (kvreg-replay --workers N): N engines behind a router-side index (kvreg_index.h)\n"
+"  --workers N               engines, each with the model above (capacities per engine)\n"
+"  --router POLICY           kv (best prefix match less load, the default), random,\n"
+"                            round_robin or least_loaded\n"
+"  --transport inproc|zmq    how the engines' vLLM event payloads reach the index\n"
+"                            (default inproc)\n"
 "Input:\n"
 "  --skip-bad                skip malformed trace lines and count them (default: stop with\n"
 "                            the line number, exit status 2)\n"
@@ -98,7 +105,7 @@ static int number(const char *opt, const char *text, uint64_t min, uint64_t max,
 
 int cli_parse(int argc, char **argv, replay_options *o)
 {
-    int i;
+    int i, router_given = 0;
     memset(o, 0, sizeof *o);
     o->block_tokens = 512;
     o->g1_blocks = REPLAY_DEFAULT_G1_BLOCKS;
@@ -188,6 +195,27 @@ int cli_parse(int argc, char **argv, replay_options *o)
         } else if (OPTION("--verify-ignore-event")) {
             if (number(name, val, 0, UINT64_MAX - 1, 0, &o->ignore_event) != 0)
                 return CLI_USAGE;
+        } else if (OPTION("--workers")) {
+            if (number(name, val, 1, 4096, 0, &v) != 0)
+                return CLI_USAGE;
+            o->workers = (uint32_t)v;
+        } else if (OPTION("--router")) {
+            if (router_policy_parse(val, &o->router) != 0) {
+                fprintf(stderr, "kvreg-replay: --router: expected kv, random, round_robin or "
+                                "least_loaded, got '%s'\n", val);
+                return CLI_USAGE;
+            }
+            router_given = 1;
+        } else if (OPTION("--transport")) {
+            if (strcmp(val, "inproc") == 0) {
+                o->transport = REPLAY_TRANSPORT_INPROC;
+            } else if (strcmp(val, "zmq") == 0) {
+                o->transport = REPLAY_TRANSPORT_ZMQ;
+            } else {
+                fprintf(stderr, "kvreg-replay: --transport: expected inproc or zmq, got '%s'\n", val);
+                return CLI_USAGE;
+            }
+            router_given = 1;
         } else if (OPTION("--wire")) {
             o->wire = val;
         } else if (OPTION("--wire-out")) {
@@ -221,6 +249,15 @@ int cli_parse(int argc, char **argv, replay_options *o)
         }
 #undef FLAG
 #undef OPTION
+    }
+    if (!o->workers && router_given) {
+        fprintf(stderr, "kvreg-replay: --router and --transport need --workers\n");
+        return CLI_USAGE;
+    }
+    if (o->workers && (o->verify || o->dump_trace || o->sweep || o->wire_out)) {
+        fprintf(stderr, "kvreg-replay: --workers does not combine with --verify-events, "
+                        "--dump-trace, --sweep or --wire-out\n");
+        return CLI_USAGE;
     }
     if ((o->sweep_out || o->chart) && !o->sweep) {
         fprintf(stderr, "kvreg-replay: --sweep-out and --chart need --sweep\n");

@@ -22,6 +22,9 @@ typedef struct replay_options {
     const char *dump_trace;
     const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out DIR (NULL: none) */
     int json, skip_bad, verify, progress;
+    uint32_t workers;          /* --workers: 0 is the single-engine replay */
+    int router;                /* ROUTER_* (router.h) */
+    int transport;             /* REPLAY_TRANSPORT_* */
     int g1_given, g2_given;    /* --g1-blocks / --g2-blocks on the command line */
     /* --sweep (sweep.c): the G1 capacities to run, where to write the table and chart */
     int sweep;
@@ -29,6 +32,9 @@ typedef struct replay_options {
     size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
     const char *sweep_out, *chart;
 } replay_options;
+
+#define REPLAY_TRANSPORT_INPROC 0
+#define REPLAY_TRANSPORT_ZMQ 1
 
 /* The default tiers: small enough that the built-in workload and the Mooncake traces evict,
  * offload and onboard (so a first run shows the library at work: Removes, G2 hits, a hit

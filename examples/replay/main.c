@@ -15,8 +15,10 @@
 
 #include "cache.h"
 #include "cli.h"
+#include "cluster.h"
 #include "events.h"
 #include "hmap.h"
+#include "max_hits.h"
 #include "naming.h"
 #include "report.h"
 #include "sweep.h"
@@ -44,24 +46,6 @@ static void dump_request(FILE *f, const replay_request *req)
     for (i = 0; i < req->n_ids; i++)
         fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)req->ids[i]);
     fprintf(f, "]}\n");
-}
-
-/* The theoretical maximum: with an infinite cache a block hits iff its id was seen before.
- * Counted here from the ids alone, independently of the cache model. */
-static int count_max_hits(hmap *seen, const replay_request *req, uint32_t block_tokens,
-                          report *r)
-{
-    size_t i;
-    for (i = 0; i < req->n_ids; i++) {
-        int inserted;
-        if (hmap_put(seen, req->ids[i], 1, &inserted) != 0)
-            return -1;
-        if (!inserted) {
-            r->max_hit_blocks++;
-            r->max_hit_tokens += request_block_tokens(req, i, block_tokens);
-        }
-    }
-    return 0;
 }
 
 /* Model and event stream against the registry; counts the checkpoint. */
@@ -111,6 +95,11 @@ int main(int argc, char **argv)
     }
     if (!w)
         return EXIT_BAD_INPUT;
+    if (o.workers) { /* the cluster replay (cluster.c) */
+        status = cluster_run(&o, w);
+        w->close(w);
+        return status;
+    }
     if (o.dump_trace && !(dump = fopen(o.dump_trace, "w"))) {
         perror(o.dump_trace);
         w->close(w);

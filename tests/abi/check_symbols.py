@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exported symbols == version script == KVREG_API declarations.
 
-Usage: check_symbols.py LIBRARY MAP HEADER [NM]
+Usage: check_symbols.py LIBRARY MAP HEADER|INCLUDE_DIR [NM]
 
 The dynamic symbol table of the built library (nm -D --defined-only), the `global:` names of
 src/libkvreg.map and the functions declared KVREG_API in the public headers (HEADER and every

@@ -42,6 +42,9 @@ struct Opts {
     std::string delivery = "inline";
     size_t calls = 1000;
     size_t big_pool = 2000000;
+    // kvreg-only `index` (wl_index.cpp): the Mooncake trace and the number of workers.
+    std::string trace = "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
+    size_t index_workers = 8;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
     std::vector<std::pair<std::string, uint64_t>> expect;
 
@@ -212,6 +215,7 @@ std::string wl_pool_free(const Opts &o, bool &ok);
 std::string wl_append(const Opts &o, bool &ok);
 // wl_wire.cpp (built with the library's `wire` feature): vLLM encode/decode vs msgpack-c alone.
 std::string wl_wire(const Opts &o, bool &ok);
+std::string wl_index(const Opts &o, bool &ok);
 
 } // namespace bench
 

@@ -40,6 +40,8 @@ const char kUsage[] =
     "  hol               a callback sleeps 50 ms on thread A; thread B's --calls calls that emit\n"
     "                    no event are timed one by one (p50/p99/max)\n"
     "  pool_free         kvreg_pool_free of a 1-block pool alone, then beside a --big-pool block pool\n"
+    "  index             the router-side index on a Mooncake --trace split over --workers (8):\n"
+    "                    queries and events against a plain open-addressing table, 2 vs 1 thread\n"
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
@@ -54,6 +56,8 @@ const char kUsage[] =
     "  --delivery M      inline | poll          (inline; disjoint)\n"
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
+    "  --trace FILE      Mooncake JSONL trace   (../shared/traces/mooncake-fast25/conversation_trace.jsonl; index)\n"
+    "  --workers N       index workers          (8; index)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
@@ -121,6 +125,8 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--delivery") o.delivery = val();
         else if (name == "--calls") o.calls = num();
         else if (name == "--big-pool") o.big_pool = num();
+        else if (name == "--trace") o.trace = val();
+        else if (name == "--workers") o.index_workers = num();
         else if (name == "--forward")
             throw std::invalid_argument("--forward is not supported: kvreg delivers events inline to the "
                                         "counting callback (use POLL mode in your own consumer instead)");
@@ -157,6 +163,7 @@ int run_one(const Opts &o) {
 #ifdef KVREG_BENCH_WIRE
     else if (w == "wire") line = bench::wl_wire(o, ok);
 #endif
+    else if (w == "index") line = bench::wl_index(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

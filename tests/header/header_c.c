@@ -3,6 +3,7 @@
  * bindings by layout, so a changed offset is an ABI break even when every symbol stays. */
 #include <kvreg.h>
 #include <kvreg_wire.h>
+#include <kvreg_index.h>
 
 #include <stddef.h>
 #include <string.h>
@@ -27,6 +28,12 @@ KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
 KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
 KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
 KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
+#endif
+#if UINTPTR_MAX == UINT64_MAX /* the router-side index's structs (kvreg_index.h) */
+KVREG_CHECK(index_match_size, sizeof(kvreg_index_match) == 72);
+KVREG_CHECK(index_match_score, offsetof(kvreg_index_match, score) == 48);
+KVREG_CHECK(index_info_size, sizeof(kvreg_index_apply_info) == 80);
+KVREG_CHECK(index_info_unknown, offsetof(kvreg_index_apply_info, removes_unknown) == 48);
 #endif
 KVREG_CHECK(block_is_u64, sizeof(kvreg_block) == 8);
 KVREG_CHECK(version, KVREG_VERSION_NUMBER == KVREG_VERSION_MAJOR * 10000 +

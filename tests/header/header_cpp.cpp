@@ -3,6 +3,7 @@
 // include it from C++. Also pins that the declarations are noexcept and extern "C".
 #include <kvreg.h>
 #include <kvreg_wire.h>
+#include <kvreg_index.h>
 
 #include <cstring>
 #include <type_traits>
@@ -11,6 +12,8 @@ static_assert(noexcept(kvreg_strerror(0)), "declarations are noexcept in C++");
 static_assert(noexcept(kvreg_registry_free(nullptr)), "declarations are noexcept in C++");
 static_assert(noexcept(kvreg_wire_decoder_free(nullptr)), "kvreg_wire.h too");
 static_assert(std::is_standard_layout<kvreg_wire_event>::value, "kvreg_wire_event is a C struct");
+static_assert(noexcept(kvreg_index_free(nullptr)), "index declarations are noexcept in C++");
+static_assert(std::is_standard_layout<kvreg_index_match>::value, "kvreg_index_match is a C struct");
 static_assert(std::is_same<kvreg_block, uint64_t>::value, "kvreg_block is a plain u64");
 static_assert(std::is_standard_layout<kvreg_event>::value, "kvreg_event is a C struct");
 static_assert(sizeof(void *) != 8 || sizeof(kvreg_event) == 88, "kvreg_event is 88 bytes on LP64");

@@ -1,0 +1,404 @@
+#include "cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <kvreg.h>
+#include <kvreg_index.h>
+
+#include "cache.h"
+#include "cluster_report.h"
+#include "feed.h"
+#include "hmap.h"
+#include "max_hits.h"
+#include "naming.h"
+#include "router.h"
+
+#define EXIT_LIBRARY 1
+#define EXIT_BAD_INPUT 2
+
+typedef struct engine {
+    kvreg_registry *g1_reg, *g2_reg; /* one per tier: their events are that tier's */
+    cache model;
+    feed fd;
+} engine;
+
+typedef struct cluster {
+    uint32_t n;
+    engine *eng;
+    kvreg_index *idx;
+    feed_stats fs;
+    kvreg_registry *shared_reg; /* the shared-cache baseline (no events needed) */
+    cache shared;
+    router rt;
+    uint32_t *inflight;  /* per worker */
+    uint32_t *window;    /* ring of the last n x inflight workers dispatched to */
+    size_t window_cap, window_head, window_len;
+    uint64_t *requests_per_worker;
+    uint64_t *seq_hashes, *block_hashes;
+    size_t seq_cap, block_cap;
+    double *query_ns;
+    size_t query_cap;
+    namer *nm;
+    hmap id_of;          /* sequence hash -> block id, for the tokens vLLM events carry */
+} cluster;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t times(uint64_t blocks, uint32_t n)
+{
+    return blocks == CACHE_UNLIMITED || blocks == 0 ? blocks : blocks * n;
+}
+
+static int new_registry(kvreg_registry **out, kvreg_event_fn fn, void *user_data)
+{
+    kvreg_config *cfg = NULL;
+    int rc = kvreg_config_new(&cfg);
+    if (rc == KVREG_OK && fn)
+        rc = kvreg_config_set_event_fn(cfg, fn, user_data, NULL);
+    if (rc == KVREG_OK)
+        rc = kvreg_registry_new(out, cfg);
+    kvreg_config_free(cfg);
+    return rc;
+}
+
+/* feed_tokens_fn: the tokens of a block the cluster has named. */
+static int tokens_of(void *ctx, uint64_t sequence_hash, uint32_t *out)
+{
+    cluster *c = ctx;
+    const uint64_t *id = hmap_get(&c->id_of, sequence_hash);
+    if (!id)
+        return -1;
+    namer_tokens(c->nm, *id, out);
+    return 0;
+}
+
+static int cluster_init(cluster *c, const replay_options *o, const cache_config *cc, namer *nm)
+{
+    kvreg_index_config *icfg = NULL;
+    cache_config shared = *cc;
+    uint32_t i;
+    int rc;
+
+    memset(c, 0, sizeof *c);
+    c->n = o->workers;
+    c->nm = nm;
+    hmap_init(&c->id_of);
+    c->eng = calloc(c->n, sizeof *c->eng);
+    c->inflight = calloc(c->n, sizeof *c->inflight);
+    c->requests_per_worker = calloc(c->n, sizeof *c->requests_per_worker);
+    c->window_cap = (size_t)c->n * o->inflight;
+    c->window = calloc(c->window_cap, sizeof *c->window);
+    if (!c->eng || !c->inflight || !c->requests_per_worker || !c->window ||
+        router_init(&c->rt, o->router, c->n, o->seed) != 0)
+        return KVREG_ENOMEM;
+
+    /* The workers are libkvreg engines: the hashes they publish are router hashes. */
+    rc = kvreg_index_config_new(&icfg);
+    if (rc == KVREG_OK)
+        rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN);
+    if (rc == KVREG_OK)
+        rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_BLOCK_SIZE, o->block_tokens);
+    if (rc == KVREG_OK)
+        rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_SALT, o->salt);
+    if (rc == KVREG_OK && cc->g1_blocks != CACHE_UNLIMITED && cc->g2_blocks != CACHE_UNLIMITED)
+        rc = kvreg_index_config_set(icfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, /* what can be cached */
+                                    (uint64_t)c->n * (cc->g1_blocks + cc->g2_blocks));
+    if (rc == KVREG_OK)
+        rc = kvreg_index_new(&c->idx, icfg);
+    kvreg_index_config_free(icfg);
+
+    for (i = 0; i < c->n && rc == KVREG_OK; i++) {
+        engine *e = &c->eng[i];
+        rc = feed_init(&e->fd, i, c->idx, &c->fs, o->block_tokens, tokens_of, c);
+        if (rc == KVREG_OK)
+            rc = new_registry(&e->g1_reg, feed_capture, &e->fd);
+        if (rc == KVREG_OK)
+            rc = new_registry(&e->g2_reg, feed_capture, &e->fd);
+        if (rc == KVREG_OK)
+            rc = cache_init_tiers(&e->model, e->g1_reg, e->g2_reg, cc);
+    }
+    shared.g1_blocks = times(cc->g1_blocks, c->n);
+    shared.g2_blocks = times(cc->g2_blocks, c->n);
+    shared.inflight = cc->inflight * c->n;
+    if (rc == KVREG_OK)
+        rc = new_registry(&c->shared_reg, NULL, NULL);
+    if (rc == KVREG_OK)
+        rc = cache_init(&c->shared, c->shared_reg, &shared);
+    return rc;
+}
+
+static void cluster_free(cluster *c)
+{
+    uint32_t i;
+    for (i = 0; c->eng && i < c->n; i++) {
+        cache_free(&c->eng[i].model);
+        kvreg_registry_free(c->eng[i].g1_reg);
+        kvreg_registry_free(c->eng[i].g2_reg);
+        feed_free(&c->eng[i].fd);
+    }
+    cache_free(&c->shared);
+    kvreg_registry_free(c->shared_reg);
+    kvreg_index_free(c->idx);
+    router_free(&c->rt);
+    free(c->eng);
+    free(c->inflight);
+    free(c->window);
+    free(c->requests_per_worker);
+    free(c->seq_hashes);
+    free(c->block_hashes);
+    free(c->query_ns);
+    hmap_free(&c->id_of);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    size_t n = *cap ? *cap : 1024;
+    void *q;
+    if (need <= *cap)
+        return 0;
+    while (n < need)
+        n *= 2;
+    q = realloc(*p, n * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* The request counts as in flight on w until window_cap later requests were dispatched. */
+static void dispatched(cluster *c, uint32_t w)
+{
+    if (c->window_len == c->window_cap) {
+        c->inflight[c->window[c->window_head]]--;
+        c->window_head = (c->window_head + 1) % c->window_cap;
+        c->window_len--;
+    }
+    c->window[(c->window_head + c->window_len) % c->window_cap] = w;
+    c->window_len++;
+    c->inflight[w]++;
+    c->requests_per_worker[w]++;
+}
+
+/* Route and replay one request; 0 or -1 (printed). */
+static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_t n_done,
+                       uint64_t blocks_so_far, uint32_t inflight_per_worker)
+{
+    uint32_t w = 0;
+    double load_cost, qns;
+    if (grow((void **)&c->seq_hashes, &c->seq_cap, req->n_ids, sizeof(uint64_t)) != 0 ||
+        grow((void **)&c->block_hashes, &c->block_cap, req->n_ids, sizeof(uint64_t)) != 0 ||
+        grow((void **)&c->query_ns, &c->query_cap, n_done + 1, sizeof(double)) != 0 ||
+        (req->n_ids && namer_chain(nm, req->ids, req->n_ids, c->block_hashes, c->seq_hashes) != 0)) {
+        fprintf(stderr, "kvreg-replay: out of memory\n");
+        return -1;
+    }
+    /* one request in flight beyond the least loaded worker costs a mean request's share */
+    load_cost = n_done ? (double)blocks_so_far / (double)n_done / inflight_per_worker : 0.0;
+    if (router_pick(&c->rt, c->idx, c->seq_hashes, req->n_ids, c->inflight, load_cost, &w,
+                    &qns) != 0)
+        return -1;
+    c->query_ns[n_done] = qns;
+    for (size_t i = 0; i < req->n_ids; i++) {
+        if (hmap_put(&c->id_of, c->seq_hashes[i], req->ids[i], NULL) != 0) {
+            fprintf(stderr, "kvreg-replay: out of memory\n");
+            return -1;
+        }
+    }
+    dispatched(c, w);
+    if (cache_request(&c->eng[w].model, nm, req) != 0 || feed_flush(&c->eng[w].fd) != 0)
+        return -1;
+    return cache_request(&c->shared, nm, req);
+}
+
+/* Worker w's tiers for hash according to the index: bit 0 GPU, bit 1 CPU; -1 on an error. */
+static int index_tiers(cluster *c, uint32_t w, uint64_t hash)
+{
+    size_t n = 0, i;
+    if (kvreg_index_query_hashes(c->idx, &hash, 1, 0, c->rt.matches, c->n, &n) != KVREG_OK)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (c->rt.matches[i].worker_id == w)
+            return (c->rt.matches[i].tier_depth[KVREG_MEDIUM_GPU] ? 1 : 0) |
+                   (c->rt.matches[i].tier_depth[KVREG_MEDIUM_CPU] ? 2 : 0);
+    return 0;
+}
+
+/* After the run: the index, built from the events alone, holds exactly what every worker's
+ * tiers hold, in the right tiers. 1 when it does, 0 after printing the first differences. */
+static int index_agrees(cluster *c)
+{
+    uint64_t expected = 0, entries = 0, bad = 0;
+    uint32_t w;
+    size_t i;
+    for (w = 0; w < c->n; w++) {
+        const cache *m = &c->eng[w].model;
+        const lru *tiers[2] = {&m->t1, &m->t2};
+        int t;
+        for (t = 0; t < 2; t++) {
+            for (i = 0; i < tiers[t]->index.cap; i++) {
+                uint64_t h;
+                int want, got;
+                if (!tiers[t]->index.used[i])
+                    continue;
+                h = tiers[t]->index.keys[i];
+                want = (lru_find(&m->t1, h) ? 1 : 0) | (lru_find(&m->t2, h) ? 2 : 0);
+                if (t == 1 && (want & 1))
+                    continue; /* counted with G1 */
+                expected++;
+                got = index_tiers(c, w, h);
+                if (got != want && bad++ < 5)
+                    fprintf(stderr, "kvreg-replay: index: worker %u hash %016llx tiers %d, "
+                            "the worker holds %d\n", w, (unsigned long long)h, got, want);
+            }
+        }
+    }
+    kvreg_index_stat(c->idx, KVREG_INDEX_STAT_ENTRIES, &entries);
+    if (entries != expected) {
+        fprintf(stderr, "kvreg-replay: index: %llu entries, the workers hold %llu blocks\n",
+                (unsigned long long)entries, (unsigned long long)expected);
+        bad++;
+    }
+    return bad == 0;
+}
+
+static void add_stats(cache_stats *sum, const cache_stats *s)
+{
+    sum->requests += s->requests;
+    sum->blocks += s->blocks;
+    sum->prompt_tokens += s->prompt_tokens;
+    sum->output_tokens += s->output_tokens;
+    sum->hit_blocks_g1 += s->hit_blocks_g1;
+    sum->hit_blocks_g2 += s->hit_blocks_g2;
+    sum->hit_tokens_g1 += s->hit_tokens_g1;
+    sum->hit_tokens_g2 += s->hit_tokens_g2;
+    sum->g1_evictions += s->g1_evictions;
+    sum->g2_stores += s->g2_stores;
+    sum->g2_evictions += s->g2_evictions;
+    sum->onboards += s->onboards;
+    sum->early_finishes += s->early_finishes;
+    sum->over_capacity += s->over_capacity;
+    sum->api_calls += s->api_calls;
+}
+
+int cluster_run(const replay_options *o, workload *w)
+{
+    cluster c;
+    namer nm;
+    hmap seen;
+    report r;
+    cluster_report cr;
+    cache_config cc;
+    struct rusage ru;
+    uint64_t n_done = 0, blocks_so_far = 0;
+    double t0;
+    int rc, status = 0;
+    uint32_t i;
+
+    if (o->transport == REPLAY_TRANSPORT_ZMQ) {
+        fprintf(stderr, "kvreg-replay: --transport zmq: not built yet (this kvreg-replay has no "
+                        "ZeroMQ publisher/subscriber); use --transport inproc\n");
+        return EXIT_LIBRARY;
+    }
+    memset(&r, 0, sizeof r);
+    memset(&cr, 0, sizeof cr);
+    cc.g1_blocks = o->g1_blocks;
+    cc.g2_blocks = o->g2_blocks;
+    cc.inflight = o->inflight;
+    cc.block_tokens = o->block_tokens;
+    hmap_init(&seen);
+    if (namer_init(&nm, o->block_tokens, o->salt) != 0) {
+        fprintf(stderr, "kvreg-replay: out of memory\n");
+        return EXIT_LIBRARY;
+    }
+    rc = cluster_init(&c, o, &cc, &nm);
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "kvreg-replay: cannot set up the cluster: %s%s\n", kvreg_strerror(rc),
+                rc == KVREG_ENOTSUP ? " (this libkvreg was built without the wire formats)" : "");
+        cluster_free(&c);
+        namer_free(&nm);
+        return EXIT_LIBRARY;
+    }
+
+    t0 = now_s();
+    for (;;) {
+        replay_request req;
+        rc = workload_next(w, &req);
+        if (rc < 0) {
+            status = EXIT_BAD_INPUT;
+            break;
+        }
+        if (rc == 0)
+            break;
+        if (count_max_hits(&seen, &req, o->block_tokens, &r) != 0 ||
+            one_request(&c, &nm, &req, n_done, blocks_so_far, o->inflight) != 0) {
+            status = EXIT_LIBRARY;
+            break;
+        }
+        n_done++;
+        blocks_so_far += req.n_ids;
+        if (o->max_requests && n_done >= o->max_requests)
+            break;
+    }
+    for (i = 0; status == 0 && i < c.n; i++) {
+        if (cache_drain(&c.eng[i].model) != 0 || feed_flush(&c.eng[i].fd) != 0)
+            status = EXIT_LIBRARY;
+    }
+    if (status == 0 && cache_drain(&c.shared) != 0)
+        status = EXIT_LIBRARY;
+    r.elapsed_s = now_s() - t0;
+
+    if (status == 0) {
+        r.source = o->trace;
+        r.seed = o->trace ? 0 : o->seed;
+        r.conversations = o->trace ? 0 : o->conversations;
+        r.salt = o->salt;
+        r.cfg = cc;
+        r.bad_lines = w->bad_lines;
+        r.unique_blocks = seen.len;
+        for (i = 0; i < c.n; i++) {
+            uint64_t h1 = 0, h2 = 0;
+            add_stats(&r.st, &c.eng[i].model.st);
+            kvreg_registry_stat(c.eng[i].g1_reg, KVREG_STAT_HASHES, &h1);
+            kvreg_registry_stat(c.eng[i].g2_reg, KVREG_STAT_HASHES, &h2);
+            r.registry_hashes += h1 + h2;
+            r.g1_size += kvreg_pool_size(c.eng[i].model.g1);
+            r.g2_size += c.eng[i].model.g2 ? kvreg_pool_size(c.eng[i].model.g2) : 0;
+        }
+        r.registers = c.fs.registers;
+        r.removes = c.fs.removes;
+        r.peak_rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+
+        cr.workers = c.n;
+        cr.router = router_policy_name(o->router);
+        cr.transport = "inproc";
+        cr.requests_per_worker = c.requests_per_worker;
+        cr.shared = c.shared.st;
+        cr.shared_g1 = c.shared.cfg.g1_blocks;
+        cr.shared_g2 = c.shared.cfg.g2_blocks;
+        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_ENTRIES, &cr.index_entries);
+        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_MEMORY_BYTES, &cr.index_memory);
+        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_BYTES_PER_ENTRY, &cr.index_bytes_per_entry);
+        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_WORKERS, &cr.index_workers);
+        cr.query_ns = c.query_ns;
+        cr.n_queries = n_done;
+        cr.feed = c.fs;
+        cr.index_agrees = index_agrees(&c);
+        if (!cr.index_agrees)
+            status = EXIT_LIBRARY;
+        cluster_report_print(stdout, o->json, &r, &cr);
+    }
+    cluster_free(&c);
+    namer_free(&nm);
+    hmap_free(&seen);
+    return status;
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Tests for kvreg-replay --workers (the cluster replay); Python 3 standard library only.
+
+Cases:
+  cluster-cli              --help mentions the options; bad values and combinations exit 2;
+                           --transport zmq says it is not built yet (exit 1)
+  cluster-one-worker       --workers 1 gives exactly the single-engine replay's hit rate
+                           (built-in workload and both traces, small tiers and unlimited)
+  cluster-builtin          kv beats random on the built-in workload (1000 conversations); every policy's report is
+                           consistent (requests add up, round_robin balanced, the index equals
+                           the workers' tiers)
+  cluster-conversation     kv beats random on the Mooncake conversation trace
+  cluster-synthetic        kv beats random on the Mooncake synthetic trace
+The cluster runs use --block-tokens 32: vLLM events carry every block's token ids, and hit
+rates by block do not depend on the block size (ids name blocks), so small blocks keep the
+tests quick. Expected values are the single-engine replay's (tested against an independent count by
+test_replay.py) or relations between runs, never the cluster's own numbers.
+Exit 77 (skipped) says why: no jansson or zlib in this build (the traces are .jsonl.gz), or a
+libkvreg without the wire formats.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+# The helpers (run, run_json, check, Failure) are test_replay.py's, so both scripts run and
+# judge kvreg-replay the same way.
+import test_replay
+from test_replay import Failure, check
+
+SKIP = 77
+
+
+def run(args, expect_rc=0):
+    _, out, err = test_replay.run(args, expect_rc)
+    return out, err
+
+
+def run_json(args):
+    return test_replay.run_json(["--block-tokens", "32"] + args)[0]
+
+
+def needs_wire():
+    """The cluster replay needs the library's vLLM encoder and decoder (KVREG_FEATURE_WIRE)."""
+    proc = subprocess.run([ARGS.replay, "--workers", "1", "--max-requests", "1"],
+                          capture_output=True, timeout=60)
+    if proc.returncode != 0 and b"without the wire formats" in proc.stderr:
+        print("SKIP: this libkvreg was built without the wire formats (no msgpack-c)")
+        sys.exit(SKIP)
+
+
+def trace(name):
+    """A shared trace (data/traces ships them gzipped); skips without jansson or zlib."""
+    return test_replay.trace_path(name + ".gz")
+
+
+def consistent(r, workers, policy):
+    """What every cluster report must satisfy, whatever the policy."""
+    c = r["cluster"]
+    check(c["workers"] == workers and c["router"] == policy, "workers / router echoed")
+    check(len(c["requests_per_worker"]) == workers, "one count per worker")
+    check(sum(c["requests_per_worker"]) == r["requests"], "requests per worker add up")
+    check(c["index"]["agrees_with_workers"] is True, "the index differs from the workers' tiers")
+    check(c["index"]["workers"] == workers, "index workers")
+    check(c["hit_rate_blocks"]["total"] == r["hit_rate_blocks"]["total"],
+          "hit_rate_blocks.total is the cluster's")
+    check(r["hit_blocks"]["total"] <= r["hit_blocks"]["max"], "more hits than possible")
+    check(abs(c["hit_rate_lost_vs_shared"] - (c["shared_cache"]["hit_rate_blocks"]["total"] -
+                                              r["hit_rate_blocks"]["total"])) < 1e-5, "loss")
+    mean = r["requests"] / workers
+    check(abs(c["load_imbalance"] - max(c["requests_per_worker"]) / mean) < 1e-5, "imbalance")
+    q = c["query_latency_us"]
+    check(q["count"] == r["requests"] and 0 < q["p50"] <= q["p99"], f"query latency {q}")
+    f = c["feed"]
+    check(f["registry_events"] == r["events"]["register"] + r["events"]["remove"], "events")
+    check(f["payloads"] > 0 and f["flagged_batches"] == 0, f"feed {f}")
+    check(f["events_applied_per_s"] > 0, "events applied per second")
+
+
+def kv_beats_random(args, workers):
+    needs_wire()
+    results = {}
+    for policy in ("kv", "random", "round_robin", "least_loaded"):
+        r = run_json(["--workers", str(workers), "--router", policy] + args)
+        consistent(r, workers, policy)
+        results[policy] = r
+    kv, rnd = results["kv"], results["random"]
+    check(kv["hit_rate_blocks"]["total"] > rnd["hit_rate_blocks"]["total"],
+          f"kv {kv['hit_rate_blocks']['total']} <= random {rnd['hit_rate_blocks']['total']}")
+    shared = {r["cluster"]["shared_cache"]["hit_rate_blocks"]["total"] for r in results.values()}
+    check(len(shared) == 1, "the shared-cache baseline depends on the policy")
+    rr = results["round_robin"]["cluster"]["requests_per_worker"]
+    check(max(rr) - min(rr) <= 1, f"round_robin unbalanced: {rr}")
+    for p, r in results.items():
+        c = r["cluster"]
+        print(f"{p:13s} hit {r['hit_rate_blocks']['total']:.4f} (lost "
+              f"{c['hit_rate_lost_vs_shared']:.4f} vs shared {c['shared_cache']['hit_rate_blocks']['total']:.4f})"
+              f" imbalance {c['load_imbalance']:.3f} query p50/p99 "
+              f"{c['query_latency_us']['p50']:.2f}/{c['query_latency_us']['p99']:.2f} us")
+
+
+def case_cli():
+    out, _ = run(["--help"])
+    for word in ("--workers", "--router", "--transport", "round_robin", "least_loaded"):
+        check(word in out, f"--help does not mention {word}")
+    for bad in (["--workers", "0"], ["--workers", "2", "--router", "best"],
+                ["--router", "kv"], ["--workers", "2", "--transport", "tcp"],
+                ["--workers", "2", "--verify-events"]):
+        _, err = run(bad, expect_rc=2)
+        check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
+    out, err = run(["--workers", "2", "--transport", "zmq"], expect_rc=1)
+    check("not built yet" in err and out == "", f"--transport zmq: {err!r}")
+
+
+def case_one_worker():
+    needs_wire()
+    inputs = [["--conversations", "1000"]]
+    if ARGS.jansson == "1" and ARGS.zlib == "1" and os.path.isdir(ARGS.traces):
+        # the first 2000 requests of each trace: enough to evict from both tiers, and quick
+        inputs += [["--max-requests", "2000", trace("conversation_trace.jsonl")],
+                   ["--max-requests", "2000", trace("synthetic_trace.jsonl")]]
+    for source in inputs:
+        for tiers in (["--g1-blocks", "300", "--g2-blocks", "600"], []):
+            single = run_json(tiers + source)
+            for policy in ("kv", "random"):
+                one = run_json(["--workers", "1", "--router", policy] + tiers + source)
+                consistent(one, 1, policy)
+                for key in ("hit_blocks", "hit_tokens"):
+                    check(one[key] == single[key], f"{source} {tiers} {policy}: {key} "
+                          f"{one[key]} != single engine {single[key]}")
+                check(one["cluster"]["shared_cache"]["hit_blocks"]["g1"] == single["hit_blocks"]["g1"],
+                      "with one worker the shared cache is the worker's")
+            print(f"{source or 'built-in'} {tiers}: --workers 1 == single engine "
+                  f"({single['hit_rate_blocks']['total']:.4f})")
+
+
+CASES = {
+    "cluster-cli": case_cli,
+    "cluster-one-worker": case_one_worker,
+    "cluster-builtin": lambda: kv_beats_random(
+        ["--conversations", "1000", "--g1-blocks", "1000", "--g2-blocks", "2000"], 4),
+    "cluster-conversation": lambda: kv_beats_random(
+        ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("conversation_trace.jsonl")], 8),
+    "cluster-synthetic": lambda: kv_beats_random(
+        ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
+}
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replay", required=True)
+    p.add_argument("--jansson", choices=["0", "1"], required=True)
+    p.add_argument("--zlib", choices=["0", "1"], required=True)
+    p.add_argument("--traces", required=True)
+    p.add_argument("--case", choices=sorted(CASES), required=True)
+    ARGS = p.parse_args()
+    ARGS.wrapper = []
+    test_replay.ARGS = ARGS
+    try:
+        CASES[ARGS.case]()
+    except Failure as e:
+        print(f"FAIL ({ARGS.case}): {e}")
+        sys.exit(1)
+    print(f"ok: {ARGS.case}")

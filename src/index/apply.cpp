@@ -1,0 +1,271 @@
+// Applying a worker's event batches: sequence checks, engine -> router hashes, tiers.
+#include <climits>
+
+#include "../hash.hpp"
+#include "index.hpp"
+
+namespace kvreg::index {
+
+namespace {
+
+// Blocks of an event whose table lines are requested ahead of their update.
+constexpr size_t kAhead = 4;
+
+uint32_t tier_bit(unsigned tier) noexcept { return uint32_t{1} << tier; }
+uint32_t one(unsigned tier) noexcept { return uint32_t{1} << (8 * tier); }
+
+// Count one more (or one less) stored copy of a hash in a tier. A byte saturates at 255: it
+// would take 255 engine hashes of one worker naming the same content to reach it.
+uint32_t count_up(uint32_t c, unsigned tier) noexcept { return tier_byte(c, tier) == 255 ? c : c + one(tier); }
+uint32_t count_down(uint32_t c, unsigned tier) noexcept { return tier_byte(c, tier) == 0 ? c : c - one(tier); }
+
+bool arrays_ok(const kvreg_wire_event &ev) noexcept {
+    return (ev.block_hashes || ev.n_block_hashes == 0) && (ev.token_ids || ev.n_token_ids == 0);
+}
+
+// Keeps the index's total of engine-map bytes current across one locked operation on a worker.
+struct MapBytes {
+    Worker &w;
+    std::atomic<uint64_t> &total;
+    uint64_t before = w.map.bytes();
+    ~MapBytes() { total.fetch_add(w.map.bytes() - before, std::memory_order_relaxed); } // wraps down
+};
+
+} // namespace
+
+uint64_t Index::chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept {
+    const uint64_t bh = block_hash(tokens, opt_.block_size, opt_.salt);
+    if (!has_parent) return bh;
+    return chain_hash(parent, bh, opt_.kv_router_profile ? KVREG_ROUTER_SALT : opt_.salt);
+}
+
+void Index::hash_tokens(const uint32_t *tokens, size_t n_tokens, std::vector<uint64_t> &out) const {
+    const size_t n = n_tokens / opt_.block_size;
+    out.resize(n);
+    for (size_t i = 0; i < n; i++) out[i] = chain(i > 0, i ? out[i - 1] : 0, tokens + i * opt_.block_size);
+}
+
+Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot) {
+    for (;;) {
+        bool fresh = false;
+        const uint32_t s = add ? workers_.find_or_add(id, dp, &fresh) : workers_.find(id, dp);
+        if (s == UINT32_MAX) return nullptr;
+        Worker &w = workers_.at(s);
+        w.lock.lock();
+        // A concurrent remove may have freed (and someone reused) the slot since the lookup.
+        if (w.live && w.id.load(std::memory_order_relaxed) == id && w.dp.load(std::memory_order_relaxed) == dp) {
+            *slot = s;
+            if (added) *added = fresh;
+            return &w;
+        }
+        w.lock.unlock();
+    }
+}
+
+void Index::drop_entries(Worker &w, uint32_t slot) noexcept {
+    if (opt_.own_hashes) {
+        table_.erase_slot(slot);
+        return;
+    }
+    // Visit only this worker's entries (its mapping names them all), not the whole table.
+    w.map.for_each([&](const EngineMap::Entry &e) { table_.update(e.router, slot, [](uint32_t) { return 0u; }); });
+    mapped_.fetch_sub(w.map.size(), std::memory_order_relaxed);
+    w.map.clear();
+}
+
+void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
+    const unsigned tier = ev.medium;
+    const size_t n = ev.n_block_hashes;
+    if (opt_.own_hashes) {
+        for (size_t j = 0; j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
+        for (size_t j = 0; j < n; j++) {
+            if (j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
+            bool added = false;
+            table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
+                added = tier_byte(c, tier) == 0;
+                return c | one(tier); // one copy per (hash, tier): the hash is the content
+            });
+            info.blocks_stored += added;
+        }
+        info.events_applied++;
+        return;
+    }
+    const uint32_t bs = opt_.block_size;
+    if ((ev.block_size != 0 && ev.block_size != bs) || n > SIZE_MAX / bs || ev.n_token_ids != n * bs) {
+        info.events_skipped++;
+        return;
+    }
+    bool has_parent = ev.has_parent != 0;
+    uint64_t parent = 0;
+    if (has_parent) {
+        const EngineMap::Entry *p = w.map.find(ev.parent_block_hash);
+        if (!p) { // the parent was never stored here (or is gone): the chain cannot be computed
+            info.events_skipped++;
+            return;
+        }
+        parent = p->router;
+    }
+    w.map.reserve(n); // may throw: nothing of this event applied yet
+    for (size_t j = 0; j < n; j++) {
+        const uint64_t rh = chain(has_parent, parent, ev.token_ids + j * bs);
+        EngineMap::Entry *e = w.map.find(ev.block_hashes[j]);
+        if (e && e->router != rh) {
+            // The engine reuses the hash for other content: forget what it named before.
+            for (unsigned t = 0; t < kTiers; t++)
+                if (e->tiers & tier_bit(t))
+                    table_.update(e->router, slot, [t](uint32_t c) { return count_down(c, t); });
+            w.map.erase(e);
+            mapped_.fetch_sub(1, std::memory_order_relaxed);
+            e = nullptr;
+        }
+        if (!e || !(e->tiers & tier_bit(tier))) {
+            table_.update(rh, slot, [tier](uint32_t c) { return count_up(c, tier); }); // may throw
+            if (e) {
+                e->tiers |= tier_bit(tier);
+            } else {
+                w.map.insert(ev.block_hashes[j], rh, tier_bit(tier));
+                mapped_.fetch_add(1, std::memory_order_relaxed);
+            }
+            info.blocks_stored++;
+        }
+        has_parent = true;
+        parent = rh;
+    }
+    info.events_applied++;
+}
+
+void Index::apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
+    const unsigned tier = ev.medium;
+    const size_t n = ev.n_block_hashes;
+    for (size_t j = 0; opt_.own_hashes && j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
+    for (size_t j = 0; j < n; j++) {
+        bool removed = false;
+        if (opt_.own_hashes && j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
+        if (opt_.own_hashes) {
+            table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
+                removed = tier_byte(c, tier) != 0;
+                return c & ~(0xffu << (8 * tier));
+            });
+        } else if (EngineMap::Entry *e = w.map.find(ev.block_hashes[j]); e && (e->tiers & tier_bit(tier))) {
+            table_.update(e->router, slot, [tier](uint32_t c) { return count_down(c, tier); });
+            e->tiers &= ~tier_bit(tier);
+            if (e->tiers == 0) {
+                w.map.erase(e);
+                mapped_.fetch_sub(1, std::memory_order_relaxed);
+            }
+            removed = true;
+        }
+        if (removed)
+            info.blocks_removed++;
+        else
+            info.removes_unknown++;
+    }
+    info.events_applied++;
+}
+
+int Index::apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire_event *events, size_t n,
+                 kvreg_index_apply_info &info) {
+    info = kvreg_index_apply_info{};
+    for (size_t i = 0; i < n; i++)
+        if (!arrays_ok(events[i])) return KVREG_EINVAL;
+    bool added = false;
+    uint32_t slot = 0;
+    Worker *w = lock_worker(worker_id, dp, true, &added, &slot);
+    if (!w) return KVREG_EOVERFLOW;
+    std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
+    MapBytes track{*w, map_bytes_};
+    if (added) info.flags |= KVREG_INDEX_F_NEW_WORKER;
+
+    info.expected_seq = w->seq_known ? w->next_seq : KVREG_INDEX_SEQ_NONE;
+    if (seq != KVREG_INDEX_SEQ_NONE && w->seq_known && seq != w->next_seq) {
+        if (seq > w->next_seq) {
+            info.flags |= KVREG_INDEX_F_GAP;
+        } else if (seq == 0) {
+            info.flags |= KVREG_INDEX_F_RESET;
+            drop_entries(*w, slot);
+        } else {
+            info.flags |= KVREG_INDEX_F_STALE | KVREG_INDEX_F_SKIPPED;
+            info.events_skipped = n;
+            skipped_.fetch_add(n, std::memory_order_relaxed);
+            gaps_.fetch_add(1, std::memory_order_relaxed);
+            return KVREG_OK;
+        }
+        gaps_.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    int rc = KVREG_OK;
+    try {
+        for (size_t i = 0; i < n; i++) {
+            const kvreg_wire_event &ev = events[i];
+            const bool known_tier = ev.medium < kTiers;
+            if (ev.type == KVREG_WIRE_STORED && known_tier) {
+                apply_stored(*w, slot, ev, info);
+            } else if (ev.type == KVREG_WIRE_REMOVED && known_tier) {
+                apply_removed(*w, slot, ev, info);
+            } else if (ev.type == KVREG_WIRE_CLEARED) {
+                drop_entries(*w, slot);
+                info.flags |= KVREG_INDEX_F_CLEARED;
+                info.events_applied++;
+            } else {
+                info.events_skipped++;
+            }
+        }
+    } catch (const std::bad_alloc &) {
+        rc = KVREG_ENOMEM;
+    }
+    if (info.events_skipped) info.flags |= KVREG_INDEX_F_SKIPPED;
+    applied_.fetch_add(info.events_applied, std::memory_order_relaxed);
+    skipped_.fetch_add(info.events_skipped, std::memory_order_relaxed);
+    if (rc == KVREG_OK && seq != KVREG_INDEX_SEQ_NONE) {
+        w->seq_known = true;
+        w->next_seq = seq + 1;
+    }
+    return rc;
+}
+
+int Index::clear_worker(uint64_t worker_id, uint32_t dp, uint64_t next_seq) {
+    uint32_t slot = 0;
+    Worker *w = lock_worker(worker_id, dp, true, nullptr, &slot);
+    if (!w) return KVREG_EOVERFLOW;
+    std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
+    MapBytes track{*w, map_bytes_};
+    drop_entries(*w, slot);
+    w->seq_known = next_seq != KVREG_INDEX_SEQ_NONE;
+    w->next_seq = w->seq_known ? next_seq : 0;
+    return KVREG_OK;
+}
+
+int Index::remove_worker(uint64_t worker_id, uint32_t dp) {
+    uint32_t slot = 0;
+    Worker *w = lock_worker(worker_id, dp, false, nullptr, &slot);
+    if (!w) return KVREG_ENOENT;
+    std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
+    MapBytes track{*w, map_bytes_};
+    drop_entries(*w, slot);
+    w->live = false;
+    workers_.release(worker_id, dp, slot);
+    return KVREG_OK;
+}
+
+uint64_t Index::stat(uint32_t which, bool *known) const noexcept {
+    *known = true;
+    switch (which) {
+    case KVREG_INDEX_STAT_ENTRIES: return table_.entries();
+    case KVREG_INDEX_STAT_WORKERS: return workers_.count();
+    case KVREG_INDEX_STAT_MEMORY_BYTES:
+    case KVREG_INDEX_STAT_BYTES_PER_ENTRY: {
+        const uint64_t maps = map_bytes_.load(std::memory_order_relaxed);
+        const uint64_t mem = table_.bytes() + workers_.bytes() + maps + sizeof(*this);
+        if (which == KVREG_INDEX_STAT_MEMORY_BYTES) return mem;
+        const uint64_t n = table_.entries();
+        return n ? (mem + n / 2) / n : 0;
+    }
+    case KVREG_INDEX_STAT_MAPPED_HASHES: return mapped_.load(std::memory_order_relaxed);
+    case KVREG_INDEX_STAT_EVENTS_APPLIED: return applied_.load(std::memory_order_relaxed);
+    case KVREG_INDEX_STAT_EVENTS_SKIPPED: return skipped_.load(std::memory_order_relaxed);
+    case KVREG_INDEX_STAT_GAPS: return gaps_.load(std::memory_order_relaxed);
+    default: *known = false; return 0;
+    }
+}
+
+} // namespace kvreg::index

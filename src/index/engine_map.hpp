@@ -1,0 +1,100 @@
+// One worker's engine-to-router hash mapping: for each engine hash the worker holds, the
+// router hash libkvreg computed for it and the tiers it is stored in. Removes carry engine
+// hashes only, and a stored event's parent is an engine hash: both are resolved here.
+// Open addressing, linear probing, backward-shift deletion, 24 bytes an entry. Not
+// thread-safe: the worker's lock guards it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace kvreg::index {
+
+class EngineMap {
+public:
+    struct Entry {
+        uint64_t engine;
+        uint64_t router;
+        uint32_t tiers; // bit t: stored in tier t; 0 marks an unused slot
+        uint32_t pad;
+    };
+
+    uint64_t size() const noexcept { return size_; }
+    uint64_t bytes() const noexcept { return (mask_ ? mask_ + 1 : 0) * sizeof(Entry); }
+
+    Entry *find(uint64_t engine) noexcept {
+        if (!slots_) return nullptr;
+        for (uint64_t i = home(engine);; i = (i + 1) & mask_) {
+            Entry &e = slots_[i];
+            if (e.tiers == 0) return nullptr;
+            if (e.engine == engine) return &e;
+        }
+    }
+
+    // Room for n more entries, so that insert() cannot fail. Throws std::bad_alloc (unchanged).
+    void reserve(uint64_t n) {
+        uint64_t cap = mask_ ? mask_ + 1 : 0;
+        if ((size_ + n) * 4 <= cap * 3) return;
+        uint64_t want = cap ? cap : 16;
+        while ((size_ + n) * 4 > want * 3) want *= 2;
+        rehash(want);
+    }
+
+    // Insert a new engine hash (absent; reserve() first). Returns its entry.
+    Entry *insert(uint64_t engine, uint64_t router, uint32_t tiers) noexcept {
+        uint64_t i = home(engine);
+        while (slots_[i].tiers != 0) i = (i + 1) & mask_;
+        slots_[i] = Entry{engine, router, tiers, 0};
+        size_++;
+        return &slots_[i];
+    }
+
+    void erase(Entry *e) noexcept {
+        uint64_t i = static_cast<uint64_t>(e - slots_.get());
+        for (uint64_t j = i;;) {
+            j = (j + 1) & mask_;
+            if (slots_[j].tiers == 0) break;
+            const uint64_t k = home(slots_[j].engine);
+            if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+            slots_[i] = slots_[j];
+            i = j;
+        }
+        slots_[i].tiers = 0;
+        size_--;
+    }
+
+    template <class F> void for_each(F f) const {
+        for (uint64_t i = 0; slots_ && i <= mask_; i++)
+            if (slots_[i].tiers) f(slots_[i]);
+    }
+
+    void clear() noexcept {
+        slots_.reset();
+        mask_ = 0;
+        size_ = 0;
+    }
+
+private:
+    uint64_t home(uint64_t engine) const noexcept {
+        return (engine * UINT64_C(0x9E3779B97F4A7C15) >> 20) & mask_; // engine hashes may be small ints
+    }
+    void rehash(uint64_t cap) {
+        std::unique_ptr<Entry[]> fresh(new Entry[cap]());
+        std::unique_ptr<Entry[]> old = std::move(slots_);
+        const uint64_t old_cap = old ? mask_ + 1 : 0;
+        slots_ = std::move(fresh);
+        mask_ = cap - 1;
+        for (uint64_t i = 0; i < old_cap; i++) {
+            if (old[i].tiers == 0) continue;
+            uint64_t j = home(old[i].engine);
+            while (slots_[j].tiers != 0) j = (j + 1) & mask_;
+            slots_[j] = old[i];
+        }
+    }
+
+    std::unique_ptr<Entry[]> slots_;
+    uint64_t mask_ = 0;
+    uint64_t size_ = 0;
+};
+
+} // namespace kvreg::index

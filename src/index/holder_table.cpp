@@ -1,0 +1,133 @@
+#include "holder_table.hpp"
+
+#include <thread>
+
+namespace kvreg::index {
+
+
+HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
+    n_shards_ = 1;
+    while (n_shards_ < shards && n_shards_ < kMaxShards) n_shards_ *= 2;
+    shard_mask_ = n_shards_ - 1;
+    shards_ = std::make_unique<Shard[]>(n_shards_);
+    if (expected) {
+        // A little over the mean per shard: hashes spread evenly, not exactly evenly.
+        const uint64_t per_shard = expected / n_shards_ + expected / n_shards_ / 8 + 16;
+        for (uint32_t i = 0; i < n_shards_; i++) grow(shards_[i], per_shard * 4 / 3 + 1);
+    }
+}
+
+HolderTable::~HolderTable() = default;
+
+void HolderTable::lock_writer(Shard &s) noexcept {
+    unsigned spins = 0;
+    for (;;) {
+        uint32_t expected = 0;
+        if (s.writer.load(std::memory_order_relaxed) == 0 &&
+            s.writer.compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
+            return;
+        backoff(spins);
+    }
+}
+
+void HolderTable::begin_change(Shard &s) noexcept {
+    // Relaxed: the release stores of the slot words that follow order it before them.
+    s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+void HolderTable::end_change(Shard &s) noexcept {
+    s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void HolderTable::grow(Shard &s, uint64_t at_least) {
+    Slot *old = s.table.load(std::memory_order_relaxed);
+    const uint64_t old_mask = old ? mask_of(old) : 0;
+    uint64_t cap = old ? (old_mask + 1) * 2 : 16;
+    while (cap < at_least) cap *= 2;
+    std::unique_ptr<Slot[]> fresh(new Slot[cap + 1]);
+    fresh[0].key.store(cap - 1, std::memory_order_relaxed);
+    fresh[0].val.store(0, std::memory_order_relaxed);
+    for (uint64_t i = 1; i <= cap; i++) {
+        fresh[i].key.store(0, std::memory_order_relaxed);
+        fresh[i].val.store(kEmpty, std::memory_order_relaxed);
+    }
+    if (old) {
+        for (uint64_t i = 1; i <= old_mask + 1; i++) {
+            const uint64_t v = old[i].val.load(std::memory_order_relaxed);
+            if (v == kEmpty) continue;
+            const uint64_t key = old[i].key.load(std::memory_order_relaxed);
+            uint64_t j = home(mix(key), cap - 1);
+            while (fresh[j].val.load(std::memory_order_relaxed) != kEmpty) j = next(j, cap - 1);
+            fresh[j].key.store(key, std::memory_order_relaxed);
+            fresh[j].val.store(v, std::memory_order_relaxed);
+        }
+    }
+    s.tables.reserve(s.tables.size() + 1); // the only other allocation: before publishing
+    begin_change(s);
+    s.table.store(fresh.get(), std::memory_order_release);
+    s.mask.store(cap - 1, std::memory_order_relaxed);
+    end_change(s);
+    s.tables.push_back(std::move(fresh));
+    s.bytes.store(s.bytes.load(std::memory_order_relaxed) + (cap + 1) * sizeof(Slot), std::memory_order_relaxed);
+}
+
+void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
+    const uint64_t mask = mask_of(t);
+    uint64_t j = i;
+    for (;;) {
+        j = next(j, mask);
+        const uint64_t v = t[j].val.load(std::memory_order_relaxed);
+        if (v == kEmpty) break;
+        const uint64_t key = t[j].key.load(std::memory_order_relaxed);
+        const uint64_t k = home(mix(key), mask);
+        // Entry j may move back to i only if its home is not cyclically within (i, j].
+        const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays) continue;
+        t[i].key.store(key, std::memory_order_release);
+        t[i].val.store(v, std::memory_order_release);
+        i = j;
+    }
+    t[i].val.store(kEmpty, std::memory_order_release);
+    t[i].key.store(0, std::memory_order_release);
+}
+
+uint64_t HolderTable::erase_slot(uint32_t slot) noexcept {
+    uint64_t removed = 0;
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        Shard &s = shards_[si];
+        lock_writer(s);
+        Slot *t = s.table.load(std::memory_order_relaxed);
+        if (t) {
+            const uint64_t mask = mask_of(t);
+            for (uint64_t i = 1; i <= mask + 1;) {
+                const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+                if (v != kEmpty && (v >> 32) == slot) {
+                    // One window per entry; the entry shifted into i is checked next.
+                    begin_change(s);
+                    erase_at(t, i);
+                    end_change(s);
+                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                    removed++;
+                } else {
+                    i++;
+                }
+            }
+        }
+        unlock_writer(s);
+    }
+    return removed;
+}
+
+uint64_t HolderTable::entries() const noexcept {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < n_shards_; i++) n += shards_[i].count.load(std::memory_order_relaxed);
+    return n;
+}
+
+uint64_t HolderTable::bytes() const noexcept {
+    uint64_t b = sizeof(Shard) * n_shards_;
+    for (uint32_t i = 0; i < n_shards_; i++) b += shards_[i].bytes.load(std::memory_order_relaxed);
+    return b;
+}
+
+} // namespace kvreg::index
