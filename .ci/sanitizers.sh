@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) suites; kvreg-replay's input,
-#      gzip, sweep and chart cases.
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) and net suites; kvreg-replay's
+#      input, gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot, index_race) and kvreg-replay --sweep (two worker threads).
+#      clear_snapshot, index_race), kvreg-replay --sweep (two worker threads) and the net suite
+#      (the publisher's sender thread against its users; libzmq's own hand-overs suppressed).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
 #      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's
@@ -28,7 +29,8 @@ run() { local name=$1; shift; if ! "$@"; then failed+=("$name"); echo "*** $name
 # Any report is an error; keep going long enough to print it with a stack.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# libzmq is not instrumented: its internal hand-overs are suppressed (see the file).
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/net/tsan-libzmq.supp
 
 rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
@@ -37,7 +39,8 @@ meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=
   -Dbuildtype=debugoptimized -Dexamples=true
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
-  meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz
+  meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
+  --suite net
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
 replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart)
 run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
@@ -58,10 +61,10 @@ meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbui
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  examples/replay/kvreg-replay tests/index/kvreg-index-race
+  examples/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

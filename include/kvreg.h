@@ -239,7 +239,10 @@ typedef struct kvreg_config kvreg_config;
  * INLINE (default): the callback runs on a thread that is making a registry call, never on a
  * thread of the library's own (it has none). Whichever thread finds events ready and nobody
  * delivering becomes the deliverer: it hands every ready event, its own and other threads', to
- * the callback, one call at a time, until none is left, then returns from its API call. So:
+ * the callback, one call at a time, until none is left, then returns from its API call. Other
+ * threads cannot keep it there: once it has delivered the events emitted before it started plus
+ * KVREG_EVENTS_PER_CALL more, the next thread that emits events takes the delivery over (after
+ * the callback call in progress returns) and the first one returns. So:
  *  - single-threaded, a call's events are delivered before it returns, in one callback call
  *    when they are at most KVREG_EVENTS_PER_CALL;
  *  - with several threads, a call may return before its events are delivered (another thread
@@ -248,7 +251,8 @@ typedef struct kvreg_config kvreg_config;
  * A call that emits no event (EEXIST, a second pool taking a hash, acquire, queries, a release
  * that is not the last) never waits for a callback. A call that emits events waits only when
  * the library's event ring (4096 events in flight) is full because the callback is slower than
- * the threads producing events.
+ * the threads producing events, or when it takes the delivery over as above (then for at most
+ * the one callback call in progress, before it delivers).
  * POLL: events wait in a bounded queue for kvreg_registry_poll() / kvreg_registry_poll_wait();
  * when it is full (or cannot grow for lack of memory), new events are dropped and counted
  * (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the consumer sees a gap; the
@@ -305,8 +309,8 @@ KVREG_API void kvreg_registry_free(kvreg_registry *reg) KVREG_NOEXCEPT;
  * Events those calls cause are delivered after the current callback returns, by the same
  * thread, in order. Not allowed from a callback: kvreg_registry_set_event_fn (KVREG_EBUSY),
  * kvreg_registry_flush (KVREG_EBUSY) and kvreg_registry_free (aborts). A callback should not
- * wait for another thread's kvreg call on the same registry: if the event ring is full, that
- * call waits for the callback to return. */
+ * wait for another thread's kvreg call on the same registry: if the event ring is full, or if
+ * that call is taking the delivery over, it waits for the callback to return. */
 KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn, void *user_data,
                                           kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 

@@ -70,12 +70,41 @@ void EventLog::release_role() noexcept {
 void EventLog::deliver() noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst); // our stamps before our look at role_
     for (;;) {
-        if (!try_take_role()) return; // another thread delivers our events, or we are nested
-        deliver_as_holder();
+        // Another thread delivers our events (or we are nested), unless it asks to be relieved.
+        if (!try_take_role() && !take_over()) return;
+        if (deliver_as_holder(next_id_.load(std::memory_order_acquire))) return; // handed over
         const uint64_t cursor = ring_cursor_;
         release_role();
         if (!published(cursor)) return; // nothing came in while we were letting go
     }
+}
+
+bool EventLog::take_over() noexcept {
+    if (handoff_.load(std::memory_order_relaxed) != kHandoffWanted) return false;
+    if (holder_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return false; // nested
+    uint32_t wanted = kHandoffWanted;
+    if (!handoff_.compare_exchange_strong(wanted, kSuccessorWaiting, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed))
+        return false; // withdrawn, or another publisher committed first
+    // Committed: the deliverer hands over at its next run boundary. Only hand_over() moves
+    // role_ to kHandedOff, and only for us.
+    for (;;) {
+        role_waiters_.fetch_add(1, std::memory_order_seq_cst);
+        const uint32_t r = role_.load(std::memory_order_seq_cst);
+        if (r != kHandedOff) role_.wait(r, std::memory_order_seq_cst);
+        role_waiters_.fetch_sub(1, std::memory_order_relaxed);
+        if (role_.load(std::memory_order_acquire) == kHandedOff) break;
+    }
+    holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    role_.store(kDraining, std::memory_order_relaxed);
+    return true;
+}
+
+void EventLog::hand_over() noexcept {
+    handoff_.store(kNoHandoff, std::memory_order_relaxed); // published by the release below
+    holder_.store(std::thread::id{}, std::memory_order_relaxed);
+    role_.store(kHandedOff, std::memory_order_release);
+    role_.notify_all(); // the successor sleeps (or is about to): always wake
 }
 
 void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
@@ -104,7 +133,7 @@ void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
     bump(dropped_, dropped);
 }
 
-void EventLog::deliver_as_holder() noexcept {
+bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
     for (;;) {
         if (!spilled_.empty()) {
             // Spilled events come before everything still in the ring.
@@ -114,6 +143,16 @@ void EventLog::deliver_as_holder() noexcept {
             dispatch(s.events.data(), s.size());
             advance_delivered(s.events.back().event_id + 1);
             continue;
+        }
+        // Step 5: past our debt (and past every event our callbacks caused, which this thread
+        // promised to deliver), hand over to a committed successor, or ask for one.
+        if (ring_cursor_ >= owed + kHandoffSlack && ring_cursor_ >= nested_end_) {
+            const uint32_t h = handoff_.load(std::memory_order_acquire);
+            if (h == kSuccessorWaiting) {
+                hand_over();
+                return true;
+            }
+            if (h == kNoHandoff) handoff_.store(kHandoffWanted, std::memory_order_release); // only we move it from kNone
         }
         const uint64_t start = ring_cursor_;
         // The run: published events from the cursor. At an id taken but not yet published (its
@@ -125,7 +164,16 @@ void EventLog::deliver_as_holder() noexcept {
                             (start + n < next_id_.load(std::memory_order_relaxed) && await_published(start + n))))
             n++;
         if (n == 0) {
-            if (start >= nested_end_) return;
+            if (start >= nested_end_) {
+                // Nothing left: withdraw the offer, unless a successor committed already.
+                uint32_t h = kHandoffWanted;
+                if (handoff_.load(std::memory_order_relaxed) == kNoHandoff ||
+                    handoff_.compare_exchange_strong(h, kNoHandoff, std::memory_order_acq_rel,
+                                                     std::memory_order_acquire))
+                    return false;
+                hand_over(); // h == kSuccessorWaiting
+                return true;
+            }
             // Events our callback caused are still ahead, behind an id another thread is
             // publishing right now (it holds a shard lock): wait for it, so that they are
             // delivered by this thread, as promised.

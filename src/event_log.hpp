@@ -29,6 +29,20 @@
 //     stamps and before it reads role_. So either the publisher sees role_ == 0 and delivers,
 //     or the deliverer sees the stamp: no event is left behind (the store-buffering pattern
 //     with a seq_cst fence on each side).
+//  5. HAND OVER. Step 3 alone lets other threads keep a deliverer busy for ever: as long as
+//     they publish as fast as its callback consumes, it never finds the ring empty and its own
+//     call never returns (a slow Python callback did this for minutes). So a deliverer owes
+//     only the events taken before it took the role, plus kHandoffSlack more: past that it
+//     raises handoff_ to kHandoffWanted and keeps delivering. The next publisher whose
+//     deliver() finds the role taken and kHandoffWanted raised commits to take over (CAS to
+//     kSuccessorWaiting) and sleeps on role_. At its next run boundary (at most one callback
+//     call later) the deliverer sees the successor, stores role_ = kHandedOff, wakes it and
+//     returns; nobody else can take a handed-off role (try_take_role wants kIdle), so the
+//     successor owns it and everything published is delivered by it (steps 3-5 again). A
+//     deliverer that empties the ring first withdraws the offer (CAS kHandoffWanted -> kNone);
+//     if it loses that race to a successor, it hands over instead. handoff_ is kNone whenever
+//     nobody holds the role. So a publisher waits for a callback only when it takes over a
+//     delivery that already ran past its debt, and then for one callback call.
 //
 // Whole-registry operations (kvreg_registry_clear, kvreg_registry_snapshot) take every shard
 // lock in index order, so while they hold them no id is being taken or published: the Cleared
@@ -46,9 +60,14 @@
 // id order; the oldest slots are freed and their credits go to the nested call. The deliverer's loop always empties the side queue before reading the ring again.
 //
 // States of the delivery role (role_), one sentinel per concept:
-//   kIdle     nobody is delivering;
-//   kDraining a thread is moving published events out of the ring (outside any callback);
-//   kCalling  that thread is inside the user's callback (calls it makes are nested).
+//   kIdle      nobody is delivering;
+//   kDraining  a thread is moving published events out of the ring (outside any callback);
+//   kCalling   that thread is inside the user's callback (calls it makes are nested);
+//   kHandedOff the deliverer left the role to the committed successor (step 5), who takes it.
+// States of the hand-over offer (handoff_):
+//   kNoHandoff        the deliverer still owes events (or nobody delivers);
+//   kHandoffWanted    the deliverer has paid its debt: the next publisher should take over;
+//   kSuccessorWaiting a publisher committed to take over and sleeps until kHandedOff.
 // ---------------------------------------------------------------------------------------
 #pragma once
 
@@ -106,7 +125,12 @@ public:
 
 private:
     friend class EventBatch;
-    enum Role : uint32_t { kIdle = 0, kDraining = 1, kCalling = 2 };
+    enum Role : uint32_t { kIdle = 0, kDraining = 1, kCalling = 2, kHandedOff = 3 };
+    enum Handoff : uint32_t { kNoHandoff = 0, kHandoffWanted = 1, kSuccessorWaiting = 2 };
+    // Events a deliverer delivers for others beyond what it owed before it asks to be relieved
+    // (step 5): enough that runs stay long and the role does not bounce between producers of
+    // a fast callback, few enough that a call's own latency stays bounded.
+    static constexpr uint64_t kHandoffSlack = kRun;
 
     // Every slot has room for this many tokens in one arena allocated with the ring, so the
     // usual block sizes never allocate on the event path; a slot that needs more gets a buffer
@@ -131,7 +155,14 @@ private:
     void deliver() noexcept;
     bool try_take_role() noexcept;
     void release_role() noexcept;
-    void deliver_as_holder() noexcept;
+    // Step 5, publisher side: if the deliverer asks to be relieved, commit to take over and
+    // sleep until it hands the role over. True: this thread now holds the role.
+    bool take_over() noexcept;
+    // Step 5, deliverer side: leave the role to the committed successor.
+    void hand_over() noexcept;
+    // Delivers until nothing is left (false: the caller still holds the role and lets go, step
+    // 4) or until it handed the role over (true). `owed`: ids below it are this thread's debt.
+    bool deliver_as_holder(uint64_t owed) noexcept;
     void dispatch(const kvreg_event *ev, size_t n) noexcept;
     // Copy ring events [start, start + n) and their tokens into run_; false if out of memory.
     bool copy_run(uint64_t start, size_t n) noexcept;
@@ -158,6 +189,7 @@ private:
     alignas(64) std::atomic<uint32_t> role_{kIdle};
     std::atomic<std::thread::id> holder_{};
     std::atomic<uint32_t> role_waiters_{0};
+    std::atomic<uint32_t> handoff_{kNoHandoff};
     alignas(64) std::atomic<uint64_t> delivered_{0}; // every id below this is delivered
     std::atomic<uint32_t> flush_waiters_{0};
 

@@ -18,4 +18,12 @@ typedef struct events_command {
 /* decode.c: payload files to one JSON object per event per line. */
 int events_decode(int argc, char **argv);
 
+/* sub.c: subscribe to ZeroMQ publishers, print their events as JSON lines. */
+int events_sub(int argc, char **argv);
+
+struct kvreg_wire_event;
+/* decode.c: one decoded event as one JSON line; head (may be NULL) is written right after
+ * the opening brace (extra members ending with a comma). */
+void events_print_event(const struct kvreg_wire_event *e, int dynamo, const char *head);
+
 #endif

@@ -132,9 +132,9 @@ static void print_medium(const kvreg_wire_event *e)
         fputs("null", stdout);
 }
 
-static void print_event(const kvreg_wire_event *e, int dynamo)
+void events_print_event(const kvreg_wire_event *e, int dynamo, const char *head)
 {
-    printf("{\"type\":\"%s\"", type_name(e->type));
+    printf("{%s\"type\":\"%s\"", head ? head : "", type_name(e->type));
     print_u64s("block_hashes", e->block_hashes, e->n_block_hashes);
     if (e->has_parent)
         printf(",\"parent_block_hash\":%llu", (unsigned long long)e->parent_block_hash);
@@ -213,7 +213,7 @@ static int decode_file(const char *path, uint32_t format)
     if (rc == KVREG_OK) {
         int dynamo = format == KVREG_WIRE_DYNAMO_JSON || format == KVREG_WIRE_DYNAMO_MSGPACK;
         for (size_t i = 0; i < n; i++)
-            print_event(&ev[i], dynamo);
+            events_print_event(&ev[i], dynamo, NULL);
     } else if (rc == KVREG_EPROTO) {
         fprintf(stderr, "kvreg-events: %s: rejected at byte %zu: %s\n", path, off,
                 kvreg_wire_decoder_error(dec));

@@ -11,6 +11,7 @@
 
 static const events_command commands[] = {
     {"decode", "decode payload files (vLLM, SGLang, Dynamo) to JSON lines", events_decode},
+    {"sub", "subscribe to ZeroMQ publishers (libkvreg, vLLM, SGLang), JSON lines", events_sub},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -46,7 +46,9 @@ int cache_init_tiers(cache *c, kvreg_registry *g1_reg, kvreg_registry *g2_reg,
     lru_init(&c->t1);
     lru_init(&c->t2);
     c->ring = calloc(cfg->inflight, sizeof *c->ring);
-    if (!c->ring)
+    if (cfg->with_tokens)
+        c->tokens = malloc((size_t)cfg->block_tokens * sizeof *c->tokens);
+    if (!c->ring || (cfg->with_tokens && !c->tokens))
         return KVREG_ENOMEM;
     rc = kvreg_pool_new_medium(&c->g1, g1_reg, "G1", KVREG_MEDIUM_GPU);
     if (rc == KVREG_OK && cfg->g2_blocks != 0)
@@ -329,6 +331,11 @@ int cache_request(cache *c, namer *nm, const replay_request *req)
             d.block_hash = c->block_hashes[i];
             d.has_parent = i > 0;
             d.parent_sequence_hash = i > 0 ? sh[i - 1] : 0;
+            if (c->cfg.with_tokens) { /* only a computed block's Register is an event */
+                namer_tokens(nm, req->ids[i], c->tokens);
+                d.tokens = c->tokens;
+                d.n_tokens = d.block_size = bt;
+            }
             if (add_g1_block(c, &d) != 0)
                 return -1;
         }
@@ -382,6 +389,7 @@ void cache_free(cache *c)
     free(c->block_hashes);
     free(c->sequence_hashes);
     free(c->handles);
+    free(c->tokens);
     lru_free(&c->t1);
     lru_free(&c->t2);
     memset(c, 0, sizeof *c);

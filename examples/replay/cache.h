@@ -35,6 +35,8 @@ typedef struct cache_config {
     uint64_t g2_blocks;    /* CACHE_UNLIMITED, >= 1, or 0 for no G2 */
     uint32_t inflight;     /* >= 1 */
     uint32_t block_tokens; /* tokens per block id */
+    int with_tokens;       /* register computed blocks with their tokens (--publish: vLLM's
+                              events carry them), not by hash only */
 } cache_config;
 
 typedef struct cache_stats {
@@ -65,6 +67,7 @@ typedef struct cache {
     uint64_t *block_hashes, *sequence_hashes;
     kvreg_block *handles;
     size_t scratch_cap;
+    uint32_t *tokens; /* one block's tokens (with_tokens) */
     cache_stats st;
 } cache;
 

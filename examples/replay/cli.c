@@ -73,11 +73,13 @@ static void usage(FILE *out)
 "  --wire FORMAT             its encoding: vllm (KVEventBatch, map events; default),\n"
 "                            vllm-legacy (positional events), dynamo-json (.json),\n"
 "                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
+"%s"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS);
+            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
+            publish_usage);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -242,6 +244,9 @@ int cli_parse(int argc, char **argv, replay_options *o)
             o->chart = val;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
+        } else if (publish_is_option(name) && OPTION(name)) {
+            if (publish_set_option(&o->publish, name, val) != 0)
+                return CLI_USAGE;
         } else {
             fprintf(stderr, "kvreg-replay: unknown option or missing value: %s "
                             "(see kvreg-replay --help)\n", arg);
@@ -286,6 +291,19 @@ int cli_parse(int argc, char **argv, replay_options *o)
     }
     if (o->ignore_event != EVENTS_IGNORE_NONE && !o->verify) {
         fprintf(stderr, "kvreg-replay: --verify-ignore-event needs --verify-events\n");
+        return CLI_USAGE;
+    }
+    if (!o->publish.endpoint &&
+        (o->publish.replay_endpoint || o->publish.topic || o->publish.linger_s)) {
+        fprintf(stderr, "kvreg-replay: --replay-endpoint, --topic and --linger need --publish\n");
+        return CLI_USAGE;
+    }
+    if (o->publish.endpoint && o->verify) {
+        fprintf(stderr, "kvreg-replay: --publish and --verify-events both need the events\n");
+        return CLI_USAGE;
+    }
+    if (o->publish.endpoint && o->wire_out) {
+        fprintf(stderr, "kvreg-replay: --publish and --wire-out both need the events\n");
         return CLI_USAGE;
     }
     uint32_t wire_format;

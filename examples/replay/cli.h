@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "publish.h"
+
 typedef struct replay_options {
     const char *trace;         /* NULL: the built-in synthetic workload */
     uint32_t block_tokens;
@@ -31,6 +33,7 @@ typedef struct replay_options {
     uint64_t sweep_g1[64], sweep_g2[64];
     size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
     const char *sweep_out, *chart;
+    publish_options publish;   /* --publish and its options (publish.h) */
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0

@@ -20,6 +20,7 @@
 #include "hmap.h"
 #include "max_hits.h"
 #include "naming.h"
+#include "publish.h"
 #include "report.h"
 #include "sweep.h"
 #include "synth.h"
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
     wire_out wire = {0};
     kvreg_config *cfg = NULL;
     kvreg_registry *reg = NULL;
+    kvreg_publisher *pub = NULL;
     cache model;
     cache_config cc;
     hmap seen;
@@ -123,11 +125,12 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     /* INLINE delivery (the default) with our counting/verifying callback (through the wire
-     * writer with --wire-out). */
+     * writer with --wire-out), or POLL delivery to the publisher with --publish. */
     rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK)
-        rc = o.wire_out ? kvreg_config_set_event_fn(cfg, wire_out_fn, &wire, NULL)
-                        : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
+        rc = o.publish.endpoint ? publish_configure(cfg)
+             : o.wire_out       ? kvreg_config_set_event_fn(cfg, wire_out_fn, &wire, NULL)
+                                : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
@@ -135,12 +138,15 @@ int main(int argc, char **argv)
     cc.g2_blocks = o.g2_blocks;
     cc.inflight = o.inflight;
     cc.block_tokens = o.block_tokens;
+    cc.with_tokens = o.publish.endpoint != NULL;
     if (rc == KVREG_OK)
         rc = cache_init(&model, reg, &cc);
     if (rc != KVREG_OK) {
         fprintf(stderr, "kvreg-replay: cannot set up the registry: %s\n", kvreg_strerror(rc));
         return EXIT_VERIFY_OR_LIBRARY;
     }
+    if (o.publish.endpoint && publish_start(&pub, reg, &o.publish, o.block_tokens) != 0)
+        return EXIT_VERIFY_OR_LIBRARY;
 
     progress_start(&bar, o.progress && w->long_input);
     t0 = now_s();
@@ -195,6 +201,10 @@ int main(int argc, char **argv)
         r.unique_blocks = seen.len;
         r.registers = sink.registers;
         r.removes = sink.removes;
+        if (pub) { /* no callback counted them */
+            kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REGISTER, &r.registers);
+            kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REMOVE, &r.removes);
+        }
         kvreg_registry_stat(reg, KVREG_STAT_HASHES, &r.registry_hashes);
         r.g1_size = kvreg_pool_size(model.g1);
         r.g2_size = model.g2 ? kvreg_pool_size(model.g2) : 0;
@@ -222,6 +232,8 @@ int main(int argc, char **argv)
         perror(o.dump_trace);
         status = status ? status : EXIT_VERIFY_OR_LIBRARY;
     }
+    if (publish_finish(pub) != 0)
+        status = status ? status : EXIT_VERIFY_OR_LIBRARY;
     cache_free(&model);
     kvreg_registry_free(reg); /* frees G1 and G2 too, without events */
     event_sink_free(&sink);

@@ -102,6 +102,7 @@ static void run_point(const replay_options *o, sweep_row *row)
     cc.g2_blocks = row->g2_blocks;
     cc.inflight = o->inflight;
     cc.block_tokens = o->block_tokens;
+    cc.with_tokens = 0; /* the sweep does not publish */
     if (rc == KVREG_OK && (rc = cache_init(&model, reg, &cc)) == KVREG_OK)
         inited = 1;
     while (rc == KVREG_OK) {

@@ -4,6 +4,7 @@
 #include <kvreg.h>
 #include <kvreg_wire.h>
 #include <kvreg_index.h>
+#include <kvreg_net.h>
 
 #include <stddef.h>
 #include <string.h>
@@ -28,6 +29,10 @@ KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
 KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
 KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
 KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
+KVREG_CHECK(sub_batch_size, sizeof(kvreg_sub_batch) == 120);
+KVREG_CHECK(sub_batch_events, offsetof(kvreg_sub_batch, events) == 72);
+KVREG_CHECK(sub_notice_size, sizeof(kvreg_sub_notice) == 80);
+KVREG_CHECK(sub_notice_message, offsetof(kvreg_sub_notice, message) == 56);
 #endif
 #if UINTPTR_MAX == UINT64_MAX /* the router-side index's structs (kvreg_index.h) */
 KVREG_CHECK(index_match_size, sizeof(kvreg_index_match) == 72);

@@ -4,6 +4,7 @@
 #include <kvreg.h>
 #include <kvreg_wire.h>
 #include <kvreg_index.h>
+#include <kvreg_net.h>
 
 #include <cstring>
 #include <type_traits>
@@ -20,6 +21,9 @@ static_assert(sizeof(void *) != 8 || sizeof(kvreg_event) == 88, "kvreg_event is 
 
 extern "C" typedef void c_event_fn(const kvreg_event *, size_t, void *);
 static_assert(std::is_same<kvreg_event_fn, c_event_fn *>::value, "C callback type");
+
+static_assert(noexcept(kvreg_publisher_free(nullptr)), "kvreg_net.h declarations are noexcept");
+static_assert(std::is_standard_layout<kvreg_sub_batch>::value, "kvreg_sub_batch is a C struct");
 
 int main()
 {

@@ -1,7 +1,8 @@
 /* Delivery under concurrency: a callback that is stuck must not stall calls that emit no
  * event; a call that emits events returns while another thread is delivering and its events
  * follow; kvreg_registry_flush waits for them; POLL consumers sleep in kvreg_registry_poll_wait
- * and are woken by events or kvreg_registry_wakeup.
+ * and are woken by events or kvreg_registry_wakeup; a deliverer that other threads keep
+ * feeding hands the delivery over to one of them instead of delivering for ever.
  *
  * A callback is held "stuck" on a condition variable the test controls (not a sleep), so each
  * test is deterministic. A watchdog (a generous timed wait) turns a would-be deadlock into a
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <kvreg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -369,6 +371,159 @@ static void test_wakeup_reaches_every_waiter(void **state) {
     kvreg_registry_free(reg);
 }
 
+/* ---- a deliverer is not kept delivering by other threads' events ------------------------ *
+ * Thread A registers one block and becomes the deliverer. Its callback, for every run it
+ * delivers on A, waits until thread B has taken another event id: B registers blocks in a
+ * loop, so there is always more to deliver. A may deliver others' events for a while, but it
+ * must hand the delivery over (to B, whose call then delivers) and return. Before the
+ * hand-off existed, A delivered until B stopped: B hit its cap of RELAY_CAP registrations. */
+#define RELAY_CAP 20000
+
+typedef struct relay {
+    kvreg_registry *reg;
+    kvreg_pool *a, *b;
+    pthread_t a_thread;
+    int a_started;        /* set before A's call */
+    int a_inside;         /* A's callback ran once (B may start) */
+    int a_returned;       /* A's call returned */
+    int b_done;           /* B stopped registering */
+    size_t b_started;     /* B's calls begun */
+    size_t b_calls;       /* B's calls that returned */
+    size_t events;        /* delivered, any thread */
+    uint64_t next_id;     /* gap check */
+    int gap, status, a_use_set_fn;
+    pthread_mutex_t mu;   /* guards the ints above (callbacks never overlap, B reads a_returned) */
+} relay;
+
+static int relay_get(relay *r, int *field) {
+    pthread_mutex_lock(&r->mu);
+    const int v = *field;
+    pthread_mutex_unlock(&r->mu);
+    return v;
+}
+
+static void relay_set(relay *r, int *field) {
+    pthread_mutex_lock(&r->mu);
+    *field = 1;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void relay_fn(const kvreg_event *ev, size_t n, void *ud) {
+    relay *r = ud;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].event_id != r->next_id) r->gap = 1;
+        r->next_id = ev[i].event_id + 1;
+    }
+    r->events += n;
+    const int on_a = r->a_started && pthread_equal(pthread_self(), r->a_thread);
+    if (on_a) r->a_inside = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (!on_a) return;
+    /* Keep A's delivery going: return once B's call that takes the id after this run has
+     * returned (so that event is published and A's loop finds it waiting). If a call of B
+     * does not return, B waits inside the library to take over the delivery: let A go on
+     * after a grace period far longer than a register call (50 ms). A watchdog bounds it all. */
+    const uint64_t after = ev[n - 1].event_id + 1; /* B's (after)-th call takes this id */
+    const time_t give_up = time(NULL) + WATCHDOG_S;
+    size_t stuck_call = 0; /* B's call we saw in progress, and since when */
+    struct timespec stuck_since = {0, 0};
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        const int go = r->b_calls >= after || r->b_done || r->status;
+        const size_t in_call = r->b_started > r->b_calls ? r->b_started : 0;
+        pthread_mutex_unlock(&r->mu);
+        if (go) return;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (in_call != stuck_call) {
+            stuck_call = in_call;
+            stuck_since = now;
+        } else if (in_call && (now.tv_sec - stuck_since.tv_sec) * 1000000000L +
+                                      (now.tv_nsec - stuck_since.tv_nsec) > 50000000L) {
+            return;
+        }
+        if (time(NULL) > give_up) {
+            r->status = -2;
+            return;
+        }
+        sched_yield();
+    }
+}
+
+static void *relay_a(void *p) {
+    relay *r = p;
+    pthread_mutex_lock(&r->mu);
+    r->a_thread = pthread_self();
+    r->a_started = 1;
+    pthread_mutex_unlock(&r->mu);
+    kvreg_block h;
+    kvreg_block_desc d = desc(1);
+    if (kvreg_register(r->a, &d, &h) != KVREG_OK) r->status = -3;
+    if (r->a_use_set_fn && kvreg_registry_set_event_fn(r->reg, relay_fn, r, NULL) != KVREG_OK)
+        r->status = -4;
+    relay_set(r, &r->a_returned);
+    return NULL;
+}
+
+static void *relay_b(void *p) {
+    relay *r = p;
+    const time_t give_up = time(NULL) + WATCHDOG_S;
+    while (!relay_get(r, &r->a_inside) && time(NULL) <= give_up) sched_yield();
+    for (size_t i = 0; i < RELAY_CAP && !relay_get(r, &r->a_returned); i++) {
+        kvreg_block h;
+        kvreg_block_desc d = desc(100 + i);
+        pthread_mutex_lock(&r->mu);
+        r->b_started++;
+        pthread_mutex_unlock(&r->mu);
+        if (kvreg_register(r->b, &d, &h) != KVREG_OK) r->status = -5;
+        pthread_mutex_lock(&r->mu);
+        r->b_calls++;
+        pthread_mutex_unlock(&r->mu);
+    }
+    relay_set(r, &r->b_done);
+    return NULL;
+}
+
+static void run_relay(int a_use_set_fn) {
+    relay r;
+    memset(&r, 0, sizeof r);
+    r.a_use_set_fn = a_use_set_fn;
+    pthread_mutex_init(&r.mu, NULL);
+    kvreg_config *cfg;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, relay_fn, &r, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&r.reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_pool_new(&r.a, r.reg, "A"), KVREG_OK);
+    assert_int_equal(kvreg_pool_new(&r.b, r.reg, "B"), KVREG_OK);
+    job a, b;
+    job_start(&a, relay_a, &r);
+    job_start(&b, relay_b, &r);
+    assert_true(job_finish(&a));
+    assert_true(job_finish(&b));
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.a_returned, 1);
+    /* A returned while B was still producing: B stopped because A returned, not at its cap. */
+    assert_true(r.b_calls < RELAY_CAP);
+    assert_int_equal(kvreg_registry_flush(r.reg), KVREG_OK);
+    assert_int_equal(r.gap, 0);
+    assert_int_equal(r.events, 1 + r.b_calls);
+    kvreg_registry_free(r.reg);
+    pthread_mutex_destroy(&r.mu);
+}
+
+static void test_deliverer_hands_over_to_a_producer(void **state) {
+    (void)state;
+    run_relay(0);
+}
+
+/* The same with A in kvreg_registry_set_event_fn, which delivers what was left to it. */
+static void test_set_event_fn_hands_over_to_a_producer(void **state) {
+    (void)state;
+    run_relay(1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_event_calls_do_not_wait_for_a_stuck_callback),
@@ -377,6 +532,8 @@ int main(void) {
         cmocka_unit_test(test_poll_wait_wakes_on_event),
         cmocka_unit_test(test_poll_wait_wakeup_and_timeouts),
         cmocka_unit_test(test_wakeup_reaches_every_waiter),
+        cmocka_unit_test(test_deliverer_hands_over_to_a_producer),
+        cmocka_unit_test(test_set_event_fn_hands_over_to_a_producer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,287 @@
+/*
+ * libkvreg over the network: publish a registry's events on ZeroMQ the way vLLM does, and
+ * subscribe to many publishers (ours, vLLM's, SGLang's) with gaps detected and repaired.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Wire (vLLM's ZmqEventPublisher, which Dynamo's ZMQ listener and llm-d's indexer consume):
+ *   live      PUB socket, three frames [topic, seq as u64 big-endian, payload]; seq starts at 0
+ *             and grows by 1 per batch; the payload is one KVEventBatch (kvreg_wire.h).
+ *   replay    optional ROUTER socket keeping the last N batches. A request [id, "", start8]
+ *             is answered with [id, "", topic, seq8, payload] for every kept batch with
+ *             seq >= start, in order, then the end marker [id, "", "", ff x 8, ""] (the shape of
+ *             vLLM >= 0.26). If start is no longer kept, the answer starts at the oldest kept.
+ *   endpoints a socket binds when its endpoint contains "*" or "::" or is ipc:// or inproc://,
+ *             and connects otherwise (vLLM's rule); the replay ROUTER always binds.
+ *             Data-parallel rank r moves a tcp port p to p + r and names an ipc/inproc
+ *             endpoint "<endpoint>_dp<r>" (vLLM's offset_endpoint_port; rank 0 is unchanged).
+ *
+ * Everything here returns KVREG_ENOTSUP when the library was built without KVREG_FEATURE_ZMQ
+ * (see kvreg_features()); the symbols exist either way.
+ */
+#ifndef KVREG_NET_H
+#define KVREG_NET_H
+
+#include "kvreg.h"
+#include "kvreg_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The endpoint a publisher of data-parallel rank `rank` uses for `endpoint` (the rule above),
+ * written NUL-terminated into buf[0..cap); *len (may be NULL) gets its length without the NUL,
+ * also on KVREG_ERANGE (buf too small: nothing written). A tcp endpoint whose port is not a
+ * number ("*") is returned unchanged. KVREG_EINVAL: endpoint or buf NULL with cap > 0, or a
+ * port that would pass 65535. Thread-safe (pure). */
+KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, char *buf,
+                                        size_t cap, size_t *len) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Publisher (engine side)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+/* A publisher owns one sender thread, started by kvreg_publisher_start(): it takes the
+ * registry's events with kvreg_registry_poll_wait(), encodes them (KVREG_WIRE_VLLM by
+ * default), and sends one batch per encoded payload (vLLM's format needs every Register's
+ * tokens: register with tokens, or see KVREG_PUB_STAT_EVENTS_SKIPPED). The engine's threads only queue events
+ * (POLL delivery): they never wait for the network. The publisher must be the registry's only
+ * poller. Sends never block: a batch the PUB socket cannot take (a subscriber is slower than
+ * the high-water mark allows) is dropped and counted, and its seq is still used, so
+ * subscribers see the gap and can fill it from the replay ring, which keeps every batch.
+ *
+ * Replay requests are served by the same thread between batches; when it is idle it checks
+ * for them every KVREG_PUB_OPT_REPLAY_POLL_MS (it cannot sleep on the registry and the
+ * socket at once).
+ *
+ * Thread-safety: configure, start, stop and free from one thread (or with your own locking);
+ * kvreg_publisher_stat() and kvreg_publisher_endpoint() may be called from any thread while
+ * the publisher runs. Lifetime: the registry is borrowed and must outlive the publisher. */
+typedef struct kvreg_publisher kvreg_publisher;
+
+/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. Nothing is opened
+ * and no thread starts until kvreg_publisher_start(). */
+KVREG_API int kvreg_publisher_new(kvreg_publisher **out, kvreg_registry *reg) KVREG_NOEXCEPT;
+/* Stops it if it runs (kvreg_publisher_stop) and frees it. NULL-safe. */
+KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
+
+/* Options (values are uint64_t). KVREG_EINVAL for an unknown option or a value out of range,
+ * KVREG_ESTATE once started. */
+#define KVREG_PUB_OPT_HWM 1u             /* PUB send high-water mark in batches (default 100000,
+                                            vLLM's; 0 = no limit) */
+#define KVREG_PUB_OPT_DP_RANK 2u         /* data-parallel rank: in every batch, and the port
+                                            offset of both endpoints (default 0, <= 65535) */
+#define KVREG_PUB_OPT_BUFFER_STEPS 3u    /* batches the replay ring keeps (default 10000,
+                                            1 .. 2^24) */
+#define KVREG_PUB_OPT_LINGER_MS 4u       /* shutdown bound: how long stop may spend sending
+                                            what is queued (default 2000, <= 3600000) */
+#define KVREG_PUB_OPT_REPLAY_LINGER_MS 5u /* after the last batch, keep answering replay
+                                            requests this long before stop returns (default 0) */
+#define KVREG_PUB_OPT_MAX_EVENTS 6u      /* most kvreg events per batch (default 1024, >= 1) */
+#define KVREG_PUB_OPT_FORMAT 7u          /* KVREG_WIRE_VLLM (default) or KVREG_WIRE_VLLM_LEGACY */
+#define KVREG_PUB_OPT_REPLAY_POLL_MS 8u  /* idle check interval for replay requests (default 5,
+                                            1 .. 1000; unused without a replay endpoint) */
+#define KVREG_PUB_OPT_BLOCK_SIZE 9u      /* tokens per block every Register must have (default 0:
+                                            not checked); see KVREG_WIRE_OPT_BLOCK_SIZE */
+#define KVREG_PUB_OPT_BATCH_US 10u       /* after draining the queue, let events gather this many
+                                            microseconds before the next batch (default 1000,
+                                            <= 1000000; 0: send as soon as events come). vLLM
+                                            sends one batch per engine step; an event after a
+                                            quiet spell is still sent at once */
+KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
+                                  uint64_t value) KVREG_NOEXCEPT;
+
+/* String options; the value is copied. KVREG_ESTATE once started. */
+#define KVREG_PUB_ENDPOINT 1u        /* PUB endpoint (default vLLM's: tcp, host '*', port 5557,
+                                        i.e. bind every interface) */
+#define KVREG_PUB_REPLAY_ENDPOINT 2u /* replay ROUTER endpoint (default NULL: no replay) */
+#define KVREG_PUB_TOPIC 3u           /* first frame of every batch (default "", vLLM's); llm-d
+                                        reads "kv@<pod>@<model>" */
+#define KVREG_PUB_LORA_NAME 4u       /* lora_name of stored events (default NULL: nil) */
+KVREG_API int kvreg_publisher_set_string(kvreg_publisher *pub, uint32_t option,
+                                         const char *value) KVREG_NOEXCEPT;
+
+/* Open the sockets (bind or connect by the rule above, after the DP offset) and start the
+ * sender thread. KVREG_ESTATE if already started (a stopped publisher cannot restart: make a
+ * new one; its seq restarts at 0 as a restarted vLLM's does). KVREG_EINVAL: an endpoint
+ * ZeroMQ refuses (bad syntax, port in use, unknown host); nothing is left open then.
+ * KVREG_ENOMEM. */
+KVREG_API int kvreg_publisher_start(kvreg_publisher *pub) KVREG_NOEXCEPT;
+
+/* The endpoint a started publisher actually uses, NUL-terminated into buf[0..cap): for a bound
+ * socket the one ZeroMQ reports (ZMQ_LAST_ENDPOINT: "tcp://127.0.0.1:*" becomes
+ * "tcp://127.0.0.1:41234"), for a connected one the endpoint after the DP offset. *len (may
+ * be NULL) gets the length without the NUL, also on KVREG_ERANGE (buf too small).
+ * which: KVREG_PUB_ENDPOINT or KVREG_PUB_REPLAY_ENDPOINT. KVREG_ESTATE before start,
+ * KVREG_ENOENT for the replay endpoint of a publisher without one. */
+KVREG_API int kvreg_publisher_endpoint(const kvreg_publisher *pub, uint32_t which, char *buf,
+                                       size_t cap, size_t *len) KVREG_NOEXCEPT;
+
+/* Clean shutdown: wait until every event emitted before the call is queued
+ * (kvreg_registry_flush), then let the sender thread send everything queued, for at most
+ * KVREG_PUB_OPT_LINGER_MS; events still queued then stay in the registry's queue and are
+ * counted in KVREG_PUB_STAT_EVENTS_UNSENT. Then the replay ring answers requests for
+ * KVREG_PUB_OPT_REPLAY_LINGER_MS, the sockets close (ZeroMQ may spend up to LINGER_MS more
+ * handing the last frames to the kernel) and the thread is joined. Stats stay readable.
+ * KVREG_OK also when the publisher was never started or is already stopped. */
+KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
+
+#define KVREG_PUB_STAT_BATCHES_SENT 1u    /* batches handed to the PUB socket */
+#define KVREG_PUB_STAT_BATCHES_DROPPED 2u /* batches the PUB socket refused at the high-water
+                                             mark (their seqs were used: a gap downstream) */
+#define KVREG_PUB_STAT_EVENTS_SENT 3u     /* kvreg events in the batches sent */
+#define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay requests answered */
+#define KVREG_PUB_STAT_REPLAY_BATCHES 5u  /* batches sent in replay answers */
+#define KVREG_PUB_STAT_BAD_REQUESTS 6u    /* replay requests ignored (not [id, "", start8]) */
+#define KVREG_PUB_STAT_NEXT_SEQ 7u        /* seq the next batch gets (= batches made) */
+#define KVREG_PUB_STAT_EVENTS_LOST 8u     /* events the registry's poll queue dropped since
+                                             start (KVREG_STAT_EVENTS_DROPPED growth) */
+#define KVREG_PUB_STAT_EVENTS_UNSENT 9u   /* events left queued when stop's bound ran out */
+#define KVREG_PUB_STAT_SEND_ERRORS 10u    /* batches lost to another send or encode error */
+#define KVREG_PUB_STAT_EVENTS_SKIPPED 11u /* events the format cannot carry, not sent (vLLM:
+                                             a Register without tokens, i.e. by hash only, or
+                                             of another block size; see kvreg_wire_encode) */
+/* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
+KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
+                                   uint64_t *value) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Subscriber (router side)                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+/* A subscriber reads many publishers. It has no thread: kvreg_subscriber_run() does the work
+ * on the caller's thread and calls the callbacks there, so a router decides where decoding
+ * happens. Each endpoint gets its own SUB socket (and a DEALER for its replay endpoint), so
+ * every batch is attributed to the publisher it came from. A publisher is an (endpoint,
+ * topic) pair: several engines connecting to one bound SUB endpoint are told apart by topic.
+ *
+ * Per publisher, batches reach the batch callback in seq order, each seq at most once:
+ *  - first batch with seq > 0 (a late join), or seq > expected (a gap, e.g. the publisher's
+ *    high-water mark): a GAP notice, then, when the endpoint has a replay endpoint, a replay
+ *    request from the first missing seq; live batches that arrive meanwhile wait in memory.
+ *    Replayed batches are delivered (replayed = 1), then the waiting ones. Seqs the replay
+ *    cannot give (it starts later than asked, ends early, or does not answer within
+ *    KVREG_SUB_OPT_REPLAY_TIMEOUT_MS) get a LOSS notice before delivery goes on. Without a
+ *    replay endpoint a gap is a LOSS at once.
+ *  - seq lower than expected: the publisher restarted. A RESET notice, then the seq is taken
+ *    as the start of a new stream (seq > 0 is a late join again). Consumers should drop what
+ *    they know of that worker.
+ *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
+ *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
+ * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
+ *
+ * Thread-safety: one thread at a time per subscriber (it may change between runs).
+ * kvreg_subscriber_stop() may be called from a callback (or from another thread). */
+typedef struct kvreg_subscriber kvreg_subscriber;
+
+KVREG_API int kvreg_subscriber_new(kvreg_subscriber **out) KVREG_NOEXCEPT;
+KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* Options (values are uint64_t); KVREG_ESTATE once an endpoint was added. */
+#define KVREG_SUB_OPT_FORMAT 1u            /* decoder format (kvreg_wire_decoder_new; default
+                                              KVREG_WIRE_VLLM) */
+#define KVREG_SUB_OPT_FROM_SEQ 2u          /* ask each publisher with a replay endpoint for the
+                                              batches from this seq on at the first run (default
+                                              UINT64_MAX: only what arrives live, plus replays
+                                              of gaps and late joins) */
+#define KVREG_SUB_OPT_REPLAY_TIMEOUT_MS 3u /* silence after which a replay is given up (default
+                                              2000, 1 .. 3600000) */
+#define KVREG_SUB_OPT_RCVHWM 4u            /* SUB receive high-water mark in batches (default
+                                              100000; 0 = no limit) */
+#define KVREG_SUB_OPT_MAX_WAITING 5u       /* live batches kept per publisher while its replay
+                                              runs (default 100000, >= 1); beyond, the newest
+                                              are dropped and fetched by the next replay */
+KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
+                                   uint64_t value) KVREG_NOEXCEPT;
+#define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
+KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *sub, uint32_t option,
+                                          const char *value) KVREG_NOEXCEPT;
+
+/* Subscribe to endpoint (bind or connect by the rule at the top: a router can bind
+ * a '*' host, as llm-d's centralised mode does, and let engines connect); replay_endpoint (may be NULL) is the publisher's
+ * replay ROUTER, always connected. Both are copied. *index (may be NULL) gets the endpoint's
+ * index (0, 1, ... in the order of the calls), the `publisher` of its batches and notices.
+ * KVREG_EINVAL: NULL endpoint or one ZeroMQ refuses. KVREG_EBUSY from a callback. */
+KVREG_API int kvreg_subscriber_add(kvreg_subscriber *sub, const char *endpoint,
+                                   const char *replay_endpoint, uint32_t *index) KVREG_NOEXCEPT;
+
+/* The endpoint the subscriber's socket for `index` uses: for a bound one the one ZeroMQ reports
+ * ("tcp://127.0.0.1:*" becomes the port it picked), else the endpoint as given. Output as
+ * kvreg_publisher_endpoint(). KVREG_ERANGE for an index not added (or buf too small). */
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *sub, uint32_t index, char *buf,
+                                        size_t cap, size_t *len) KVREG_NOEXCEPT;
+
+/* One decoded batch. Pointers are borrowed for the duration of the callback. */
+typedef struct kvreg_sub_batch {
+    uint32_t publisher;   /* index from kvreg_subscriber_add */
+    uint32_t replayed;    /* 1: it came from a replay, 0: live */
+    const char *endpoint; /* as given to kvreg_subscriber_add */
+    const char *topic;    /* NUL-terminated copy of the topic frame */
+    const char *pod;      /* llm-d's reading of "kv@<pod>@<model>": with exactly three '@'-parts */
+    const char *model;    /* pod and model are the 2nd and 3rd; otherwise pod = topic, model = "" */
+    uint64_t seq;
+    double ts;            /* batch timestamp (0 when it has no events) */
+    int64_t dp_rank;      /* valid when has_dp_rank */
+    uint32_t has_dp_rank;
+    uint32_t reserved32;
+    const kvreg_wire_event *events;
+    size_t n_events;
+    uint64_t reserved[4];
+} kvreg_sub_batch;
+typedef void (*kvreg_sub_batch_fn)(const kvreg_sub_batch *batch, void *user_data);
+
+#define KVREG_SUB_GAP 1u          /* seqs [first, last] missing (count of them); replay asked
+                                     when the endpoint has one (replay_requested = 1) */
+#define KVREG_SUB_LOSS 2u         /* seqs [first, last] will never be delivered */
+#define KVREG_SUB_RESET 3u        /* seq went back: first = seq expected, last = seq received */
+#define KVREG_SUB_REPLAY_DONE 4u  /* a replay ended: count = batches it delivered */
+#define KVREG_SUB_MALFORMED 5u    /* a message was skipped: message says why; first = its seq
+                                     when it had one (has_seq) */
+typedef struct kvreg_sub_notice {
+    uint32_t kind;            /* KVREG_SUB_* */
+    uint32_t publisher;
+    const char *endpoint;
+    const char *topic;        /* "" when unknown (malformed frames) */
+    uint64_t first;
+    uint64_t last;
+    uint64_t count;
+    uint32_t replay_requested;
+    uint32_t has_seq;
+    const char *message;      /* a short English description, never NULL */
+    uint64_t reserved[2];
+} kvreg_sub_notice;
+typedef void (*kvreg_sub_notice_fn)(const kvreg_sub_notice *notice, void *user_data);
+
+/* Callbacks run on the thread in kvreg_subscriber_run(). fn NULL: batches are counted and
+ * dropped / notices only counted. user_data is borrowed. KVREG_EBUSY from a callback. A
+ * callback may call kvreg_subscriber_stop() and kvreg_subscriber_stat(), and must not free
+ * the subscriber. */
+KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
+                                            void *user_data) KVREG_NOEXCEPT;
+KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,
+                                             void *user_data) KVREG_NOEXCEPT;
+
+/* Receive, order, replay and deliver for timeout_ms milliseconds (-1: until stopped; 0: what
+ * is ready now), or until kvreg_subscriber_stop(). KVREG_OK; KVREG_EBUSY from a callback;
+ * KVREG_EINVAL for timeout_ms < -1. */
+KVREG_API int kvreg_subscriber_run(kvreg_subscriber *sub, int timeout_ms) KVREG_NOEXCEPT;
+/* Make the current (or, if none runs, the next) kvreg_subscriber_run() return soon: after the
+ * callback in progress when called from one, within a few milliseconds from another thread.
+ * Safe from any thread. */
+KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
+
+#define KVREG_SUB_STAT_BATCHES 1u     /* batches delivered (live and replayed) */
+#define KVREG_SUB_STAT_EVENTS 2u      /* decoded events delivered */
+#define KVREG_SUB_STAT_REPLAYED 3u    /* batches delivered from replays */
+#define KVREG_SUB_STAT_GAPS 4u        /* GAP notices */
+#define KVREG_SUB_STAT_REPLAYS 5u     /* replay requests sent */
+#define KVREG_SUB_STAT_LOST 6u        /* seqs named in LOSS notices */
+#define KVREG_SUB_STAT_RESETS 7u      /* RESET notices */
+#define KVREG_SUB_STAT_MALFORMED 8u   /* messages skipped as malformed */
+#define KVREG_SUB_STAT_DUPLICATES 9u  /* batches received twice (replay overlapping live) */
+KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
+                                    uint64_t *value) KVREG_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVREG_NET_H */

@@ -1,0 +1,172 @@
+// Subscriber: per-publisher ordering (see net_subscriber.hpp and kvreg_net.h). Each stream
+// delivers seqs in order, once each; a gap asks its endpoint's replay ROUTER for the missing
+// seqs while later live batches wait; whatever cannot be had is named in a LOSS notice.
+#include "net_subscriber.hpp"
+
+#include <zmq.h>
+
+#include "net_zmq.hpp"
+
+namespace kvreg::net {
+
+void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    if (s.replaying || s.wants_replay) {
+        hold(s, seq, p, len);
+        return;
+    }
+    if (seq == s.next) {
+        deliver(s, seq, p, len, false);
+    } else if (seq > s.next) {
+        on_gap(s, seq, p, len);
+    } else if (!s.started) {
+        count(KVREG_SUB_STAT_DUPLICATES); // before the seq the stream starts from
+    } else {
+        // Back in time: the publisher restarted (a new process numbers from 0 again).
+        notice(KVREG_SUB_RESET, &s, s.ep, s.next, seq, "seq went back: the publisher restarted");
+        s.started = false;
+        s.next = 0;
+        on_live(s, seq, p, len);
+    }
+}
+
+void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    Endpoint &e = eps_[s.ep];
+    const bool replay = e.has_replay && Clock::now() >= e.no_replay_until;
+    notice(KVREG_SUB_GAP, &s, s.ep, s.next, seq - 1,
+           s.started ? "seqs missing (publisher high-water mark or network)"
+                     : "joined late: earlier seqs missing",
+           replay);
+    if (replay) {
+        hold(s, seq, p, len);
+        request_replay(s, s.next);
+        return;
+    }
+    notice(KVREG_SUB_LOSS, &s, s.ep, s.next, seq - 1,
+           e.has_replay ? "lost: the last replay failed, not retried yet" : "lost: no replay endpoint");
+    deliver(s, seq, p, len, false);
+}
+
+void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    // Beyond the limit, newer batches are not kept: the next replay fetches them.
+    if (s.waiting.size() >= max_waiting_) return;
+    s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len)});
+}
+
+void Subscriber::request_replay(Stream &s, uint64_t from) {
+    Endpoint &e = eps_[s.ep];
+    s.replay_from = from;
+    if (e.replay_owner && e.replay_owner != &s) {
+        s.wants_replay = true; // the DEALER is busy with another stream's replay
+        return;
+    }
+    unsigned char start[8];
+    put_be64(start, from);
+    // DEALER: the client sends the empty delimiter a REQ socket would add.
+    if (zmq_send(e.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(e.dealer, start, 8, ZMQ_DONTWAIT) < 0) {
+        s.wants_replay = false;
+        s.replaying = true; // let the timeout path report and move on
+        e.replay_owner = &s;
+        e.replay_deadline = Clock::now();
+        return;
+    }
+    count(KVREG_SUB_STAT_REPLAYS);
+    s.wants_replay = false;
+    s.replaying = true;
+    s.replay_count = 0;
+    e.replay_owner = &s;
+    e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+}
+
+void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    if (seq < s.next) {
+        count(KVREG_SUB_STAT_DUPLICATES);
+        return;
+    }
+    if (seq > s.next)
+        notice(KVREG_SUB_LOSS, &s, s.ep, s.next, seq - 1, "lost: no longer in the publisher's replay ring");
+    s.replay_count++;
+    deliver(s, seq, p, len, true);
+}
+
+void Subscriber::finish_replay(Stream &s, bool timed_out) {
+    Endpoint &e = eps_[s.ep];
+    e.replay_owner = nullptr;
+    s.replaying = false;
+    if (timed_out) {
+        // The ROUTER is gone or stuck: a fresh DEALER, so that a late answer to the abandoned
+        // request cannot be mistaken for the next one, and no replay for a while.
+        zmq_close(e.dealer);
+        e.dealer = nullptr;
+        open_dealer(e);
+        if (!e.dealer) e.has_replay = false;
+        e.no_replay_until = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_) * 5;
+        notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay timed out", false, false);
+    } else {
+        notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
+    }
+    // A timed-out replay leaves what it did not give lost. After an answer, the held batches
+    // go through the live path: a gap still before the first of them (it was sent after the
+    // ring answered) asks again, and the ring has it then, or the next answer starts later
+    // than asked and reports the loss; each round makes progress.
+    if (timed_out && !s.waiting.empty() && s.waiting.front().seq > s.next) {
+        notice(KVREG_SUB_LOSS, &s, s.ep, s.next, s.waiting.front().seq - 1, "lost: the replay did not answer");
+        s.next = s.waiting.front().seq;
+    }
+    std::deque<Waiting> held;
+    held.swap(s.waiting);
+    const uint64_t from = s.replay_from;
+    for (Waiting &w : held) {
+        // The replay covered [from, next): a held batch in that range came twice. Below
+        // `from` it is older than anything asked for: the publisher restarted (on_live).
+        if (!s.replaying && !s.wants_replay && w.seq >= from && w.seq < s.next) {
+            count(KVREG_SUB_STAT_DUPLICATES);
+            continue;
+        }
+        on_live(s, w.seq, w.payload.data(), w.payload.size()); // a new gap holds the rest again
+    }
+    // Another stream of this endpoint waited for the DEALER.
+    if (!e.replay_owner) {
+        for (auto &o : streams_) {
+            if (o->ep == s.ep && o->wants_replay) {
+                request_replay(*o, o->replay_from);
+                break;
+            }
+        }
+    }
+}
+
+void Subscriber::deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed) {
+    s.started = true;
+    s.next = seq + 1;
+    const kvreg_wire_event *events = nullptr;
+    size_t n = 0;
+    if (kvreg_wire_decode(dec_, p, len, &events, &n, nullptr) != KVREG_OK) {
+        notice(KVREG_SUB_MALFORMED, &s, s.ep, seq, seq, kvreg_wire_decoder_error(dec_));
+        return;
+    }
+    count(KVREG_SUB_STAT_BATCHES);
+    count(KVREG_SUB_STAT_EVENTS, n);
+    if (replayed) count(KVREG_SUB_STAT_REPLAYED);
+    if (!batch_fn_) return;
+    kvreg_sub_batch b{};
+    b.publisher = static_cast<uint32_t>(s.ep);
+    b.replayed = replayed;
+    b.endpoint = eps_[s.ep].endpoint.c_str();
+    b.topic = s.topic.c_str();
+    b.pod = s.pod.c_str();
+    b.model = s.model.c_str();
+    b.seq = seq;
+    if (n) {
+        b.ts = events[0].ts;
+        b.dp_rank = events[0].dp_rank;
+        b.has_dp_rank = events[0].has_dp_rank;
+    }
+    b.events = events;
+    b.n_events = n;
+    in_callback_ = true;
+    batch_fn_(&b, batch_ud_);
+    in_callback_ = false;
+}
+
+} // namespace kvreg::net

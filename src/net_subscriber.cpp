@@ -1,0 +1,312 @@
+// Subscriber: options, sockets, the run loop and frame checks (see net_subscriber.hpp).
+#include "net_subscriber.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "net_endpoint.hpp"
+#include "net_zmq.hpp"
+
+namespace kvreg::net {
+
+namespace {
+// Most messages read from one socket before looking at the others (fairness between
+// publishers), and the longest a run waits without checking the stop flag.
+constexpr int kDrainPerSocket = 1024;
+constexpr long kStopCheckMs = 100;
+} // namespace
+
+Subscriber::~Subscriber() {
+    for (Endpoint &e : eps_) {
+        if (e.sub) zmq_close(e.sub);
+        if (e.dealer) zmq_close(e.dealer);
+    }
+    if (ctx_) zmq_ctx_term(ctx_);
+    kvreg_wire_decoder_free(dec_);
+}
+
+int Subscriber::init() {
+    ctx_ = zmq_ctx_new();
+    if (!ctx_) return KVREG_ENOMEM;
+    return kvreg_wire_decoder_new(&dec_, static_cast<uint32_t>(format_));
+}
+
+int Subscriber::set(uint32_t option, uint64_t v) noexcept {
+    if (in_callback_) return KVREG_EBUSY;
+    if (!eps_.empty()) return KVREG_ESTATE;
+    switch (option) {
+    case KVREG_SUB_OPT_FORMAT: {
+        kvreg_wire_decoder *d = nullptr;
+        if (v > UINT32_MAX) return KVREG_EINVAL;
+        const int rc = kvreg_wire_decoder_new(&d, static_cast<uint32_t>(v));
+        if (rc != KVREG_OK) return rc;
+        kvreg_wire_decoder_free(dec_);
+        dec_ = d;
+        format_ = v;
+        return KVREG_OK;
+    }
+    case KVREG_SUB_OPT_FROM_SEQ:
+        from_seq_ = v;
+        return KVREG_OK;
+    case KVREG_SUB_OPT_REPLAY_TIMEOUT_MS:
+        if (v < 1 || v > 3600000) return KVREG_EINVAL;
+        replay_timeout_ms_ = v;
+        return KVREG_OK;
+    case KVREG_SUB_OPT_RCVHWM:
+        if (v > INT_MAX) return KVREG_EINVAL;
+        rcvhwm_ = v;
+        return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_WAITING:
+        if (v < 1) return KVREG_EINVAL;
+        max_waiting_ = v;
+        return KVREG_OK;
+    default:
+        return KVREG_EINVAL;
+    }
+}
+
+int Subscriber::set_string(uint32_t option, const char *value) {
+    if (in_callback_) return KVREG_EBUSY;
+    if (option != KVREG_SUB_TOPIC) return KVREG_EINVAL;
+    if (!eps_.empty()) return KVREG_ESTATE;
+    topic_ = value ? value : "";
+    return KVREG_OK;
+}
+
+bool Subscriber::open_dealer(Endpoint &e) {
+    e.dealer = zmq_socket(ctx_, ZMQ_DEALER);
+    std::string actual;
+    // Replay answers are bounded by the publisher's ring: no receive limit that could drop
+    // part of one. Linger 0: an abandoned replay's frames are not worth waiting for.
+    if (!e.dealer || !set_int(e.dealer, ZMQ_RCVHWM, 0) || !set_int(e.dealer, ZMQ_LINGER, 0) ||
+        !open_endpoint(e.dealer, e.replay_endpoint, false, actual)) {
+        if (e.dealer) zmq_close(e.dealer);
+        e.dealer = nullptr;
+        return false;
+    }
+    return true;
+}
+
+int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
+    if (in_callback_) return KVREG_EBUSY;
+    if (!endpoint || !*endpoint || (replay && !*replay) || eps_.size() >= UINT32_MAX) return KVREG_EINVAL;
+    eps_.emplace_back();
+    Endpoint &e = eps_.back();
+    e.endpoint = endpoint;
+    e.has_replay = replay != nullptr;
+    if (replay) e.replay_endpoint = replay;
+    e.sub = zmq_socket(ctx_, ZMQ_SUB);
+    bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, static_cast<int>(rcvhwm_)) &&
+              set_int(e.sub, ZMQ_LINGER, 0) &&
+              zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0 &&
+              open_endpoint(e.sub, e.endpoint, false, e.actual);
+    if (ok && e.has_replay) ok = open_dealer(e);
+    if (!ok) {
+        if (e.sub) zmq_close(e.sub);
+        eps_.pop_back();
+        return KVREG_EINVAL;
+    }
+    if (index) *index = static_cast<uint32_t>(eps_.size() - 1);
+    return KVREG_OK;
+}
+
+int Subscriber::endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept {
+    if (index >= eps_.size()) return KVREG_ERANGE;
+    return copy_out(eps_[index].actual, buf, cap, len);
+}
+
+int Subscriber::set_batch_fn(kvreg_sub_batch_fn fn, void *ud) noexcept {
+    if (in_callback_) return KVREG_EBUSY;
+    batch_fn_ = fn;
+    batch_ud_ = ud;
+    return KVREG_OK;
+}
+
+int Subscriber::set_notice_fn(kvreg_sub_notice_fn fn, void *ud) noexcept {
+    if (in_callback_) return KVREG_EBUSY;
+    notice_fn_ = fn;
+    notice_ud_ = ud;
+    return KVREG_OK;
+}
+
+int Subscriber::stat(uint32_t s, uint64_t *value) const noexcept {
+    if (s < 1 || s > KVREG_SUB_STAT_DUPLICATES) return KVREG_EINVAL;
+    *value = stats_[s].load(std::memory_order_relaxed);
+    return KVREG_OK;
+}
+
+void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
+                        const char *message, bool replay_requested, bool has_seq) {
+    if (kind == KVREG_SUB_LOSS) count(KVREG_SUB_STAT_LOST, last - first + 1);
+    if (kind == KVREG_SUB_GAP) count(KVREG_SUB_STAT_GAPS);
+    if (kind == KVREG_SUB_RESET) count(KVREG_SUB_STAT_RESETS);
+    if (kind == KVREG_SUB_MALFORMED) count(KVREG_SUB_STAT_MALFORMED);
+    if (!notice_fn_) return;
+    kvreg_sub_notice n{};
+    n.kind = kind;
+    n.publisher = static_cast<uint32_t>(ep);
+    n.endpoint = eps_[ep].endpoint.c_str();
+    n.topic = s ? s->topic.c_str() : "";
+    n.first = first;
+    n.last = last;
+    n.count = kind == KVREG_SUB_GAP || kind == KVREG_SUB_LOSS ? last - first + 1 : 0;
+    if (kind == KVREG_SUB_REPLAY_DONE) { // first carries the count
+        n.count = first;
+        n.first = n.last = 0;
+    }
+    n.replay_requested = replay_requested;
+    n.has_seq = has_seq;
+    n.message = message;
+    in_callback_ = true;
+    notice_fn_(&n, notice_ud_);
+    in_callback_ = false;
+}
+
+Subscriber::Stream &Subscriber::stream_for(size_t ep, const unsigned char *topic, size_t len) {
+    const std::string_view t(reinterpret_cast<const char *>(topic), len);
+    Stream *unknown = nullptr;
+    for (auto &s : streams_) {
+        if (s->ep != ep) continue;
+        if (s->topic_known && s->topic == t) return *s;
+        if (!s->topic_known) unknown = s.get();
+    }
+    Stream *s = unknown;
+    if (!s) {
+        streams_.push_back(std::make_unique<Stream>());
+        s = streams_.back().get();
+        s->ep = ep;
+        s->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
+    }
+    s->topic.assign(t);
+    s->topic_known = true;
+    parse_topic(s->topic, s->pod, s->model);
+    return *s;
+}
+
+// With FROM_SEQ, every publisher with a replay endpoint is asked for its history before any
+// live message arrives (its topic is learned from the answers).
+void Subscriber::start_from_seq() {
+    if (from_seq_ == UINT64_MAX) return;
+    for (size_t i = 0; i < eps_.size(); i++) {
+        if (!eps_[i].has_replay) continue;
+        streams_.push_back(std::make_unique<Stream>());
+        Stream &s = *streams_.back();
+        s.ep = i;
+        s.topic_known = false;
+        s.next = from_seq_;
+        request_replay(s, from_seq_);
+    }
+}
+
+void Subscriber::read_live(size_t ep, Frames &f) {
+    // [topic, seq as 8 bytes big-endian, payload], as vLLM sends and its consumers require.
+    if (f.count() != 3) {
+        notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message without exactly 3 frames", false, false);
+        return;
+    }
+    if (f.size(1) != 8) {
+        notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message whose seq frame is not 8 bytes", false,
+               false);
+        return;
+    }
+    Stream &s = stream_for(ep, f.data(0), f.size(0));
+    on_live(s, get_be64(f.data(1)), f.data(2), f.size(2));
+}
+
+void Subscriber::read_replay(size_t ep, Frames &f) {
+    // After the empty delimiter: [topic, seq8, payload] (vLLM >= 0.26) or [seq8, payload]
+    // (older vLLM, SGLang). The end marker has seq ff x 8 and an empty payload.
+    Stream *s = eps_[ep].replay_owner;
+    const size_t n = f.count();
+    if (n < 3 || n > 4 || f.size(0) != 0 || f.size(n - 2) != 8) {
+        notice(KVREG_SUB_MALFORMED, s, ep, 0, 0, "replay message that is not [\"\", topic, seq, payload]",
+               false, false);
+        return;
+    }
+    if (!s) return; // an answer nobody waits for (cannot happen: a given-up DEALER is closed)
+    const uint64_t seq = get_be64(f.data(n - 2));
+    if (seq == UINT64_MAX && f.size(n - 1) == 0) {
+        finish_replay(*s, false);
+        return;
+    }
+    if (n == 4 && !s->topic_known) stream_for(ep, f.data(1), f.size(1)); // adopts s
+    eps_[ep].replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+    on_replay_batch(*s, seq, f.data(n - 1), f.size(n - 1));
+}
+
+void Subscriber::check_replay_timeouts() {
+    const auto now = Clock::now();
+    for (Endpoint &e : eps_) {
+        if (!e.replay_owner || now < e.replay_deadline) continue;
+        // Silence is measured at the socket: answers already waiting there (the run loop was
+        // busy elsewhere) are not a timeout.
+        int events = 0;
+        size_t len = sizeof events;
+        if (e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
+            e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
+            continue;
+        }
+        finish_replay(*e.replay_owner, true);
+    }
+}
+
+int Subscriber::run(int timeout_ms) {
+    if (in_callback_) return KVREG_EBUSY;
+    if (timeout_ms < -1) return KVREG_EINVAL;
+    if (!ran_) {
+        ran_ = true;
+        start_from_seq();
+    }
+    const auto until = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+    Frames frames;
+    std::vector<zmq_pollitem_t> items;
+    std::vector<std::pair<size_t, bool>> owners; // (endpoint, is the DEALER)
+    for (bool first = true;; first = false) {
+        if (stop_.exchange(false, std::memory_order_acq_rel)) break;
+        const auto now = Clock::now();
+        if (!first && timeout_ms >= 0 && now >= until) break;
+        long wait = timeout_ms < 0 ? kStopCheckMs
+                                   : std::min<long>(kStopCheckMs, static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1);
+        if (first && timeout_ms == 0) wait = 0;
+        items.clear();
+        owners.clear();
+        for (size_t i = 0; i < eps_.size(); i++) {
+            items.push_back({eps_[i].sub, 0, ZMQ_POLLIN, 0});
+            owners.push_back({i, false});
+            if (eps_[i].dealer) {
+                items.push_back({eps_[i].dealer, 0, ZMQ_POLLIN, 0});
+                owners.push_back({i, true});
+                if (eps_[i].replay_owner) {
+                    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        eps_[i].replay_deadline - now).count();
+                    wait = std::min<long>(wait, left < 0 ? 0 : static_cast<long>(left) + 1);
+                }
+            }
+        }
+        if (items.empty()) {
+            if (timeout_ms == 0) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(wait)); // nothing to read
+            continue;
+        }
+        if (zmq_poll(items.data(), static_cast<int>(items.size()), wait) < 0) break;
+        for (size_t k = 0; k < items.size(); k++) {
+            if (!(items[k].revents & ZMQ_POLLIN)) continue;
+            const auto [ep, dealer] = owners[k];
+            void *sock = dealer ? eps_[ep].dealer : eps_[ep].sub;
+            // A replay that ends may close and reopen this DEALER: stop reading it then.
+            for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub); m++) {
+                if (!frames.recv(sock, ZMQ_DONTWAIT)) break;
+                if (dealer) read_replay(ep, frames);
+                else read_live(ep, frames);
+                if (stop_.load(std::memory_order_relaxed)) break;
+            }
+        }
+        check_replay_timeouts();
+        if (timeout_ms == 0) break;
+    }
+    return KVREG_OK;
+}
+
+} // namespace kvreg::net

@@ -1,0 +1,109 @@
+// The subscriber behind kvreg_subscriber (see kvreg_net.h for the contract).
+//   net_subscriber.cpp  options, sockets, the run loop, frame checks;
+//   net_sub_order.cpp   per-publisher ordering: seq tracking, gaps, replays, resets, delivery.
+// Everything runs on the thread in run(); the stats and the stop flag are atomics so that
+// other threads may read and set them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvreg_net.h"
+
+namespace kvreg::net {
+
+class Frames;
+using Clock = std::chrono::steady_clock;
+
+class Subscriber {
+  public:
+    Subscriber() = default;
+    ~Subscriber();
+    Subscriber(const Subscriber &) = delete;
+    Subscriber &operator=(const Subscriber &) = delete;
+
+    int init();                                            // the context and the decoder
+    int set(uint32_t option, uint64_t value) noexcept;
+    int set_string(uint32_t option, const char *value);    // throws bad_alloc
+    int add(const char *endpoint, const char *replay, uint32_t *index); // throws bad_alloc
+    int endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept;
+    int set_batch_fn(kvreg_sub_batch_fn fn, void *ud) noexcept;
+    int set_notice_fn(kvreg_sub_notice_fn fn, void *ud) noexcept;
+    int run(int timeout_ms);                               // throws bad_alloc
+    void stop() noexcept { stop_.store(true, std::memory_order_release); }
+    int stat(uint32_t stat, uint64_t *value) const noexcept;
+
+  private:
+    struct Waiting {
+        uint64_t seq;
+        std::vector<unsigned char> payload;
+    };
+    // One publisher: an (endpoint, topic) pair.
+    struct Stream {
+        size_t ep = 0;
+        std::string topic, pod, model;
+        bool topic_known = true; // false for a stream made for FROM_SEQ before any message
+        bool started = false;    // delivered or skipped a seq since the start or a reset
+        uint64_t next = 0;       // the seq expected next
+        bool replaying = false;  // its replay is running on the endpoint's DEALER
+        bool wants_replay = false; // waiting for the DEALER (another stream's replay runs)
+        uint64_t replay_from = 0;
+        uint64_t replay_count = 0;
+        std::deque<Waiting> waiting; // live batches that came during the replay
+    };
+    struct Endpoint {
+        std::string endpoint, replay_endpoint, actual;
+        bool has_replay = false;
+        void *sub = nullptr, *dealer = nullptr;
+        Stream *replay_owner = nullptr;
+        Clock::time_point replay_deadline{};
+        Clock::time_point no_replay_until{}; // after a replay timed out
+    };
+
+    // net_subscriber.cpp
+    bool open_dealer(Endpoint &e);
+    void read_live(size_t ep, Frames &f);
+    void read_replay(size_t ep, Frames &f);
+    void check_replay_timeouts();
+    void start_from_seq();
+    Stream &stream_for(size_t ep, const unsigned char *topic, size_t len);
+    void notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
+                const char *message, bool replay_requested = false, bool has_seq = true);
+    void count(uint32_t stat, uint64_t n = 1) noexcept {
+        stats_[stat].fetch_add(n, std::memory_order_relaxed);
+    }
+
+    // net_sub_order.cpp
+    void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void request_replay(Stream &s, uint64_t from);
+    void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void finish_replay(Stream &s, bool timed_out);
+    void deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed);
+
+    // Options.
+    uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
+    uint64_t rcvhwm_ = 100000, max_waiting_ = 100000;
+    std::string topic_;
+    // State.
+    void *ctx_ = nullptr;
+    kvreg_wire_decoder *dec_ = nullptr;
+    std::vector<Endpoint> eps_;
+    std::vector<std::unique_ptr<Stream>> streams_;
+    kvreg_sub_batch_fn batch_fn_ = nullptr;
+    void *batch_ud_ = nullptr;
+    kvreg_sub_notice_fn notice_fn_ = nullptr;
+    void *notice_ud_ = nullptr;
+    bool in_callback_ = false;
+    bool ran_ = false;
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> stats_[KVREG_SUB_STAT_DUPLICATES + 1] = {};
+};
+
+} // namespace kvreg::net

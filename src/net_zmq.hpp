@@ -1,0 +1,81 @@
+// Small libzmq helpers for the publisher and the subscriber: open an endpoint by vLLM's rule,
+// receive a whole multipart message into reusable frames, and the u64 big-endian seq frame.
+#pragma once
+
+#include <zmq.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvreg::net {
+
+// ThreadSanitizer builds: libzmq is not instrumented, so a frame its I/O thread wrote looks
+// racy when our thread reads it (the hand-over goes through atomics TSan cannot see). Frames
+// then copies each frame once, with TSan looking away, so that the rest of our code stays
+// checked (and a suppressed report per byte does not slow the tests to a halt).
+#if defined(__SANITIZE_THREAD__)
+#define KVREG_NET_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVREG_NET_TSAN 1
+#endif
+#endif
+
+// Most frames any message we read may have; longer messages are drained and reported as
+// malformed (they are not ours to read).
+constexpr size_t kMaxFrames = 8;
+
+// A received multipart message. Frames are zmq_msg_t kept between receives (no allocation
+// per message for small frames).
+class Frames {
+  public:
+    Frames();
+    ~Frames();
+    Frames(const Frames &) = delete;
+    Frames &operator=(const Frames &) = delete;
+
+    // Receive one whole message (flags: 0 or ZMQ_DONTWAIT). true: got one (size() may exceed
+    // kMaxFrames: the extra frames were read and discarded, count() says how many there were).
+    // false: nothing ready (EAGAIN) or the socket failed.
+    bool recv(void *socket, int flags);
+    size_t count() const { return count_; }
+#ifdef KVREG_NET_TSAN
+    const unsigned char *data(size_t i) const { return copies_[i].data(); }
+#else
+    const unsigned char *data(size_t i) const {
+        return static_cast<const unsigned char *>(zmq_msg_data(const_cast<zmq_msg_t *>(&msgs_[i])));
+    }
+#endif
+    size_t size(size_t i) const { return zmq_msg_size(&msgs_[i]); }
+
+  private:
+    zmq_msg_t msgs_[kMaxFrames];
+#ifdef KVREG_NET_TSAN
+    std::vector<unsigned char> copies_[kMaxFrames];
+#endif
+    size_t count_ = 0;
+};
+
+inline void put_be64(unsigned char out[8], uint64_t v) {
+    for (int i = 7; i >= 0; i--) {
+        out[i] = static_cast<unsigned char>(v & 0xff);
+        v >>= 8;
+    }
+}
+inline uint64_t get_be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+// Bind or connect `socket` to endpoint (vLLM's rule unless force_bind). actual gets the
+// endpoint in use: ZMQ_LAST_ENDPOINT for a bind (the port ZeroMQ picked for "*"), endpoint
+// for a connect. false: ZeroMQ refused it.
+bool open_endpoint(void *socket, const std::string &endpoint, bool force_bind, std::string &actual);
+
+// setsockopt for an int option; false on failure.
+bool set_int(void *socket, int option, int value);
+
+} // namespace kvreg::net

@@ -1,0 +1,414 @@
+// kvreg-net-bench: the ZeroMQ publisher and subscriber against their baselines, in one run
+// (ratios, not absolute numbers, are the result; the machine may be shared).
+//   pubsub   kvreg events/s from registry to subscriber callback over tcp 127.0.0.1
+//            (POLL queue -> encoder -> PUB -> SUB -> decoder -> callback), against raw
+//            libzmq PUB/SUB moving the same payload bytes (pre-encoded, no decode).
+//            Target: ratio >= 0.7.
+//   register_release  register + release ops/s of one thread, with a started publisher (and
+//            a subscriber thread reading it) against a plain registry without one.
+//            Target: ratio >= 0.8.
+// --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
+// side moves the payloads that setting gives), default 1024.
+// Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
+//   [--max-events N]
+#include <kvreg.h>
+#include <kvreg_net.h>
+#include <zmq.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kBlock = 16;
+
+// CPU seconds of the calling thread / of the whole process: on a shared machine wall time
+// measures the neighbours too; CPU time measures what our threads did.
+double cpu_s(clockid_t which) {
+    timespec ts;
+    clock_gettime(which, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void die(const char *what, int rc) {
+    std::fprintf(stderr, "kvreg-net-bench: %s: %s\n", what, kvreg_strerror(rc));
+    std::exit(1);
+}
+void check(int rc, const char *what) {
+    if (rc != KVREG_OK) die(what, rc);
+}
+
+// n_seqs random sequences of len tokens, hashed into blocks (no shared prefixes).
+struct Input {
+    std::vector<uint32_t> tokens;
+    std::vector<kvreg_block_desc> descs;
+    size_t per_seq = 0, n_seqs = 0;
+};
+
+Input make_input(size_t n_seqs, size_t len) {
+    Input in;
+    in.n_seqs = n_seqs;
+    in.per_seq = len / kBlock;
+    in.tokens.resize(n_seqs * len);
+    uint64_t st = 0x5EED;
+    for (auto &t : in.tokens) {
+        st += 0x9E3779B97F4A7C15ull;
+        uint64_t z = st;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        t = static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+    }
+    std::vector<kvreg_block_info> info(in.per_seq);
+    for (size_t s = 0; s < n_seqs; s++) {
+        size_t nb = 0;
+        check(kvreg_hash_blocks(&in.tokens[s * len], len, kBlock, KVREG_ROUTER_SALT, info.data(), info.size(), &nb),
+              "hash");
+        for (size_t b = 0; b < nb; b++) {
+            kvreg_block_desc d{};
+            d.sequence_hash = info[b].sequence_hash;
+            d.block_hash = info[b].block_hash;
+            d.parent_sequence_hash = info[b].parent_sequence_hash;
+            d.has_parent = info[b].has_parent;
+            d.block_size = kBlock;
+            d.tokens = &in.tokens[s * len + b * kBlock];
+            d.n_tokens = kBlock;
+            in.descs.push_back(d);
+        }
+    }
+    return in;
+}
+
+// Register every sequence (one batch call each), then release them: 2 ops per block. Returns
+// wall seconds; *thread_cpu (may be null) gets the calling thread's CPU seconds.
+double register_release(kvreg_pool *pool, const Input &in, double *thread_cpu = nullptr) {
+    std::vector<kvreg_block> h(in.descs.size());
+    const double c = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    const double t = now_s();
+    for (size_t s = 0; s < in.n_seqs; s++)
+        check(kvreg_register_batch(pool, &in.descs[s * in.per_seq], in.per_seq, &h[s * in.per_seq], nullptr, nullptr),
+              "register");
+    for (size_t s = 0; s < in.n_seqs; s++)
+        check(kvreg_release_batch(pool, &h[s * in.per_seq], in.per_seq, nullptr, nullptr), "release");
+    if (thread_cpu) *thread_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c;
+    return now_s() - t;
+}
+
+kvreg_registry *poll_registry() {
+    kvreg_config *cfg = nullptr;
+    check(kvreg_config_new(&cfg), "config");
+    check(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), "config");
+    check(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, 1u << 24), "config");
+    kvreg_registry *reg = nullptr;
+    check(kvreg_registry_new(&reg, cfg), "registry");
+    kvreg_config_free(cfg);
+    return reg;
+}
+
+struct SubCount {
+    std::atomic<uint64_t> events{0};
+    uint64_t hashes = 0;
+};
+
+void on_batch(const kvreg_sub_batch *b, void *ud) {
+    auto *c = static_cast<SubCount *>(ud);
+    uint64_t h = 0;
+    for (size_t i = 0; i < b->n_events; i++) h += b->events[i].n_block_hashes;
+    c->hashes += h;
+    c->events.fetch_add(h, std::memory_order_release);
+}
+
+// A publisher on reg with a subscriber thread counting block hashes (= kvreg events).
+struct Link {
+    kvreg_publisher *pub = nullptr;
+    kvreg_subscriber *sub = nullptr;
+    SubCount count;
+    std::atomic<bool> stop{false};
+    std::thread th;
+
+    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true) {
+        check(kvreg_publisher_new(&pub, reg), "publisher");
+        check(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://127.0.0.1:*"), "endpoint");
+        check(kvreg_publisher_set(pub, KVREG_PUB_OPT_HWM, 0), "hwm");
+        check(kvreg_publisher_set(pub, KVREG_PUB_OPT_MAX_EVENTS, max_events), "max events");
+        check(kvreg_publisher_start(pub), "start");
+        char ep[256];
+        check(kvreg_publisher_endpoint(pub, KVREG_PUB_ENDPOINT, ep, sizeof ep, nullptr), "endpoint");
+        if (!with_sub) return;
+        check(kvreg_subscriber_new(&sub), "subscriber");
+        check(kvreg_subscriber_set(sub, KVREG_SUB_OPT_RCVHWM, 0), "rcvhwm");
+        check(kvreg_subscriber_add(sub, ep, nullptr, nullptr), "add");
+        check(kvreg_subscriber_set_batch_fn(sub, on_batch, &count), "batch fn");
+        th = std::thread([this] {
+            while (!stop.load(std::memory_order_acquire)) kvreg_subscriber_run(sub, 50);
+        });
+    }
+    // Register probe blocks until the subscriber sees one (PUB/SUB's slow joiner).
+    void sync(kvreg_pool *pool) {
+        const double deadline = now_s() + 10;
+        for (uint64_t k = 1; count.events.load(std::memory_order_acquire) == 0; k++) {
+            if (now_s() > deadline) die("subscriber never connected", KVREG_ESTATE);
+            kvreg_block_desc d{};
+            d.sequence_hash = d.block_hash = (1ull << 63) | k;
+            kvreg_block b;
+            check(kvreg_register(pool, &d, &b), "probe");
+            check(kvreg_release(pool, b), "probe");
+            std::this_thread::sleep_for(std::chrono::milliseconds(5)); // pacing the probes only
+        }
+    }
+    void wait_for(uint64_t events, double timeout_s) {
+        const double deadline = now_s() + timeout_s;
+        while (count.events.load(std::memory_order_acquire) < events)
+            if (now_s() > deadline) die("events missing at the subscriber", KVREG_ESTATE);
+            else std::this_thread::yield();
+    }
+    ~Link() {
+        kvreg_publisher_free(pub);
+        stop.store(true, std::memory_order_release);
+        if (th.joinable()) th.join();
+        kvreg_subscriber_free(sub);
+    }
+};
+
+// Raw libzmq PUB -> SUB of pre-encoded payloads; seconds from first send to last receive.
+double raw_zmq(const std::vector<std::string> &payloads, double &cpu) {
+    void *ctx = zmq_ctx_new();
+    void *pub = zmq_socket(ctx, ZMQ_PUB);
+    void *sub = zmq_socket(ctx, ZMQ_SUB);
+    int zero = 0;
+    zmq_setsockopt(pub, ZMQ_SNDHWM, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_RCVHWM, &zero, sizeof zero);
+    zmq_setsockopt(pub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    if (zmq_bind(pub, "tcp://127.0.0.1:*") != 0) die("raw bind", KVREG_EINVAL);
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &len);
+    zmq_connect(sub, ep);
+    auto send = [&](const std::string &topic, uint64_t seq, const std::string &p) {
+        unsigned char s8[8];
+        for (int i = 7; i >= 0; i--, seq >>= 8) s8[i] = static_cast<unsigned char>(seq);
+        zmq_send(pub, topic.data(), topic.size(), ZMQ_SNDMORE);
+        zmq_send(pub, s8, 8, ZMQ_SNDMORE);
+        zmq_send(pub, p.data(), p.size(), 0);
+    };
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    auto recv_one = [&](int flags) {
+        int more = 1, got = 0;
+        while (more) {
+            if (zmq_msg_recv(&m, sub, got ? 0 : flags) < 0) return false;
+            got = 1;
+            more = zmq_msg_more(&m);
+        }
+        return true;
+    };
+    for (;;) { // slow joiner: probes until one arrives
+        send("probe", 0, "");
+        zmq_pollitem_t it = {sub, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 5) > 0 && recv_one(0)) break;
+    }
+    while (recv_one(ZMQ_DONTWAIT)) {
+    }
+    const double t = now_s();
+    const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    std::thread rx([&] {
+        for (size_t i = 0; i < payloads.size(); i++) recv_one(0);
+    });
+    const std::string topic;
+    for (size_t i = 0; i < payloads.size(); i++) send(topic, i, payloads[i]);
+    rx.join();
+    const double dt = now_s() - t;
+    cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    zmq_msg_close(&m);
+    zmq_close(pub);
+    zmq_close(sub);
+    zmq_ctx_term(ctx);
+    return dt;
+}
+
+// The payloads the publisher would make for the events of one register_release pass.
+std::vector<std::string> encode_pass(const Input &in, size_t max_events, double &encode_s) {
+    kvreg_registry *reg = poll_registry();
+    kvreg_pool *pool = nullptr;
+    check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+    register_release(pool, in);
+    kvreg_wire_encoder *enc = nullptr;
+    check(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), "encoder");
+    check(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, max_events), "encoder");
+    encode_s = 0;
+    std::vector<kvreg_event> ev(KVREG_EVENTS_PER_CALL);
+    std::vector<std::string> out;
+    for (;;) {
+        size_t n = 0;
+        check(kvreg_registry_poll(reg, ev.data(), ev.size(), &n), "poll");
+        if (!n) break;
+        for (size_t off = 0; off < n;) {
+            size_t used = 0, len = 0;
+            const uint8_t *p = nullptr;
+            const double t = now_s();
+            check(kvreg_wire_encode(enc, &ev[off], n - off, -1.0, &used, &p, &len), "encode");
+            encode_s += now_s() - t;
+            out.emplace_back(reinterpret_cast<const char *>(p), len);
+            off += used;
+        }
+    }
+    kvreg_wire_encoder_free(enc);
+    kvreg_registry_free(reg);
+    return out;
+}
+
+// Seconds to decode every payload once (the subscriber's share of the codec work).
+double decode_all(const std::vector<std::string> &payloads) {
+    kvreg_wire_decoder *dec = nullptr;
+    check(kvreg_wire_decoder_new(&dec, KVREG_WIRE_VLLM), "decoder");
+    const double t = now_s();
+    for (const auto &p : payloads) {
+        const kvreg_wire_event *ev;
+        size_t n;
+        check(kvreg_wire_decode(dec, p.data(), p.size(), &ev, &n, nullptr), "decode");
+    }
+    const double dt = now_s() - t;
+    kvreg_wire_decoder_free(dec);
+    return dt;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    size_t seqs = 2000, len = 512, reps = 3, max_events = 1024;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
+        if (!std::strcmp(argv[i], "--seqs")) seqs = v;
+        else if (!std::strcmp(argv[i], "--len")) len = v;
+        else if (!std::strcmp(argv[i], "--reps")) reps = v;
+        else if (!std::strcmp(argv[i], "--max-events")) max_events = v;
+        else {
+            std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]\n");
+            return 2;
+        }
+    }
+    if ((kvreg_features() & KVREG_FEATURE_ZMQ) == 0 || (kvreg_features() & KVREG_FEATURE_WIRE) == 0) {
+        std::printf("{\"skipped\":\"library built without zmq or wire\"}\n");
+        return 77;
+    }
+    const Input in = make_input(seqs, len);
+    const uint64_t events = 2 * in.descs.size(); // one Register and one Remove per block
+
+    // pubsub: best of reps for each side, alternating so both see the same machine load.
+    double encode_s = 0;
+    const std::vector<std::string> payloads = encode_pass(in, max_events, encode_s);
+    const double decode_s = decode_all(payloads);
+    size_t bytes = 0;
+    for (auto &p : payloads) bytes += p.size();
+    double best_ours = 1e9, best_raw = 1e9, cpu_ours = 1e9, cpu_raw = 1e9;
+    for (size_t r = 0; r < reps; r++) {
+        kvreg_registry *reg = poll_registry();
+        kvreg_pool *pool = nullptr;
+        check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+        {
+            Link link(reg, max_events);
+            link.sync(pool);
+            const uint64_t base = link.count.events.load();
+            const double t = now_s();
+            const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+            double producer = 0;
+            register_release(pool, in, &producer);
+            link.wait_for(base + events, 60);
+            best_ours = std::min(best_ours, now_s() - t);
+            // the pipeline's CPU: everything but the producing thread's registry calls
+            cpu_ours = std::min(cpu_ours, cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0 - producer);
+        }
+        kvreg_registry_free(reg);
+        double c = 0;
+        best_raw = std::min(best_raw, raw_zmq(payloads, c));
+        cpu_raw = std::min(cpu_raw, c);
+    }
+    std::printf("{\"workload\":\"pubsub\",\"events\":%llu,\"max_events\":%zu,\"batches\":%zu,"
+                "\"payload_bytes\":%zu,\"events_per_s\":%.0f,\"raw_zmq_events_per_s\":%.0f,"
+                "\"ratio\":%.3f,\"target\":0.7,\"encode_only_events_per_s\":%.0f,"
+                "\"decode_only_events_per_s\":%.0f,\"cpu_ratio\":%.3f}\n",
+                static_cast<unsigned long long>(events), max_events, payloads.size(), bytes,
+                events / best_ours, events / best_raw, best_raw / best_ours, events / encode_s,
+                events / decode_s, cpu_raw / cpu_ours);
+
+    // register_release with and without a publisher.
+    double best_with = 1e9, best_without = 1e9, best_pub_only = 1e9;
+    double cpu_with = 1e9, cpu_without = 1e9; // the registering thread's own CPU time
+    double best_poll = 1e9, cpu_poll = 1e9;   // POLL delivery to a thread that only drains it
+    for (size_t r = 0; r < reps; r++) {
+        {
+            kvreg_registry *reg = nullptr;
+            check(kvreg_registry_new(&reg, nullptr), "registry"); // INLINE, no callback
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            double c = 0;
+            best_without = std::min(best_without, register_release(pool, in, &c));
+            cpu_without = std::min(cpu_without, c);
+            kvreg_registry_free(reg);
+        }
+        {
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            Link *link = new Link(reg, max_events);
+            link->sync(pool);
+            double c = 0;
+            best_with = std::min(best_with, register_release(pool, in, &c));
+            cpu_with = std::min(cpu_with, c);
+            delete link;
+            kvreg_registry_free(reg);
+        }
+        {
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            std::atomic<bool> stop{false};
+            std::thread drain([&] {
+                std::vector<kvreg_event> ev(KVREG_EVENTS_PER_CALL);
+                size_t n;
+                while (!stop.load(std::memory_order_acquire))
+                    kvreg_registry_poll_wait(reg, ev.data(), ev.size(), &n, -1);
+            });
+            double c = 0;
+            best_poll = std::min(best_poll, register_release(pool, in, &c));
+            cpu_poll = std::min(cpu_poll, c);
+            stop.store(true, std::memory_order_release);
+            kvreg_registry_wakeup(reg);
+            drain.join();
+            kvreg_registry_free(reg);
+        }
+        {
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            Link *link = new Link(reg, max_events, false); // the engine's side alone
+            best_pub_only = std::min(best_pub_only, register_release(pool, in));
+            delete link;
+            kvreg_registry_free(reg);
+        }
+    }
+    const double ops = 2.0 * in.descs.size();
+    std::printf("{\"workload\":\"register_release\",\"blocks\":%zu,\"ops_per_s_without\":%.0f,"
+                "\"ops_per_s_with_publisher\":%.0f,\"ratio\":%.3f,\"target\":0.8,"
+                "\"ops_per_s_publisher_no_subscriber\":%.0f,\"ratio_no_subscriber\":%.3f,"
+                "\"thread_cpu_ratio\":%.3f,\"ops_per_s_poll_drain_only\":%.0f,"
+                "\"thread_cpu_ratio_poll_drain_only\":%.3f}\n",
+                in.descs.size(), ops / best_without, ops / best_with, best_without / best_with,
+                ops / best_pub_only, best_without / best_pub_only, cpu_without / cpu_with,
+                ops / best_poll, cpu_without / cpu_poll);
+    return 0;
+}

@@ -1,0 +1,377 @@
+/* ZeroMQ publisher and subscriber over 127.0.0.1 with ephemeral ports (suite net): replay
+ * for late joiners and high-water-mark gaps, resets, loss reports, several publishers, and
+ * the argument and state checks. Every wait is bounded by a deadline. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "net_fixture.h"
+
+#define SECONDS(s) (net_now_ms() + (s) * 1000)
+
+/* Each publisher's batches arrived in seq order first..first+n-1 with the hashes its
+ * registrations had, in order. */
+static void check_stream(const net_collect *c, uint32_t publisher, uint64_t n, uint64_t hash_base) {
+    uint64_t seq = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const net_rec *r = &c->recs[i];
+        if (r->publisher != publisher) continue;
+        assert_int_equal(r->seq, seq);
+        assert_int_equal(r->n_events, 1);
+        assert_int_equal(r->first_type, KVREG_WIRE_STORED);
+        assert_int_equal(r->first_hash, hash_base + seq);
+        seq++;
+    }
+    assert_int_equal(seq, n);
+}
+
+static kvreg_subscriber *new_sub(uint64_t from_seq) {
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    if (from_seq != UINT64_MAX) assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_FROM_SEQ, from_seq), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set_string(sub, KVREG_SUB_TOPIC, "kv@"), KVREG_OK);
+    return sub;
+}
+
+static void endpoint_rules(void **state) {
+    (void)state;
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(kvreg_net_offset_endpoint("tcp://*:5557", 3, buf, sizeof buf, &len), KVREG_OK);
+    assert_string_equal(buf, "tcp://*:5560");
+    assert_int_equal(len, 12);
+    assert_int_equal(kvreg_net_offset_endpoint("tcp://10.0.0.1:5557", 0, buf, sizeof buf, NULL), KVREG_OK);
+    assert_string_equal(buf, "tcp://10.0.0.1:5557");
+    assert_int_equal(kvreg_net_offset_endpoint("inproc://kv", 2, buf, sizeof buf, NULL), KVREG_OK);
+    assert_string_equal(buf, "inproc://kv_dp2");
+    assert_int_equal(kvreg_net_offset_endpoint("ipc:///tmp/kv", 1, buf, sizeof buf, NULL), KVREG_OK);
+    assert_string_equal(buf, "ipc:///tmp/kv_dp1");
+    assert_int_equal(kvreg_net_offset_endpoint("tcp://127.0.0.1:*", 5, buf, sizeof buf, NULL), KVREG_OK);
+    assert_string_equal(buf, "tcp://127.0.0.1:*");
+    assert_int_equal(kvreg_net_offset_endpoint("tcp://[::1]:65535", 1, buf, sizeof buf, NULL), KVREG_EINVAL);
+    assert_int_equal(kvreg_net_offset_endpoint("tcp://*:5557", 1, buf, 4, &len), KVREG_ERANGE);
+    assert_int_equal(len, 12);
+    assert_int_equal(kvreg_net_offset_endpoint(NULL, 1, buf, sizeof buf, NULL), KVREG_EINVAL);
+}
+
+static void publisher_arguments(void **state) {
+    (void)state;
+    kvreg_registry *inline_reg = NULL;
+    kvreg_publisher *pub = NULL;
+    assert_int_equal(kvreg_registry_new(&inline_reg, NULL), KVREG_OK);
+    assert_int_equal(kvreg_publisher_new(&pub, inline_reg), KVREG_EINVAL); /* INLINE mode */
+    assert_null(pub);
+    assert_int_equal(kvreg_publisher_new(&pub, NULL), KVREG_EINVAL);
+    kvreg_registry_free(inline_reg);
+
+    net_pub p;
+    net_pub_open(&p, 0, NULL, 1, 0u);
+    char buf[8];
+    size_t len = 0;
+    assert_int_equal(kvreg_publisher_set(p.pub, KVREG_PUB_OPT_HWM, 5), KVREG_ESTATE);
+    assert_int_equal(kvreg_publisher_set_string(p.pub, KVREG_PUB_TOPIC, "x"), KVREG_ESTATE);
+    assert_int_equal(kvreg_publisher_start(p.pub), KVREG_ESTATE);
+    assert_int_equal(kvreg_publisher_endpoint(p.pub, KVREG_PUB_REPLAY_ENDPOINT, buf, sizeof buf, NULL),
+                     KVREG_ENOENT);
+    assert_int_equal(kvreg_publisher_endpoint(p.pub, KVREG_PUB_ENDPOINT, buf, sizeof buf, &len), KVREG_ERANGE);
+    assert_true(len > strlen("tcp://127.0.0.1:"));
+    assert_true(strncmp(p.endpoint, "tcp://127.0.0.1:", 16) == 0 && p.endpoint[16] != '*');
+    uint64_t v;
+    assert_int_equal(kvreg_publisher_stat(p.pub, 999, &v), KVREG_EINVAL);
+    net_pub_close(&p);
+
+    assert_int_equal(kvreg_registry_new(&inline_reg, NULL), KVREG_OK);
+    kvreg_config *cfg = NULL;
+    kvreg_config_new(&cfg);
+    kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL);
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_publisher_new(&pub, reg), KVREG_OK);
+    assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_BUFFER_STEPS, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_FORMAT, KVREG_WIRE_DYNAMO_JSON), KVREG_EINVAL);
+    assert_int_equal(kvreg_publisher_set(pub, 999, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_publisher_endpoint(pub, KVREG_PUB_ENDPOINT, buf, sizeof buf, NULL), KVREG_ESTATE);
+    /* No wildcard, not local: connect, which ZeroMQ refuses for a malformed address. */
+    assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://no port"), KVREG_OK);
+    assert_int_equal(kvreg_publisher_start(pub), KVREG_EINVAL);
+    assert_int_equal(kvreg_publisher_stop(pub), KVREG_OK); /* never started */
+    kvreg_publisher_free(pub);
+    kvreg_registry_free(reg);
+    kvreg_registry_free(inline_reg);
+    kvreg_publisher_free(NULL);
+}
+
+/* stop() sends everything emitted before it: nothing unsent, every event in a batch. */
+static void stop_flushes(void **state) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 0, NULL, 100, 0u);
+    net_pub_register(&p, 300);
+    assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ), 300);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_UNSENT), 0);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_SENT) + net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_DROPPED),
+                     300);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 0);
+    assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK); /* twice is fine */
+    assert_int_equal(kvreg_publisher_set(p.pub, KVREG_PUB_OPT_HWM, 1), KVREG_ESTATE);
+    net_pub_close(&p);
+}
+
+/* A Register without tokens cannot be a vLLM BlockStored: skipped and counted, no seq used;
+ * with BLOCK_SIZE set, a Register of another size neither. */
+static void untokened_events_skipped(void **state) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 0, NULL, 100, KVREG_PUB_OPT_BLOCK_SIZE, (uint64_t)4, 0u);
+    net_pub_register(&p, 2);
+    kvreg_block_desc d;
+    kvreg_block b;
+    const uint32_t five[5] = {1, 2, 3, 4, 5};
+    memset(&d, 0, sizeof d);
+    d.sequence_hash = d.block_hash = 77; /* by hash only */
+    assert_int_equal(kvreg_register(p.pool, &d, &b), KVREG_OK);
+    d.sequence_hash = d.block_hash = 78; /* 5 tokens where blocks have 4 */
+    d.tokens = five;
+    d.n_tokens = 5;
+    assert_int_equal(kvreg_register(p.pool, &d, &b), KVREG_OK);
+    net_pub_register(&p, 2);
+    assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 2);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ), 4);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SENT), 4);
+    net_pub_close(&p);
+}
+
+/* FROM_SEQ 0: a subscriber that arrives after 50 batches gets all of them from the ring. */
+static void from_seq_replays_history(void **state) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 1, NULL, 1000, 0u);
+    net_pub_register(&p, 50);
+    net_pub_settle(&p);
+    kvreg_subscriber *sub = new_sub(0);
+    net_collect c;
+    net_collect_init(&c, sub);
+    uint32_t idx = 7;
+    assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, p.replay, &idx), KVREG_OK);
+    assert_int_equal(idx, 0);
+    assert_true(net_run_until(sub, &c, 50, SECONDS(10)));
+    check_stream(&c, 0, 50, 1000);
+    for (size_t i = 0; i < c.n; i++) assert_int_equal(c.recs[i].replayed, 1);
+    assert_int_equal(c.lost, 0);
+    assert_int_equal(c.notices[KVREG_SUB_REPLAY_DONE], 1);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_SERVED), 1);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_BATCHES), 50);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_pub_close(&p);
+}
+
+/* A late joiner (no FROM_SEQ) sees a first seq > 0, asks for a replay from 0 and ends up with
+ * every batch in order, while the publisher keeps going. */
+static void late_join_recovers(void **state) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 1, NULL, 5000, 0u);
+    net_pub_register(&p, 40);
+    kvreg_subscriber *sub = new_sub(UINT64_MAX);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, p.replay, NULL), KVREG_OK);
+    /* PUB/SUB drops what is sent before the subscription arrives: publish until one lands. */
+    const int64_t deadline = SECONDS(10);
+    while (c.n == 0 && net_now_ms() < deadline) {
+        net_pub_register(&p, 1);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    }
+    net_pub_register(&p, 20);
+    net_pub_settle(&p);
+    const uint64_t total = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
+    assert_true(net_run_until(sub, &c, total, SECONDS(10)));
+    check_stream(&c, 0, total, 5000);
+    assert_true(c.notices[KVREG_SUB_GAP] >= 1);
+    assert_int_equal(c.lost, 0);
+    uint64_t replayed = 0;
+    kvreg_subscriber_stat(sub, KVREG_SUB_STAT_REPLAYED, &replayed);
+    assert_true(replayed >= 40);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_pub_close(&p);
+}
+
+/* A new publisher process on the same endpoint numbers from 0 again: a RESET, once. The
+ * subscriber binds and the publishers connect (vLLM's connect branch). */
+static void restart_is_a_reset(void **state) {
+    (void)state;
+    kvreg_subscriber *sub = new_sub(UINT64_MAX);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, "tcp://127.0.0.1:*", NULL, NULL), KVREG_OK);
+    char ep[256];
+    assert_int_equal(kvreg_subscriber_endpoint(sub, 0, ep, sizeof ep, NULL), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_endpoint(sub, 1, ep, sizeof ep, NULL), KVREG_ERANGE);
+    assert_int_equal(kvreg_subscriber_endpoint(sub, 0, ep, sizeof ep, NULL), KVREG_OK);
+
+    net_pub a;
+    net_pub_open(&a, 0, ep, 1, 0u);
+    int64_t deadline = SECONDS(10);
+    while (c.n < 3 && net_now_ms() < deadline) {
+        net_pub_register(&a, 1);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    }
+    assert_true(c.n >= 3);
+    net_pub_register(&a, 200); /* take the old stream well past where a new one starts */
+    net_pub_settle(&a);
+    assert_true(net_run_until(sub, &c, c.n + 200, SECONDS(10)));
+    net_pub_close(&a);
+    const uint64_t last_old = c.recs[c.n - 1].seq;
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 0);
+
+    net_pub b;
+    net_pub_open(&b, 0, ep, 1, 0u);
+    deadline = SECONDS(10);
+    while (c.notices[KVREG_SUB_RESET] == 0 && net_now_ms() < deadline) {
+        net_pub_register(&b, 1);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    }
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 1);
+    assert_true(c.reset_after >= 0 && (size_t)c.reset_after < c.n);
+    assert_true(c.recs[c.reset_after].seq < last_old);
+    net_pub_close(&b);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+}
+
+/* Several publishers into one subscriber: each one's batches in its own order. */
+static void many_publishers_keep_order(void **state) {
+    (void)state;
+    enum { N = 3, PER = 40 };
+    net_pub p[N];
+    kvreg_subscriber *sub = new_sub(0);
+    net_collect c;
+    net_collect_init(&c, sub);
+    for (uint32_t i = 0; i < N; i++) {
+        net_pub_open(&p[i], 1, NULL, 100000 * (i + 1), 0u);
+        uint32_t idx;
+        assert_int_equal(kvreg_subscriber_add(sub, p[i].endpoint, p[i].replay, &idx), KVREG_OK);
+        assert_int_equal(idx, i);
+    }
+    for (int k = 0; k < PER; k++) {
+        for (uint32_t i = 0; i < N; i++) net_pub_register(&p[i], 1);
+        assert_int_equal(kvreg_subscriber_run(sub, k % 4 == 0 ? 5 : 0), KVREG_OK);
+    }
+    for (uint32_t i = 0; i < N; i++) net_pub_settle(&p[i]);
+    assert_true(net_run_until(sub, &c, N * PER, SECONDS(15)));
+    for (uint32_t i = 0; i < N; i++) check_stream(&c, i, PER, 100000 * (i + 1));
+    assert_int_equal(c.lost, 0);
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 0);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    for (uint32_t i = 0; i < N; i++) net_pub_close(&p[i]);
+}
+
+/* Fill the pipe to a subscriber that does not read until the PUB socket refuses batches at
+ * its high-water mark; returns how many it refused. */
+static uint64_t overrun(net_pub *p) {
+    const int64_t deadline = SECONDS(20);
+    kvreg_block_desc d[512];
+    kvreg_block b[512];
+    static uint32_t tokens[16];
+    memset(d, 0, sizeof d);
+    while (net_pub_stat(p, KVREG_PUB_STAT_BATCHES_DROPPED) == 0 && net_now_ms() < deadline) {
+        for (int i = 0; i < 512; i++) {
+            d[i].sequence_hash = UINT64_C(1) << 62 | p->next_hash++;
+            d[i].block_hash = d[i].sequence_hash;
+            d[i].tokens = tokens;
+            d[i].n_tokens = 16;
+        }
+        assert_int_equal(kvreg_register_batch(p->pool, d, 512, b, NULL, NULL), KVREG_OK);
+        assert_int_equal(kvreg_release_batch(p->pool, b, 512, NULL, NULL), KVREG_OK);
+        assert_int_equal(kvreg_registry_flush(p->reg), KVREG_OK);
+    }
+    net_pub_settle(p);
+    return net_pub_stat(p, KVREG_PUB_STAT_BATCHES_DROPPED);
+}
+
+/* Every seq is either delivered once, in order, or named in a LOSS notice. */
+static void check_accounted(const net_collect *c, uint64_t total) {
+    uint64_t prev = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (i) assert_true(c->recs[i].seq > prev);
+        prev = c->recs[i].seq;
+    }
+    assert_int_equal(c->n + c->lost, total);
+}
+
+static void slow_subscriber(void **state, uint64_t ring, int expect_loss) {
+    (void)state;
+    net_pub p;
+    net_pub_open(&p, 1, NULL, 1, KVREG_PUB_OPT_HWM, (uint64_t)2, KVREG_PUB_OPT_MAX_EVENTS, (uint64_t)1024,
+                 KVREG_PUB_OPT_BUFFER_STEPS, ring, 0u);
+    kvreg_subscriber *sub = new_sub(0);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_RCVHWM, 2), KVREG_OK);
+    /* sanitizer builds are slow: a replay is not given up while it is merely slow */
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 20000), KVREG_OK);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, p.replay, NULL), KVREG_OK);
+    int64_t deadline = SECONDS(10);
+    while (c.n == 0 && net_now_ms() < deadline) { /* connected and in step */
+        net_pub_register(&p, 1);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    }
+    assert_true(c.n > 0);
+    assert_true(overrun(&p) > 0);
+    /* A dropped batch shows as a gap when a later one arrives: the engine goes on working. */
+    uint64_t total = 0;
+    deadline = SECONDS(30);
+    do {
+        net_pub_register(&p, 1);
+        net_pub_settle(&p);
+        total = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
+        assert_int_equal(kvreg_subscriber_run(sub, 50), KVREG_OK);
+    } while (c.n + c.lost < total && net_now_ms() < deadline);
+    check_accounted(&c, total);
+    assert_true(c.notices[KVREG_SUB_GAP] >= 1);
+    if (expect_loss) {
+        assert_true(c.lost > 0);
+        assert_true(c.notices[KVREG_SUB_LOSS] >= 1);
+    } else {
+        assert_int_equal(c.lost, 0);
+        uint64_t replayed = 0;
+        kvreg_subscriber_stat(sub, KVREG_SUB_STAT_REPLAYED, &replayed);
+        assert_true(replayed >= net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_DROPPED));
+    }
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_pub_close(&p);
+}
+
+/* Past the high-water mark: the gap is filled from the ring, nothing lost. */
+static void hwm_gap_filled_by_replay(void **state) { slow_subscriber(state, 100000, 0); }
+/* The same with a ring of 2 batches: the loss is reported, never silent. */
+static void hwm_gap_out_of_ring_reported(void **state) { slow_subscriber(state, 2, 1); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(endpoint_rules),
+        cmocka_unit_test(publisher_arguments),
+        cmocka_unit_test(stop_flushes),
+        cmocka_unit_test(untokened_events_skipped),
+        cmocka_unit_test(from_seq_replays_history),
+        cmocka_unit_test(late_join_recovers),
+        cmocka_unit_test(restart_is_a_reset),
+        cmocka_unit_test(many_publishers_keep_order),
+        cmocka_unit_test(hwm_gap_filled_by_replay),
+        cmocka_unit_test(hwm_gap_out_of_ring_reported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
