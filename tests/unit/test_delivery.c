@@ -376,8 +376,14 @@ static void test_wakeup_reaches_every_waiter(void **state) {
  * delivers on A, waits until thread B has taken another event id: B registers blocks in a
  * loop, so there is always more to deliver. A may deliver others' events for a while, but it
  * must hand the delivery over (to B, whose call then delivers) and return. Before the
- * hand-off existed, A delivered until B stopped: B hit its cap of RELAY_CAP registrations. */
-#define RELAY_CAP 20000
+ * hand-off existed, A delivered until B stopped at its cap of RELAY_CAP registrations.
+ * What A may deliver in one call is bounded: the events taken before it started delivering
+ * (at most the 4096-event ring), KVREG_EVENTS_PER_CALL more before it asks to be relieved,
+ * and what B publishes before B's next call sees the request (at most the ring again). B's
+ * own count is no measure: once A returned, B keeps going until A's thread runs again. */
+#define RELAY_CAP 40000
+#define RING 4096
+#define A_CALL_BOUND (2 * RING + KVREG_EVENTS_PER_CALL)
 
 typedef struct relay {
     kvreg_registry *reg;
@@ -390,6 +396,7 @@ typedef struct relay {
     size_t b_started;     /* B's calls begun */
     size_t b_calls;       /* B's calls that returned */
     size_t events;        /* delivered, any thread */
+    size_t a_events;      /* delivered by A's callback calls */
     uint64_t next_id;     /* gap check */
     int gap, status, a_use_set_fn;
     pthread_mutex_t mu;   /* guards the ints above (callbacks never overlap, B reads a_returned) */
@@ -417,7 +424,10 @@ static void relay_fn(const kvreg_event *ev, size_t n, void *ud) {
     }
     r->events += n;
     const int on_a = r->a_started && pthread_equal(pthread_self(), r->a_thread);
-    if (on_a) r->a_inside = 1;
+    if (on_a) {
+        r->a_inside = 1;
+        r->a_events += n;
+    }
     pthread_mutex_unlock(&r->mu);
     if (!on_a) return;
     /* Keep A's delivery going: return once B's call that takes the id after this run has
@@ -504,8 +514,10 @@ static void run_relay(int a_use_set_fn) {
     assert_true(job_finish(&b));
     assert_int_equal(r.status, 0);
     assert_int_equal(r.a_returned, 1);
-    /* A returned while B was still producing: B stopped because A returned, not at its cap. */
+    /* A returned while B was still producing, having delivered a bounded share of B's
+     * events (one bound per call of A that delivers: register, then set_event_fn). */
     assert_true(r.b_calls < RELAY_CAP);
+    assert_true(r.a_events <= (size_t)(a_use_set_fn ? 2 : 1) * A_CALL_BOUND);
     assert_int_equal(kvreg_registry_flush(r.reg), KVREG_OK);
     assert_int_equal(r.gap, 0);
     assert_int_equal(r.events, 1 + r.b_calls);
@@ -524,6 +536,76 @@ static void test_set_event_fn_hands_over_to_a_producer(void **state) {
     run_relay(1);
 }
 
+/* ---- a setter is not starved by a producer that keeps retaking the role ----------------- *
+ * Thread B registers and releases in a loop with a callback that returns at once, so B takes
+ * the delivery role in every call and gives it back a moment later. Thread A replaces the
+ * callback SETTER_ROUNDS times. Each replacement waits for the role; if it only waited for an
+ * idle moment, B would retake the role before A's thread woke, again and again. A must finish
+ * while B is still far from its cap. */
+#define SETTER_ROUNDS 200
+#define SETTER_B_CAP 2000000
+
+typedef struct setter_race {
+    kvreg_registry *reg;
+    kvreg_pool *b;
+    pthread_mutex_t mu;
+    int a_done, status;
+    size_t b_calls;
+} setter_race;
+
+static void count_fn(const kvreg_event *ev, size_t n, void *ud) {
+    (void)ev;
+    (void)n;
+    (void)ud;
+}
+
+static void *setter_a(void *p) {
+    setter_race *s = p;
+    for (int i = 0; i < SETTER_ROUNDS; i++)
+        if (kvreg_registry_set_event_fn(s->reg, count_fn, NULL, NULL) != KVREG_OK) s->status = -1;
+    pthread_mutex_lock(&s->mu);
+    s->a_done = 1;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void *producer_b(void *p) {
+    setter_race *s = p;
+    kvreg_block_desc d = desc(77);
+    for (size_t i = 0; i < SETTER_B_CAP; i++) {
+        pthread_mutex_lock(&s->mu);
+        const int stop = s->a_done;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        kvreg_block h;
+        if (kvreg_register(s->b, &d, &h) != KVREG_OK || kvreg_release(s->b, h) != KVREG_OK) s->status = -2;
+        s->b_calls++;
+    }
+    return NULL;
+}
+
+static void test_setter_is_not_starved_by_a_producer(void **state) {
+    (void)state;
+    setter_race s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    kvreg_config *cfg;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, count_fn, NULL, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&s.reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_pool_new(&s.b, s.reg, "B"), KVREG_OK);
+    job a, b;
+    job_start(&b, producer_b, &s);
+    job_start(&a, setter_a, &s);
+    assert_true(job_finish(&a));
+    assert_true(job_finish(&b));
+    assert_int_equal(s.status, 0);
+    assert_true(s.b_calls < SETTER_B_CAP);
+    kvreg_registry_free(s.reg);
+    pthread_mutex_destroy(&s.mu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_event_calls_do_not_wait_for_a_stuck_callback),
@@ -534,6 +616,7 @@ int main(void) {
         cmocka_unit_test(test_wakeup_reaches_every_waiter),
         cmocka_unit_test(test_deliverer_hands_over_to_a_producer),
         cmocka_unit_test(test_set_event_fn_hands_over_to_a_producer),
+        cmocka_unit_test(test_setter_is_not_starved_by_a_producer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
