@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <kvreg_net.h>
@@ -16,6 +17,11 @@
 /* Longest wait in one kvreg_subscriber_run() before the loop checks the publishers' error
  * counters and the deadline again (the callback ends a run as soon as the index caught up). */
 #define RUN_SLICE_MS 20
+/* File descriptors each worker costs (two publishers with their sockets and ZeroMQ contexts,
+ * and the subscriber's sockets for them: about 30 measured), and the process's own. libzmq
+ * aborts the process when it runs out of them, so they are counted before anything opens. */
+#define FDS_PER_WORKER 32
+#define FDS_BASE 64
 
 struct zmq_feed {
     uint32_t n_pub;             /* 2 per worker: G1 stream, G2 stream */
@@ -200,6 +206,24 @@ static int connect_all(zmq_feed *z)
     return z->failed ? -1 : 0;
 }
 
+/* Raise the soft limit on open files up to the hard one when the workers need more. */
+static int enough_fds(uint32_t n_workers)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)n_workers * FDS_PER_WORKER + FDS_BASE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+        rl.rlim_cur = need;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            return 0;
+    }
+    fprintf(stderr, "kvreg-replay: --transport zmq with %u workers needs about %llu open files, "
+            "the limit is %llu (ulimit -n): use fewer workers or --transport inproc\n", n_workers,
+            (unsigned long long)need, (unsigned long long)rl.rlim_max);
+    return -1;
+}
+
 int zmq_feed_open(zmq_feed **out, kvreg_index *idx, uint32_t n_workers, kvreg_registry **regs,
                   uint32_t block_tokens, feed_stats *st)
 {
@@ -209,6 +233,10 @@ int zmq_feed_open(zmq_feed **out, kvreg_index *idx, uint32_t n_workers, kvreg_re
     *out = NULL;
     if (!z) {
         fprintf(stderr, "kvreg-replay: out of memory\n");
+        return -1;
+    }
+    if (enough_fds(n_workers) != 0) {
+        free(z);
         return -1;
     }
     z->n_pub = 2 * n_workers;
