@@ -1,0 +1,140 @@
+/*
+ * router: the router side of KV-aware routing. A subscriber receives engines' KV events over
+ * ZeroMQ (vLLM's KVEventBatch, from engine.c or from a vLLM or SGLang engine), asks each
+ * engine's replay endpoint for what it missed, and hands every decoded batch, in order, to a
+ * libkvreg index; the index then answers "which engine holds the longest prefix of this
+ * prompt", the question a KV-aware router asks before it sends a request.
+ *
+ *   router ENDPOINT REPLAY_ENDPOINT BLOCKS [TIMEOUT_SECONDS]
+ *
+ * It subscribes to one engine (the endpoints engine.c printed), applies batches until BLOCKS
+ * blocks have been stored or removed (engine.c printed how many Register and Remove events
+ * it published, one per block; vLLM groups them into fewer wire events; default timeout
+ * 20 s), then
+ * routes four prompts and checks what the index says against what engine.c did: request 1
+ * is cached whole, request 0 only up to its system prompt (its question was evicted), a new
+ * question shares the system prompt, and an unrelated prompt matches nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvreg.h>
+#include <kvreg_index.h>
+#include <kvreg_net.h>
+
+#include "check.h"
+#include "demo_prompts.h"
+
+typedef struct router {
+    kvreg_index *index;
+    kvreg_subscriber *sub;
+    uint64_t blocks, wanted; /* block hashes stored or removed so far, and the goal */
+    int failed;
+} router;
+
+/* Every batch, live or replayed, in each engine's order. The engine's id is the subscriber's
+ * index of its endpoint (a real router would use the pod from the topic, batch->pod). */
+static void on_batch(const kvreg_sub_batch *batch, void *user_data)
+{
+    router *r = user_data;
+    kvreg_index_apply_info info;
+    const uint32_t rank = batch->has_dp_rank ? (uint32_t)batch->dp_rank : 0;
+    int rc = kvreg_index_apply(r->index, batch->publisher, rank, batch->seq, batch->events,
+                               batch->n_events, &info);
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "router: applying batch %llu: %s\n", (unsigned long long)batch->seq,
+                kvreg_strerror(rc));
+        r->failed = 1;
+    }
+    if (info.flags & (KVREG_INDEX_F_GAP | KVREG_INDEX_F_RESET))
+        fprintf(stderr, "router: batch %llu: events were lost before it (resync the engine)\n",
+                (unsigned long long)batch->seq);
+    for (size_t i = 0; i < batch->n_events; i++)
+        r->blocks += batch->events[i].n_block_hashes;
+    printf("router: batch %llu from %s (%s): %zu events, %llu blocks stored, %llu removed\n",
+           (unsigned long long)batch->seq, batch->pod, batch->replayed ? "replayed" : "live",
+           batch->n_events, (unsigned long long)info.blocks_stored,
+           (unsigned long long)info.blocks_removed);
+    if (r->failed || r->blocks >= r->wanted)
+        kvreg_subscriber_stop(r->sub);
+}
+
+/* Gaps, replays, resets and malformed messages: never silent. */
+static void on_notice(const kvreg_sub_notice *notice, void *user_data)
+{
+    (void)user_data;
+    fprintf(stderr, "router: %s: %s\n", notice->endpoint, notice->message);
+}
+
+/* Route one prompt: the best engine and how much of the prompt it holds (0 if none). */
+static uint32_t route(const router *r, const char *what, const uint32_t *tokens)
+{
+    kvreg_index_match best;
+    size_t n = 0;
+    CHECK_OK(kvreg_index_query_tokens(r->index, tokens, DEMO_PROMPT_TOKENS, 1, &best, 1, &n));
+    if (n == 0) {
+        printf("router: %-28s no engine holds its first block\n", what);
+        return 0;
+    }
+    printf("router: %-28s engine %llu holds %u of %d blocks (%u on GPU)\n", what,
+           (unsigned long long)best.worker_id, best.depth, DEMO_PROMPT_BLOCKS,
+           best.blocks[KVREG_MEDIUM_GPU]);
+    return best.depth;
+}
+
+int main(int argc, char **argv)
+{
+    router r;
+    uint32_t tokens[DEMO_PROMPT_TOKENS];
+    long timeout_s;
+    int rc;
+
+    if (argc < 4 || argc > 5) {
+        fprintf(stderr, "usage: router ENDPOINT REPLAY_ENDPOINT BLOCKS [TIMEOUT_SECONDS]\n");
+        return 2;
+    }
+    if (!(kvreg_features() & KVREG_FEATURE_ZMQ)) {
+        fprintf(stderr, "router: this libkvreg was built without ZeroMQ (libzmq3-dev)\n");
+        return 2;
+    }
+    memset(&r, 0, sizeof r);
+    r.wanted = strtoull(argv[3], NULL, 10);
+    timeout_s = argc > 4 ? strtol(argv[4], NULL, 10) : 20;
+
+    /* The index's defaults match vLLM's engines: 16-token blocks, Dynamo's hashing with salt
+     * 1337 computed from each stored block's tokens (engines name blocks their own way). */
+    CHECK_OK(kvreg_index_new(&r.index, NULL));
+    CHECK_OK(kvreg_subscriber_new(&r.sub));
+    CHECK_OK(kvreg_subscriber_set(r.sub, KVREG_SUB_OPT_FROM_SEQ, 0)); /* everything, via replay */
+    CHECK_OK(kvreg_subscriber_set_string(r.sub, KVREG_SUB_TOPIC, "kv@"));
+    CHECK_OK(kvreg_subscriber_set_batch_fn(r.sub, on_batch, &r));
+    CHECK_OK(kvreg_subscriber_set_notice_fn(r.sub, on_notice, NULL));
+    rc = kvreg_subscriber_add(r.sub, argv[1], argv[2], NULL);
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", argv[1], argv[2],
+                kvreg_strerror(rc));
+        return 1;
+    }
+    /* Receive until on_batch stops us (all events in) or the timeout. */
+    CHECK_OK(kvreg_subscriber_run(r.sub, (int)(timeout_s * 1000)));
+    if (r.failed || r.blocks < r.wanted) {
+        fprintf(stderr, "router: %llu of %llu blocks arrived in %ld s\n",
+                (unsigned long long)r.blocks, (unsigned long long)r.wanted, timeout_s);
+        return 1;
+    }
+
+    demo_prompt(1, tokens);
+    CHECK(route(&r, "request 1 again:", tokens) == DEMO_PROMPT_BLOCKS);
+    demo_prompt(0, tokens);
+    CHECK(route(&r, "request 0 again (evicted):", tokens) == DEMO_SYSTEM_BLOCKS);
+    demo_prompt(7, tokens);
+    CHECK(route(&r, "a new question:", tokens) == DEMO_SYSTEM_BLOCKS);
+    demo_prompt(7, tokens);
+    tokens[0] = 999999; /* another system prompt: nothing in common from the first block on */
+    CHECK(route(&r, "another system prompt:", tokens) == 0);
+
+    kvreg_subscriber_free(r.sub);
+    kvreg_index_free(r.index);
+    return 0;
+}
