@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) and net suites; kvreg-replay's
+#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) and net suites (with
+#      replay-cluster-zmq: kvreg-replay --transport zmq against inproc); kvreg-replay's
 #      input, gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
 #      clear_snapshot, index_race), kvreg-replay --sweep (two worker threads) and the net suite

@@ -109,15 +109,22 @@ static int evict_g2(cache *c)
     return 0;
 }
 
-static kvreg_block_desc desc_of(const kvreg_block_info *info)
+/* A copy of a block for the other tier: by hash only (the model has no real tokens to store),
+ * unless the tokens are asked for and known (cache_config.tokens_of). 0, or -1 (printed). */
+static int desc_of(cache *c, const kvreg_block_info *info, kvreg_block_desc *d)
 {
-    kvreg_block_desc d;
-    memset(&d, 0, sizeof d);
-    d.sequence_hash = info->sequence_hash;
-    d.block_hash = info->block_hash;
-    d.parent_sequence_hash = info->parent_sequence_hash;
-    d.has_parent = info->has_parent;
-    return d; /* by hash only: the model has no real tokens to store */
+    memset(d, 0, sizeof *d);
+    d->sequence_hash = info->sequence_hash;
+    d->block_hash = info->block_hash;
+    d->parent_sequence_hash = info->parent_sequence_hash;
+    d->has_parent = info->has_parent;
+    if (c->cfg.with_tokens && c->cfg.tokens_of) {
+        if (c->cfg.tokens_of(c->cfg.tokens_ctx, info->sequence_hash, c->tokens) != 0)
+            return inconsistent("no tokens for a block moving between tiers");
+        d->tokens = c->tokens;
+        d->n_tokens = d->block_size = c->cfg.block_tokens;
+    }
+    return 0;
 }
 
 /* Evict G1's least recently used unused block, offloading it to G2 first when there is one. */
@@ -141,7 +148,9 @@ static int evict_g1(cache *c, lru_entry *v)
                 evict_g2(c) != 0)
                 return -1;
             {
-                kvreg_block_desc d = desc_of(&info);
+                kvreg_block_desc d;
+                if (desc_of(c, &info, &d) != 0)
+                    return -1;
                 /* Register in G2 BEFORE releasing from G1: the hash never leaves the registry,
                  * so consumers of the event stream see no Remove/Register pair for a move. */
                 rc = kvreg_register(c->g2, &d, &g2_handle);
@@ -233,7 +242,8 @@ static int onboard(cache *c, uint64_t hash)
     c->st.api_calls++;
     if (rc != KVREG_OK)
         return fail("block info in G2", rc);
-    d = desc_of(&info);
+    if (desc_of(c, &info, &d) != 0)
+        return -1;
     c->st.onboards++;
     return add_g1_block(c, &d);
 }

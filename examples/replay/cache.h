@@ -37,6 +37,11 @@ typedef struct cache_config {
     uint32_t block_tokens; /* tokens per block id */
     int with_tokens;       /* register computed blocks with their tokens (--publish: vLLM's
                               events carry them), not by hash only */
+    /* With with_tokens: also give offloaded (G2) and onboarded (G1) blocks their tokens, for
+     * tiers in registries of their own, where those Registers are events too (the cluster's
+     * --transport zmq). out gets block_tokens tokens; 0, or -1 when the block is unknown. */
+    int (*tokens_of)(void *ctx, uint64_t sequence_hash, uint32_t *out);
+    void *tokens_ctx;
 } cache_config;
 
 typedef struct cache_stats {

@@ -15,6 +15,16 @@
 #include "trace.h"
 #include "wire_out.h"
 
+/* Its own string: one format string would pass the 4095 bytes C99 compilers must support. */
+static const char cluster_usage[] =
+"Cluster (kvreg-replay --workers N): N engines behind a router-side index (kvreg_index.h)\n"
+"  --workers N               engines, each with the model above (capacities per engine)\n"
+"  --router POLICY           kv (best prefix match less load, the default), random,\n"
+"                            round_robin or least_loaded\n"
+"  --transport inproc|zmq    how the engines' vLLM event payloads reach the index: in memory\n"
+"                            (default inproc), or zmq: a publisher per worker tier on\n"
+"                            127.0.0.1 and one subscriber (same routing, over the network)\n";
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -39,12 +49,7 @@ static void usage(FILE *out)
 "  --inflight N              requests running at once, holding their blocks (default 8)\n"
 "  --block-tokens N          tokens per block id (default 512)\n"
 "  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
-"Cluster (kvreg-replay --workers N): N engines behind a router-side index (kvreg_index.h)\n"
-"  --workers N               engines, each with the model above (capacities per engine)\n"
-"  --router POLICY           kv (best prefix match less load, the default), random,\n"
-"                            round_robin or least_loaded\n"
-"  --transport inproc|zmq    how the engines' vLLM event payloads reach the index\n"
-"                            (default inproc)\n"
+"%s"
 "Input:\n"
 "  --skip-bad                skip malformed trace lines and count them (default: stop with\n"
 "                            the line number, exit status 2)\n"
@@ -78,7 +83,7 @@ static void usage(FILE *out)
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
+            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, cluster_usage, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
             publish_usage);
 }
 

@@ -16,6 +16,7 @@
 #include "max_hits.h"
 #include "naming.h"
 #include "router.h"
+#include "zmq_feed.h"
 
 #define EXIT_LIBRARY 1
 #define EXIT_BAD_INPUT 2
@@ -44,6 +45,8 @@ typedef struct cluster {
     size_t query_cap;
     namer *nm;
     hmap id_of;          /* sequence hash -> block id, for the tokens vLLM events carry */
+    kvreg_registry **regs; /* every engine's G1 and G2 registries, in that order */
+    zmq_feed *zf;        /* --transport zmq; NULL: inproc (each engine's feed) */
 } cluster;
 
 static double now_s(void)
@@ -58,12 +61,15 @@ static uint64_t times(uint64_t blocks, uint32_t n)
     return blocks == CACHE_UNLIMITED || blocks == 0 ? blocks : blocks * n;
 }
 
-static int new_registry(kvreg_registry **out, kvreg_event_fn fn, void *user_data)
+/* fn NULL and poll: POLL delivery (a publisher takes the events, --transport zmq). */
+static int new_registry(kvreg_registry **out, kvreg_event_fn fn, void *user_data, int poll)
 {
     kvreg_config *cfg = NULL;
     int rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK && fn)
         rc = kvreg_config_set_event_fn(cfg, fn, user_data, NULL);
+    if (rc == KVREG_OK && poll)
+        rc = zmq_feed_configure(cfg);
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(out, cfg);
     kvreg_config_free(cfg);
@@ -84,7 +90,8 @@ static int tokens_of(void *ctx, uint64_t sequence_hash, uint32_t *out)
 static int cluster_init(cluster *c, const replay_options *o, const cache_config *cc, namer *nm)
 {
     kvreg_index_config *icfg = NULL;
-    cache_config shared = *cc;
+    cache_config shared = *cc, per_engine = *cc;
+    const int zmq = o->transport == REPLAY_TRANSPORT_ZMQ;
     uint32_t i;
     int rc;
 
@@ -97,7 +104,8 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
     c->requests_per_worker = calloc(c->n, sizeof *c->requests_per_worker);
     c->window_cap = (size_t)c->n * o->inflight;
     c->window = calloc(c->window_cap, sizeof *c->window);
-    if (!c->eng || !c->inflight || !c->requests_per_worker || !c->window ||
+    c->regs = calloc(2 * (size_t)c->n, sizeof *c->regs);
+    if (!c->eng || !c->inflight || !c->requests_per_worker || !c->window || !c->regs ||
         router_init(&c->rt, o->router, c->n, o->seed) != 0)
         return KVREG_ENOMEM;
 
@@ -116,21 +124,31 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
         rc = kvreg_index_new(&c->idx, icfg);
     kvreg_index_config_free(icfg);
 
+    /* Over ZeroMQ the engines' own registries' events are sent as they are, so every
+     * Register carries its tokens (inproc, the feed adds them before encoding). */
+    if (zmq) {
+        per_engine.with_tokens = 1;
+        per_engine.tokens_of = tokens_of;
+        per_engine.tokens_ctx = c;
+    }
     for (i = 0; i < c->n && rc == KVREG_OK; i++) {
         engine *e = &c->eng[i];
-        rc = feed_init(&e->fd, i, c->idx, &c->fs, o->block_tokens, tokens_of, c);
+        if (!zmq)
+            rc = feed_init(&e->fd, i, c->idx, &c->fs, o->block_tokens, tokens_of, c);
         if (rc == KVREG_OK)
-            rc = new_registry(&e->g1_reg, feed_capture, &e->fd);
+            rc = new_registry(&e->g1_reg, zmq ? NULL : feed_capture, &e->fd, zmq);
         if (rc == KVREG_OK)
-            rc = new_registry(&e->g2_reg, feed_capture, &e->fd);
+            rc = new_registry(&e->g2_reg, zmq ? NULL : feed_capture, &e->fd, zmq);
         if (rc == KVREG_OK)
-            rc = cache_init_tiers(&e->model, e->g1_reg, e->g2_reg, cc);
+            rc = cache_init_tiers(&e->model, e->g1_reg, e->g2_reg, &per_engine);
+        c->regs[2 * i] = e->g1_reg;
+        c->regs[2 * i + 1] = e->g2_reg;
     }
     shared.g1_blocks = times(cc->g1_blocks, c->n);
     shared.g2_blocks = times(cc->g2_blocks, c->n);
     shared.inflight = cc->inflight * c->n;
     if (rc == KVREG_OK)
-        rc = new_registry(&c->shared_reg, NULL, NULL);
+        rc = new_registry(&c->shared_reg, NULL, NULL, 0);
     if (rc == KVREG_OK)
         rc = cache_init(&c->shared, c->shared_reg, &shared);
     return rc;
@@ -139,6 +157,7 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
 static void cluster_free(cluster *c)
 {
     uint32_t i;
+    zmq_feed_close(c->zf); /* the publishers stop before their registries go */
     for (i = 0; c->eng && i < c->n; i++) {
         cache_free(&c->eng[i].model);
         kvreg_registry_free(c->eng[i].g1_reg);
@@ -153,6 +172,7 @@ static void cluster_free(cluster *c)
     free(c->inflight);
     free(c->window);
     free(c->requests_per_worker);
+    free(c->regs);
     free(c->seq_hashes);
     free(c->block_hashes);
     free(c->query_ns);
@@ -189,6 +209,12 @@ static void dispatched(cluster *c, uint32_t w)
     c->requests_per_worker[w]++;
 }
 
+/* Carry engine w's new events into the index; with zmq, wait until every event is there. */
+static int carry_events(cluster *c, uint32_t w)
+{
+    return c->zf ? zmq_feed_sync(c->zf) : feed_flush(&c->eng[w].fd);
+}
+
 /* Route and replay one request; 0 or -1 (printed). */
 static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_t n_done,
                        uint64_t blocks_so_far, uint32_t inflight_per_worker)
@@ -215,7 +241,7 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
         }
     }
     dispatched(c, w);
-    if (cache_request(&c->eng[w].model, nm, req) != 0 || feed_flush(&c->eng[w].fd) != 0)
+    if (cache_request(&c->eng[w].model, nm, req) != 0 || carry_events(c, w) != 0)
         return -1;
     return cache_request(&c->shared, nm, req);
 }
@@ -297,6 +323,7 @@ int cluster_run(const replay_options *o, workload *w)
     hmap seen;
     report r;
     cluster_report cr;
+    zmq_feed_stats zs;
     cache_config cc;
     struct rusage ru;
     uint64_t n_done = 0, blocks_so_far = 0;
@@ -304,13 +331,15 @@ int cluster_run(const replay_options *o, workload *w)
     int rc, status = 0;
     uint32_t i;
 
-    if (o->transport == REPLAY_TRANSPORT_ZMQ) {
-        fprintf(stderr, "kvreg-replay: --transport zmq: not built yet (this kvreg-replay has no "
-                        "ZeroMQ publisher/subscriber); use --transport inproc\n");
-        return EXIT_LIBRARY;
+    if (o->transport == REPLAY_TRANSPORT_ZMQ && !zmq_feed_available()) {
+        fprintf(stderr, "kvreg-replay: --transport zmq: this libkvreg was built without ZeroMQ "
+                        "(libzmq3-dev was not found when it was configured); use --transport "
+                        "inproc\n");
+        return EXIT_BAD_INPUT;
     }
     memset(&r, 0, sizeof r);
     memset(&cr, 0, sizeof cr);
+    memset(&cc, 0, sizeof cc); /* by hash only, no tokens_of: see cluster_init */
     cc.g1_blocks = o->g1_blocks;
     cc.g2_blocks = o->g2_blocks;
     cc.inflight = o->inflight;
@@ -324,6 +353,12 @@ int cluster_run(const replay_options *o, workload *w)
     if (rc != KVREG_OK) {
         fprintf(stderr, "kvreg-replay: cannot set up the cluster: %s%s\n", kvreg_strerror(rc),
                 rc == KVREG_ENOTSUP ? " (this libkvreg was built without the wire formats)" : "");
+        cluster_free(&c);
+        namer_free(&nm);
+        return EXIT_LIBRARY;
+    }
+    if (o->transport == REPLAY_TRANSPORT_ZMQ &&
+        zmq_feed_open(&c.zf, c.idx, c.n, c.regs, o->block_tokens, &c.fs) != 0) {
         cluster_free(&c);
         namer_free(&nm);
         return EXIT_LIBRARY;
@@ -350,7 +385,7 @@ int cluster_run(const replay_options *o, workload *w)
             break;
     }
     for (i = 0; status == 0 && i < c.n; i++) {
-        if (cache_drain(&c.eng[i].model) != 0 || feed_flush(&c.eng[i].fd) != 0)
+        if (cache_drain(&c.eng[i].model) != 0 || carry_events(&c, i) != 0)
             status = EXIT_LIBRARY;
     }
     if (status == 0 && cache_drain(&c.shared) != 0)
@@ -380,7 +415,10 @@ int cluster_run(const replay_options *o, workload *w)
 
         cr.workers = c.n;
         cr.router = router_policy_name(o->router);
-        cr.transport = "inproc";
+        cr.transport = c.zf ? "zmq" : "inproc";
+        if (c.zf)
+            zmq_feed_get_stats(c.zf, &zs);
+        cr.zmq = c.zf ? &zs : NULL;
         cr.requests_per_worker = c.requests_per_worker;
         cr.shared = c.shared.st;
         cr.shared_g1 = c.shared.cfg.g1_blocks;

@@ -5,6 +5,8 @@
  * replayed on the chosen engine. The same requests also run through one shared cache of the
  * cluster's total size (N times each tier, N times the requests in flight), the ideal a
  * router tries to approach; the report says how much hit rate each policy loses against it.
+ * With --transport zmq the events cross loopback ZeroMQ instead (zmq_feed.h); the index
+ * catches up before each routing decision, so the routing is the same.
  *
  * Requests in flight: the cluster runs N x --inflight requests at once; a request counts as
  * in flight on its worker until N x --inflight later requests have been dispatched (with one

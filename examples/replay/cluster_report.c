@@ -105,10 +105,18 @@ static void json(FILE *out, const report *r, cluster_report *c, const derived *d
             U(c->n_queries), d->p50, d->p99, d->mean_us);
     fprintf(out, ",\"feed\":{\"registry_events\":%llu,\"payloads\":%llu,\"payload_bytes\":%llu"
                  ",\"wire_events\":%llu,\"flagged_batches\":%llu,\"encode_s\":%.6f"
-                 ",\"decode_s\":%.6f,\"apply_s\":%.6f,\"events_applied_per_s\":%.1f}}}\n",
+                 ",\"decode_s\":%.6f,\"apply_s\":%.6f,\"events_applied_per_s\":%.1f"
+                 ",\"registry_events_per_s\":%.1f}",
             U(c->feed.events), U(c->feed.payloads), U(c->feed.payload_bytes),
             U(c->feed.wire_events), U(c->feed.flagged), c->feed.encode_s, c->feed.decode_s,
-            c->feed.apply_s, d->applied_per_s);
+            c->feed.apply_s, d->applied_per_s,
+            r->elapsed_s > 0 ? (double)c->feed.events / r->elapsed_s : 0.0);
+    if (c->zmq)
+        fprintf(out, ",\"zmq\":{\"publishers\":%u,\"batches_received\":%llu"
+                     ",\"batches_replayed\":%llu,\"gaps\":%llu,\"probes\":%llu,\"syncs\":%llu}",
+                c->zmq->publishers, U(c->zmq->batches), U(c->zmq->replayed), U(c->zmq->gaps),
+                U(c->zmq->probes), U(c->zmq->syncs));
+    fputs("}}\n", out);
 #undef U
 }
 
@@ -134,11 +142,19 @@ static void text(FILE *out, const report *r, cluster_report *c, const derived *d
             c->index_agrees ? "equal to the workers' tiers" : "DIFFERS from the workers' tiers");
     fprintf(out, "  queries   %llu, latency p50 %.2f us, p99 %.2f us\n",
             (unsigned long long)c->n_queries, d->p50, d->p99);
-    fprintf(out, "  events    %llu registry events in %llu vLLM payloads (%llu bytes), "
-                 "%llu decoded events applied at %.0f/s\n",
-            (unsigned long long)c->feed.events, (unsigned long long)c->feed.payloads,
-            (unsigned long long)c->feed.payload_bytes, (unsigned long long)c->feed.wire_events,
-            d->applied_per_s);
+    fprintf(out, "  events    %llu registry events in %llu vLLM payloads",
+            (unsigned long long)c->feed.events, (unsigned long long)c->feed.payloads);
+    if (!c->zmq) /* the subscriber hands over decoded batches, not their size */
+        fprintf(out, " (%llu bytes)", (unsigned long long)c->feed.payload_bytes);
+    fprintf(out, ", %llu decoded events applied at %.0f/s\n",
+            (unsigned long long)c->feed.wire_events, d->applied_per_s);
+    if (c->zmq)
+        fprintf(out, "  zmq       %u publishers on 127.0.0.1 (a G1 and a G2 stream per worker), "
+                     "%llu batches received (%llu replayed, %llu gaps), the index caught up "
+                     "%llu times\n",
+                c->zmq->publishers, (unsigned long long)c->zmq->batches,
+                (unsigned long long)c->zmq->replayed, (unsigned long long)c->zmq->gaps,
+                (unsigned long long)c->zmq->syncs);
 }
 
 void cluster_report_print(FILE *out, int json_out, const report *r, cluster_report *c)

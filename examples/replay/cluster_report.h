@@ -12,6 +12,7 @@
 
 #include "feed.h"
 #include "report.h"
+#include "zmq_feed.h"
 
 typedef struct cluster_report {
     uint32_t workers;
@@ -23,6 +24,7 @@ typedef struct cluster_report {
     double *query_ns;              /* one per request, sorted by cluster_report_print */
     uint64_t n_queries;
     feed_stats feed;
+    const zmq_feed_stats *zmq;     /* --transport zmq; NULL for inproc */
     int index_agrees; /* the index holds exactly the workers' blocks, tier by tier */
 } cluster_report;
 

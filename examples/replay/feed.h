@@ -8,7 +8,8 @@
  * (kvreg_wire_decode, what a router receiving the bytes does) and applies the decoded batch to
  * the index with the worker's next sequence number. The workers are libkvreg engines, so the
  * index runs in KVREG_INDEX_HASHES_OWN mode: the hashes on the wire are already router hashes.
- * Transport inproc: the payload goes from encoder to decoder in memory.
+ * Transport inproc: the payload goes from encoder to decoder in memory (--transport zmq sends
+ * the events over loopback instead: zmq_feed.h).
  */
 #ifndef KVREG_REPLAY_FEED_H
 #define KVREG_REPLAY_FEED_H

@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -134,6 +135,7 @@ int main(int argc, char **argv)
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
+    memset(&cc, 0, sizeof cc); /* every field not set here is off (tokens_of NULL) */
     cc.g1_blocks = o.g1_blocks;
     cc.g2_blocks = o.g2_blocks;
     cc.inflight = o.inflight;

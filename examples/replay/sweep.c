@@ -98,6 +98,7 @@ static void run_point(const replay_options *o, sweep_row *row)
     if (rc == KVREG_OK)
         rc = kvreg_registry_new(&reg, cfg);
     kvreg_config_free(cfg);
+    memset(&cc, 0, sizeof cc); /* every field not set here is off (tokens_of NULL) */
     cc.g1_blocks = row->g1_blocks;
     cc.g2_blocks = row->g2_blocks;
     cc.inflight = o->inflight;

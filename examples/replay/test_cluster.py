@@ -3,7 +3,7 @@
 
 Cases:
   cluster-cli              --help mentions the options; bad values and combinations exit 2;
-                           --transport zmq says it is not built yet (exit 1)
+                           without ZeroMQ in the library, --transport zmq says so (exit 2)
   cluster-one-worker       --workers 1 gives exactly the single-engine replay's hit rate
                            (built-in workload and both traces, small tiers and unlimited)
   cluster-builtin          kv beats random on the built-in workload (1000 conversations); every policy's report is
@@ -11,6 +11,9 @@ Cases:
                            the workers' tiers)
   cluster-conversation     kv beats random on the Mooncake conversation trace
   cluster-synthetic        kv beats random on the Mooncake synthetic trace
+  cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
+                           subscriber) routes exactly as --transport inproc: same hits, same
+                           requests per worker, same events and index, and batches were received
 The cluster runs use --block-tokens 32: vLLM events carry every block's token ids, and hit
 rates by block do not depend on the block size (ids name blocks), so small blocks keep the
 tests quick. Expected values are the single-engine replay's (tested against an independent count by
@@ -108,8 +111,9 @@ def case_cli():
                 ["--workers", "2", "--verify-events"]):
         _, err = run(bad, expect_rc=2)
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
-    out, err = run(["--workers", "2", "--transport", "zmq"], expect_rc=1)
-    check("not built yet" in err and out == "", f"--transport zmq: {err!r}")
+    if ARGS.zmq == "0":
+        out, err = run(["--workers", "2", "--transport", "zmq"], expect_rc=2)
+        check("built without ZeroMQ" in err and out == "", f"--transport zmq: {err!r}")
 
 
 def case_one_worker():
@@ -134,6 +138,49 @@ def case_one_worker():
                   f"({single['hit_rate_blocks']['total']:.4f})")
 
 
+def case_zmq():
+    """The same runs over both transports: routing reads the index, so any event the zmq
+    path lost, reordered within a tier or applied late would change the hits or the routing."""
+    needs_wire()
+    if ARGS.zmq != "1":
+        print("SKIP: this libkvreg was built without ZeroMQ")
+        sys.exit(SKIP)
+    inputs = [["--conversations", "100", "--g1-blocks", "150", "--g2-blocks", "300"],
+              ["--conversations", "100"]]  # unlimited tiers: no evictions, only Registers
+    if ARGS.jansson == "1" and ARGS.zlib == "1" and os.path.isdir(ARGS.traces):
+        inputs.append(["--max-requests", "300", "--g1-blocks", "500", "--g2-blocks", "1000",
+                       trace("conversation_trace.jsonl")])
+    for source in inputs:
+        # kv reads the index; least_loaded does not, but its events and counts must agree too
+        for policy in ("kv", "least_loaded") if source is inputs[0] else ("kv",):
+            runs = {}
+            for transport in ("inproc", "zmq"):
+                r = run_json(["--workers", "4", "--router", policy, "--transport", transport] +
+                             source)
+                consistent(r, 4, policy)
+                check(r["cluster"]["transport"] == transport, f"transport {transport} echoed")
+                runs[transport] = r
+            a, b = runs["inproc"], runs["zmq"]
+            for key in ("requests", "blocks", "hit_blocks", "hit_tokens", "hit_rate_blocks", "events"):
+                check(a[key] == b[key], f"{source} {policy}: {key} inproc {a[key]} != zmq {b[key]}")
+            ca, cb = a["cluster"], b["cluster"]
+            for key in ("requests_per_worker", "hit_rate_blocks", "shared_cache"):
+                check(ca[key] == cb[key], f"{source} {policy}: cluster.{key} differs")
+            for key in ("entries", "workers"):
+                check(ca["index"][key] == cb["index"][key], f"{source} {policy}: index.{key}")
+            check(ca["feed"]["registry_events"] == cb["feed"]["registry_events"], "registry events")
+            check("zmq" not in ca, "inproc reports zmq counters")
+            z = cb["zmq"]
+            check(z["publishers"] == 8, f"publishers {z}")  # a G1 and a G2 stream per worker
+            # Every payload applied crossed the network, and every request waited for the index
+            check(z["batches_received"] >= cb["feed"]["payloads"] > 0, f"batches {z}")
+            check(z["syncs"] == b["requests"] + 4, f"one sync per request and per worker at the end: {z}")
+            print(f"{source} {policy}: hit {a['hit_rate_blocks']['total']:.4f} on both; "
+                  f"{ca['feed']['registry_events']} events; elapsed inproc {a['elapsed_s']:.3f} s, "
+                  f"zmq {b['elapsed_s']:.3f} s ({z['batches_received']} batches, "
+                  f"{z['batches_replayed']} replayed)")
+
+
 CASES = {
     "cluster-cli": case_cli,
     "cluster-one-worker": case_one_worker,
@@ -143,6 +190,7 @@ CASES = {
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("conversation_trace.jsonl")], 8),
     "cluster-synthetic": lambda: kv_beats_random(
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
+    "cluster-zmq": case_zmq,
 }
 
 if __name__ == "__main__":
@@ -151,6 +199,8 @@ if __name__ == "__main__":
     p.add_argument("--jansson", choices=["0", "1"], required=True)
     p.add_argument("--zlib", choices=["0", "1"], required=True)
     p.add_argument("--traces", required=True)
+    p.add_argument("--zmq", choices=["0", "1"], default="0",
+                   help="the library has the ZeroMQ publisher and subscriber")
     p.add_argument("--case", choices=sorted(CASES), required=True)
     ARGS = p.parse_args()
     ARGS.wrapper = []
