@@ -140,6 +140,14 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_STAT_EVENTS_SKIPPED 11u /* events the format cannot carry, not sent (vLLM:
                                              a Register without tokens, i.e. by hash only, or
                                              of another block size; see kvreg_wire_encode) */
+#define KVREG_PUB_STAT_EVENTS_HANDLED 12u /* events taken from the registry's queue and done
+                                             with: in a batch sent or dropped, skipped, or lost
+                                             to an error. Everything emitted so far has gone
+                                             out when, after kvreg_registry_flush(), it equals
+                                             the registry's Register + Remove + Cleared events
+                                             less KVREG_STAT_EVENTS_DROPPED (a queue emptied
+                                             and every seq sent is not enough: events are
+                                             between the two while their batch is made) */
 /* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
 KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
                                    uint64_t *value) KVREG_NOEXCEPT;

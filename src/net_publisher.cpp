@@ -173,7 +173,7 @@ void Publisher::close_all() noexcept {
 int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
     static const Stat map[] = {n_stats, sent, dropped, events_sent, replays, replay_batches,
                                bad_requests, next_seq, n_stats /* lost */, unsent, send_errors,
-                               skipped};
+                               skipped, handled};
     if (s == KVREG_PUB_STAT_EVENTS_LOST) {
         uint64_t now = dropped_at_start_;
         if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
@@ -201,7 +201,13 @@ void Publisher::run() noexcept {
         const int timeout = stopping ? 0 : router_ ? static_cast<int>(replay_poll_ms_) : -1;
         size_t n = 0;
         kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
-        if (n) publish(events.data(), n);
+        if (n) {
+            publish(events.data(), n);
+            // After publish(), never before: between taking events from the queue and making
+            // their batches, "queue empty and every seq sent" is already true; this count is
+            // what says the events are done.
+            count(handled, n);
+        }
         if (router_) serve_replays(frames);
         if (stopping && (n == 0 || std::chrono::steady_clock::now() >= deadline_)) break;
         // The queue is drained: let events gather for a moment instead of waking for each

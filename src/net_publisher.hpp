@@ -34,7 +34,7 @@ class Publisher {
   private:
     enum class State { fresh, running, stopped };
     enum Stat { sent, dropped, events_sent, replays, replay_batches, bad_requests, next_seq,
-                unsent, send_errors, skipped, n_stats };
+                unsent, send_errors, skipped, handled, n_stats };
 
     void run() noexcept;                                  // the sender thread
     void publish(const kvreg_event *events, size_t n) noexcept;

@@ -25,13 +25,18 @@ static void die(const char *what, int rc) {
 /* Wait (bounded) until every queued event went out in a batch. */
 static uint64_t settle(kvreg_registry *reg, kvreg_publisher *pub) {
     kvreg_registry_flush(reg);
+    /* Done when every emitted event is handled (an empty queue is not enough: the sender
+     * thread holds events while it makes their batch) and every batch made went out. */
+    uint64_t regs = 0, rems = 0;
+    kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REGISTER, &regs);
+    kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REMOVE, &rems);
     for (int i = 0; i < 20000; i++) {
-        uint64_t q = 0, next = 0, sent = 0, dropped = 0;
-        kvreg_registry_stat(reg, KVREG_STAT_EVENTS_QUEUED, &q);
+        uint64_t handled = 0, next = 0, sent = 0, dropped = 0;
+        kvreg_publisher_stat(pub, KVREG_PUB_STAT_EVENTS_HANDLED, &handled);
         kvreg_publisher_stat(pub, KVREG_PUB_STAT_NEXT_SEQ, &next);
         kvreg_publisher_stat(pub, KVREG_PUB_STAT_BATCHES_SENT, &sent);
         kvreg_publisher_stat(pub, KVREG_PUB_STAT_BATCHES_DROPPED, &dropped);
-        if (q == 0 && sent + dropped == next) return next;
+        if (handled == regs + rems && sent + dropped == next) return next;
         struct timespec ts = {0, 1000000}; /* polling the counters */
         nanosleep(&ts, NULL);
     }

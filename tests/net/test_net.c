@@ -120,6 +120,7 @@ static void stop_flushes(void **state) {
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_SENT) + net_pub_stat(&p, KVREG_PUB_STAT_BATCHES_DROPPED),
                      300);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 0);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_HANDLED), 300);
     assert_int_equal(kvreg_publisher_stop(p.pub), KVREG_OK); /* twice is fine */
     assert_int_equal(kvreg_publisher_set(p.pub, KVREG_PUB_OPT_HWM, 1), KVREG_ESTATE);
     net_pub_close(&p);
@@ -147,6 +148,7 @@ static void untokened_events_skipped(void **state) {
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SKIPPED), 2);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ), 4);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_SENT), 4);
+    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_EVENTS_HANDLED), 6); /* sent and skipped */
     net_pub_close(&p);
 }
 
