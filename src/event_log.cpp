@@ -152,7 +152,7 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
                 hand_over();
                 return true;
             }
-            if (h == kNoHandoff) handoff_.store(kHandoffWanted, std::memory_order_release); // only we move it from kNone
+            if (h == kNoHandoff) handoff_.store(kHandoffWanted, std::memory_order_release); // only we move it from kNoHandoff
         }
         const uint64_t start = ring_cursor_;
         // The run: published events from the cursor. At an id taken but not yet published (its

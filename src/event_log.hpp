@@ -31,7 +31,7 @@
 //     with a seq_cst fence on each side).
 //  5. HAND OVER. Step 3 alone lets other threads keep a deliverer busy for ever: as long as
 //     they publish as fast as its callback consumes, it never finds the ring empty and its own
-//     call never returns (a slow Python callback did this for minutes). So a deliverer owes
+//     call never returns (a slow Python callback did this for up to two minutes). So a deliverer owes
 //     only the events taken before it took the role, plus kHandoffSlack more: past that it
 //     raises handoff_ to kHandoffWanted and keeps delivering. The next publisher whose
 //     deliver() finds the role taken and kHandoffWanted raised commits to take over (CAS to
@@ -39,8 +39,8 @@
 //     call later) the deliverer sees the successor, stores role_ = kHandedOff, wakes it and
 //     returns; nobody else can take a handed-off role (try_take_role wants kIdle), so the
 //     successor owns it and everything published is delivered by it (steps 3-5 again). A
-//     deliverer that empties the ring first withdraws the offer (CAS kHandoffWanted -> kNone);
-//     if it loses that race to a successor, it hands over instead. handoff_ is kNone whenever
+//     deliverer that empties the ring first withdraws the offer (CAS kHandoffWanted -> kNoHandoff);
+//     if it loses that race to a successor, it hands over instead. handoff_ is kNoHandoff whenever
 //     nobody holds the role. So a publisher waits for a callback only when it takes over a
 //     delivery that already ran past its debt, and then for one callback call.
 //
