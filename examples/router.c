@@ -38,7 +38,7 @@ typedef struct router {
 static void on_batch(const kvreg_sub_batch *batch, void *user_data)
 {
     router *r = user_data;
-    kvreg_index_apply_info info;
+    kvreg_index_apply_info info = {0};
     const uint32_t rank = batch->has_dp_rank ? (uint32_t)batch->dp_rank : 0;
     int rc = kvreg_index_apply(r->index, batch->publisher, rank, batch->seq, batch->events,
                                batch->n_events, &info);

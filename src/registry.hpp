@@ -126,7 +126,6 @@ private:
     kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
     template <typename F> int with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept;
     uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept;
-    // True when dropping record idx would take its hash out of the last pool (a Remove).
     // Take / drop every shard lock, in index order (the one order anyone takes two in).
     void lock_all() noexcept;
     void unlock_all() noexcept;
@@ -139,6 +138,7 @@ private:
     void wipe(kvreg::Shard &s) noexcept;
     // snapshot()'s copy, every shard lock held.
     void copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots);
+    // True when dropping record idx would take its hash out of the last pool (a Remove).
     static bool is_last_member(const kvreg::Record &r) noexcept {
         return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
     }
