@@ -57,7 +57,7 @@ void HolderTable::grow(Shard &s, uint64_t at_least) {
             if (v == kEmpty) continue;
             const uint64_t key = old[i].key.load(std::memory_order_relaxed);
             uint64_t ins = 0;
-            find(fresh.get(), cap - 1, mix(key), key, static_cast<uint32_t>(v >> 32), &ins);
+            find(fresh.get(), cap - 1, key, static_cast<uint32_t>(v >> 32), &ins);
             insert_at(fresh.get(), cap - 1, ins, key, v); // in order: not published yet
         }
     }
@@ -70,20 +70,19 @@ void HolderTable::grow(Shard &s, uint64_t at_least) {
     s.bytes.store(s.bytes.load(std::memory_order_relaxed) + (cap + 1) * sizeof(Slot), std::memory_order_relaxed);
 }
 
-uint64_t HolderTable::find(const Slot *t, uint64_t mask, uint64_t mixed, uint64_t hash, uint32_t slot,
-                           uint64_t *ins) noexcept {
+uint64_t HolderTable::find(const Slot *t, uint64_t mask, uint64_t mixed, uint32_t slot, uint64_t *ins) noexcept {
     uint64_t i = home(mixed, mask);
     for (uint64_t d = 0; d <= mask; i = next(i, mask), d++) {
         const uint64_t v = t[i].val.load(std::memory_order_relaxed);
         if (v == kEmpty) break;
         const uint64_t key = t[i].key.load(std::memory_order_relaxed);
-        if (key == hash) {
+        if (key == mixed) {
             if ((v >> 32) == slot) return i;
-        } else if (past(key, i, d, hash, mask)) {
+        } else if (past(key, i, d, mixed, mask)) {
             break;
         }
     }
-    *ins = i; // an empty slot, or the first entry past hash's holders: the new one goes before it
+    *ins = i; // an empty slot, or the first entry past the hash's holders: the new one goes before it
     return 0;
 }
 
@@ -107,7 +106,7 @@ void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
         const uint64_t v = t[j].val.load(std::memory_order_relaxed);
         if (v == kEmpty) break;
         const uint64_t key = t[j].key.load(std::memory_order_relaxed);
-        const uint64_t k = home(mix(key), mask);
+        const uint64_t k = home(key, mask);
         // Entry j may move back to i only if its home is not cyclically within (i, j]. In an
         // ordered cluster that moves each entry back one slot up to the first one at its home,
         // which keeps the order.

@@ -1,7 +1,10 @@
 // The index's shared table: which workers hold a router hash, and in which tiers.
 //
-// One entry per (hash, worker slot), 16 bytes: the hash, and the slot with one count byte per
-// tier (KVREG_MEDIUM_*). Open addressing with linear probing on the hash alone, kept in order
+// One entry per (hash, worker slot), 16 bytes: the hash mixed (below), and the slot with one
+// count byte per tier (KVREG_MEDIUM_*). The mix is a multiplication by an odd constant, a
+// bijection, so the mixed hash names the hash as well as the hash itself does; storing it means
+// an entry's home slot is a shift and a mask away, where every slot a lookup steps past would
+// otherwise cost a multiplication to place. Open addressing with linear probing on the hash alone, kept in order
 // (Robin Hood): along a cluster, entries are sorted by home slot, then by hash. So all holders
 // of one hash sit side by side, and a lookup stops at the first entry past them (or past
 // where they would be) instead of walking to the cluster's end: a hash many workers hold
@@ -82,7 +85,7 @@ public:
 
 private:
     struct Slot {
-        std::atomic<uint64_t> key;
+        std::atomic<uint64_t> key; // mix(hash)
         std::atomic<uint64_t> val; // slot << 32 | counts; kEmpty when unused
     };
     static constexpr uint64_t kEmpty = UINT64_MAX;
@@ -106,15 +109,15 @@ private:
     static uint64_t home(uint64_t mixed, uint64_t mask) noexcept { return ((mixed >> 16) & mask) + 1; }
     static uint64_t next(uint64_t i, uint64_t mask) noexcept { return i > mask ? 1 : i + 1; }
     static uint64_t prev(uint64_t i, uint64_t mask) noexcept { return i == 1 ? mask + 1 : i - 1; }
-    // Whether the entry holding key at slot i comes after the place of hash, looked up d slots
-    // from its home: its home is later (it is fewer slots from it), or the same with a bigger hash.
-    static bool past(uint64_t key, uint64_t i, uint64_t d, uint64_t hash, uint64_t mask) noexcept {
-        const uint64_t de = (i - home(mix(key), mask)) & mask;
-        return de < d || (de == d && key > hash);
+    // Whether the entry with (mixed) key at slot i comes after the place of mixed, looked up d
+    // slots from its home: its home is later (it is fewer slots from it), or the same with a
+    // bigger key.
+    static bool past(uint64_t key, uint64_t i, uint64_t d, uint64_t mixed, uint64_t mask) noexcept {
+        const uint64_t de = (i - home(key, mask)) & mask;
+        return de < d || (de == d && key > mixed);
     }
-    // The index of (hash, slot), or 0 when absent; then *ins is where it belongs.
-    static uint64_t find(const Slot *t, uint64_t mask, uint64_t mixed, uint64_t hash, uint32_t slot,
-                         uint64_t *ins) noexcept;
+    // The index of (mixed, slot), or 0 when absent; then *ins is where it belongs.
+    static uint64_t find(const Slot *t, uint64_t mask, uint64_t mixed, uint32_t slot, uint64_t *ins) noexcept;
     // Put an entry at ins, shifting the entries from ins to the cluster's end one slot on
     // (there is an empty slot: the load stays below 3/4). Inside a change window once published.
     static void insert_at(Slot *t, uint64_t mask, uint64_t ins, uint64_t key, uint64_t val) noexcept;
@@ -173,8 +176,8 @@ inline size_t HolderTable::holders_if(uint64_t hash, Holder *out, size_t cap, si
             const uint64_t v = t[i].val.load(std::memory_order_acquire);
             if (v == kEmpty) break;
             const uint64_t key = t[i].key.load(std::memory_order_acquire);
-            if (key != hash) {
-                if (past(key, i, k, hash, mask)) break; // the holders are all behind
+            if (key != mixed) {
+                if (past(key, i, k, mixed, mask)) break; // the holders are all behind
                 continue;
             }
             if (keep(static_cast<uint32_t>(v >> 32))) {
@@ -193,7 +196,14 @@ inline void HolderTable::prefetch(uint64_t hash) const noexcept {
     const uint64_t mixed = mix(hash);
     const Shard &s = shard_of(mixed);
     const Slot *t = s.table.load(std::memory_order_relaxed);
-    if (t) __builtin_prefetch(t + home(mixed, s.mask.load(std::memory_order_relaxed)));
+    if (!t) return;
+    const Slot *at = t + home(mixed, s.mask.load(std::memory_order_relaxed));
+    // A lookup reads about three slots from its home (one holder or more of the hash, and the
+    // earlier-homed entries before them), and four slots share a line: the line after the
+    // home's too, unless the home starts its line. Both lines: 0.50x instead of 0.45x of the
+    // plain table's lookup rate, and 0.54x instead of 0.51x of its update rate (the bench).
+    __builtin_prefetch(at);
+    __builtin_prefetch(at + 3);
 }
 
 template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F f) {
@@ -207,7 +217,7 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     Slot *t = s.table.load(std::memory_order_relaxed);
     uint64_t mask = t ? mask_of(t) : 0;
     uint64_t ins = 0;
-    const uint64_t pos = t ? find(t, mask, mixed, hash, slot, &ins) : 0;
+    const uint64_t pos = t ? find(t, mask, mixed, slot, &ins) : 0;
     if (pos) {
         const uint64_t old = t[pos].val.load(std::memory_order_relaxed);
         const uint32_t now = f(static_cast<uint32_t>(old));
@@ -229,10 +239,10 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
         grow(s); // may throw: nothing changed yet
         t = s.table.load(std::memory_order_relaxed);
         mask = mask_of(t);
-        find(t, mask, mixed, hash, slot, &ins);
+        find(t, mask, mixed, slot, &ins);
     }
     begin_change(s);
-    insert_at(t, mask, ins, hash, uint64_t{slot} << 32 | now);
+    insert_at(t, mask, ins, mixed, uint64_t{slot} << 32 | now);
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;
