@@ -428,7 +428,23 @@ static void test_many_workers(void **state)
         assert_true(got[i].worker_id >= 5000 && w < MANY);
         assert_int_equal(got[i].depth, depth_of(w));
         assert_int_equal(got[i].blocks[KVREG_MEDIUM_GPU], depth_of(w));
-        if (i) assert_true(got[i].depth <= got[i - 1].depth); /* one tier: best = deepest first */
+        /* one tier: best = deepest first, equal depths by worker id ascending */
+        if (i) assert_true(got[i].depth < got[i - 1].depth ||
+                           (got[i].depth == got[i - 1].depth && got[i].worker_id > got[i - 1].worker_id));
+    }
+    /* top-k over an answer of more than a few workers: exactly the first k of the whole answer */
+    {
+        kvreg_index_match top[MANY];
+        size_t n_top = 0, k_want;
+        for (k_want = 1; k_want < n_got; k_want += 17) {
+            assert_int_equal(kvreg_index_query_hashes(idx, chain, CHAIN_LEN, k_want, top, MANY, &n_top), KVREG_OK);
+            assert_int_equal(n_top, k_want);
+            for (i = 0; i < n_top; i++) {
+                assert_int_equal(top[i].worker_id, got[i].worker_id);
+                assert_int_equal(top[i].depth, got[i].depth);
+                assert_true(top[i].reserved[0] == 0 && top[i].reserved[1] == 0);
+            }
+        }
     }
     kvreg_index_free(idx);
 }
