@@ -514,9 +514,13 @@ static void run_relay(int a_use_set_fn) {
     assert_true(job_finish(&b));
     assert_int_equal(r.status, 0);
     assert_int_equal(r.a_returned, 1);
-    /* A returned while B was still producing, having delivered a bounded share of B's
-     * events (one bound per call of A that delivers: register, then set_event_fn). */
-    assert_true(r.b_calls < RELAY_CAP);
+    /* A returned, having delivered a bounded share of B's events (one bound per call of A
+     * that delivers: register, then set_event_fn). Not asserted: that B was still short of
+     * its cap when A returned. Once A's last callback returns, B runs on until A's thread is
+     * scheduled again to say so, and in one loaded suite run B reached its cap first. The
+     * bound is what tells the old library apart: its A delivered all RELAY_CAP of B's
+     * events, more than twice the bound. */
+    assert_true(2 * A_CALL_BOUND < RELAY_CAP);
     assert_true(r.a_events <= (size_t)(a_use_set_fn ? 2 : 1) * A_CALL_BOUND);
     assert_int_equal(kvreg_registry_flush(r.reg), KVREG_OK);
     assert_int_equal(r.gap, 0);
