@@ -5,7 +5,7 @@
 #      replay-cluster-zmq: kvreg-replay --transport zmq against inproc); kvreg-replay's
 #      input, gzip, sweep and chart cases.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot, index_race), kvreg-replay --sweep (two worker threads) and the net suite
+#      clear_snapshot, index_race, shard_lock), kvreg-replay --sweep (two worker threads) and the net suite
 #      (the publisher's sender thread against its users; libzmq's own hand-overs suppressed).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
@@ -62,10 +62,12 @@ meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbui
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  examples/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed
+  examples/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed \
+  tests/stress/kvreg-shard-lock
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
-  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed
+  clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed \
+  shard_lock
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

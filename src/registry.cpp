@@ -95,7 +95,7 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
     for (uint32_t sn = 0; sn < nshards_; sn++) {
         Shard &s = shards_[sn];
         for (;;) {
-            std::unique_lock<std::mutex> lk(s.mu);
+            std::unique_lock<kvreg::ShardLock> lk(s.mu);
             bool need_credit = false;
             while (p->shard[sn].first != kvreg::kNil) {
                 const uint32_t idx = p->shard[sn].first - 1;
@@ -182,7 +182,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
     const uint32_t sn = shard_of(m);
     Shard &s = shards_[sn];
     for (;;) {
-        std::unique_lock<std::mutex> lk(s.mu);
+        std::unique_lock<kvreg::ShardLock> lk(s.mu);
         if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
         uint32_t free_pos = kNotFound;
         const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
@@ -255,7 +255,7 @@ int kvreg_registry::acquire(kvreg_pool *p, uint64_t seq, kvreg_block *out) noexc
     const uint64_t m = kvreg::mix(seq);
     const uint32_t sn = shard_of(m);
     Shard &s = shards_[sn];
-    std::lock_guard<std::mutex> lk(s.mu);
+    std::lock_guard<kvreg::ShardLock> lk(s.mu);
     if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
     const uint32_t i = find_member(s, seq, m, p->id);
     if (i == kNotFound) return KVREG_ENOENT;
@@ -271,7 +271,7 @@ int kvreg_registry::release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &bat
     if (!decode(p, b, &d)) return KVREG_ESTALE;
     Shard &s = shards_[d.shard];
     for (;;) {
-        std::unique_lock<std::mutex> lk(s.mu);
+        std::unique_lock<kvreg::ShardLock> lk(s.mu);
         Record *r = live_record(p, s, d);
         if (!r) return KVREG_ESTALE;
         if (r->refcount > 1) {
@@ -339,7 +339,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
 int kvreg_registry::pool_contains(const kvreg_pool *p, uint64_t seq) noexcept {
     const uint64_t m = kvreg::mix(seq);
     Shard &s = shards_[shard_of(m)];
-    std::lock_guard<std::mutex> lk(s.mu);
+    std::lock_guard<kvreg::ShardLock> lk(s.mu);
     if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
     return find_member(s, seq, m, p->id) != kNotFound ? 1 : 0;
 }
@@ -347,7 +347,7 @@ int kvreg_registry::pool_contains(const kvreg_pool *p, uint64_t seq) noexcept {
 bool kvreg_registry::contains(uint64_t seq) noexcept {
     const uint64_t m = kvreg::mix(seq);
     Shard &s = shards_[shard_of(m)];
-    std::lock_guard<std::mutex> lk(s.mu);
+    std::lock_guard<kvreg::ShardLock> lk(s.mu);
     return s.index.find(seq, m, s.slab) != kNotFound;
 }
 
@@ -357,7 +357,7 @@ int kvreg_registry::with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept
     Decoded d;
     if (!decode(p, b, &d)) return KVREG_ESTALE;
     Shard &s = shards_[d.shard];
-    std::lock_guard<std::mutex> lk(s.mu);
+    std::lock_guard<kvreg::ShardLock> lk(s.mu);
     const Record *r = live_record(p, s, d);
     return r ? fn(s, *r) : KVREG_ESTALE;
 }
@@ -398,7 +398,7 @@ int kvreg_registry::block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *o
 template <typename F> static uint64_t sum_shards(Shard *shards, uint32_t n, F per_shard) noexcept {
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
-        std::lock_guard<std::mutex> lk(shards[i].mu);
+        std::lock_guard<kvreg::ShardLock> lk(shards[i].mu);
         total += per_shard(shards[i]);
     }
     return total;

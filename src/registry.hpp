@@ -1,7 +1,7 @@
 // The global registry and its pools.
 //
 // One table for everything: the registry is split into shards by hash; each shard has one
-// mutex, an index from sequence hash to the head of that hash's membership chain, a slab of
+// lock (shard_lock.hpp: a short spin, then a sleep), an index from sequence hash to the head of that hash's membership chain, a slab of
 // membership records (one per pool holding the hash) and the stored tokens. A hash is
 // "registered" exactly while its chain is non-empty, so the global registry and the pools can
 // never disagree, every state change of a hash happens under one lock (no pool lock nested
@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include "shard_lock.hpp"
 #include <set>
 #include <string>
 #include <vector>
@@ -52,7 +54,7 @@ struct kvreg_pool {
 namespace kvreg {
 
 struct alignas(64) Shard {
-    std::mutex mu;
+    ShardLock mu;
     HashIndex index;
     RecordSlab slab;
     TokenStore tokens;
