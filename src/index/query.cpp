@@ -19,8 +19,9 @@ constexpr size_t kInline = 64;
 struct Candidate {
     uint32_t slot;
     uint32_t alive_at; // last block index it held (its depth - 1)
+    uint32_t unbroken; // tiers that held every block so far (their tier_depth is still open)
     uint32_t best_counts[kTiers];
-    uint32_t tier_depth[kTiers];
+    uint32_t tier_depth[kTiers]; // of the tiers no longer unbroken; finish() sets the others
 };
 
 // A buffer on the stack that moves to the heap only when it must.
@@ -54,13 +55,27 @@ uint32_t tier_mask(uint32_t counts) noexcept {
     return (((high >> 7) * 0x00204081u) >> 21) & ((1u << kTiers) - 1);
 }
 
+// Block `block` is held by the candidate in tiers m (not 0). A tier's prefix ends at the first
+// block it misses: recorded then, which is rare, so the usual block costs a count and a mask.
 void account(Candidate &c, uint32_t m, uint32_t block) noexcept {
     c.best_counts[__builtin_ctz(m)]++;
-    for (; m; m &= m - 1) {
-        const unsigned t = static_cast<unsigned>(__builtin_ctz(m));
-        if (c.tier_depth[t] == block) c.tier_depth[t]++;
-    }
+    for (uint32_t broke = c.unbroken & ~m; broke; broke &= broke - 1)
+        c.tier_depth[__builtin_ctz(broke)] = block;
+    c.unbroken &= m;
     c.alive_at = block;
+}
+
+// A candidate's first block (block 0): its tiers start their prefixes.
+void start(Candidate &c, uint32_t slot, uint32_t m) noexcept {
+    c = Candidate{};
+    c.slot = slot;
+    c.unbroken = m;
+    c.best_counts[__builtin_ctz(m)] = 1;
+}
+
+// After the walk: the tiers still unbroken hold the whole matched prefix.
+void finish(Candidate &c) noexcept {
+    for (uint32_t u = c.unbroken; u; u &= u - 1) c.tier_depth[__builtin_ctz(u)] = c.alive_at + 1;
 }
 
 // Load two blocks ahead: a walk is a chain of cache misses the core cannot overlap by itself
@@ -193,10 +208,7 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
             const Holder &h = holders.data()[k];
             const uint32_t m = tier_mask(h.counts);
             if (!m) continue;
-            Candidate &c = cand.data()[n_cand++];
-            c = Candidate{};
-            c.slot = h.slot;
-            account(c, m, 0);
+            start(cand.data()[n_cand++], h.slot, m);
         }
     }
     // holders has room for every candidate from here on: a block's lookup copies only theirs.
@@ -212,6 +224,8 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
         for (size_t k = 0; k < n_cand; k++) slots.data()[k] = cb[k].slot;
         walk_sorted(table_, hashes, limit, cb, n_cand, slots.data(), holders.data());
     }
+
+    for (size_t k = 0; k < n_cand; k++) finish(cb[k]);
 
     const size_t want = top_k && top_k < n_cand ? top_k : n_cand;
     *n_matches = want;
