@@ -22,6 +22,9 @@ size_t PollQueue::push(const kvreg_event *events, size_t n) noexcept {
             while (done < n && size_ < capacity_) {
                 if (chunks_.empty() || chunks_.back()->q.size() == kChunk) {
                     std::unique_ptr<Chunk> c = new_chunk();
+                    // Room for a chunk of events like this one: growing the token array one
+                    // doubling at a time copied it a dozen times per chunk.
+                    c->q.tokens.reserve(kChunk * std::min<size_t>(events[done].n_tokens, 256));
                     chunks_.push_back(std::move(c));
                 }
                 chunks_.back()->q.push(events[done]);
