@@ -169,9 +169,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    cannot give (it starts later than asked, ends early, or does not answer within
  *    KVREG_SUB_OPT_REPLAY_TIMEOUT_MS) get a LOSS notice before delivery goes on. Without a
  *    replay endpoint a gap is a LOSS at once.
- *  - seq lower than expected: the publisher restarted. A RESET notice, then the seq is taken
- *    as the start of a new stream (seq > 0 is a late join again). Consumers should drop what
- *    they know of that worker.
+ *  - a live seq at or below the previous live seq of that publisher: it restarted (one process
+ *    sends its seqs in order). A RESET notice, then the seq is taken as the start of a new
+ *    stream (seq > 0 is a late join again). Consumers should drop what they know of that
+ *    worker. A live seq that is only lower than expected was already delivered, by a replay
+ *    whose answer overtook the live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
  *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
  *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.

@@ -9,23 +9,25 @@
 
 namespace kvreg::net {
 
-void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
     if (s.replaying || s.wants_replay) {
-        hold(s, seq, p, len);
+        hold(s, seq, p, len, restarted);
         return;
+    }
+    if (restarted && s.started) {
+        // The live seqs went back: a new publisher process numbers from 0 again.
+        notice(KVREG_SUB_RESET, &s, s.ep, s.next, seq, "seq went back: the publisher restarted");
+        s.started = false;
+        s.next = 0;
     }
     if (seq == s.next) {
         deliver(s, seq, p, len, false);
     } else if (seq > s.next) {
         on_gap(s, seq, p, len);
-    } else if (!s.started) {
-        count(KVREG_SUB_STAT_DUPLICATES); // before the seq the stream starts from
     } else {
-        // Back in time: the publisher restarted (a new process numbers from 0 again).
-        notice(KVREG_SUB_RESET, &s, s.ep, s.next, seq, "seq went back: the publisher restarted");
-        s.started = false;
-        s.next = 0;
-        on_live(s, seq, p, len);
+        // Already delivered (a replay answered before this live copy arrived), or before the
+        // seq the stream starts from.
+        count(KVREG_SUB_STAT_DUPLICATES);
     }
 }
 
@@ -37,7 +39,7 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
                      : "joined late: earlier seqs missing",
            replay);
     if (replay) {
-        hold(s, seq, p, len);
+        hold(s, seq, p, len, false);
         request_replay(s, s.next);
         return;
     }
@@ -46,10 +48,10 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
     deliver(s, seq, p, len, false);
 }
 
-void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
     if (s.waiting.size() >= max_waiting_) return;
-    s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len)});
+    s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len), restarted});
 }
 
 void Subscriber::request_replay(Stream &s, uint64_t from) {
@@ -117,13 +119,14 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
     held.swap(s.waiting);
     const uint64_t from = s.replay_from;
     for (Waiting &w : held) {
-        // The replay covered [from, next): a held batch in that range came twice. Below
-        // `from` it is older than anything asked for: the publisher restarted (on_live).
-        if (!s.replaying && !s.wants_replay && w.seq >= from && w.seq < s.next) {
+        // The replay covered [from, next): a held batch in that range came twice, unless the
+        // live seqs went back when it came (a restart: on_live reports it).
+        if (!w.restarted && !s.replaying && !s.wants_replay && w.seq >= from && w.seq < s.next) {
             count(KVREG_SUB_STAT_DUPLICATES);
             continue;
         }
-        on_live(s, w.seq, w.payload.data(), w.payload.size()); // a new gap holds the rest again
+        // A new gap holds the rest again.
+        on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
     }
     // Another stream of this endpoint waited for the DEALER.
     if (!e.replay_owner) {

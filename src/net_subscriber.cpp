@@ -212,7 +212,11 @@ void Subscriber::read_live(size_t ep, Frames &f) {
         return;
     }
     Stream &s = stream_for(ep, f.data(0), f.size(0));
-    on_live(s, get_be64(f.data(1)), f.data(2), f.size(2));
+    const uint64_t seq = get_be64(f.data(1));
+    const bool restarted = s.live_seen && seq <= s.live_last;
+    s.live_seen = true;
+    s.live_last = seq;
+    on_live(s, seq, f.data(2), f.size(2), restarted);
 }
 
 void Subscriber::read_replay(size_t ep, Frames &f) {

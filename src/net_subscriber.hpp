@@ -42,6 +42,7 @@ class Subscriber {
     struct Waiting {
         uint64_t seq;
         std::vector<unsigned char> payload;
+        bool restarted; // the live stream went back when it came (see Stream::live_last)
     };
     // One publisher: an (endpoint, topic) pair.
     struct Stream {
@@ -55,6 +56,12 @@ class Subscriber {
         uint64_t replay_from = 0;
         uint64_t replay_count = 0;
         std::deque<Waiting> waiting; // live batches that came during the replay
+        // The last seq read from the SUB socket. One publisher process sends its seqs in
+        // order on that connection, so a live seq at or below it means a new process (a
+        // restart). A live seq below `next` alone does not: the replay's connection can
+        // overtake the live one, and then a live batch arrives after the replay delivered it.
+        bool live_seen = false;
+        uint64_t live_last = 0;
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -79,9 +86,9 @@ class Subscriber {
     }
 
     // net_sub_order.cpp
-    void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
     void on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
-    void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
+    void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
     void request_replay(Stream &s, uint64_t from);
     void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
     void finish_replay(Stream &s, bool timed_out);

@@ -1,6 +1,9 @@
-/* Malformed frames from a raw ZeroMQ PUB (suite net): wrong frame counts, a short seq frame
- * and a payload the decoder rejects are counted and skipped; the subscriber keeps going and
- * the rejected payload's seq does not look like a gap. */
+/* A raw ZeroMQ publisher, so the test decides what arrives and in which order (suite net):
+ *  - malformed frames: wrong frame counts, a short seq frame and a payload the decoder rejects
+ *    are counted and skipped; the subscriber keeps going and the rejected payload's seq does
+ *    not look like a gap;
+ *  - a replay answer that overtakes the live copy of the same batch (two connections, no order
+ *    between them): the live copy is a duplicate, not a publisher restart. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,7 +111,118 @@ static void malformed_frames_skipped(void **state) {
     zmq_ctx_term(ctx);
 }
 
+static void be64(unsigned char s8[8], uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) s8[i] = (unsigned char)(v & 0xff);
+}
+
+/* One encoded batch of a Register of hash h (the library's own encoder). */
+static size_t good_payload(uint64_t h, uint8_t *out, size_t cap) {
+    kvreg_wire_encoder *enc = NULL;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
+    kvreg_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KVREG_EVENT_REGISTER;
+    ev.sequence_hash = h;
+    ev.block_hash = h;
+    const uint32_t tokens[4] = {9, 8, 7, 6};
+    ev.tokens = tokens;
+    ev.n_tokens = 4;
+    size_t used = 0, len = 0;
+    const uint8_t *p = NULL;
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), KVREG_OK);
+    assert_true(len <= cap);
+    memcpy(out, p, len);
+    kvreg_wire_encoder_free(enc);
+    return len;
+}
+
+static void bind_any(void *sock, char *ep, size_t cap) {
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_bind(sock, "tcp://127.0.0.1:*"), 0);
+    assert_int_equal(zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &cap), 0);
+}
+
+/* The subscriber starts FROM_SEQ 0, so its first run asks the ROUTER for seqs from 0. The
+ * answer (seq 0, then the end marker) is delivered before the PUB sends seq 0 live: when the
+ * live copy comes it must be counted as a duplicate, with no RESET notice and no second
+ * delivery, and seq 1 must follow. Before the fix, any live seq below the next expected one
+ * was taken for a restarted publisher: a RESET, and seq 0 delivered again. */
+static void replay_overtaking_live_is_not_a_reset(void **state) {
+    (void)state;
+    uint8_t p0[4096], p1[4096];
+    const size_t n0 = good_payload(1000, p0, sizeof p0), n1 = good_payload(1001, p1, sizeof p1);
+    void *ctx = zmq_ctx_new();
+    void *pub = zmq_socket(ctx, ZMQ_PUB), *router = zmq_socket(ctx, ZMQ_ROUTER);
+    char pub_ep[256], router_ep[256];
+    bind_any(pub, pub_ep, sizeof pub_ep);
+    bind_any(router, router_ep, sizeof router_ep);
+
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_FROM_SEQ, 0), KVREG_OK);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, pub_ep, router_ep, NULL), KVREG_OK);
+
+    /* The request: [identity, "", start8 = 0]. */
+    assert_int_equal(kvreg_subscriber_run(sub, 0), KVREG_OK);
+    unsigned char id[256], delim[8], start[16];
+    zmq_pollitem_t item = {router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, 10000), 1);
+    const int id_len = zmq_recv(router, id, sizeof id, 0);
+    assert_true(id_len > 0);
+    assert_int_equal(zmq_recv(router, delim, sizeof delim, 0), 0);
+    assert_int_equal(zmq_recv(router, start, sizeof start, 0), 8);
+    for (int i = 0; i < 8; i++) assert_int_equal(start[i], 0);
+
+    /* The answer: seq 0, then the end marker (seq ff x 8, empty payload). */
+    unsigned char s8[8], end8[8];
+    be64(s8, 0);
+    memset(end8, 0xff, sizeof end8);
+    const void *answer[5] = {id, "", topic, s8, p0};
+    const size_t answer_z[5] = {(size_t)id_len, 0, strlen(topic), 8, n0};
+    send_frames(router, answer, answer_z, 5);
+    const void *done[5] = {id, "", topic, end8, ""};
+    const size_t done_z[5] = {(size_t)id_len, 0, strlen(topic), 8, 0};
+    send_frames(router, done, done_z, 5);
+    const int64_t deadline = net_now_ms() + 10000;
+    while (c.notices[KVREG_SUB_REPLAY_DONE] == 0 && net_now_ms() < deadline)
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    assert_int_equal(c.notices[KVREG_SUB_REPLAY_DONE], 1);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.recs[0].seq, 0);
+
+    /* Now the live copy of seq 0, resent until the subscription has reached the PUB and the
+     * subscriber has seen one (a duplicate before the fix, a second delivery and a RESET). */
+    uint64_t dups = 0;
+    while (dups == 0 && c.n == 1 && net_now_ms() < deadline) {
+        send_batch(pub, 0, p0, n0);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+        kvreg_subscriber_stat(sub, KVREG_SUB_STAT_DUPLICATES, &dups);
+    }
+    assert_true(dups >= 1);
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 0);
+    assert_int_equal(c.n, 1);
+
+    send_batch(pub, 1, p1, n1);
+    assert_true(net_run_until(sub, &c, 2, net_now_ms() + 10000));
+    assert_int_equal(c.recs[1].seq, 1);
+    assert_int_equal(c.recs[1].first_hash, 1001);
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 0);
+    assert_int_equal(c.notices[KVREG_SUB_GAP], 0);
+
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    zmq_close(pub);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(malformed_frames_skipped)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(malformed_frames_skipped),
+        cmocka_unit_test(replay_overtaking_live_is_not_a_reset),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
