@@ -184,6 +184,10 @@ static void late_join_recovers(void **state) {
     net_pub p;
     net_pub_open(&p, 1, NULL, 5000, 0u);
     net_pub_register(&p, 40);
+    /* Those batches are sent before the subscriber exists, so its first live seq is > 0.
+     * Without this wait a loaded machine could run the sender thread only after the
+     * subscription landed: seq 0 then came live, and no gap was seen. */
+    net_pub_settle(&p);
     kvreg_subscriber *sub = new_sub(UINT64_MAX);
     net_collect c;
     net_collect_init(&c, sub);
