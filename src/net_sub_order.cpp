@@ -117,17 +117,9 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
     }
     std::deque<Waiting> held;
     held.swap(s.waiting);
-    const uint64_t from = s.replay_from;
-    for (Waiting &w : held) {
-        // The replay covered [from, next): a held batch in that range came twice, unless the
-        // live seqs went back when it came (a restart: on_live reports it).
-        if (!w.restarted && !s.replaying && !s.wants_replay && w.seq >= from && w.seq < s.next) {
-            count(KVREG_SUB_STAT_DUPLICATES);
-            continue;
-        }
-        // A new gap holds the rest again.
-        on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
-    }
+    // on_live() counts a held batch the replay already delivered as a duplicate, reports a
+    // restart seen when it came, and a new gap holds the rest again.
+    for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
     // Another stream of this endpoint waited for the DEALER.
     if (!e.replay_owner) {
         for (auto &o : streams_) {

@@ -31,26 +31,32 @@ static void send_batch(void *pub, uint64_t seq, const uint8_t *payload, size_t l
     send_frames(pub, f, z, 3);
 }
 
-static void malformed_frames_skipped(void **state) {
-    (void)state;
-    /* A valid payload, whatever the format: the library's own encoder makes it. */
+/* One encoded batch of a Register of hash h (the library's own encoder). */
+static size_t good_payload(uint64_t h, uint8_t *out, size_t cap) {
     kvreg_wire_encoder *enc = NULL;
     assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
     kvreg_event ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = KVREG_EVENT_REGISTER;
-    ev.sequence_hash = UINT64_C(0xdab89baa7b5857c0);
-    ev.block_hash = 7;
+    ev.sequence_hash = h;
+    ev.block_hash = h;
     const uint32_t tokens[4] = {9, 8, 7, 6};
     ev.tokens = tokens;
     ev.n_tokens = 4;
     size_t used = 0, len = 0;
     const uint8_t *p = NULL;
     assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), KVREG_OK);
-    uint8_t good[4096];
-    assert_true(len <= sizeof good);
-    memcpy(good, p, len);
+    assert_true(len <= cap);
+    memcpy(out, p, len);
     kvreg_wire_encoder_free(enc);
+    return len;
+}
+
+static void malformed_frames_skipped(void **state) {
+    (void)state;
+    /* A valid payload, whatever the format: the library's own encoder makes it. */
+    uint8_t good[4096];
+    const size_t len = good_payload(UINT64_C(0xdab89baa7b5857c0), good, sizeof good);
 
     void *ctx = zmq_ctx_new();
     void *pub = zmq_socket(ctx, ZMQ_PUB);
@@ -113,27 +119,6 @@ static void malformed_frames_skipped(void **state) {
 
 static void be64(unsigned char s8[8], uint64_t v) {
     for (int i = 7; i >= 0; i--, v >>= 8) s8[i] = (unsigned char)(v & 0xff);
-}
-
-/* One encoded batch of a Register of hash h (the library's own encoder). */
-static size_t good_payload(uint64_t h, uint8_t *out, size_t cap) {
-    kvreg_wire_encoder *enc = NULL;
-    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
-    kvreg_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = KVREG_EVENT_REGISTER;
-    ev.sequence_hash = h;
-    ev.block_hash = h;
-    const uint32_t tokens[4] = {9, 8, 7, 6};
-    ev.tokens = tokens;
-    ev.n_tokens = 4;
-    size_t used = 0, len = 0;
-    const uint8_t *p = NULL;
-    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), KVREG_OK);
-    assert_true(len <= cap);
-    memcpy(out, p, len);
-    kvreg_wire_encoder_free(enc);
-    return len;
 }
 
 static void bind_any(void *sock, char *ep, size_t cap) {
