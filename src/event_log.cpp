@@ -155,14 +155,10 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
             if (h == kNoHandoff) handoff_.store(kHandoffWanted, std::memory_order_release); // only we move it from kNoHandoff
         }
         const uint64_t start = ring_cursor_;
-        // The run: published events from the cursor. At an id taken but not yet published (its
-        // owner is inside a shard lock, a few stores from publishing) wait a moment and go on:
-        // stopping at every such gap made runs short and the role bounce between producers
-        // (a hand-over and a cross-core copy every few events).
+        // The run: the published events from the cursor, up to the first id not yet published
+        // (step 3).
         size_t n = 0;
-        while (n < kRun && (published(start + n) ||
-                            (start + n < next_id_.load(std::memory_order_relaxed) && await_published(start + n))))
-            n++;
+        while (n < kRun && published(start + n)) n++;
         if (n == 0) {
             if (start >= nested_end_) {
                 // Nothing left: withdraw the offer, unless a successor committed already.
@@ -211,14 +207,6 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     }
     run_.token_ptrs();
     return true;
-}
-
-bool EventLog::await_published(uint64_t id) const noexcept {
-    for (unsigned spins = 0; spins < kGapSpins; spins++) {
-        if (published(id)) return true;
-        cpu_relax();
-    }
-    return published(id);
 }
 
 void EventLog::wait_published(uint64_t id) const noexcept {
