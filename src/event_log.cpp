@@ -22,7 +22,7 @@ inline void cpu_relax() noexcept {
 EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
     : poll_mode_(poll_mode), slots_(new Slot[kRingSize]()),
       token_arena_(new uint32_t[kRingSize * kArenaTokens]), cb_(std::move(cb)), queue_(poll_capacity) {
-    run_.reserve(kRun);
+    run_events_.reset(new kvreg_event[kRun]);
     for (size_t i = 0; i < kRingSize; i++) {
         slots_[i].tokens = token_arena_.get() + i * kArenaTokens;
         slots_[i].token_cap = kArenaTokens;
@@ -182,7 +182,7 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
             // nested spill frees exactly the oldest slots (the credit count stays exact).
             ring_free_.store(start + n, std::memory_order_release);
             give_credits(n);
-            dispatch(run_.events.data(), n);
+            dispatch(run_events_.get(), n);
             advance_delivered(start + n);
         } else {
             // Out of memory for the run's tokens: deliver from the ring, one event per call
@@ -199,13 +199,25 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
 }
 
 bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
-    run_.clear(); // keeps its capacity: the steady state allocates nothing
-    try {
-        for (size_t k = 0; k < n; k++) run_.push(slots_[(start + k) & kMask].ev);
-    } catch (...) {
-        return false;
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++) total += slots_[(start + k) & kMask].ev.n_tokens;
+    if (total > run_token_cap_) {
+        const size_t cap = std::max(total, 2 * run_token_cap_);
+        uint32_t *grown = new (std::nothrow) uint32_t[cap];
+        if (!grown) return false;
+        run_tokens_.reset(grown);
+        run_token_cap_ = cap;
     }
-    run_.token_ptrs();
+    uint32_t *tok = run_tokens_.get();
+    for (size_t k = 0; k < n; k++) {
+        kvreg_event &e = run_events_[k];
+        e = slots_[(start + k) & kMask].ev;
+        if (e.n_tokens) {
+            std::memcpy(tok, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
+            e.tokens = tok;
+            tok += e.n_tokens;
+        }
+    }
     return true;
 }
 
