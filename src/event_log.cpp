@@ -189,7 +189,11 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
             // (slots are not contiguous events), keeping the slots until the callbacks return
             // (spill refuses meanwhile).
             run_in_ring_ = true;
-            for (size_t k = 0; k < n; k++) dispatch(&slots_[(start + k) & kMask].ev, 1);
+            for (size_t k = 0; k < n; k++) {
+                kvreg_event e;
+                slots_[(start + k) & kMask].expand(start + k, e);
+                dispatch(&e, 1);
+            }
             run_in_ring_ = false;
             advance_delivered(start + n);
             ring_free_.store(start + n, std::memory_order_release);
@@ -200,7 +204,7 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
 
 bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     size_t total = 0;
-    for (size_t k = 0; k < n; k++) total += slots_[(start + k) & kMask].ev.n_tokens;
+    for (size_t k = 0; k < n; k++) total += slots_[(start + k) & kMask].n_tokens;
     if (total > run_token_cap_) {
         const size_t cap = std::max(total, 2 * run_token_cap_);
         uint32_t *grown = new (std::nothrow) uint32_t[cap];
@@ -211,7 +215,7 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     uint32_t *tok = run_tokens_.get();
     for (size_t k = 0; k < n; k++) {
         kvreg_event &e = run_events_[k];
-        e = slots_[(start + k) & kMask].ev;
+        slots_[(start + k) & kMask].expand(start + k, e);
         if (e.n_tokens) {
             std::memcpy(tok, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
             e.tokens = tok;
@@ -242,7 +246,9 @@ int64_t EventLog::spill(uint32_t want) noexcept {
                 spilled_.emplace_back();
                 spilled_.back().reserve(kRun);
             }
-            spilled_.back().push(slots_[id & kMask].ev);
+            kvreg_event e;
+            slots_[id & kMask].expand(id, e);
+            spilled_.back().push(e);
             ring_cursor_ = id + 1;
             freed++;
         }
@@ -353,7 +359,7 @@ void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint32_t medi
            log_.ring_free_.load(std::memory_order_acquire) > id - EventLog::kRingSize);
 #endif
     if (!tokens) n_tokens = 0;
-    if (n_tokens > slot.token_cap) {
+    if (n_tokens > EventLog::kInlineTokens && n_tokens > slot.token_cap) {
         if (spare_cap_ >= n_tokens) {
             slot.big = std::move(spare_);
             slot.tokens = slot.big.get();
@@ -363,20 +369,17 @@ void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint32_t medi
             n_tokens = 0; // see reserve_tokens(): the event goes out without its tokens
         }
     }
-    if (n_tokens) std::memcpy(slot.tokens, tokens, size_t{n_tokens} * sizeof(uint32_t));
-    kvreg_event &e = slot.ev;
-    e.kind = kind;
-    e.pool_id = pool;
-    e.event_id = id;
-    e.sequence_hash = seq;
-    e.block_hash = block;
-    e.parent_sequence_hash = has_parent ? parent : 0;
-    e.has_parent = has_parent ? 1 : 0;
-    e.n_tokens = n_tokens;
-    e.tokens = n_tokens ? slot.tokens : nullptr;
-    e.medium = medium;
-    e.reserved32 = 0;
-    std::memset(e.reserved, 0, sizeof e.reserved);
+    if (n_tokens)
+        std::memcpy(n_tokens <= EventLog::kInlineTokens ? slot.inline_tokens : slot.tokens, tokens,
+                    size_t{n_tokens} * sizeof(uint32_t));
+    slot.kind = static_cast<uint8_t>(kind);
+    slot.pool_id = pool;
+    slot.sequence_hash = seq;
+    slot.block_hash = block;
+    slot.parent_sequence_hash = has_parent ? parent : 0;
+    slot.has_parent = has_parent ? 1 : 0;
+    slot.n_tokens = n_tokens;
+    slot.medium = static_cast<uint8_t>(medium);
     slot.stamp.store(id + 1, std::memory_order_release); // published
     published_ = true;
     if (nested_) log_.nested_end_ = id + 1; // this thread holds the role: see deliver_as_holder

@@ -463,9 +463,98 @@ static void test_big_batch_chunks_in_order(void **state) {
     free(h);
 }
 
+/* Tokens of every size reach the consumer intact, across several laps of the event ring (4096
+ * slots), so each slot carries in turn short blocks (kept in the slot), middling ones (in the
+ * slot's part of an arena) and long ones (in a buffer of its own): 1 to 300 tokens. Token k of
+ * block i is i * 1000 + k. INLINE (checked in the callback) and POLL (checked as polled). */
+static const uint32_t TOKEN_SIZES[] = {1, 15, 16, 17, 32, 63, 64, 65, 300, 16, 5};
+#define N_SIZES (sizeof TOKEN_SIZES / sizeof TOKEN_SIZES[0])
+#define TOKEN_BLOCKS 10000u
+
+typedef struct token_check {
+    size_t registers, bad;
+} token_check;
+
+static void check_tokens(token_check *c, const kvreg_event *ev, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].kind != KVREG_EVENT_REGISTER) continue;
+        const uint64_t b = ev[i].sequence_hash - 1;
+        const uint32_t want = TOKEN_SIZES[b % N_SIZES];
+        c->registers++;
+        if (ev[i].n_tokens != want || !ev[i].tokens) {
+            c->bad++;
+            continue;
+        }
+        for (uint32_t k = 0; k < want; k++)
+            if (ev[i].tokens[k] != (uint32_t)(b * 1000 + k)) {
+                c->bad++;
+                break;
+            }
+    }
+}
+
+static void token_check_fn(const kvreg_event *ev, size_t n, void *ud) { check_tokens(ud, ev, n); }
+
+static void register_sized_blocks(kvreg_registry *reg, kvreg_registry *poll_reg, token_check *c) {
+    kvreg_pool *pool = NULL;
+    assert_int_equal(kvreg_pool_new(&pool, reg, "tokens"), KVREG_OK);
+    uint32_t *tok = malloc(300 * sizeof *tok);
+    kvreg_event *ev = malloc(KVREG_EVENTS_PER_CALL * sizeof *ev);
+    for (uint64_t b = 0; b < TOKEN_BLOCKS; b++) {
+        const uint32_t n = TOKEN_SIZES[b % N_SIZES];
+        for (uint32_t k = 0; k < n; k++) tok[k] = (uint32_t)(b * 1000 + k);
+        kvreg_block_desc d;
+        memset(&d, 0, sizeof d);
+        d.sequence_hash = b + 1;
+        d.block_hash = b + 1;
+        d.tokens = tok;
+        d.n_tokens = n;
+        kvreg_block h;
+        assert_int_equal(kvreg_register(pool, &d, &h), KVREG_OK);
+        assert_int_equal(kvreg_release(pool, h), KVREG_OK);
+        /* the caller's buffer is reused at once: the events must not point into it */
+        memset(tok, 0xAB, 300 * sizeof *tok);
+        if (poll_reg) {
+            size_t got = 0;
+            do {
+                assert_int_equal(kvreg_registry_poll(poll_reg, ev, KVREG_EVENTS_PER_CALL, &got), KVREG_OK);
+                check_tokens(c, ev, got);
+            } while (got > 0);
+        }
+    }
+    kvreg_pool_free(pool);
+    free(ev);
+    free(tok);
+}
+
+static void test_tokens_of_every_size_survive_the_ring(void **state) {
+    (void)state;
+    token_check inline_check = {0, 0}, poll_check = {0, 0};
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, token_check_fn, &inline_check, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    register_sized_blocks(reg, NULL, &inline_check);
+    kvreg_registry_free(reg);
+    assert_int_equal(inline_check.registers, TOKEN_BLOCKS);
+    assert_int_equal(inline_check.bad, 0);
+
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    register_sized_blocks(reg, reg, &poll_check);
+    kvreg_registry_free(reg);
+    assert_int_equal(poll_check.registers, TOKEN_BLOCKS);
+    assert_int_equal(poll_check.bad, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_big_batch_chunks_in_order, setup, teardown),
+        cmocka_unit_test(test_tokens_of_every_size_survive_the_ring),
         cmocka_unit_test_setup_teardown(test_seed_single_handle_register_then_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_extra_reference_delays_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_batch_of_two, setup, teardown),
