@@ -107,6 +107,18 @@ void EventLog::hand_over() noexcept {
     role_.notify_all(); // the successor sleeps (or is about to): always wake
 }
 
+void EventLog::queue_run(uint64_t start, size_t n) noexcept {
+    uint64_t reg = 0, cleared = 0;
+    for (size_t k = 0; k < n; k++) {
+        const uint8_t kind = slots_[(start + k) & kMask].kind;
+        reg += kind == KVREG_EVENT_REGISTER;
+        cleared += kind == KVREG_EVENT_CLEARED;
+    }
+    const size_t queued = queue_.push_each(
+        n, [this, start](size_t k, kvreg_event &e) noexcept { slots_[(start + k) & kMask].expand(start + k, e); });
+    tally(n, reg, cleared, n - queued);
+}
+
 void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
     uint64_t reg = 0, cleared = 0;
     for (size_t i = 0; i < n; i++) {
@@ -123,6 +135,10 @@ void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
     } else {
         dropped = n; // INLINE with no callback
     }
+    tally(n, reg, cleared, dropped);
+}
+
+void EventLog::tally(uint64_t n, uint64_t reg, uint64_t cleared, uint64_t dropped) noexcept {
     // Only the role holder writes these: load + store is enough.
     auto bump = [](std::atomic<uint64_t> &a, uint64_t by) {
         a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -177,7 +193,13 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
             continue;
         }
         ring_cursor_ = start + n; // before the callback: a nested spill starts after this run
-        if (copy_run(start, n)) {
+        if (poll_mode_) {
+            // No callback to wait for: the queue copies the run straight out of the ring.
+            queue_run(start, n);
+            ring_free_.store(start + n, std::memory_order_release);
+            give_credits(n);
+            advance_delivered(start + n);
+        } else if (copy_run(start, n)) {
             // The run's slots are free while the callback runs: producers keep going, and a
             // nested spill frees exactly the oldest slots (the credit count stays exact).
             ring_free_.store(start + n, std::memory_order_release);

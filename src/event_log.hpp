@@ -19,8 +19,9 @@
 //     delivers P's events before it lets go (see 4). Otherwise P, as deliverer, hands the
 //     longest published run starting at the cursor (<= KVREG_EVENTS_PER_CALL events): it
 //     copies the run (events and tokens) out of the ring, frees those credits at once (so
-//     producers go on while a slow callback runs), hands the copy to the callback or the POLL
-//     queue, advances delivered_, and repeats until no event is left. A run ends at an id that
+//     producers go on while a slow callback runs), hands the copy to the callback, advances
+//     delivered_, and repeats until no event is left. (POLL mode: the queue copies the run
+//     straight out of the ring, then the credits are freed.) A run ends at an id that
 //     is taken but not yet published (its owner is inside a shard lock, a few stores away):
 //     the owner delivers it after its locks (or finds us still delivering; step 4 covers the
 //     race). Waiting there instead, for up to 128 pauses, made 2 threads sharing prefixes 16%
@@ -196,6 +197,9 @@ private:
     // 4) or until it handed the role over (true). `owed`: ids below it are this thread's debt.
     bool deliver_as_holder(uint64_t owed) noexcept;
     void dispatch(const kvreg_event *ev, size_t n) noexcept;
+    // POLL mode: queue ring events [start, start + n), expanded one by one as the queue copies them.
+    void queue_run(uint64_t start, size_t n) noexcept;
+    void tally(uint64_t n, uint64_t reg, uint64_t cleared, uint64_t dropped) noexcept; // statistics
     // Copy ring events [start, start + n) and their tokens into run_events_; false if out of
     // memory (nothing copied).
     bool copy_run(uint64_t start, size_t n) noexcept;

@@ -14,31 +14,6 @@ std::unique_ptr<PollQueue::Chunk> PollQueue::new_chunk() {
     return c;
 }
 
-size_t PollQueue::push(const kvreg_event *events, size_t n) noexcept {
-    size_t done = 0;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        try {
-            while (done < n && size_ < capacity_) {
-                if (chunks_.empty() || chunks_.back()->q.size() == kChunk) {
-                    std::unique_ptr<Chunk> c = new_chunk();
-                    // Room for a chunk of events like this one: growing the token array one
-                    // doubling at a time copied it a dozen times per chunk.
-                    c->q.tokens.reserve(kChunk * std::min<size_t>(events[done].n_tokens, 256));
-                    chunks_.push_back(std::move(c));
-                }
-                chunks_.back()->q.push(events[done]);
-                size_++;
-                done++;
-            }
-        } catch (...) {
-            // out of memory: like a full queue
-        }
-    }
-    if (done) cv_.notify_all();
-    return done;
-}
-
 int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     size_t n = 0, ntok = 0;

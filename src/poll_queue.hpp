@@ -7,6 +7,7 @@
 // woken by push() or wakeup(). Thread-safe (one mutex, held for copies only).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +27,13 @@ public:
 
     // Queue events (tokens copied) until the queue holds `capacity` events; returns how many
     // were queued (the rest are dropped by the caller's accounting). Out of memory counts as full.
-    size_t push(const kvreg_event *events, size_t n) noexcept;
+    size_t push(const kvreg_event *events, size_t n) noexcept {
+        return push_each(n, [events](size_t k, kvreg_event &e) noexcept { e = events[k]; });
+    }
+    // The same for events made one at a time by make(k, event), k = 0 .. n-1, as they are
+    // copied in (the event log expands its ring slots this way, with no copy of its own). The
+    // event's tokens need only live until make is called again.
+    template <class Make> size_t push_each(size_t n, Make make) noexcept;
     // Move up to cap events into out; their tokens stay valid until the next take().
     int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
     // Sleep until an event is queued, wakeup() is called, or timeout_ms passes (-1: no limit).
@@ -58,5 +65,32 @@ private:
     uint32_t pending_wakeups_ = 0;
     std::vector<uint32_t> taken_tokens_; // tokens of the last take()'s events
 };
+
+template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept {
+    size_t done = 0;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        try {
+            kvreg_event e;
+            while (done < n && size_ < capacity_) {
+                make(done, e);
+                if (chunks_.empty() || chunks_.back()->q.size() == kChunk) {
+                    std::unique_ptr<Chunk> c = new_chunk();
+                    // Room for a chunk of events like this one: growing the token array one
+                    // doubling at a time copied it a dozen times per chunk.
+                    c->q.tokens.reserve(kChunk * std::min<size_t>(e.n_tokens, 256));
+                    chunks_.push_back(std::move(c));
+                }
+                chunks_.back()->q.push(e);
+                size_++;
+                done++;
+            }
+        } catch (...) {
+            // out of memory: like a full queue
+        }
+    }
+    if (done) cv_.notify_all();
+    return done;
+}
 
 } // namespace kvreg
