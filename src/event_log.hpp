@@ -235,8 +235,8 @@ private:
     // (copied out of the ring with its tokens), and spilled events.
     uint64_t ring_cursor_ = 0;
     // The run, copied out: kRun events and their tokens, in buffers kept from run to run, so the
-    // steady state allocates nothing and a copy is two memcpy per event (a vector append per
-    // event and per token array cost the deliverer 7% of a single-threaded run).
+    // steady state allocates nothing and a copy is an event and a memcpy of its tokens (it was
+    // three vector appends per event: register_release 168 -> 164 ns/op without them).
     std::unique_ptr<kvreg_event[]> run_events_;
     std::unique_ptr<uint32_t[]> run_tokens_;
     size_t run_token_cap_ = 0;
