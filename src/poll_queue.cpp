@@ -50,11 +50,20 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
         }
     }
     size_ -= n;
+    size_hint_.store(size_, std::memory_order_relaxed);
     *n_out = n;
     return KVREG_OK;
 }
 
 void PollQueue::wait_for_events(int timeout_ms) noexcept {
+    // The bounded spin first (kWaitSpins). A wakeup() meanwhile finds no waiter and is kept in
+    // pending_wakeups_, which the locked path below takes: late by the spin, never lost.
+    for (unsigned spins = 0; spins < kWaitSpins; spins++) {
+        if (size_hint_.load(std::memory_order_acquire) > 0) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
     std::unique_lock<std::mutex> lk(mu_);
     if (pending_wakeups_ > 0) {
         pending_wakeups_--;

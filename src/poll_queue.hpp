@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -51,7 +52,16 @@ private:
     };
     std::unique_ptr<Chunk> new_chunk();
 
+    // A consumer that finds the queue empty spins this many pauses (about 12 µs on the 2-core
+    // VM) before it sleeps. A consumer draining as fast as it can used to sleep after nearly
+    // every take, and the producer paid a futex wake for nearly every push: kvreg-net-bench's
+    // register_release with such a consumer ran 2.7-3.3 M ops/s, and 4.2-5.9 M with the spin
+    // (4 interleaved runs each). Pushes also wake only when a consumer waits (waiting_).
+    static constexpr unsigned kWaitSpins = 512;
+
     const size_t capacity_;
+    // size_ as last written under mu_, read without it by a spinning consumer.
+    std::atomic<size_t> size_hint_{0};
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Chunk>> chunks_;
@@ -68,6 +78,7 @@ private:
 
 template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept {
     size_t done = 0;
+    bool notify = false;
     {
         std::lock_guard<std::mutex> lk(mu_);
         try {
@@ -88,8 +99,10 @@ template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept 
         } catch (...) {
             // out of memory: like a full queue
         }
+        size_hint_.store(size_, std::memory_order_release);
+        notify = done && waiting_ > 0;
     }
-    if (done) cv_.notify_all();
+    if (notify) cv_.notify_all();
     return done;
 }
 
