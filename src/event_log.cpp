@@ -126,14 +126,12 @@ void EventLog::dispatch(const kvreg_event *ev, size_t n) noexcept {
         cleared += ev[i].kind == KVREG_EVENT_CLEARED;
     }
     uint64_t dropped = 0;
-    if (poll_mode_) {
-        dropped = n - queue_.push(ev, n);
-    } else if (kvreg_event_fn fn = cb_.fn()) {
+    if (kvreg_event_fn fn = cb_.fn()) {
         role_.store(kCalling, std::memory_order_release);
         fn(ev, n, cb_.user_data());
         role_.store(kDraining, std::memory_order_relaxed);
     } else {
-        dropped = n; // INLINE with no callback
+        dropped = n; // no callback
     }
     tally(n, reg, cleared, dropped);
 }
@@ -322,7 +320,7 @@ int EventLog::poll(kvreg_event *out, size_t cap, size_t *n) noexcept {
 
 int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    if (timeout_ms != 0 && queue_.size() == 0) queue_.wait_for_events(timeout_ms);
+    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
     return queue_.take(out, cap, n);
 }
 

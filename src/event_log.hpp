@@ -196,6 +196,8 @@ private:
     // Delivers until nothing is left (false: the caller still holds the role and lets go, step
     // 4) or until it handed the role over (true). `owed`: ids below it are this thread's debt.
     bool deliver_as_holder(uint64_t owed) noexcept;
+    // INLINE mode: hand events to the callback (POLL mode queues runs with queue_run, and has
+    // no callback to make nested calls that spill).
     void dispatch(const kvreg_event *ev, size_t n) noexcept;
     // POLL mode: queue ring events [start, start + n), expanded one by one as the queue copies them.
     void queue_run(uint64_t start, size_t n) noexcept;

@@ -3,8 +3,8 @@
 // Memory follows what is queued, never more than the capacity allows: events live in chunks of
 // up to kChunk, a chunk is freed as soon as the consumer has taken all of it, and one spare
 // chunk is kept to avoid churning the allocator at a steady trickle. Producers (the thread
-// delivering events) push; any number of consumers poll, sleep in wait_for_events() and are
-// woken by push() or wakeup(). Thread-safe (one mutex, held for copies only).
+// delivering events) push_each(); any number of consumers poll, sleep in wait_for_events() and
+// are woken by push_each() or wakeup(). Thread-safe (one mutex, held for copies only).
 #pragma once
 
 #include <algorithm>
@@ -26,18 +26,16 @@ class PollQueue {
 public:
     explicit PollQueue(size_t capacity) : capacity_(capacity) {} // throws std::bad_alloc
 
-    // Queue events (tokens copied) until the queue holds `capacity` events; returns how many
-    // were queued (the rest are dropped by the caller's accounting). Out of memory counts as full.
-    size_t push(const kvreg_event *events, size_t n) noexcept {
-        return push_each(n, [events](size_t k, kvreg_event &e) noexcept { e = events[k]; });
-    }
-    // The same for events made one at a time by make(k, event), k = 0 .. n-1, as they are
-    // copied in (the event log expands its ring slots this way, with no copy of its own). The
-    // event's tokens need only live until make is called again.
+    // Queue n events (tokens copied) until the queue holds `capacity` events; returns how many
+    // were queued (the rest are dropped by the caller's accounting). Out of memory counts as
+    // full. Each event is made by make(k, event), k = 0 .. n-1, as it is copied in (the event
+    // log expands its ring slots this way, with no copy of its own); its tokens need only live
+    // until make is called again.
     template <class Make> size_t push_each(size_t n, Make make) noexcept;
     // Move up to cap events into out; their tokens stay valid until the next take().
     int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
     // Sleep until an event is queued, wakeup() is called, or timeout_ms passes (-1: no limit).
+    // Returns at once when events are queued (and then leaves a pending wakeup() pending).
     void wait_for_events(int timeout_ms) noexcept;
     void wakeup() noexcept;
     size_t size() const noexcept;

@@ -495,7 +495,19 @@ static void check_tokens(token_check *c, const kvreg_event *ev, size_t n) {
 
 static void token_check_fn(const kvreg_event *ev, size_t n, void *ud) { check_tokens(ud, ev, n); }
 
-static void register_sized_blocks(kvreg_registry *reg, kvreg_registry *poll_reg, token_check *c) {
+/* One registry (INLINE with the checking callback, or POLL drained after every call), every size
+ * class through it, then the checks. */
+static void register_sized_blocks(int poll) {
+    token_check c = {0, 0};
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    if (poll)
+        assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    else
+        assert_int_equal(kvreg_config_set_event_fn(cfg, token_check_fn, &c, NULL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
     kvreg_pool *pool = NULL;
     assert_int_equal(kvreg_pool_new(&pool, reg, "tokens"), KVREG_OK);
     uint32_t *tok = malloc(300 * sizeof *tok);
@@ -514,41 +526,26 @@ static void register_sized_blocks(kvreg_registry *reg, kvreg_registry *poll_reg,
         assert_int_equal(kvreg_release(pool, h), KVREG_OK);
         /* the caller's buffer is reused at once: the events must not point into it */
         memset(tok, 0xAB, 300 * sizeof *tok);
-        if (poll_reg) {
+        if (poll) {
             size_t got = 0;
             do {
-                assert_int_equal(kvreg_registry_poll(poll_reg, ev, KVREG_EVENTS_PER_CALL, &got), KVREG_OK);
-                check_tokens(c, ev, got);
+                assert_int_equal(kvreg_registry_poll(reg, ev, KVREG_EVENTS_PER_CALL, &got), KVREG_OK);
+                check_tokens(&c, ev, got);
             } while (got > 0);
         }
     }
     kvreg_pool_free(pool);
+    kvreg_registry_free(reg);
     free(ev);
     free(tok);
+    assert_int_equal(c.registers, TOKEN_BLOCKS);
+    assert_int_equal(c.bad, 0);
 }
 
 static void test_tokens_of_every_size_survive_the_ring(void **state) {
     (void)state;
-    token_check inline_check = {0, 0}, poll_check = {0, 0};
-    kvreg_config *cfg = NULL;
-    kvreg_registry *reg = NULL;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set_event_fn(cfg, token_check_fn, &inline_check, NULL), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
-    register_sized_blocks(reg, NULL, &inline_check);
-    kvreg_registry_free(reg);
-    assert_int_equal(inline_check.registers, TOKEN_BLOCKS);
-    assert_int_equal(inline_check.bad, 0);
-
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
-    register_sized_blocks(reg, reg, &poll_check);
-    kvreg_registry_free(reg);
-    assert_int_equal(poll_check.registers, TOKEN_BLOCKS);
-    assert_int_equal(poll_check.bad, 0);
+    register_sized_blocks(0);
+    register_sized_blocks(1);
 }
 
 int main(void) {
