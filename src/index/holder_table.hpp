@@ -98,7 +98,7 @@ private:
         std::atomic<Slot *> table{nullptr};
         std::atomic<uint64_t> mask{0};     // the live table's (stored after table; see holders_if)
         std::atomic<uint64_t> bytes{0};    // of every table allocated (live and retired)
-        std::vector<std::unique_ptr<Slot[]>> tables; // the live one last; older ones retired
+        std::vector<std::unique_ptr<Slot[]>> tables; // grown ones, the newest last (the first may be in arena_)
     };
 
     static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
@@ -130,12 +130,22 @@ private:
     // ThreadSanitizer cannot check).
     static void begin_change(Shard &s) noexcept;
     static void end_change(Shard &s) noexcept;
-    void grow(Shard &s, uint64_t at_least = 0); // under the writer lock
+    // Under the writer lock. The new table goes at `place` (room for at_least rounded up as
+    // grow rounds it, plus element 0) when given, else on the heap.
+    void grow(Shard &s, uint64_t at_least = 0, Slot *place = nullptr);
+    static uint64_t capacity_for(uint64_t at_least, uint64_t from) noexcept;
     static void erase_at(Slot *t, uint64_t i) noexcept; // inside a change window
+
+    struct FreeArena {
+        void operator()(void *p) const noexcept;
+    };
 
     uint32_t shard_mask_;
     uint32_t n_shards_;
     std::unique_ptr<Shard[]> shards_;
+    // Every shard's first table, side by side, when the table is sized up front: one region
+    // the kernel may back with huge pages (below).
+    std::unique_ptr<void, FreeArena> arena_;
 };
 
 // Short spins first (the other side's window is a few stores), then give the core away: with
