@@ -152,12 +152,16 @@ private:
             return false;
         if (h.kind != MpKind::Array)
             return r_.fail(h.off, "block_hashes must be an array");
+        // The count is bounded by the bytes left (head() checked): sizing for it is safe.
+        const size_t at = out_.hashes.size();
+        out_.hashes.resize(at + h.count);
         for (size_t k = 0; k < h.count; k++) {
+            uint64_t &v = out_.hashes[at + k];
+            if (r_.try_uint(v))
+                continue;
             MpHead e;
-            uint64_t v;
             if (!r_.head(e) || !hash_value(e, v))
                 return false;
-            out_.hashes.push_back(v);
         }
         return true;
     }
@@ -180,13 +184,24 @@ private:
             return false;
         if (h.kind != MpKind::Array)
             return r_.fail(h.off, "token_ids must be an array");
+        const size_t at = out_.tokens.size(); // count bounded by the bytes left, as above
+        out_.tokens.resize(at + h.count);
+        uint32_t *const dst = out_.tokens.data() + at;
         for (size_t k = 0; k < h.count; k++) {
+            const size_t off = r_.pos();
+            uint64_t u;
+            if (r_.try_uint(u)) {
+                if (u > UINT32_MAX)
+                    return r_.fail(off, "a token id must be an integer in [0, 2^32)");
+                dst[k] = static_cast<uint32_t>(u);
+                continue;
+            }
             MpHead t;
             if (!r_.head(t))
                 return false;
             if (t.kind != MpKind::Uint || t.u > UINT32_MAX)
                 return r_.fail(t.off, "a token id must be an integer in [0, 2^32)");
-            out_.tokens.push_back(static_cast<uint32_t>(t.u));
+            dst[k] = static_cast<uint32_t>(t.u);
         }
         return true;
     }

@@ -124,6 +124,45 @@ public:
         }
     }
 
+    // The next value when it is a non-negative integer in its usual forms (positive fixint,
+    // uint 8/16/32/64) and lies wholly inside the payload: read it into v and return true.
+    // Otherwise read nothing and return false, and the caller takes head(), with its checks
+    // and error reports. Token ids and block hashes, most of a payload, take this path: one
+    // branch on the type byte and one bounds check, where head() walks its whole dispatch.
+    bool try_uint(uint64_t &v) noexcept {
+        if (err_ || pos_ >= len_)
+            return false;
+        const uint8_t b = p_[pos_];
+        if (b <= 0x7f) {
+            v = b, pos_++;
+            return true;
+        }
+        if (b < 0xcc || b > 0xcf)
+            return false;
+        const size_t n = size_t{1} << (b - 0xcc);
+        if (len_ - pos_ < 1 + n)
+            return false;
+        const uint8_t *q = p_ + pos_ + 1;
+        switch (n) {
+        case 1: v = q[0]; break;
+        case 2: v = uint64_t{q[0]} << 8 | q[1]; break;
+        case 4: {
+            uint32_t w;
+            std::memcpy(&w, q, 4);
+            v = __builtin_bswap32(w);
+            break;
+        }
+        default: {
+            uint64_t w;
+            std::memcpy(&w, q, 8);
+            v = __builtin_bswap64(w);
+            break;
+        }
+        }
+        pos_ += 1 + n;
+        return true;
+    }
+
     // Skip one whole value, nested containers included. Iterative (a counter of values still
     // to skip), so no nesting depth can exhaust the stack.
     bool skip() noexcept {

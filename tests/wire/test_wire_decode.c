@@ -155,6 +155,44 @@ static void test_hash_forms(void **state)
     kvreg_wire_decoder_free(dec);
 }
 
+/* Every unsigned integer width the format has (fixint, uint 8/16/32/64), for hashes and token
+ * ids, beside the general forms: the decoder reads these widths on a shorter path, which must
+ * give the same values. Expected values are the bytes read by hand. */
+static void test_integer_widths(void **state)
+{
+    (void)state;
+    kvreg_wire_decoder *dec;
+    size_t n;
+    const kvreg_wire_event *ev = decode(&dec, KVREG_WIRE_VLLM,
+        "93 00 91 94 ab \"BlockStored\""
+        " 96 7f cc80 cdbeef ce89abcdef cf0123456789abcdef ff"   /* hashes */
+        " c0"
+        " 96 00 7f ccff cd1234 cefedcba98 cf00000000ffffffff 00", &n); /* tokens */
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].n_block_hashes, 6);
+    assert_true(ev[0].block_hashes[0] == 0x7f);
+    assert_true(ev[0].block_hashes[1] == 0x80);
+    assert_true(ev[0].block_hashes[2] == 0xbeef);
+    assert_true(ev[0].block_hashes[3] == UINT64_C(0x89abcdef));
+    assert_true(ev[0].block_hashes[4] == UINT64_C(0x0123456789abcdef));
+    assert_true(ev[0].block_hashes[5] == UINT64_MAX);
+    assert_int_equal(ev[0].n_token_ids, 6);
+    assert_int_equal(ev[0].token_ids[0], 0);
+    assert_int_equal(ev[0].token_ids[1], 0x7f);
+    assert_int_equal(ev[0].token_ids[2], 0xff);
+    assert_int_equal(ev[0].token_ids[3], 0x1234);
+    assert_int_equal(ev[0].token_ids[4], 0xfedcba98u);
+    assert_int_equal(ev[0].token_ids[5], UINT32_MAX);
+    kvreg_wire_decoder_free(dec);
+
+    /* A bad token after good ones: the bad one's offset (header 3 + tag 1 + 11, hashes 2, parent
+     * 1, token array head 1, tokens 1 + 5). */
+    reject(KVREG_WIRE_VLLM, "93 00 91 94 ab \"BlockStored\" 91 01 c0 93 05 ce00000001 cf0000000100000000 00", 26);
+    /* Truncated inside a uint 64 hash and a uint 16 token: the value's own offset. */
+    reject(KVREG_WIRE_VLLM, "93 00 91 92 ac \"BlockRemoved\" 92 01 cf00010203", 19);
+    reject(KVREG_WIRE_VLLM, "93 00 91 94 ab \"BlockStored\" 91 01 c0 92 01 cd00", 21);
+}
+
 /* Map events: "type" not first, unknown keys (locality, session_id, a non-string key),
  * unknown types skipped and counted (BlockInactive, Ignored), a newer medium. */
 static void test_map_events_tolerance(void **state)
@@ -343,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_example_b),
         cmocka_unit_test(test_outer_shapes),
         cmocka_unit_test(test_hash_forms),
+        cmocka_unit_test(test_integer_widths),
         cmocka_unit_test(test_map_events_tolerance),
         cmocka_unit_test(test_positional_generations),
         cmocka_unit_test(test_dynamo_json),
