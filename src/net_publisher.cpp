@@ -255,10 +255,15 @@ void Publisher::publish(const kvreg_event *events, size_t n) noexcept {
 void Publisher::send_batch(const unsigned char *payload, size_t len, size_t n_events) noexcept {
     const uint64_t seq = seq_++;
     stats_[next_seq].store(seq_, std::memory_order_relaxed);
-    try {
-        ring_.push(seq, payload, len);
-    } catch (...) {
-        // Out of memory: this batch cannot be replayed. Still send it live.
+    // Kept for replay only when there is a replay socket to ask: without one, a ring of
+    // BUFFER_STEPS copies (up to 10,000 batches of up to ~100 KB) was memory nobody could use,
+    // and filling it cost the sender a page fault per fresh 4 KB.
+    if (router_) {
+        try {
+            ring_.push(seq, payload, len);
+        } catch (...) {
+            // Out of memory: this batch cannot be replayed. Still send it live.
+        }
     }
     unsigned char seq8[8];
     put_be64(seq8, seq);
