@@ -80,17 +80,16 @@ template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept 
     {
         std::lock_guard<std::mutex> lk(mu_);
         try {
-            kvreg_event e;
             while (done < n && size_ < capacity_) {
-                make(done, e);
-                if (chunks_.empty() || chunks_.back()->q.size() == kChunk) {
-                    std::unique_ptr<Chunk> c = new_chunk();
+                const bool fresh = chunks_.empty() || chunks_.back()->q.size() == kChunk;
+                if (fresh) chunks_.push_back(new_chunk());
+                EventCopies &q = chunks_.back()->q;
+                q.push_made([&](kvreg_event &e) {
+                    make(done, e);
                     // Room for a chunk of events like this one: growing the token array one
                     // doubling at a time copied it a dozen times per chunk.
-                    c->q.tokens.reserve(kChunk * std::min<size_t>(e.n_tokens, 256));
-                    chunks_.push_back(std::move(c));
-                }
-                chunks_.back()->q.push(e);
+                    if (fresh) q.tokens.reserve(kChunk * std::min<size_t>(e.n_tokens, 256));
+                });
                 size_++;
                 done++;
             }

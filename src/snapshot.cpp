@@ -44,7 +44,7 @@ void order_parents_first(EventCopies &ev) {
     std::vector<size_t> order(n);
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(), [&depth](size_t a, size_t b) { return depth[a] < depth[b]; });
-    std::vector<kvreg_event> events(n);
+    EventCopies::Events events(n); // every element assigned below
     std::vector<size_t> offs(n);
     for (size_t k = 0; k < n; k++) {
         events[k] = ev.events[order[k]];
