@@ -71,7 +71,7 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_OPT_DP_RANK 2u         /* data-parallel rank: in every batch, and the port
                                             offset of both endpoints (default 0, <= 65535) */
 #define KVREG_PUB_OPT_BUFFER_STEPS 3u    /* batches the replay ring keeps (default 10000,
-                                            1 .. 2^24) */
+                                            1 .. 2^24; kept only with a replay endpoint) */
 #define KVREG_PUB_OPT_LINGER_MS 4u       /* shutdown bound: how long stop may spend sending
                                             what is queued (default 2000, <= 3600000) */
 #define KVREG_PUB_OPT_REPLAY_LINGER_MS 5u /* after the last batch, keep answering replay
