@@ -1,10 +1,15 @@
 // The POLL-mode queue: events waiting for kvreg_registry_poll(), with copies of their tokens.
 //
 // Memory follows what is queued, never more than the capacity allows: events live in chunks of
-// up to kChunk, a chunk is freed as soon as the consumer has taken all of it, and one spare
-// chunk is kept to avoid churning the allocator at a steady trickle. Producers (the thread
-// delivering events) push_each(); any number of consumers poll, sleep in wait_for_events() and
-// are woken by push_each() or wakeup(). Thread-safe (one mutex, held for copies only).
+// up to kChunk, a chunk is freed once the consumer has taken all of it and the next take() has
+// begun (the events it handed out point at the chunk's tokens until then), and one spare chunk
+// is kept to avoid churning the allocator at a steady trickle. Producers (the thread delivering
+// events) push_each(); any number of consumers poll, sleep in wait_for_events() and are woken
+// by push_each() or wakeup(). Thread-safe: one mutex, which a take() holds only to detach the
+// chunks it takes (it copies their events out after letting go) and to copy the part of a chunk
+// it takes when its cap ends inside one. A take that copied everything under the mutex held
+// the producer up for the whole copy: up to 1,024 events, tens of microseconds, while the
+// delivering thread (an engine's thread) slept on the mutex.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +30,9 @@ namespace kvreg {
 class PollQueue {
 public:
     explicit PollQueue(size_t capacity) : capacity_(capacity) {} // throws std::bad_alloc
+    ~PollQueue() { free_chunks(std::move(lent_)); }
+    PollQueue(const PollQueue &) = delete;
+    PollQueue &operator=(const PollQueue &) = delete;
 
     // Queue n events (tokens copied) until the queue holds `capacity` events; returns how many
     // were queued (the rest are dropped by the caller's accounting). Out of memory counts as
@@ -47,8 +55,12 @@ private:
     struct Chunk {
         EventCopies q;   // reserved to kChunk events once
         size_t head = 0; // events before head were taken
+        std::unique_ptr<Chunk> next; // in a list of detached chunks (a take's, or lent_)
     };
     std::unique_ptr<Chunk> new_chunk();
+    // Free a list of chunks one by one (destroying the head alone would recurse through
+    // `next`). Called without mu_.
+    static void free_chunks(std::unique_ptr<Chunk> list) noexcept;
 
     // A consumer that finds the queue empty spins this many pauses (about 12 µs on the 2-core
     // VM) before it sleeps. A consumer draining as fast as it can used to sleep after nearly
@@ -64,6 +76,10 @@ private:
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Chunk>> chunks_;
     std::unique_ptr<Chunk> spare_;
+    // Chunks that take() detached whole and whose events it handed out: they hold those events'
+    // tokens, so they live until the next take() begins (kvreg.h: tokens are valid until the
+    // next poll). A list through Chunk::next.
+    std::unique_ptr<Chunk> lent_;
     size_t size_ = 0;
     // wakeup() with waiters bumps wakeups_, which ends every current wait (waiting_ counts the
     // waits it has not ended yet); with none, it is kept in pending_wakeups_ for a later waiter,

@@ -548,10 +548,81 @@ static void test_tokens_of_every_size_survive_the_ring(void **state) {
     register_sized_blocks(1);
 }
 
+/* Registers blocks first .. first+n-1 of the sized-token pattern (each then released: a
+ * Register and a Remove per block). */
+static void register_sized_range(kvreg_pool *pool, uint32_t *tok, uint64_t first, uint64_t n) {
+    for (uint64_t b = first; b < first + n; b++) {
+        const uint32_t nt = TOKEN_SIZES[b % N_SIZES];
+        for (uint32_t k = 0; k < nt; k++) tok[k] = (uint32_t)(b * 1000 + k);
+        kvreg_block_desc d;
+        memset(&d, 0, sizeof d);
+        d.sequence_hash = d.block_hash = b + 1;
+        d.tokens = tok;
+        d.n_tokens = nt;
+        kvreg_block h;
+        assert_int_equal(kvreg_register(pool, &d, &h), KVREG_OK);
+        assert_int_equal(kvreg_release(pool, h), KVREG_OK);
+    }
+}
+
+/* POLL: a poll's events keep their tokens until the next poll, however much the engine queues
+ * meanwhile. A poll that takes whole queue chunks hands out tokens that live in those chunks;
+ * the queue must neither append to them nor reuse them before the next poll. Caps of 4,096
+ * (several whole chunks of 1,024 events), 1,500 (one whole, then part of the next, copied) and
+ * 7 (parts only). */
+static void test_polled_tokens_outlive_later_events(void **state) {
+    (void)state;
+    static const size_t caps[3] = {4096, 1500, 7};
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    kvreg_pool *pool = NULL;
+    assert_int_equal(kvreg_pool_new(&pool, reg, "tokens"), KVREG_OK);
+    uint32_t *tok = malloc(300 * sizeof *tok);
+    kvreg_event *ev = malloc(4096 * sizeof *ev);
+    assert_non_null(tok);
+    assert_non_null(ev);
+    token_check c = {0, 0};
+    uint64_t next = 0, expect_id = 0;
+    for (int round = 0; round < 12; round++) {
+        const size_t cap = caps[round % 3];
+        register_sized_range(pool, tok, next, 1500); /* 3,000 events queued */
+        next += 1500;
+        size_t got = 0;
+        assert_int_equal(kvreg_registry_poll(reg, ev, cap, &got), KVREG_OK);
+        assert_true(got > 0 && got <= cap);
+        /* the engine goes on: 2,000 more events queued before these are read */
+        register_sized_range(pool, tok, next, 1000);
+        next += 1000;
+        memset(tok, 0xAB, 300 * sizeof *tok);
+        for (size_t i = 0; i < got; i++) assert_true(ev[i].event_id == expect_id + i);
+        expect_id += got;
+        check_tokens(&c, ev, got);
+        /* drain the rest, checking as we go */
+        do {
+            assert_int_equal(kvreg_registry_poll(reg, ev, cap, &got), KVREG_OK);
+            for (size_t i = 0; i < got; i++) assert_true(ev[i].event_id == expect_id + i);
+            expect_id += got;
+            check_tokens(&c, ev, got);
+        } while (got > 0);
+    }
+    assert_int_equal(expect_id, 2 * next);
+    assert_int_equal(c.registers, next);
+    assert_int_equal(c.bad, 0);
+    kvreg_pool_free(pool);
+    kvreg_registry_free(reg);
+    free(ev);
+    free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_big_batch_chunks_in_order, setup, teardown),
         cmocka_unit_test(test_tokens_of_every_size_survive_the_ring),
+        cmocka_unit_test(test_polled_tokens_outlive_later_events),
         cmocka_unit_test_setup_teardown(test_seed_single_handle_register_then_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_extra_reference_delays_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_batch_of_two, setup, teardown),
