@@ -257,7 +257,8 @@ typedef struct kvreg_config kvreg_config;
  * when it is full (or cannot grow for lack of memory), new events are dropped and counted
  * (KVREG_STAT_EVENTS_DROPPED) and their event_ids are skipped, so the consumer sees a gap; the
  * registry's state is never rolled back for a lost event. The queue's memory follows its
- * length (it is given back as the consumer drains it). */
+ * length (it is given back as the consumer drains it; what the last poll returned is kept until
+ * the next poll, because its events' tokens point into it). */
 #define KVREG_OPT_DELIVERY 1u
 #define KVREG_DELIVERY_INLINE 0u
 #define KVREG_DELIVERY_POLL 1u

@@ -6,7 +6,8 @@
 // its memory grows with every event that ever passed through. Three consumers:
 //
 //   drained:  200,000 events queued, then all polled: the bytes go back below 256 KiB (one
-//             spare chunk of 1,024 events and the last poll's token copies stay);
+//             spare chunk of 1,024 events and the last poll's chunk, lent until the next
+//             poll, stay);
 //   behind:   10,000 events queued, then 500,000 rounds of "2 produced, 2 polled", so the
 //             queue never empties while 1M events pass through it;
 //   lagging:  2 polled for every 1,024 produced, 200 rounds (the queue grows to ~204,000).
@@ -14,7 +15,7 @@
 // Throughout, queue_bytes() <= queued * (sizeof(kvreg_event) + 16 + sizeof(size_t)) + 4 chunks,
 // where 16 is the largest token payload of an event here (4 tokens), sizeof(size_t) allows for
 // an index to each event's tokens, and a chunk is 1,024 such events (the partly filled chunks
-// at both ends, the spare, the last poll's token copies).
+// at both ends, the spare, the last poll's chunk or token copies).
 // Single-threaded: every call delivers before it returns, so nothing here waits or sleeps.
 #include <kvreg.h>
 
