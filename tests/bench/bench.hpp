@@ -44,7 +44,12 @@ struct Opts {
     size_t big_pool = 2000000;
     // kvreg-only `index` (wl_index.cpp): the Mooncake trace and the number of workers.
     std::string trace = KVREG_BENCH_TRACE; // data/traces/conversation_trace.jsonl.gz (meson)
-    size_t index_workers = 8;
+    size_t index_workers = 0; // 0: the workload's default (index 8, index_k1 1000)
+    // kvreg-only `index_k1` (wl_index_k1.cpp): Dynamo's gen-2 indexer benchmark rebuilt.
+    std::string windows = "30000,18455,11352,6983,4296,2643,1626,1000"; // ms, Dynamo's sweep
+    size_t dup = 7;   // each worker's timeline replayed this many times (Dynamo's -d)
+    size_t cores = 2; // 2: event and query threads pinned to CPUs 0 and 1; 1: both on CPU 0
+    bool seed_given = false;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
     std::vector<std::pair<std::string, uint64_t>> expect;
 
@@ -198,6 +203,17 @@ bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool regi
 bool events_match(const EventCounts &c, uint64_t n, uint64_t hash_sum);
 double per_block_ns(double secs, uint64_t n);
 
+// ------------------------------------------------------------------ trace.cpp
+// One request of a Mooncake trace (FAST'25 JSONL): what the index workloads read.
+struct TraceRequest {
+    uint64_t timestamp_ms = 0;
+    uint64_t output_length = 0;
+    std::vector<uint64_t> ids; // hash_ids: one per 512-token block of the prompt
+};
+// Every request line of the trace at path, plain or gzip (recognised by its magic bytes). A
+// missing or unreadable trace, or gzip without zlib, ends the program with a message.
+std::vector<TraceRequest> read_trace(const std::string &path, const char *workload);
+
 // ------------------------------------------------------------------ workloads
 // Each returns its JSON line and sets ok to the line's `verified`.
 std::string wl_hash(const Opts &o, bool &ok);
@@ -216,6 +232,7 @@ std::string wl_append(const Opts &o, bool &ok);
 // wl_wire.cpp (built with the library's `wire` feature): vLLM encode/decode vs msgpack-c alone.
 std::string wl_wire(const Opts &o, bool &ok);
 std::string wl_index(const Opts &o, bool &ok);
+std::string wl_index_k1(const Opts &o, bool &ok);
 
 } // namespace bench
 

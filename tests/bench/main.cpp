@@ -42,6 +42,9 @@ const char kUsage[] =
     "  pool_free         kvreg_pool_free of a 1-block pool alone, then beside a --big-pool block pool\n"
     "  index             the router-side index on a Mooncake --trace split over --workers (8):\n"
     "                    queries and events against a plain open-addressing table, 2 vs 1 thread\n"
+    "  index_k1          Dynamo's gen-2 indexer benchmark rebuilt: the conversation --trace over\n"
+    "                    --workers (1000) x --dup (7) workers, open loop over --windows, one event\n"
+    "                    thread and one query thread (--cores 2: pinned apart, 1: on one CPU)\n"
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
@@ -57,7 +60,10 @@ const char kUsage[] =
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
     "  --trace FILE      Mooncake JSONL trace, plain or gzip (data/traces/conversation_trace.jsonl.gz; index)\n"
-    "  --workers N       index workers          (8; index)\n"
+    "  --workers N       index workers          (8; index; 1000: index_k1)\n"
+    "  --windows MS,...  index_k1 sweep windows (30000,18455,11352,6983,4296,2643,1626,1000)\n"
+    "  --dup N           index_k1 replays of each worker (7)\n"
+    "  --cores N         index_k1 CPUs for its two threads (2)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
@@ -115,7 +121,7 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--groups") o.groups = num();
         else if (name == "--blocks" || name == "-N") o.blocks = num();
         else if (name == "--reps") o.reps = num();
-        else if (name == "--seed") o.seed = parse_u64(val());
+        else if (name == "--seed") o.seed = parse_u64(val()), o.seed_given = true;
         else if (name == "--salt") o.salt = parse_u64(val());
         else if (name == "--rt-threads") o.rt_threads = num();
         else if (name == "--check-order") o.check_order = true;
@@ -127,6 +133,9 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--big-pool") o.big_pool = num();
         else if (name == "--trace") o.trace = val();
         else if (name == "--workers") o.index_workers = num();
+        else if (name == "--windows") o.windows = val();
+        else if (name == "--dup") o.dup = num();
+        else if (name == "--cores") o.cores = num();
         else if (name == "--forward")
             throw std::invalid_argument("--forward is not supported: kvreg delivers events inline to the "
                                         "counting callback (use POLL mode in your own consumer instead)");
@@ -164,6 +173,7 @@ int run_one(const Opts &o) {
     else if (w == "wire") line = bench::wl_wire(o, ok);
 #endif
     else if (w == "index") line = bench::wl_index(o, ok);
+    else if (w == "index_k1") line = bench::wl_index_k1(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

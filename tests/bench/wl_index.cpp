@@ -22,9 +22,6 @@
 #include <kvreg_index.h>
 
 #include <time.h>
-#if KVREG_BENCH_ZLIB
-#include <zlib.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -42,69 +39,6 @@ namespace {
 
 constexpr size_t kCapacity = 16384; // blocks per worker (Dynamo's mocker default)
 constexpr size_t kTraceBlockTokens = 512;
-
-struct Request {
-    uint64_t output_length = 0;
-    std::vector<uint64_t> ids;
-};
-
-// The two fields the corpus needs from one Mooncake JSON line. Returns false for a line
-// without hash_ids.
-bool parse_line(const std::string &line, Request &r) {
-    const size_t ol = line.find("\"output_length\"");
-    const size_t hi = line.find("\"hash_ids\"");
-    if (hi == std::string::npos) return false;
-    r.output_length = ol == std::string::npos ? 0 : std::strtoull(line.c_str() + line.find(':', ol) + 1, nullptr, 10);
-    r.ids.clear();
-    const char *p = line.c_str() + line.find('[', hi) + 1;
-    while (*p && *p != ']') {
-        char *end = nullptr;
-        const unsigned long long v = std::strtoull(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        r.ids.push_back(v);
-        p = end;
-    }
-    return true;
-}
-
-// Every request line of the trace at path, plain or gzip (recognised by its magic bytes). A
-// missing or unreadable trace, or gzip without zlib, ends the program with a message.
-std::vector<Request> read_trace(const std::string &path) {
-    auto fail = [&](const char *why) {
-        std::fprintf(stderr, "kvreg-bench: index: cannot read trace %s: %s (--trace FILE)\n", path.c_str(), why);
-        std::exit(2);
-    };
-    std::vector<Request> reqs;
-    Request r;
-#if KVREG_BENCH_ZLIB
-    gzFile f = gzopen(path.c_str(), "rb"); // reads plain files as they are
-    if (!f) fail(std::strerror(errno));
-    std::string line;
-    char buf[1 << 16];
-    while (gzgets(f, buf, sizeof buf)) {
-        line += buf;
-        if (line.back() != '\n' && !gzeof(f)) continue; // a line longer than buf
-        if (parse_line(line, r)) reqs.push_back(r);
-        line.clear();
-    }
-    int err = Z_OK;
-    const char *msg = gzerror(f, &err);
-    if (err != Z_OK && err != Z_STREAM_END) fail(msg);
-    gzclose(f);
-#else
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(std::strerror(errno));
-    std::string line;
-    if (in.peek() == 0x1f) fail("gzip input, and kvreg-bench was built without zlib (install zlib1g-dev)");
-    while (std::getline(in, line))
-        if (parse_line(line, r)) reqs.push_back(r);
-#endif
-    if (reqs.empty()) fail("no request with hash_ids");
-    return reqs;
-}
 
 struct Batch {
     uint32_t worker;
@@ -138,13 +72,13 @@ struct WorkerCache {
     }
 };
 
-Corpus build(const Opts &o, const std::vector<Request> &reqs, size_t workers) {
+Corpus build(const Opts &o, const std::vector<TraceRequest> &reqs, size_t workers) {
     Corpus c;
     SplitMix64 rng(o.seed);
     std::vector<WorkerCache> caches(workers);
     uint64_t fresh = UINT64_C(1) << 62; // decode blocks: hashes no prompt has
     size_t live = 0;
-    for (const Request &r : reqs) {
+    for (const TraceRequest &r : reqs) {
         const uint32_t w = static_cast<uint32_t>(rng.next_u64() % workers);
         std::vector<uint64_t> hashes(r.ids.size());
         for (size_t i = 0; i < r.ids.size(); i++)
@@ -371,8 +305,8 @@ uint64_t run_queries(const kvreg_index *idx, const Corpus &c, size_t first, size
 } // namespace
 
 std::string wl_index(const Opts &o, bool &ok) {
-    const size_t workers = o.index_workers;
-    const std::vector<Request> reqs = read_trace(o.trace);
+    const size_t workers = o.index_workers ? o.index_workers : 8;
+    const std::vector<TraceRequest> reqs = read_trace(o.trace, "index");
     const Corpus c = build(o, reqs, workers);
 
     // 1 and 2, --reps times from an empty index: the replay with each index call timed, and
