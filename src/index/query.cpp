@@ -1,12 +1,15 @@
 // Matching a prompt: walk its router hashes in order and follow the workers still matching.
 //
 // Only workers holding the first block can match at all, so the candidates are fixed at
-// block 0 (sorted by slot) and only shrink: a candidate that misses a block stops there. Each
+// block 0 and only shrink: a candidate that misses a block stops there. Each
 // later block's lookup copies only the entries of candidates still matching and stops as soon
 // as it has found them all (usually long before the end of the hash's probe cluster). The walk
 // ends when no candidate is left, so a prompt costs one holder lookup per block some worker
 // still holds. Small clusters (up to kInline holders or candidates) never touch the heap.
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <memory>
 
 #include "index.hpp"
 
@@ -24,18 +27,24 @@ struct Candidate {
     uint32_t tier_depth[kTiers]; // of the tiers no longer unbroken; finish() sets the others
 };
 
-// A buffer on the stack that moves to the heap only when it must.
+// A buffer on the stack that moves to the heap only when it must. Never initialised: every
+// user writes before it reads (a cluster of thousands of workers used to zero hundreds of
+// kilobytes per query here).
 template <class T> class Scratch {
 public:
-    T *data() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
-    size_t cap() const noexcept { return heap_.empty() ? kInline : heap_.size(); }
+    T *data() noexcept { return heap_ ? heap_.get() : inline_; }
+    size_t cap() const noexcept { return heap_ ? heap_cap_ : kInline; }
     void reserve(size_t n) { // throws std::bad_alloc; contents are not kept
-        if (n > cap()) heap_.resize(n);
+        if (n > cap()) {
+            heap_.reset(new T[n]); // default-initialised: T is trivial
+            heap_cap_ = n;
+        }
     }
 
 private:
     T inline_[kInline];
-    std::vector<T> heap_;
+    std::unique_ptr<T[]> heap_;
+    size_t heap_cap_ = 0;
 };
 
 // The holders of hash, in h (grown as needed); returns their number.
@@ -113,27 +122,32 @@ void walk_small(const HolderTable &table, const uint64_t *hashes, size_t limit, 
     }
 }
 
-// The same for any slot numbers: the candidates sorted by slot, each holder found by search.
-void walk_sorted(const HolderTable &table, const uint64_t *hashes, size_t limit, Candidate *cb, size_t n_cand,
-                 const uint32_t *sb, Holder *h) {
-    const uint32_t *const se = sb + n_cand;
-    auto find = [sb, se](uint32_t s) {
-        const uint32_t *at = se - sb <= 16 ? std::find(sb, se, s) : std::lower_bound(sb, se, s);
-        return at == se || *at != s ? SIZE_MAX : static_cast<size_t>(at - sb);
-    };
-    size_t alive = n_cand;
-    for (size_t i = 1; i < limit && alive; i++) {
+// The same for any slot numbers (a cluster of more than 64 workers): the candidates still
+// matching are a bit set over slot numbers up to max_slot, and pos names each one's candidate.
+// A block's lookup tests a bit per holder instead of searching the candidates, and the set is
+// rebuilt from the holders found (a word per 64 slots).
+void walk_wide(const HolderTable &table, const uint64_t *hashes, size_t limit, Candidate *cb, size_t n_cand,
+               uint32_t max_slot, uint32_t *pos, uint64_t *alive, Holder *h) {
+    const size_t words = max_slot / 64 + 1;
+    std::memset(alive, 0, words * sizeof(uint64_t));
+    for (size_t k = 0; k < n_cand; k++) {
+        pos[cb[k].slot] = static_cast<uint32_t>(k);
+        alive[cb[k].slot / 64] |= uint64_t{1} << (cb[k].slot % 64);
+    }
+    size_t n_alive = n_cand;
+    for (size_t i = 1; i < limit && n_alive; i++) {
         if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, alive, [&](uint32_t s) {
-            const size_t at = find(s);
-            return at != SIZE_MAX && cb[at].alive_at + 1 == i;
+        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [alive, max_slot](uint32_t s) {
+            return s <= max_slot && (alive[s / 64] >> (s % 64) & 1);
         });
-        alive = 0;
+        std::memset(alive, 0, words * sizeof(uint64_t));
+        n_alive = 0;
         for (size_t k = 0; k < nh; k++) {
             const uint32_t m = tier_mask(h[k].counts);
             if (!m) continue;
-            account(cb[find(h[k].slot)], m, static_cast<uint32_t>(i));
-            alive++;
+            account(cb[pos[h[k].slot]], m, static_cast<uint32_t>(i));
+            alive[h[k].slot / 64] |= uint64_t{1} << (h[k].slot % 64);
+            n_alive++;
         }
     }
 }
@@ -143,30 +157,85 @@ void walk_sorted(const HolderTable &table, const uint64_t *hashes, size_t limit,
 // straight into the caller's array: building a kvreg_index_match on the stack and copying it
 // out made the compiler store it in pieces and reload it whole, a store-forwarding stall on
 // every match (most of a short query's time).
+//
+// The order (score, then depth, best first; then worker_id and dp_rank ascending) is kept as
+// three words compared in turn, smaller first: the score's bits inverted (scores are >= 0,
+// and the bits of non-negative doubles order as their values), then the depth inverted beside
+// the worker id's high half, then its low half beside the DP rank. Sorting the thousands of
+// matches of a hot prefix compares integers instead of a double and three more fields.
 struct Ranked {
-    double score;
-    uint64_t worker_id;
-    uint32_t dp_rank;
-    uint32_t depth;
+    uint64_t k0, k1, k2;
     uint32_t cand;
+
+    Ranked() noexcept = default;
+    Ranked(double score, uint32_t depth, uint64_t worker_id, uint32_t dp_rank, uint32_t c) noexcept
+        : k0(~std::bit_cast<uint64_t>(score)), k1(uint64_t{~depth} << 32 | worker_id >> 32),
+          k2(worker_id << 32 | dp_rank), cand(c) {}
+    double score() const noexcept { return std::bit_cast<double>(~k0); }
+    uint32_t depth() const noexcept { return ~static_cast<uint32_t>(k1 >> 32); }
+    uint64_t worker_id() const noexcept { return k1 << 32 | k2 >> 32; }
+    uint32_t dp_rank() const noexcept { return static_cast<uint32_t>(k2); }
 };
 
 bool better(const Ranked &a, const Ranked &b) noexcept {
-    if (a.score != b.score) return a.score > b.score;
-    if (a.depth != b.depth) return a.depth > b.depth;
-    if (a.worker_id != b.worker_id) return a.worker_id < b.worker_id;
-    return a.dp_rank < b.dp_rank;
+    if (a.k0 != b.k0) return a.k0 < b.k0;
+    if (a.k1 != b.k1) return a.k1 < b.k1;
+    return a.k2 < b.k2;
+}
+
+// Sorts r[0..n) by (k0, k1, k2) ascending, least significant byte first, through tmp (room for
+// n), visiting only the bytes in which some keys differ; false (nothing sorted) when more than
+// kMaxPasses bytes differ, where a comparison sort is cheaper. The matches of a hot prefix are
+// mostly ties on score and depth, told apart by a few bytes: five or six passes over them
+// instead of a comparison sort, which was most of such a query's time (kvreg-bench --workload
+// index_k1: 7,000 workers, answers of about 6,500; query p50 710 -> 360 us with the other
+// changes of that commit). Moving 8-byte (key bytes, element number) items instead of the
+// elements measured the same, and was dropped.
+bool radix_sort(Ranked *r, Ranked *tmp, size_t n) {
+    static constexpr int kMaxPasses = 6;
+    uint64_t diff[3] = {0, 0, 0};
+    for (size_t i = 1; i < n; i++) {
+        diff[0] |= r[i].k0 ^ r[0].k0;
+        diff[1] |= r[i].k1 ^ r[0].k1;
+        diff[2] |= r[i].k2 ^ r[0].k2;
+    }
+    int passes = 0;
+    for (uint64_t d : diff)
+        for (int b = 0; b < 8; b++) passes += (d >> (8 * b) & 0xff) != 0;
+    if (passes > kMaxPasses) return false;
+    Ranked *src = r, *dst = tmp;
+    for (int w = 2; w >= 0; w--) {
+        for (int b = 0; b < 8; b++) {
+            if ((diff[w] >> (8 * b) & 0xff) == 0) continue;
+            const unsigned shift = 8 * static_cast<unsigned>(b);
+            auto digit = [w, shift](const Ranked &x) {
+                const uint64_t k = w == 0 ? x.k0 : w == 1 ? x.k1 : x.k2;
+                return static_cast<size_t>(k >> shift & 0xff);
+            };
+            size_t at[256] = {};
+            for (size_t i = 0; i < n; i++) at[digit(src[i])]++;
+            for (size_t v = 0, sum = 0; v < 256; v++) {
+                const size_t c = at[v];
+                at[v] = sum;
+                sum += c;
+            }
+            for (size_t i = 0; i < n; i++) dst[at[digit(src[i])]++] = src[i];
+            std::swap(src, dst);
+        }
+    }
+    if (src != r) std::memcpy(r, src, n * sizeof(Ranked));
+    return true;
 }
 
 // Ranks a query's candidates into r, best first, keeping the best `want` of them. Answers are
 // usually a few workers: each key is inserted as it is made, straight from registers (writing
 // all the keys first and reading each back whole stalled on store forwarding, as above), and a
-// key that cannot make the cut costs one comparison. Past kInsertMax candidates the library
-// sorts keep a cluster of many workers O(n log n).
+// key that cannot make the cut costs one comparison. Past kInsertMax candidates the keys are
+// sorted once all are in (radix_sort, or the library's sort when too many bytes differ).
 class Ranking {
 public:
     static constexpr size_t kInsertMax = 32;
-    Ranking(Ranked *r, size_t n, size_t want) noexcept : r_(r), n_(n), want_(want) {}
+    Ranking(Ranked *r, Ranked *tmp, size_t n, size_t want) noexcept : r_(r), tmp_(tmp), n_(n), want_(want) {}
     void add(const Ranked &x) noexcept {
         if (n_ > kInsertMax) {
             r_[kept_++] = x;
@@ -181,7 +250,7 @@ public:
         r_[at] = x;
     }
     void finish() {
-        if (n_ <= kInsertMax) return;
+        if (n_ <= kInsertMax || radix_sort(r_, tmp_, n_)) return;
         if (want_ == n_)
             std::sort(r_, r_ + n_, better);
         else
@@ -189,7 +258,7 @@ public:
     }
 
 private:
-    Ranked *r_;
+    Ranked *r_, *tmp_;
     size_t n_, want_, kept_ = 0;
 };
 
@@ -212,17 +281,18 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
         }
     }
     // holders has room for every candidate from here on: a block's lookup copies only theirs.
-    Candidate *const cb = cand.data(), *const ce = cb + n_cand;
-    std::sort(cb, ce, [](const Candidate &a, const Candidate &b) { return a.slot < b.slot; });
+    Candidate *const cb = cand.data();
+    uint32_t max_slot = 0;
+    for (size_t k = 0; k < n_cand; k++) max_slot = std::max(max_slot, cb[k].slot);
     const size_t limit = std::min<size_t>(n, UINT32_MAX - 1);
-    if (n_cand && cb[n_cand - 1].slot < 64) {
+    if (n_cand && max_slot < 64) {
         walk_small(table_, hashes, limit, cb, n_cand, holders.data());
     } else if (n_cand) {
-        // The candidates' slots side by side: the search per holder scans 4 bytes a candidate.
-        Scratch<uint32_t> slots;
-        slots.reserve(n_cand);
-        for (size_t k = 0; k < n_cand; k++) slots.data()[k] = cb[k].slot;
-        walk_sorted(table_, hashes, limit, cb, n_cand, slots.data(), holders.data());
+        Scratch<uint32_t> pos;
+        Scratch<uint64_t> alive;
+        pos.reserve(size_t{max_slot} + 1);
+        alive.reserve(size_t{max_slot} / 64 + 1);
+        walk_wide(table_, hashes, limit, cb, n_cand, max_slot, pos.data(), alive.data(), holders.data());
     }
 
     for (size_t k = 0; k < n_cand; k++) finish(cb[k]);
@@ -232,28 +302,30 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     if (want > cap || (want && !out)) return KVREG_ERANGE;
     Scratch<Ranked> ranked;
     ranked.reserve(n_cand);
+    // the radix sort's second buffer, for the clusters that are sorted (heap: they are big)
+    const std::unique_ptr<Ranked[]> spare(n_cand > Ranking::kInsertMax ? new Ranked[n_cand] : nullptr);
     Ranked *const r = ranked.data();
-    Ranking ranking(r, n_cand, want);
+    Ranking ranking(r, spare.get(), n_cand, want);
     for (size_t k = 0; k < n_cand; k++) {
         const Candidate &c = cb[k];
         const Worker &w = workers_.at(c.slot);
         double score = 0;
         for (unsigned t = 0; t < kTiers; t++) score += weight_[t] * c.best_counts[t];
-        ranking.add(Ranked{score, w.id.load(std::memory_order_relaxed), w.dp.load(std::memory_order_relaxed),
-                           c.alive_at + 1, static_cast<uint32_t>(k)});
+        ranking.add(Ranked(score, c.alive_at + 1, w.id.load(std::memory_order_relaxed),
+                           w.dp.load(std::memory_order_relaxed), static_cast<uint32_t>(k)));
     }
     ranking.finish();
     for (size_t i = 0; i < want; i++) {
         const Candidate &c = cb[r[i].cand];
         kvreg_index_match &m = out[i];
-        m.worker_id = r[i].worker_id;
-        m.dp_rank = r[i].dp_rank;
-        m.depth = r[i].depth;
+        m.worker_id = r[i].worker_id();
+        m.dp_rank = r[i].dp_rank();
+        m.depth = r[i].depth();
         for (unsigned t = 0; t < kTiers; t++) {
             m.blocks[t] = c.best_counts[t];
             m.tier_depth[t] = c.tier_depth[t];
         }
-        m.score = r[i].score;
+        m.score = r[i].score();
         m.reserved[0] = m.reserved[1] = 0;
     }
     return KVREG_OK;

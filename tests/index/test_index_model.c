@@ -452,12 +452,71 @@ static void test_many_workers(void **state)
     kvreg_index_free(idx);
 }
 
+/* Many workers whose ids differ in both 32-bit halves and share ids across DP ranks: the
+ * answer's order (depth, then worker_id, then dp_rank) must hold whichever bytes tell them
+ * apart. The expected order comes from qsort over what each worker was given. */
+#define WIDE 120
+typedef struct wide_want {
+    uint64_t id;
+    uint32_t dp, depth;
+} wide_want;
+
+static int wide_cmp(const void *a, const void *b)
+{
+    const wide_want *x = a, *y = b;
+    if (x->depth != y->depth) return x->depth > y->depth ? -1 : 1;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    return x->dp < y->dp ? -1 : x->dp > y->dp;
+}
+
+static void test_many_workers_ordered_by_id_and_rank(void **state)
+{
+    kvreg_index *idx = NULL;
+    kvreg_index_config *cfg = NULL;
+    uint64_t chain[4];
+    wide_want want[WIDE];
+    kvreg_index_match got[WIDE];
+    size_t n_got = 0, i;
+    (void)state;
+    for (i = 0; i < 4; i++) chain[i] = UINT64_C(0x9E3779B97F4A7C15) * (i + 7);
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    for (i = 0; i < WIDE; i++) {
+        /* ids: 8 values of the high half times 5 of the low half, each on 3 DP ranks */
+        const uint32_t k = (uint32_t)((i * 53u) % WIDE); /* arrival order unlike id order */
+        kvreg_wire_event ev;
+        kvreg_index_apply_info info;
+        want[i].id = (UINT64_C(0x100000001) * (k % 8)) ^ ((uint64_t)(k / 24) << 40) ^ (k / 8 % 3 == 0 ? 0 : 0x77);
+        want[i].dp = k % 3;
+        want[i].depth = 1 + k % 4;
+        memset(&ev, 0, sizeof ev);
+        ev.type = KVREG_WIRE_STORED;
+        ev.medium = KVREG_MEDIUM_GPU;
+        ev.block_hashes = chain;
+        ev.n_block_hashes = want[i].depth;
+        assert_int_equal(kvreg_index_apply(idx, want[i].id, want[i].dp, 0, &ev, 1, &info), KVREG_OK);
+    }
+    qsort(want, WIDE, sizeof want[0], wide_cmp);
+    assert_int_equal(kvreg_index_query_hashes(idx, chain, 4, 0, got, WIDE, &n_got), KVREG_OK);
+    assert_int_equal(n_got, WIDE);
+    for (i = 0; i < WIDE; i++) {
+        assert_true(got[i].worker_id == want[i].id);
+        assert_int_equal(got[i].dp_rank, want[i].dp);
+        assert_int_equal(got[i].depth, want[i].depth);
+        assert_true(got[i].score == (double)want[i].depth);
+    }
+    kvreg_index_free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_engine),
         cmocka_unit_test(test_model_own),
         cmocka_unit_test(test_many_workers),
+        cmocka_unit_test(test_many_workers_ordered_by_id_and_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
