@@ -52,25 +52,13 @@ struct EventCopies {
     }
     // Append e and a copy of its tokens. Throws std::bad_alloc with nothing appended.
     void push(const kvreg_event &e) {
-        const size_t off = tokens.size();
-        if (e.n_tokens) tokens.insert(tokens.end(), e.tokens, e.tokens + e.n_tokens);
-        try {
-            events.push_back(e);
-            try {
-                token_off.push_back(off);
-            } catch (...) {
-                events.pop_back();
-                throw;
-            }
-        } catch (...) {
-            tokens.resize(off);
-            throw;
-        }
+        push_made([&e](kvreg_event &x) noexcept { x = e; });
     }
     // Append the event make(e) writes in place (every field: it starts uninitialised), and a
-    // copy of its tokens (e.tokens need only live until then). In place, not made elsewhere and copied: an event written field by
-    // field and read back whole stalls on store forwarding (the POLL queue spent most of its
-    // push there). Throws std::bad_alloc (from make too) with nothing appended.
+    // copy of its tokens (e.tokens need only live until then). In place, not made elsewhere
+    // and copied: an event written field by field and read back whole stalls on store
+    // forwarding (the POLL queue spent most of its push there). Throws std::bad_alloc (from
+    // make too) with nothing appended.
     template <class Make> void push_made(Make make) {
         events.emplace_back();
         try {

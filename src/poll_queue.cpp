@@ -29,6 +29,7 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
     // A later take (any thread) can only take events behind this one's, so each poller still
     // gets its events oldest first.
     std::unique_ptr<Chunk> mine; // detached chunks, oldest first
+    Chunk *tail = nullptr;       // the last of them
     std::unique_ptr<Chunk> old_lent;
     size_t n = 0, whole = 0; // events taken; of them, in detached chunks
     {
@@ -54,7 +55,6 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
             return KVREG_ENOMEM;
         }
         old_lent = std::move(lent_);
-        Chunk *tail = nullptr;
         for (size_t k = 0; k < n_whole; k++) {
             std::unique_ptr<Chunk> c = std::move(chunks_.front());
             chunks_.pop_front();
@@ -100,9 +100,7 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
         }
     if (mine) {
         std::lock_guard<std::mutex> lk(mu_);
-        Chunk *end = mine.get();
-        while (end->next) end = end->next.get();
-        end->next = std::move(lent_);
+        tail->next = std::move(lent_); // lent by takes that ended meanwhile
         lent_ = std::move(mine);
     }
     *n_out = n;

@@ -269,6 +269,7 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     Scratch<Holder> holders;
     Scratch<Candidate> cand;
     size_t n_cand = 0;
+    uint32_t max_slot = 0; // of the candidates: which walk, and how big its slot arrays
     for (size_t i = 1; i < n && i <= kAhead; i++) table_.prefetch(hashes[i]);
     if (n > 0) {
         const size_t first = read_holders(table_, hashes[0], holders);
@@ -278,12 +279,11 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
             const uint32_t m = tier_mask(h.counts);
             if (!m) continue;
             start(cand.data()[n_cand++], h.slot, m);
+            max_slot = std::max(max_slot, h.slot);
         }
     }
     // holders has room for every candidate from here on: a block's lookup copies only theirs.
     Candidate *const cb = cand.data();
-    uint32_t max_slot = 0;
-    for (size_t k = 0; k < n_cand; k++) max_slot = std::max(max_slot, cb[k].slot);
     const size_t limit = std::min<size_t>(n, UINT32_MAX - 1);
     if (n_cand && max_slot < 64) {
         walk_small(table_, hashes, limit, cb, n_cand, holders.data());
