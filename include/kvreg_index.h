@@ -27,7 +27,8 @@
  * Thread-safety: everything may be called from any number of threads at once. Batches of
  * different workers apply in parallel; batches of one worker are serialized. Queries take no
  * lock: they never wait for a writer beyond one entry's change and never slow writers down.
- * A query sees each block's holders in a consistent state, not the whole index at one instant.
+ * A query sees each block's holders in a consistent state, not the whole index at one instant,
+ * and names each worker at most once (a worker removed while the query runs may be left out).
  *
  * Everything returns a KVREG_* status (kvreg.h). Outputs are written only on success unless
  * a function says otherwise.
@@ -169,7 +170,8 @@ typedef struct kvreg_index_match {
 /* Every worker holding at least the first block of hashes[0..n) (router hashes), best first:
  * by score, then depth, then worker_id and dp_rank ascending. top_k > 0 keeps the first top_k.
  * out[0..*n_matches) gets them; when cap is too small nothing is written, *n_matches gets the
- * number needed and KVREG_ERANGE is returned (call with out NULL and cap 0 to size it).
+ * number needed and KVREG_ERANGE is returned (call with out NULL and cap 0 to size it). With
+ * writers running, that number is an upper bound: a worker removed meanwhile is left out.
  * KVREG_EINVAL: idx or n_matches NULL, hashes NULL with n > 0. KVREG_ENOMEM. */
 KVREG_API int kvreg_index_query_hashes(const kvreg_index *idx, const uint64_t *hashes, size_t n,
                                        size_t top_k, kvreg_index_match *out, size_t cap,
@@ -181,6 +183,31 @@ KVREG_API int kvreg_index_query_hashes(const kvreg_index *idx, const uint64_t *h
 KVREG_API int kvreg_index_query_tokens(const kvreg_index *idx, const uint32_t *tokens,
                                        size_t n_tokens, size_t top_k, kvreg_index_match *out,
                                        size_t cap, size_t *n_matches) KVREG_NOEXCEPT;
+
+/* One worker's matched depth: the answer of Dynamo's router indexer (its OverlapScores), for
+ * routers that weigh tiers and load themselves. */
+typedef struct kvreg_index_depth {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    uint32_t depth; /* longest prefix of the prompt the worker holds, in any tier (>= 1) */
+} kvreg_index_depth;
+
+/* Every worker holding at least the first block of hashes[0..n) (router hashes) and how deep
+ * it matches, in no particular order (equal answers come in the same order): no tiers, no
+ * score, no ranking, at 16 bytes a worker. For answers of thousands of workers this costs a
+ * fraction of kvreg_index_query_hashes (kvreg-bench --workload index_k1 measures both).
+ * The number of workers is known once the first block is looked up: when cap is too small
+ * nothing else is done, *n_matches gets the number needed and KVREG_ERANGE is returned (call
+ * with out NULL and cap 0 to size it; a worker storing the block in between can make the next
+ * call need one more). Errors as kvreg_index_query_hashes. */
+KVREG_API int kvreg_index_query_depths(const kvreg_index *idx, const uint64_t *hashes, size_t n,
+                                       kvreg_index_depth *out, size_t cap,
+                                       size_t *n_matches) KVREG_NOEXCEPT;
+
+/* The same for a prompt's tokens, hashed as kvreg_index_query_tokens does. */
+KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint32_t *tokens,
+                                              size_t n_tokens, kvreg_index_depth *out,
+                                              size_t cap, size_t *n_matches) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Statistics (each value read without stopping writers: exact when the index is quiet)       */

@@ -119,6 +119,25 @@ KVREG_API int kvreg_index_query_tokens(const kvreg_index *idx, const uint32_t *t
     KVREG_GUARD_END
 }
 
+KVREG_API int kvreg_index_query_depths(const kvreg_index *idx, const uint64_t *hashes, size_t n,
+                                       kvreg_index_depth *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.depths(hashes, n, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint32_t *tokens, size_t n_tokens,
+                                              kvreg_index_depth *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > SIZE_MAX / 4) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> hashes;
+    idx->impl.hash_tokens(tokens, n_tokens, hashes);
+    return idx->impl.depths(hashes.data(), hashes.size(), out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
 KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat, uint64_t *value) noexcept {
     if (!idx || !value) return KVREG_EINVAL;
     bool known = false;

@@ -53,8 +53,9 @@ Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint
         Worker &w = workers_.at(s);
         w.lock.lock();
         // A concurrent remove may have freed (and someone reused) the slot since the lookup.
-        if (w.live && w.id.load(std::memory_order_relaxed) == id && w.dp.load(std::memory_order_relaxed) == dp) {
-            *slot = s;
+        const WorkerIdent &who = workers_.ident(s);
+        if (w.live && who.id.load(std::memory_order_relaxed) == id && who.dp.load(std::memory_order_relaxed) == dp) {
+            *slot = workers_.tag(s);
             if (added) *added = fresh;
             return &w;
         }
@@ -243,7 +244,7 @@ int Index::remove_worker(uint64_t worker_id, uint32_t dp) {
     MapBytes track{*w, map_bytes_};
     drop_entries(*w, slot);
     w->live = false;
-    workers_.release(worker_id, dp, slot);
+    workers_.release(worker_id, dp, slot_of(slot));
     return KVREG_OK;
 }
 

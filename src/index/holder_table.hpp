@@ -36,7 +36,9 @@ namespace kvreg::index {
 constexpr unsigned kTiers = KVREG_MEDIUM_COUNT;
 static_assert(kTiers <= 4, "one count byte per tier in 32 bits");
 
-// counts: byte t is how many of the worker's stored blocks put this hash in tier t.
+// slot: the worker's name in the table (the index stores its slot tagged with the slot's
+// generation, workers.hpp). counts: byte t is how many of the worker's stored blocks put this
+// hash in tier t.
 struct Holder {
     uint32_t slot;
     uint32_t counts;

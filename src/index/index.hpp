@@ -1,6 +1,7 @@
 // The router-side index behind kvreg_index.h: workers' decoded events in, prefix matches out.
 // apply.cpp applies event batches (sequence checks, engine -> router hashes, tiers);
-// query.cpp walks a prompt's hashes over the holder table.
+// query.cpp walks a prompt's hashes over the holder table for ranked matches, depths.cpp for
+// depths only.
 #pragma once
 
 #include <atomic>
@@ -39,6 +40,9 @@ public:
     // (kvreg_index_query_hashes' contract: KVREG_OK or KVREG_ERANGE). Throws std::bad_alloc.
     int query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_match *out, size_t cap,
               size_t *n_matches) const;
+    // Every matching worker's depth, in slot order (kvreg_index_query_depths' contract).
+    // Throws std::bad_alloc.
+    int depths(const uint64_t *hashes, size_t n, kvreg_index_depth *out, size_t cap, size_t *n_matches) const;
     // The prompt's router hashes under the index's profile (full blocks only).
     void hash_tokens(const uint32_t *tokens, size_t n_tokens, std::vector<uint64_t> &out) const;
 
@@ -48,6 +52,8 @@ private:
     // The router hash of a block, given its parent's router hash (has_parent false: first block).
     uint64_t chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept;
     // Lock the live worker (id, dp), adding it if asked; nullptr when unknown and not added.
+    // *slot gets the worker's tag (workers.hpp): the slot as the table stores it. Every
+    // `slot` below is such a tag.
     Worker *lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot);
     void drop_entries(Worker &w, uint32_t slot) noexcept; // under w.lock
     void apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);

@@ -12,49 +12,20 @@
 #include <memory>
 
 #include "index.hpp"
+#include "query_scratch.hpp"
 
 namespace kvreg::index {
 
 namespace {
 
-constexpr size_t kInline = 64;
-
 struct Candidate {
-    uint32_t slot;
+    uint32_t slot;     // the worker's slot
+    uint32_t tag;      // and its tag, as block 0's entry had it
     uint32_t alive_at; // last block index it held (its depth - 1)
     uint32_t unbroken; // tiers that held every block so far (their tier_depth is still open)
     uint32_t best_counts[kTiers];
     uint32_t tier_depth[kTiers]; // of the tiers no longer unbroken; finish() sets the others
 };
-
-// A buffer on the stack that moves to the heap only when it must. Never initialised: every
-// user writes before it reads (a cluster of thousands of workers used to zero hundreds of
-// kilobytes per query here).
-template <class T> class Scratch {
-public:
-    T *data() noexcept { return heap_ ? heap_.get() : inline_; }
-    size_t cap() const noexcept { return heap_ ? heap_cap_ : kInline; }
-    void reserve(size_t n) { // throws std::bad_alloc; contents are not kept
-        if (n > cap()) {
-            heap_.reset(new T[n]); // default-initialised: T is trivial
-            heap_cap_ = n;
-        }
-    }
-
-private:
-    T inline_[kInline];
-    std::unique_ptr<T[]> heap_;
-    size_t heap_cap_ = 0;
-};
-
-// The holders of hash, in h (grown as needed); returns their number.
-size_t read_holders(const HolderTable &t, uint64_t hash, Scratch<Holder> &h) {
-    for (;;) {
-        const size_t n = t.holders(hash, h.data(), h.cap());
-        if (n <= h.cap()) return n;
-        h.reserve(n * 2);
-    }
-}
 
 // Bit t set when tier t holds a copy (its count byte is not zero), without a loop: the high
 // bit of each byte is set when the byte is not zero, and one multiply gathers the four high
@@ -75,9 +46,10 @@ void account(Candidate &c, uint32_t m, uint32_t block) noexcept {
 }
 
 // A candidate's first block (block 0): its tiers start their prefixes.
-void start(Candidate &c, uint32_t slot, uint32_t m) noexcept {
+void start(Candidate &c, uint32_t tag, uint32_t m) noexcept {
     c = Candidate{};
-    c.slot = slot;
+    c.slot = slot_of(tag);
+    c.tag = tag;
     c.unbroken = m;
     c.best_counts[__builtin_ctz(m)] = 1;
 }
@@ -86,12 +58,6 @@ void start(Candidate &c, uint32_t slot, uint32_t m) noexcept {
 void finish(Candidate &c) noexcept {
     for (uint32_t u = c.unbroken; u; u &= u - 1) c.tier_depth[__builtin_ctz(u)] = c.alive_at + 1;
 }
-
-// Load two blocks ahead: a walk is a chain of cache misses the core cannot overlap by itself
-// (each block's work is long), so the table's lines are requested early. Measured on the
-// conversation trace (kvreg-bench --workload index): 2 beats 1, 3, 4 and 6; further ahead, more
-// of the lines are for blocks past where the walk ends.
-constexpr size_t kAhead = 2;
 
 // The walk past block 0 when every candidate's slot is below 64 (any cluster of up to 64
 // workers, and the usual case): the candidates still matching are a bit set, and a block's
@@ -108,15 +74,18 @@ void walk_small(const HolderTable &table, const uint64_t *hashes, size_t limit, 
     for (size_t i = 1; i < limit && n_alive; i++) {
         if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
         const uint64_t bits = alive;
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive,
-                                           [bits](uint32_t s) { return s < 64 && (bits >> s & 1); });
+        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [bits](uint32_t tag) {
+            const uint32_t s = slot_of(tag);
+            return s < 64 && (bits >> s & 1);
+        });
         alive = 0;
         n_alive = 0;
         for (size_t k = 0; k < nh; k++) {
             const uint32_t m = tier_mask(h[k].counts);
             if (!m) continue;
-            account(cb[pos[h[k].slot]], m, static_cast<uint32_t>(i));
-            alive |= uint64_t{1} << h[k].slot;
+            const uint32_t s = slot_of(h[k].slot);
+            account(cb[pos[s]], m, static_cast<uint32_t>(i));
+            alive |= uint64_t{1} << s;
             n_alive++;
         }
     }
@@ -137,7 +106,8 @@ void walk_wide(const HolderTable &table, const uint64_t *hashes, size_t limit, C
     size_t n_alive = n_cand;
     for (size_t i = 1; i < limit && n_alive; i++) {
         if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [alive, max_slot](uint32_t s) {
+        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [alive, max_slot](uint32_t tag) {
+            const uint32_t s = slot_of(tag);
             return s <= max_slot && (alive[s / 64] >> (s % 64) & 1);
         });
         std::memset(alive, 0, words * sizeof(uint64_t));
@@ -145,8 +115,9 @@ void walk_wide(const HolderTable &table, const uint64_t *hashes, size_t limit, C
         for (size_t k = 0; k < nh; k++) {
             const uint32_t m = tier_mask(h[k].counts);
             if (!m) continue;
-            account(cb[pos[h[k].slot]], m, static_cast<uint32_t>(i));
-            alive[h[k].slot / 64] |= uint64_t{1} << (h[k].slot % 64);
+            const uint32_t s = slot_of(h[k].slot);
+            account(cb[pos[s]], m, static_cast<uint32_t>(i));
+            alive[s / 64] |= uint64_t{1} << (s % 64);
             n_alive++;
         }
     }
@@ -249,12 +220,18 @@ public:
         }
         r_[at] = x;
     }
-    void finish() {
-        if (n_ <= kInsertMax || radix_sort(r_, tmp_, n_)) return;
-        if (want_ == n_)
-            std::sort(r_, r_ + n_, better);
-        else
-            std::partial_sort(r_, r_ + want_, r_ + n_, better);
+    // Sorts what was added (fewer than n when candidates were dropped); returns how many of
+    // them are kept: want, or all of them when fewer.
+    size_t finish() {
+        if (n_ <= kInsertMax) return kept_;
+        const size_t added = kept_, keep = std::min(want_, added);
+        if (!radix_sort(r_, tmp_, added)) {
+            if (keep == added)
+                std::sort(r_, r_ + added, better);
+            else
+                std::partial_sort(r_, r_ + keep, r_ + added, better);
+        }
+        return keep;
     }
 
 private:
@@ -279,7 +256,7 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
             const uint32_t m = tier_mask(h.counts);
             if (!m) continue;
             start(cand.data()[n_cand++], h.slot, m);
-            max_slot = std::max(max_slot, h.slot);
+            max_slot = std::max(max_slot, slot_of(h.slot));
         }
     }
     // holders has room for every candidate from here on: a block's lookup copies only theirs.
@@ -308,14 +285,16 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     Ranking ranking(r, spare.get(), n_cand, want);
     for (size_t k = 0; k < n_cand; k++) {
         const Candidate &c = cb[k];
-        const Worker &w = workers_.at(c.slot);
+        uint64_t id;
+        uint32_t dp;
+        if (!Workers::name(workers_.ident(c.slot), c.tag, id, dp)) continue; // it left (workers.hpp)
         double score = 0;
         for (unsigned t = 0; t < kTiers; t++) score += weight_[t] * c.best_counts[t];
-        ranking.add(Ranked(score, c.alive_at + 1, w.id.load(std::memory_order_relaxed),
-                           w.dp.load(std::memory_order_relaxed), static_cast<uint32_t>(k)));
+        ranking.add(Ranked(score, c.alive_at + 1, id, dp, static_cast<uint32_t>(k)));
     }
-    ranking.finish();
-    for (size_t i = 0; i < want; i++) {
+    const size_t got = ranking.finish();
+    *n_matches = got;
+    for (size_t i = 0; i < got; i++) {
         const Candidate &c = cb[r[i].cand];
         kvreg_index_match &m = out[i];
         m.worker_id = r[i].worker_id();

@@ -3,7 +3,7 @@
 namespace kvreg::index {
 
 Workers::~Workers() {
-    for (uint32_t c = 0; c < kMaxChunks; c++) delete[] chunks_[c].load(std::memory_order_relaxed);
+    for (uint32_t c = 0; c < kMaxChunks; c++) delete chunks_[c].load(std::memory_order_relaxed);
 }
 
 uint32_t Workers::find(uint64_t id, uint32_t dp) const {
@@ -27,7 +27,7 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
             slot = used_.load(std::memory_order_relaxed);
             if (slot >= kChunk * kMaxChunks) return UINT32_MAX;
             if (slot % kChunk == 0 && !chunks_[slot / kChunk].load(std::memory_order_relaxed))
-                chunks_[slot / kChunk].store(new Worker[kChunk], std::memory_order_release);
+                chunks_[slot / kChunk].store(new Chunk, std::memory_order_release);
         }
         dir_.emplace(Key{id, dp}, slot); // may throw: nothing else changed yet
         if (slot == used_.load(std::memory_order_relaxed))
@@ -40,8 +40,10 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
     Worker &w = at(slot);
     {
         std::lock_guard<std::mutex> wl(w.lock);
-        w.id.store(id, std::memory_order_relaxed);
-        w.dp.store(dp, std::memory_order_relaxed);
+        WorkerIdent &who = ident(slot);
+        who.gen.store(who.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        who.id.store(id, std::memory_order_release);
+        who.dp.store(dp, std::memory_order_release);
         w.live = true;
         w.seq_known = true;
         w.next_seq = 0;
@@ -62,7 +64,7 @@ void Workers::release(uint64_t id, uint32_t dp, uint32_t slot) {
 
 uint64_t Workers::bytes() const noexcept {
     const uint64_t chunks = (used_.load(std::memory_order_relaxed) + kChunk - 1) / kChunk;
-    return kMaxChunks * sizeof(std::atomic<Worker *>) + chunks * kChunk * sizeof(Worker) +
+    return kMaxChunks * sizeof(std::atomic<Worker *>) + chunks * sizeof(Chunk) +
            count() * (sizeof(Key) + sizeof(uint32_t) + 2 * sizeof(void *));
 }
 

@@ -18,10 +18,32 @@
 
 namespace kvreg::index {
 
-struct Worker {
-    std::mutex lock; // one writer at a time: apply, clear, remove
+// What the holder table stores to name a worker: its slot, and above it the low bits of how
+// many times the slot was handed out (its generation). A freed slot is handed out again, so a
+// query holding an entry of a worker that left could otherwise name whoever has the slot now:
+// the same worker twice in one answer when that is another holder, or a worker credited with
+// blocks it never held. The query compares the generation in the entry with the slot's
+// generation when it names the holder, and drops the holder when they differ. 12 bits: a
+// query mistakes a slot only if it was handed out 4,096 times while the query ran (slots are
+// reused oldest first, after 64 others are freed).
+constexpr unsigned kSlotBits = 20; // Workers::kChunk * Workers::kMaxChunks slots
+constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
+constexpr uint32_t kGenMask = (uint32_t{1} << (32 - kSlotBits)) - 1;
+inline uint32_t slot_of(uint32_t tag) noexcept { return tag & kSlotMask; }
+inline uint32_t gen_of(uint32_t tag) noexcept { return tag >> kSlotBits; }
+
+// Who holds a slot, as queries read it without a lock: apart from the worker's state, 16 bytes
+// a slot side by side, because an answer of thousands of workers reads thousands of these
+// (beside the state, whose lock and mapping spread them over a line or two each, writing the
+// identities was a third of such a query: kvreg-bench --workload index_k1).
+struct WorkerIdent {
     std::atomic<uint64_t> id{0};
     std::atomic<uint32_t> dp{0};
+    std::atomic<uint32_t> gen{0}; // times handed out; stored before id and dp (see name())
+};
+
+struct Worker {
+    std::mutex lock; // one writer at a time: apply, clear, remove
     bool live = false;         // under lock
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
@@ -31,7 +53,7 @@ struct Worker {
 class Workers {
 public:
     static constexpr uint32_t kChunk = 256;
-    static constexpr uint32_t kMaxChunks = 4096; // a million workers
+    static constexpr uint32_t kMaxChunks = 4096; // a million workers (kSlotBits)
 
     Workers() = default;
     ~Workers();
@@ -48,8 +70,27 @@ public:
     void release(uint64_t id, uint32_t dp, uint32_t slot);
 
     Worker &at(uint32_t slot) const noexcept {
-        return chunks_[slot / kChunk].load(std::memory_order_acquire)[slot % kChunk];
+        return chunks_[slot / kChunk].load(std::memory_order_acquire)->state[slot % kChunk];
     }
+    // Set under the worker's lock when the slot is handed out.
+    WorkerIdent &ident(uint32_t slot) const noexcept { return idents(slot / kChunk)[slot % kChunk]; }
+    // The table's name for the worker in slot (call with the worker's lock held).
+    uint32_t tag(uint32_t slot) const noexcept {
+        return slot | (ident(slot).gen.load(std::memory_order_relaxed) & kGenMask) << kSlotBits;
+    }
+    // The worker a table entry's tag names, into id and dp; false when the slot was handed out
+    // again since the entry was read (the worker it named has left: skip it). A hand-out
+    // stores the generation, then the id and dp with release: reading the id and dp with
+    // acquire and the generation after them, a reader that saw either new value also sees the
+    // new generation, so it never pairs an old generation with a new identity.
+    static bool name(const WorkerIdent &who, uint32_t tag, uint64_t &id, uint32_t &dp) noexcept {
+        id = who.id.load(std::memory_order_acquire);
+        dp = who.dp.load(std::memory_order_acquire);
+        return (who.gen.load(std::memory_order_relaxed) & kGenMask) == gen_of(tag);
+    }
+    // The identities of slots c * kChunk .. (c + 1) * kChunk - 1 (chunk c must exist: some
+    // slot in it was handed out).
+    WorkerIdent *idents(uint32_t c) const noexcept { return chunks_[c].load(std::memory_order_acquire)->ident; }
     uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
     uint64_t bytes() const noexcept;
     // Calls f(Worker&) for every slot ever used (the caller locks each as needed).
@@ -75,7 +116,13 @@ private:
     std::deque<uint32_t> free_;
     std::atomic<uint32_t> used_{0}; // slots handed out so far (under dir_lock_ for writers)
     std::atomic<uint64_t> count_{0};
-    std::unique_ptr<std::atomic<Worker *>[]> chunks_{new std::atomic<Worker *>[kMaxChunks]()};
+    struct Chunk {
+        WorkerIdent ident[kChunk];
+        Worker state[kChunk];
+    };
+    std::unique_ptr<std::atomic<Chunk *>[]> chunks_{new std::atomic<Chunk *>[kMaxChunks]()};
 };
+
+static_assert(uint64_t{Workers::kChunk} * Workers::kMaxChunks == uint64_t{1} << kSlotBits, "a slot fits its tag");
 
 } // namespace kvreg::index

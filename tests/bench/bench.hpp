@@ -48,6 +48,7 @@ struct Opts {
     // kvreg-only `index_k1` (wl_index_k1.cpp): Dynamo's gen-2 indexer benchmark rebuilt.
     std::string windows = "30000,18455,11352,6983,4296,2643,1626,1000"; // ms, Dynamo's sweep
     size_t dup = 7;   // each worker's timeline replayed this many times (Dynamo's -d)
+    bool k1_matches = false; // --answer matches: ranked kvreg_index_match answers (default depths)
     size_t cores = 2; // 2: event and query threads pinned to CPUs 0 and 1; 1: both on CPU 0
     bool seed_given = false;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.

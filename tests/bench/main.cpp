@@ -63,6 +63,8 @@ const char kUsage[] =
     "  --workers N       index workers          (8; index; 1000: index_k1)\n"
     "  --windows MS,...  index_k1 sweep windows (30000,18455,11352,6983,4296,2643,1626,1000)\n"
     "  --dup N           index_k1 replays of each worker (7)\n"
+    "  --answer A        index_k1 query: depths (kvreg_index_query_depths, every worker's depth,\n"
+    "                    Dynamo's answer; default) or matches (kvreg_index_query_hashes, ranked)\n"
     "  --cores N         index_k1 CPUs for its two threads (2)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "other:\n"
@@ -135,7 +137,11 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--workers") o.index_workers = num();
         else if (name == "--windows") o.windows = val();
         else if (name == "--dup") o.dup = num();
-        else if (name == "--cores") o.cores = num();
+        else if (name == "--answer") {
+            const std::string a = val();
+            if (a != "depths" && a != "matches") throw std::invalid_argument("--answer is depths or matches");
+            o.k1_matches = a == "matches";
+        } else if (name == "--cores") o.cores = num();
         else if (name == "--forward")
             throw std::invalid_argument("--forward is not supported: kvreg delivers events inline to the "
                                         "counting callback (use POLL mode in your own consumer instead)");

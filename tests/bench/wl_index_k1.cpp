@@ -18,8 +18,8 @@
 // index: the trace's timestamps are scaled into the window, and each operation is due at its
 // scaled time (open loop: nothing waits for the previous operation to finish). One event thread
 // applies the events (kvreg_index_apply, one call per event, each worker's seq counting up); one
-// query thread runs the queries (kvreg_index_query_hashes, every worker's depth into a caller
-// buffer). Each starts an operation at its due time, or at once when it is behind. The clock
+// query thread runs the queries: every worker's depth into a caller buffer, Dynamo's answer
+// (kvreg_index_query_depths; --answer matches: kvreg_index_query_hashes, ranked with tiers). Each starts an operation at its due time, or at once when it is behind. The clock
 // starts at the first due time and stops when both threads are done (drain included):
 // kept_up = done within 1.10 x the window. Reported per window: offered and achieved logical
 // ops/s (queries + events) and block ops/s (query hashes + stored hashes), query service time
@@ -27,7 +27,7 @@
 // mean answer size. The threads are pinned to CPUs 0 and 1 (--cores 1: both to CPU 0).
 //
 // Check: before the sweep, one untimed replay in due order (each query before its request's
-// events) compares every 100th answer with a reference model (each worker's set of blocks, the
+// events) compares every 100th answer of both query functions with a reference model (each worker's set of blocks, the
 // depth walked by hand); `mismatches` must be 0. The corpus counts are reported beside
 // Dynamo's (355,830 logical ops, 2,128,077 resident pairs).
 #include "bench.hpp"
@@ -168,26 +168,35 @@ uint64_t check_answers(const K1Corpus &c, size_t workers, size_t dup, uint64_t &
     std::vector<std::unordered_set<uint64_t>> model(workers);
     std::vector<uint64_t> seq(workers * dup, 0);
     std::vector<kvreg_index_match> m(workers * dup);
+    std::vector<kvreg_index_depth> d(workers * dup);
     uint64_t mismatches = 0;
     size_t ei = 0;
     for (size_t qi = 0; qi < c.queries.size(); qi++) {
         const K1Query &q = c.queries[qi];
         const std::vector<uint64_t> &h = c.prompts[q.req];
         if (qi % 100 == 0) {
-            size_t n = 0;
-            check_rc(kvreg_index_query_hashes(idx, h.data(), h.size(), 0, m.data(), m.size(), &n), "query");
             std::unordered_map<uint64_t, uint32_t> want; // worker id -> depth, depth >= 1
             for (size_t w = 0; w < workers; w++) {
-                uint32_t d = 0;
-                while (d < h.size() && model[w].count(h[d])) d++;
-                if (d)
-                    for (size_t r = 0; r < dup; r++) want[w * dup + r] = d;
+                uint32_t depth = 0;
+                while (depth < h.size() && model[w].count(h[depth])) depth++;
+                if (depth)
+                    for (size_t r = 0; r < dup; r++) want[w * dup + r] = depth;
             }
-            if (n != want.size()) mismatches++;
-            for (size_t k = 0; k < n; k++) {
-                auto it = want.find(m[k].worker_id);
-                if (it == want.end() || it->second != m[k].depth) mismatches++;
-            }
+            auto check = [&](size_t n, auto worker_at, auto depth_at) {
+                if (n != want.size()) mismatches++;
+                std::unordered_set<uint64_t> seen;
+                for (size_t k = 0; k < n; k++) {
+                    auto it = want.find(worker_at(k));
+                    if (it == want.end() || it->second != depth_at(k) || !seen.insert(it->first).second)
+                        mismatches++;
+                }
+            };
+            // both answers, whichever the timed runs use
+            size_t n = 0;
+            check_rc(kvreg_index_query_hashes(idx, h.data(), h.size(), 0, m.data(), m.size(), &n), "query");
+            check(n, [&](size_t k) { return m[k].worker_id; }, [&](size_t k) { return m[k].depth; });
+            check_rc(kvreg_index_query_depths(idx, h.data(), h.size(), d.data(), d.size(), &n), "depths");
+            check(n, [&](size_t k) { return d[k].worker_id; }, [&](size_t k) { return d[k].depth; });
             checked++;
         }
         // this request's events: built right after its query
@@ -216,7 +225,7 @@ struct WindowResult {
     uint64_t answer_sum = 0;
 };
 
-WindowResult run_window(const K1Corpus &c, size_t workers, size_t dup, double window_s, size_t cores) {
+WindowResult run_window(const K1Corpus &c, size_t workers, size_t dup, double window_s, size_t cores, bool matches) {
     kvreg_index *idx = new_index(c.resident * dup);
     WindowResult r;
     r.service.reserve(c.queries.size() * dup);
@@ -245,7 +254,8 @@ WindowResult run_window(const K1Corpus &c, size_t workers, size_t dup, double wi
     });
     std::thread queries([&] {
         pin(cores > 1 ? 1 : 0);
-        std::vector<kvreg_index_match> m(workers * dup);
+        std::vector<kvreg_index_match> m(matches ? workers * dup : 0);
+        std::vector<kvreg_index_depth> d(matches ? 0 : workers * dup);
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) {
         }
@@ -256,7 +266,10 @@ WindowResult run_window(const K1Corpus &c, size_t workers, size_t dup, double wi
                 wait_until(due, cores > 1);
                 const double t0 = now_s();
                 size_t n = 0;
-                check_rc(kvreg_index_query_hashes(idx, h.data(), h.size(), 0, m.data(), m.size(), &n), "query");
+                if (matches)
+                    check_rc(kvreg_index_query_hashes(idx, h.data(), h.size(), 0, m.data(), m.size(), &n), "query");
+                else
+                    check_rc(kvreg_index_query_depths(idx, h.data(), h.size(), d.data(), d.size(), &n), "depths");
                 const double t1 = now_s();
                 r.service.push_back(t1 - t0);
                 r.q_late.push_back(t1 - due);
@@ -298,7 +311,7 @@ std::string wl_index_k1(const Opts &o, bool &ok) {
     std::string out;
     for (double w : windows) {
         if (!(w > 0)) continue;
-        WindowResult r = run_window(c, workers, dup, w, o.cores);
+        WindowResult r = run_window(c, workers, dup, w, o.cores, o.k1_matches);
         JsonLine j;
         head(j, "index_k1", logical, r.elapsed, EventCounts{});
         const double mean_answer = queries ? static_cast<double>(r.answer_sum) / static_cast<double>(queries) : 0;
@@ -308,6 +321,7 @@ std::string wl_index_k1(const Opts &o, bool &ok) {
             .u("dup", dup)
             .u("workers", workers * dup)
             .u("cores", o.cores)
+            .str("answer", o.k1_matches ? "matches" : "depths")
             .u("queries", queries)
             .u("events", events)
             .u("logical_ops", logical)

@@ -58,18 +58,37 @@ static void query(kvreg_index *idx, src *s, int by_tokens)
     uint64_t hashes[8];
     uint32_t tokens[32];
     kvreg_index_match out[16];
-    size_t n = byte(s) % 9, i, got = 0;
+    kvreg_index_depth depths[16];
+    size_t n = byte(s) % 9, i, got = 0, n_tokens, n_depths = 0;
     int rc;
     for (i = 0; i < n; i++)
         hashes[i] = pool[byte(s) % 16];
     for (i = 0; i < 32; i++)
         tokens[i] = byte(s) % 4;
+    n_tokens = byte(s) % 33;
     if (by_tokens)
-        rc = kvreg_index_query_tokens(idx, tokens, byte(s) % 33, byte(s) % 3, out, 16, &got);
+        rc = kvreg_index_query_tokens(idx, tokens, n_tokens, byte(s) % 3, out, 16, &got);
     else
         rc = kvreg_index_query_hashes(idx, hashes, n, byte(s) % 3, out, 16, &got);
     MUST(rc == KVREG_OK);
     check_answer(out, got);
+
+    /* the depths-only answer: the ranked answer's workers and depths, each once */
+    if (by_tokens) {
+        rc = kvreg_index_query_tokens(idx, tokens, n_tokens, 0, out, 16, &got);
+        MUST(rc == kvreg_index_query_depths_tokens(idx, tokens, n_tokens, depths, 16, &n_depths));
+    } else {
+        rc = kvreg_index_query_hashes(idx, hashes, n, 0, out, 16, &got);
+        MUST(rc == kvreg_index_query_depths(idx, hashes, n, depths, 16, &n_depths));
+    }
+    MUST(rc == KVREG_OK && n_depths == got);
+    for (i = 0; i < n_depths; i++) {
+        size_t j, found = 0;
+        for (j = 0; j < got; j++)
+            found += out[j].worker_id == depths[i].worker_id && out[j].dp_rank == depths[i].dp_rank &&
+                     out[j].depth == depths[i].depth;
+        MUST(found == 1);
+    }
 }
 
 static void batch(kvreg_index *idx, src *s)

@@ -37,6 +37,8 @@ KVREG_CHECK(sub_notice_message, offsetof(kvreg_sub_notice, message) == 56);
 #if UINTPTR_MAX == UINT64_MAX /* the router-side index's structs (kvreg_index.h) */
 KVREG_CHECK(index_match_size, sizeof(kvreg_index_match) == 72);
 KVREG_CHECK(index_match_score, offsetof(kvreg_index_match, score) == 48);
+KVREG_CHECK(index_depth_size, sizeof(kvreg_index_depth) == 16);
+KVREG_CHECK(index_depth_depth, offsetof(kvreg_index_depth, depth) == 12);
 KVREG_CHECK(index_info_size, sizeof(kvreg_index_apply_info) == 80);
 KVREG_CHECK(index_info_unknown, offsetof(kvreg_index_apply_info, removes_unknown) == 48);
 #endif

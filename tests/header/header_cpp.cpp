@@ -15,6 +15,7 @@ static_assert(noexcept(kvreg_wire_decoder_free(nullptr)), "kvreg_wire.h too");
 static_assert(std::is_standard_layout<kvreg_wire_event>::value, "kvreg_wire_event is a C struct");
 static_assert(noexcept(kvreg_index_free(nullptr)), "index declarations are noexcept in C++");
 static_assert(std::is_standard_layout<kvreg_index_match>::value, "kvreg_index_match is a C struct");
+static_assert(std::is_standard_layout<kvreg_index_depth>::value, "kvreg_index_depth is a C struct");
 static_assert(std::is_same<kvreg_block, uint64_t>::value, "kvreg_block is a plain u64");
 static_assert(std::is_standard_layout<kvreg_event>::value, "kvreg_event is a C struct");
 static_assert(sizeof(void *) != 8 || sizeof(kvreg_event) == 88, "kvreg_event is 88 bytes on LP64");

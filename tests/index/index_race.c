@@ -1,7 +1,9 @@
 /* Concurrent writers and readers on one index, more threads than cores: 4 writer threads (two
  * workers each, own hashes, so they share table shards) grow and shrink prefixes of one chain
  * (tail stores and tail removes, GPU and CPU, an occasional Cleared or worker removal) while 4
- * readers query the chain. Readers check every answer is well formed; at the end each worker's
+ * readers query the chain (ranked and depths-only answers). Workers are removed and come back
+ * often enough that their slots are handed out again while queries run. Readers check every
+ * answer is well formed and names each worker at most once; at the end each worker's
  * entries must equal what its writer holds. Bounded by iterations, not time: built for TSan. */
 #include <pthread.h>
 #include <stdio.h>
@@ -94,6 +96,8 @@ static void *write_loop(void *arg)
 static void *read_loop(void *arg)
 {
     kvreg_index_match out[2 * WRITERS];
+    kvreg_index_depth depths[2 * WRITERS];
+    unsigned seen;
     int i;
     (void)arg;
     for (i = 0; i < ITER; i++) {
@@ -101,9 +105,13 @@ static void *read_loop(void *arg)
         unsigned t;
         CHECK(kvreg_index_query_hashes(idx, chain, CHAIN, (size_t)(i % 3), out, 2 * WRITERS, &n) == KVREG_OK);
         CHECK(n <= 2 * WRITERS);
+        seen = 0;
         for (j = 0; j < n; j++) {
             uint32_t sum = 0;
             CHECK(out[j].worker_id >= 1 && out[j].worker_id <= 2 * WRITERS);
+            /* each worker once: removed workers' slots are handed out again while queries run */
+            CHECK(!(seen >> out[j].worker_id & 1));
+            seen |= 1u << out[j].worker_id;
             CHECK(out[j].depth >= 1 && out[j].depth <= CHAIN);
             for (t = 0; t < KVREG_MEDIUM_COUNT; t++) {
                 sum += out[j].blocks[t];
@@ -112,6 +120,16 @@ static void *read_loop(void *arg)
             CHECK(sum == out[j].depth);
             if (j > 0)
                 CHECK(out[j - 1].score >= out[j].score);
+        }
+        /* the depths-only answer: each worker at most once, depths in range */
+        CHECK(kvreg_index_query_depths(idx, chain, CHAIN, depths, 2 * WRITERS, &n) == KVREG_OK);
+        CHECK(n <= 2 * WRITERS);
+        seen = 0;
+        for (j = 0; j < n; j++) {
+            CHECK(depths[j].worker_id >= 1 && depths[j].worker_id <= 2 * WRITERS);
+            CHECK(depths[j].depth >= 1 && depths[j].depth <= CHAIN);
+            CHECK(!(seen >> depths[j].worker_id & 1));
+            seen |= 1u << depths[j].worker_id;
         }
     }
     return NULL;
@@ -155,13 +173,25 @@ int main(void)
             size_t n = 0, j;
             uint32_t depth = 0;
             uint64_t wid = (uint64_t)i * 2 + (uint64_t)k + 1;
+            kvreg_index_depth depths[2 * WRITERS];
+            size_t n_depths = 0;
+            uint32_t any_depth = 0;
             CHECK(kvreg_index_query_hashes(idx, chain, CHAIN, 0, out, 2 * WRITERS, &n) == KVREG_OK);
             for (j = 0; j < n; j++)
                 if (out[j].worker_id == wid) {
                     depth = out[j].tier_depth[KVREG_MEDIUM_GPU];
+                    any_depth = out[j].depth;
                     want += out[j].depth;
                 }
             CHECK(depth == w[i].held[k]);
+            CHECK(kvreg_index_query_depths(idx, chain, CHAIN, depths, 2 * WRITERS, &n_depths) == KVREG_OK);
+            CHECK(n_depths == n);
+            for (j = 0; j < n_depths; j++)
+                if (depths[j].worker_id == wid) {
+                    CHECK(depths[j].depth == any_depth);
+                    any_depth = 0;
+                }
+            CHECK(any_depth == 0);
         }
     }
     CHECK(kvreg_index_stat(idx, KVREG_INDEX_STAT_ENTRIES, &entries) == KVREG_OK);

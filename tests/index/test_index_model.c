@@ -74,6 +74,42 @@ typedef struct ctx {
     uint32_t tokens_buf[DEPTH * BS];
 } ctx;
 
+/* The depths-only answer: the same workers and depths as the model's ranked answer, each once,
+ * in any order; by hashes and by tokens; a short buffer gets nothing and the size needed. */
+static void check_depths(ctx *c, const path *p, size_t n, const kvreg_index_match *want, size_t n_want)
+{
+    kvreg_index_depth got[IM_MAX_WORKERS];
+    size_t n_got = 99, i, j, pass;
+    for (pass = 0; pass < 2; pass++) {
+        int seen[IM_MAX_WORKERS] = {0};
+        if (pass == 0)
+            assert_int_equal(kvreg_index_query_depths(c->idx, p->router, n, got, IM_MAX_WORKERS, &n_got), KVREG_OK);
+        else
+            assert_int_equal(kvreg_index_query_depths_tokens(c->idx, p->tokens, n * BS + below(BS), got,
+                                                             IM_MAX_WORKERS, &n_got), KVREG_OK);
+        assert_int_equal(n_got, n_want);
+        for (i = 0; i < n_got; i++) {
+            for (j = 0; j < n_want; j++)
+                if (got[i].worker_id == want[j].worker_id && got[i].dp_rank == want[j].dp_rank) break;
+            assert_true(j < n_want);
+            assert_false(seen[j]);
+            seen[j] = 1;
+            assert_int_equal(got[i].depth, want[j].depth);
+        }
+    }
+    if (n_want > 0) {
+        got[0].depth = 12345;
+        assert_int_equal(kvreg_index_query_depths(c->idx, p->router, n, got, n_want - 1, &n_got), KVREG_ERANGE);
+        assert_int_equal(n_got, n_want);
+        assert_int_equal(got[0].depth, 12345);
+        assert_int_equal(kvreg_index_query_depths(c->idx, p->router, n, NULL, 0, &n_got), KVREG_ERANGE);
+        assert_int_equal(n_got, n_want);
+    } else {
+        assert_int_equal(kvreg_index_query_depths(c->idx, p->router, n, NULL, 0, &n_got), KVREG_OK);
+        assert_int_equal(n_got, 0);
+    }
+}
+
 static void check_queries(ctx *c, int rounds)
 {
     kvreg_index_match got[IM_MAX_WORKERS], want[IM_MAX_WORKERS];
@@ -109,6 +145,7 @@ static void check_queries(ctx *c, int rounds)
             assert_int_equal(n_got, n_want);
             assert_int_equal(got[0].depth, 12345);
         }
+        check_depths(c, &p, n, want, n_want);
     }
 }
 
@@ -435,6 +472,22 @@ static void test_many_workers(void **state)
         if (i) assert_true(got[i].depth < got[i - 1].depth ||
                            (got[i].depth == got[i - 1].depth && got[i].worker_id > got[i - 1].worker_id));
     }
+    /* the depths-only answer of many workers: the same set */
+    {
+        kvreg_index_depth dep[MANY];
+        int seen[MANY] = {0};
+        size_t n_dep = 0;
+        assert_int_equal(kvreg_index_query_depths(idx, chain, CHAIN_LEN, dep, MANY, &n_dep), KVREG_OK);
+        assert_int_equal(n_dep, want_matches);
+        for (i = 0; i < n_dep; i++) {
+            const uint32_t w = (uint32_t)(dep[i].worker_id - 5000);
+            assert_true(dep[i].worker_id >= 5000 && w < MANY);
+            assert_false(seen[w]);
+            seen[w] = 1;
+            assert_int_equal(dep[i].depth, depth_of(w));
+            assert_int_equal(dep[i].dp_rank, 0);
+        }
+    }
     /* top-k over an answer of more than a few workers: exactly the first k of the whole answer */
     {
         kvreg_index_match top[MANY];
@@ -510,6 +563,86 @@ static void test_many_workers_ordered_by_id_and_rank(void **state)
     kvreg_index_free(idx);
 }
 
+/* A few matching workers among many more slots (the depths query's sparse walk, where zeroing
+ * a word per slot would cost more than the walk): slots are given in arrival order, so the
+ * matching workers arrive last; others hold the prompt's later blocks but not its first, or
+ * unrelated hashes. */
+#define SPARSE_WORKERS 1500
+static void test_depths_few_of_many_slots(void **state)
+{
+    static const struct {
+        uint64_t id;
+        uint32_t depth;
+    } holders[] = {{900001, 4}, {900002, 1}, {900003, 6}, {900004, 2}, {900005, 6}};
+    const size_t n_holders = sizeof holders / sizeof holders[0];
+    kvreg_index *idx = NULL;
+    kvreg_index_config *cfg = NULL;
+    uint64_t chain[6], other;
+    kvreg_index_depth got[8];
+    kvreg_index_match ranked[8];
+    size_t n_got = 0, i, j;
+    int seen[8] = {0};
+    (void)state;
+    for (i = 0; i < 6; i++) chain[i] = UINT64_C(0xC2B2AE3D27D4EB4F) * (i + 101);
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    for (i = 0; i < SPARSE_WORKERS; i++) {
+        kvreg_wire_event ev;
+        kvreg_index_apply_info info;
+        memset(&ev, 0, sizeof ev);
+        ev.type = KVREG_WIRE_STORED;
+        ev.medium = KVREG_MEDIUM_CPU;
+        other = UINT64_C(0x9E3779B97F4A7C15) * (i + 1);
+        if (i % 2) {
+            ev.block_hashes = chain + 1; /* the prompt's blocks 1 and 2, not 0 */
+            ev.n_block_hashes = 2;
+        } else {
+            ev.block_hashes = &other;
+            ev.n_block_hashes = 1;
+        }
+        assert_int_equal(kvreg_index_apply(idx, i, 0, 0, &ev, 1, &info), KVREG_OK);
+    }
+    for (i = 0; i < n_holders; i++) {
+        kvreg_wire_event ev[2];
+        kvreg_index_apply_info info;
+        memset(ev, 0, sizeof ev);
+        ev[0].type = ev[1].type = KVREG_WIRE_STORED;
+        ev[0].medium = KVREG_MEDIUM_GPU;
+        ev[1].medium = KVREG_MEDIUM_STORAGE;
+        ev[0].block_hashes = chain; /* depth in the GPU tier ... */
+        ev[0].n_block_hashes = holders[i].depth;
+        ev[1].block_hashes = chain; /* ... and a shorter prefix in storage changes nothing */
+        ev[1].n_block_hashes = holders[i].depth / 2;
+        assert_int_equal(kvreg_index_apply(idx, holders[i].id, 3, 0, ev, 2, &info), KVREG_OK);
+    }
+    assert_int_equal(kvreg_index_query_depths(idx, chain, 6, got, 8, &n_got), KVREG_OK);
+    assert_int_equal(n_got, n_holders);
+    for (i = 0; i < n_got; i++) {
+        for (j = 0; j < n_holders; j++)
+            if (got[i].worker_id == holders[j].id) break;
+        assert_true(j < n_holders);
+        assert_false(seen[j]);
+        seen[j] = 1;
+        assert_int_equal(got[i].dp_rank, 3);
+        assert_int_equal(got[i].depth, holders[j].depth);
+    }
+    /* a prompt shorter than some holders' prefixes: depths stop at its end */
+    assert_int_equal(kvreg_index_query_depths(idx, chain, 2, got, 8, &n_got), KVREG_OK);
+    assert_int_equal(n_got, n_holders);
+    for (i = 0; i < n_got; i++) assert_int_equal(got[i].depth, got[i].worker_id == 900002 ? 1 : 2);
+    /* the ranked answer agrees */
+    assert_int_equal(kvreg_index_query_hashes(idx, chain, 6, 0, ranked, 8, &n_got), KVREG_OK);
+    assert_int_equal(n_got, n_holders);
+    assert_true(ranked[0].worker_id == 900003 && ranked[0].depth == 6);
+    /* from the prompt's second block on: the odd workers and the holders deeper than 1 (a
+     * sizing call: too many for the buffer) */
+    assert_int_equal(kvreg_index_query_depths(idx, chain + 1, 2, NULL, 0, &n_got), KVREG_ERANGE);
+    assert_int_equal(n_got, SPARSE_WORKERS / 2 + n_holders - 1);
+    kvreg_index_free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_model_own),
         cmocka_unit_test(test_many_workers),
         cmocka_unit_test(test_many_workers_ordered_by_id_and_rank),
+        cmocka_unit_test(test_depths_few_of_many_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

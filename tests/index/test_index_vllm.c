@@ -218,6 +218,7 @@ static void test_arguments(void **state)
     kvreg_index *idx = NULL;
     kvreg_wire_event ev;
     kvreg_index_match out[1];
+    kvreg_index_depth d;
     size_t n = 7;
     uint64_t v = 0, h = 1;
     (void)state;
@@ -256,6 +257,15 @@ static void test_arguments(void **state)
     assert_int_equal(kvreg_index_query_hashes(NULL, &h, 1, 0, out, 1, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_index_query_hashes(idx, NULL, 0, 0, NULL, 0, &n), KVREG_OK);
     assert_int_equal(n, 0);
+    assert_int_equal(kvreg_index_query_depths(idx, NULL, 1, &d, 1, &n), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_query_depths(idx, &h, 1, &d, 1, NULL), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_query_depths(NULL, &h, 1, &d, 1, &n), KVREG_EINVAL);
+    n = 7;
+    assert_int_equal(kvreg_index_query_depths(idx, NULL, 0, NULL, 0, &n), KVREG_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(kvreg_index_query_depths_tokens(idx, NULL, 3, &d, 1, &n), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_query_depths_tokens(idx, (const uint32_t *)&h, SIZE_MAX / 4 + 1, &d, 1, &n),
+                     KVREG_EOVERFLOW);
     assert_int_equal(kvreg_index_query_tokens(idx, NULL, 3, 0, out, 1, &n), KVREG_EINVAL);
     assert_int_equal(kvreg_index_query_tokens(idx, (const uint32_t *)&h, SIZE_MAX / 4 + 1, 0, out, 1, &n),
                      KVREG_EOVERFLOW);
