@@ -67,16 +67,23 @@ static void on_notice(const kvreg_sub_notice *notice, void *user_data)
     fprintf(stderr, "router: %s: %s\n", notice->endpoint, notice->message);
 }
 
-/* Route one prompt: the best engine and how much of the prompt it holds (0 if none). */
+/* Route one prompt: the best engine and how much of the prompt it holds (0 if none). The
+ * ranked query weighs tiers; a router that scores engines itself (as Dynamo's does) asks for
+ * every engine's depth instead, unsorted and cheaper: both must agree on the best engine. */
 static uint32_t route(const router *r, const char *what, const uint32_t *tokens)
 {
     kvreg_index_match best;
-    size_t n = 0;
+    kvreg_index_depth depths[4];
+    size_t n = 0, n_depths = 0, i;
     CHECK_OK(kvreg_index_query_tokens(r->index, tokens, DEMO_PROMPT_TOKENS, 1, &best, 1, &n));
+    CHECK_OK(kvreg_index_query_depths_tokens(r->index, tokens, DEMO_PROMPT_TOKENS, depths, 4, &n_depths));
+    CHECK(n_depths == n); /* one engine here: the top-1 answer is the whole answer */
     if (n == 0) {
         printf("router: %-28s no engine holds its first block\n", what);
         return 0;
     }
+    for (i = 0; i < n_depths; i++)
+        if (depths[i].worker_id == best.worker_id) CHECK(depths[i].depth == best.depth);
     printf("router: %-28s engine %llu holds %u of %d blocks (%u on GPU)\n", what,
            (unsigned long long)best.worker_id, best.depth, DEMO_PROMPT_BLOCKS,
            best.blocks[KVREG_MEDIUM_GPU]);
