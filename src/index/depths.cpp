@@ -52,8 +52,8 @@ void walk_sparse(const HolderTable &table, const uint64_t *hashes, size_t limit,
     for (size_t i = 1; i < limit && n_alive; i++) {
         if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
         const uint32_t at = static_cast<uint32_t>(i);
-        n_alive = table.holders_if(hashes[i], h, n_cand, n_alive, [&find, depth, at](uint32_t s) {
-            const size_t k = find(s);
+        n_alive = table.holders_if(hashes[i], h, n_cand, n_alive, [&find, depth, at](uint32_t tag) {
+            const size_t k = find(tag);
             return k != SIZE_MAX && depth[k] == at;
         });
         for (size_t k = 0; k < n_alive; k++) depth[find(h[k].slot)] = at + 1;

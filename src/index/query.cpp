@@ -19,8 +19,7 @@ namespace kvreg::index {
 namespace {
 
 struct Candidate {
-    uint32_t slot;     // the worker's slot
-    uint32_t tag;      // and its tag, as block 0's entry had it
+    uint32_t tag;      // the worker's slot and generation, as block 0's entry had them
     uint32_t alive_at; // last block index it held (its depth - 1)
     uint32_t unbroken; // tiers that held every block so far (their tier_depth is still open)
     uint32_t best_counts[kTiers];
@@ -48,7 +47,6 @@ void account(Candidate &c, uint32_t m, uint32_t block) noexcept {
 // A candidate's first block (block 0): its tiers start their prefixes.
 void start(Candidate &c, uint32_t tag, uint32_t m) noexcept {
     c = Candidate{};
-    c.slot = slot_of(tag);
     c.tag = tag;
     c.unbroken = m;
     c.best_counts[__builtin_ctz(m)] = 1;
@@ -67,8 +65,9 @@ void walk_small(const HolderTable &table, const uint64_t *hashes, size_t limit, 
     uint8_t pos[64]; // candidate index of a slot (read for alive slots only)
     uint64_t alive = 0;
     for (size_t k = 0; k < n_cand; k++) {
-        pos[cb[k].slot] = static_cast<uint8_t>(k);
-        alive |= uint64_t{1} << cb[k].slot;
+        const uint32_t s = slot_of(cb[k].tag);
+        pos[s] = static_cast<uint8_t>(k);
+        alive |= uint64_t{1} << s;
     }
     size_t n_alive = n_cand; // bits set in alive (kept, not counted: no popcnt in the base ISA)
     for (size_t i = 1; i < limit && n_alive; i++) {
@@ -100,8 +99,9 @@ void walk_wide(const HolderTable &table, const uint64_t *hashes, size_t limit, C
     const size_t words = max_slot / 64 + 1;
     std::memset(alive, 0, words * sizeof(uint64_t));
     for (size_t k = 0; k < n_cand; k++) {
-        pos[cb[k].slot] = static_cast<uint32_t>(k);
-        alive[cb[k].slot / 64] |= uint64_t{1} << (cb[k].slot % 64);
+        const uint32_t s = slot_of(cb[k].tag);
+        pos[s] = static_cast<uint32_t>(k);
+        alive[s / 64] |= uint64_t{1} << (s % 64);
     }
     size_t n_alive = n_cand;
     for (size_t i = 1; i < limit && n_alive; i++) {
@@ -287,7 +287,7 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
         const Candidate &c = cb[k];
         uint64_t id;
         uint32_t dp;
-        if (!Workers::name(workers_.ident(c.slot), c.tag, id, dp)) continue; // it left (workers.hpp)
+        if (!Workers::name(workers_.ident(slot_of(c.tag)), c.tag, id, dp)) continue; // it left (workers.hpp)
         double score = 0;
         for (unsigned t = 0; t < kTiers; t++) score += weight_[t] * c.best_counts[t];
         ranking.add(Ranked(score, c.alive_at + 1, id, dp, static_cast<uint32_t>(k)));

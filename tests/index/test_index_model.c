@@ -413,6 +413,19 @@ static void test_model_own(void **state)
  * blocks of one chain (a tail block stored, then removed again for every third worker), plus
  * blocks of a second chain that share the table with it. Every worker's matched depth must be
  * the one it was given, whatever the order the workers came in or their slots. */
+/* An index that takes the events' hashes as router hashes; shards 0 keeps the default. */
+static kvreg_index *new_own_index(uint64_t shards)
+{
+    kvreg_index *idx = NULL;
+    kvreg_index_config *cfg = NULL;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    if (shards) assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, shards), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    return idx;
+}
+
 #define MANY 150
 #define CHAIN_LEN 13
 
@@ -424,7 +437,6 @@ static uint32_t depth_of(uint32_t k)
 static void test_many_workers(void **state)
 {
     kvreg_index *idx = NULL;
-    kvreg_index_config *cfg = NULL;
     uint64_t chain[CHAIN_LEN], other[CHAIN_LEN], seq[MANY] = {0};
     kvreg_index_match got[MANY];
     size_t n_got = 0, i;
@@ -434,11 +446,7 @@ static void test_many_workers(void **state)
         chain[i] = UINT64_C(0x9E3779B97F4A7C15) * (i + 1);
         other[i] = UINT64_C(0xD6E8FEB86659FD93) * (i + 1000);
     }
-    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
-    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, 1), KVREG_OK);
-    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
-    kvreg_index_config_free(cfg);
+    idx = new_own_index(1);
     for (k = 0; k < MANY; k++) {
         /* workers arrive in an order unlike their ids, so slots and ids differ in order */
         const uint32_t w = (k * 37u) % MANY;
@@ -525,17 +533,13 @@ static int wide_cmp(const void *a, const void *b)
 static void test_many_workers_ordered_by_id_and_rank(void **state)
 {
     kvreg_index *idx = NULL;
-    kvreg_index_config *cfg = NULL;
     uint64_t chain[4];
     wide_want want[WIDE];
     kvreg_index_match got[WIDE];
     size_t n_got = 0, i;
     (void)state;
     for (i = 0; i < 4; i++) chain[i] = UINT64_C(0x9E3779B97F4A7C15) * (i + 7);
-    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
-    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
-    kvreg_index_config_free(cfg);
+    idx = new_own_index(0);
     for (i = 0; i < WIDE; i++) {
         /* ids: 8 values of the high half times 5 of the low half, each on 3 DP ranks */
         const uint32_t k = (uint32_t)((i * 53u) % WIDE); /* arrival order unlike id order */
@@ -576,7 +580,6 @@ static void test_depths_few_of_many_slots(void **state)
     } holders[] = {{900001, 4}, {900002, 1}, {900003, 6}, {900004, 2}, {900005, 6}};
     const size_t n_holders = sizeof holders / sizeof holders[0];
     kvreg_index *idx = NULL;
-    kvreg_index_config *cfg = NULL;
     uint64_t chain[6], other;
     kvreg_index_depth got[8];
     kvreg_index_match ranked[8];
@@ -584,10 +587,7 @@ static void test_depths_few_of_many_slots(void **state)
     int seen[8] = {0};
     (void)state;
     for (i = 0; i < 6; i++) chain[i] = UINT64_C(0xC2B2AE3D27D4EB4F) * (i + 101);
-    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
-    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
-    kvreg_index_config_free(cfg);
+    idx = new_own_index(0);
     for (i = 0; i < SPARSE_WORKERS; i++) {
         kvreg_wire_event ev;
         kvreg_index_apply_info info;
