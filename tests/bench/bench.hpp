@@ -42,6 +42,10 @@ struct Opts {
     std::string delivery = "inline";
     size_t calls = 1000;
     size_t big_pool = 2000000;
+    // kvreg-only `scaling_limit` (wl_limit.cpp): per-operation private work (0: kvreg's own
+    // one-thread disjoint ns/op, measured in the same run) and operations per thread.
+    double work_ns = 0;
+    uint64_t limit_ops = 4000000;
     // kvreg-only `index` (wl_index.cpp): the Mooncake trace and the number of workers.
     std::string trace = KVREG_BENCH_TRACE; // data/traces/conversation_trace.jsonl.gz (meson)
     size_t index_workers = 0; // 0: the workload's default (index 8, index_k1 1000)
@@ -227,6 +231,14 @@ std::string wl_selftest(const Opts &o, bool &ok);
 // kvreg-only (no seed-peer counterpart; wl_scaling.cpp): disjoint-hash scaling, head-of-line
 // latency behind a slow callback, kvreg_pool_free beside a big pool.
 std::string wl_disjoint(const Opts &o, bool &ok);
+// The disjoint runs alone (o.threads threads, then one; o.delivery), for wl_scaling_limit.
+struct DisjointResult {
+    double ops_per_s_t = 0, ops_per_s_1 = 0;
+    uint64_t checksum = 0; // of the input, as disjoint's hash_checksum
+};
+DisjointResult disjoint_measure(const Opts &o, bool &ok);
+// wl_limit.cpp: the machine's two-thread ceiling by what the threads share (kvreg-only).
+std::string wl_scaling_limit(const Opts &o, bool &ok);
 std::string wl_hol(const Opts &o, bool &ok);
 std::string wl_pool_free(const Opts &o, bool &ok);
 std::string wl_append(const Opts &o, bool &ok);

@@ -58,7 +58,7 @@ def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-KVREG_ONLY = ("disjoint", "hol", "pool_free")
+KVREG_ONLY = ("disjoint", "hol", "pool_free", "scaling_limit")
 
 
 def checksum_key(r):
@@ -69,6 +69,8 @@ def checksum_key(r):
         return ("hold",)
     if w == "disjoint":
         return (w, r.get("threads"))
+    if w == "scaling_limit":  # its disjoint runs: 2 threads
+        return ("disjoint", 2)
     if w == "pool_free":
         return (w, r.get("big_pool"))
     return (w,)
@@ -205,6 +207,16 @@ def main():
         krows.append(("pool_free", f"kvreg_pool_free of the {n:,}-block pool itself",
                       fmt(med(pf, lambda r: r["big_pool_free_s"] * 1e3), " ms")))
 
+    if O("scaling_limit"):
+        sl = O("scaling_limit")
+        parts = " / ".join(fmt(med(sl, lambda r, k=k: r[k + "_ratio"]))
+                           for k in ("private", "counter", "counter_per_32", "locks", "locks_counter"))
+        krows.append(("scaling_limit", "the machine's 2 threads / 1 thread ceiling for operations of "
+                      f"{fmt(med(sl, lambda r: r['work_ns']))} ns sharing: nothing / one counter per op / "
+                      "one counter per 32 ops / one of 64 locks per op / lock and counter", parts))
+        krows.append(("scaling_limit", "kvreg `disjoint` INLINE in the same run: 2 threads / 1 thread",
+                      fmt(med(sl, lambda r: r["kvreg_disjoint_ratio"]))))
+
     # ------------------------------------------------------------------ print
     cpu = ""
     try:
@@ -234,7 +246,7 @@ def main():
             print("| " + " | ".join(r) + " |")
     if krows:
         print()
-        print("kvreg only (the seed design has no counterpart; `kvreg-bench --workload disjoint|hol|pool_free`):")
+        print("kvreg only (the seed design has no counterpart; `kvreg-bench --workload disjoint|hol|pool_free|scaling_limit`):")
         print()
         print("| probe | metric | kvreg |")
         print("| --- | --- | ---: |")

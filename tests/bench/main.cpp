@@ -40,6 +40,8 @@ const char kUsage[] =
     "  hol               a callback sleeps 50 ms on thread A; thread B's --calls calls that emit\n"
     "                    no event are timed one by one (p50/p99/max)\n"
     "  pool_free         kvreg_pool_free of a 1-block pool alone, then beside a --big-pool block pool\n"
+    "  scaling_limit     the machine's 2-thread ceiling by what threads share (a counter per op,\n"
+    "                    64 locks, both), for ops costing what kvreg's do; beside disjoint's ratio\n"
     "  index             the router-side index on a Mooncake --trace split over --workers (8):\n"
     "                    queries and events against a plain open-addressing table, 2 vs 1 thread\n"
     "  index_k1          Dynamo's gen-2 indexer benchmark rebuilt: the conversation --trace over\n"
@@ -59,6 +61,8 @@ const char kUsage[] =
     "  --delivery M      inline | poll          (inline; disjoint)\n"
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
+    "  --work-ns W       private ns per op      (0: kvreg's own, measured; scaling_limit)\n"
+    "  --limit-ops N     ops per thread         (4000000; scaling_limit; --reps runs each)\n"
     "  --trace FILE      Mooncake JSONL trace, plain or gzip (data/traces/conversation_trace.jsonl.gz; index)\n"
     "  --workers N       index workers          (8; index; 1000: index_k1)\n"
     "  --windows MS,...  index_k1 sweep windows (30000,18455,11352,6983,4296,2643,1626,1000)\n"
@@ -132,6 +136,8 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--in-process") in_process = true;
         else if (name == "--delivery") o.delivery = val();
         else if (name == "--calls") o.calls = num();
+        else if (name == "--work-ns") o.work_ns = std::stod(val());
+        else if (name == "--limit-ops") o.limit_ops = num();
         else if (name == "--big-pool") o.big_pool = num();
         else if (name == "--trace") o.trace = val();
         else if (name == "--workers") o.index_workers = num();
@@ -174,6 +180,7 @@ int run_one(const Opts &o) {
     else if (w == "disjoint") line = bench::wl_disjoint(o, ok);
     else if (w == "hol") line = bench::wl_hol(o, ok);
     else if (w == "pool_free") line = bench::wl_pool_free(o, ok);
+    else if (w == "scaling_limit") line = bench::wl_scaling_limit(o, ok);
     else if (w == "append") line = bench::wl_append(o, ok);
 #ifdef KVREG_BENCH_WIRE
     else if (w == "wire") line = bench::wl_wire(o, ok);

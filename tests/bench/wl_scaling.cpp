@@ -178,6 +178,51 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
 
 } // namespace
 
+namespace {
+
+// Both disjoint runs (T threads, then thread 0's part alone) and their checks.
+struct DisjointRuns {
+    SeqSet set;
+    size_t threads = 1, u = 0, l = 0, k = 1, rounds = 1;
+    DRun r, one;
+};
+
+DisjointRuns disjoint_runs(const Opts &o, bool poll, bool &ok) {
+    DisjointRuns d;
+    d.threads = o.threads ? o.threads : 1;
+    d.u = o.seqs_or(2048); // sequences per thread
+    d.l = o.len_or(512);
+    d.k = o.batch ? o.batch : 1;
+    d.rounds = o.rounds ? o.rounds : 1;
+    // One stream of T*U random sequences (as register_release draws them); thread t takes
+    // sequences [t*U, (t+1)*U). Distinct tokens, so no block hash is shared between threads,
+    // and the 1-thread run (thread 0's part) is the same input as --threads 1.
+    d.set = gen_random(o, d.threads * d.u, d.l);
+    const SeqSet &set = d.set;
+    const uint64_t nd = distinct_hashes(set).first;
+    uint64_t sum0 = 0; // thread 0's part
+    for (size_t i = 0; i < d.u * set.per_seq; i++) sum0 += set.descs[i].sequence_hash;
+
+    d.r = disjoint_run(o, set, d.u, d.threads, d.rounds, d.k, poll);
+    d.one = disjoint_run(o, set, d.u, 1, d.rounds, d.k, poll);
+
+    auto run_ok = [&](const DRun &x, size_t threads, uint64_t sum) {
+        const uint64_t n = static_cast<uint64_t>(threads) * d.u * set.per_seq * d.rounds;
+        return x.empty && x.dropped == 0 && x.total.other == 0 && x.total.dups == 0 && x.total.attempts == n &&
+               x.total.registered == n && x.total.released == n && events_match(x.c, n, sum * d.rounds);
+    };
+    ok = set.ref_ok && nd == set.descs.size() && run_ok(d.r, d.threads, set.checksum) && run_ok(d.one, 1, sum0) &&
+         checksum_expected(o, "disjoint", set.checksum);
+    return d;
+}
+
+} // namespace
+
+DisjointResult disjoint_measure(const Opts &o, bool &ok) {
+    const DisjointRuns d = disjoint_runs(o, o.delivery == "poll", ok);
+    return DisjointResult{d.r.ops_per_s(), d.one.ops_per_s(), d.set.checksum};
+}
+
 std::string wl_disjoint(const Opts &o, bool &ok) {
     bool poll = false;
     if (o.delivery == "poll") poll = true;
@@ -185,27 +230,10 @@ std::string wl_disjoint(const Opts &o, bool &ok) {
         std::fprintf(stderr, "kvreg-bench: --delivery must be inline or poll, not %s\n", o.delivery.c_str());
         std::exit(2);
     }
-    const size_t t_count = o.threads ? o.threads : 1;
-    const size_t u = o.seqs_or(2048), l = o.len_or(512); // u sequences per thread
-    const size_t k = o.batch ? o.batch : 1, rounds = o.rounds ? o.rounds : 1;
-    // One stream of T*U random sequences (as register_release draws them); thread t takes
-    // sequences [t*U, (t+1)*U). Distinct tokens, so no block hash is shared between threads,
-    // and the 1-thread run (thread 0's part) is the same input as --threads 1.
-    const SeqSet set = gen_random(o, t_count * u, l);
-    const uint64_t nd = distinct_hashes(set).first;
-    uint64_t sum0 = 0; // thread 0's part
-    for (size_t i = 0; i < u * set.per_seq; i++) sum0 += set.descs[i].sequence_hash;
-
-    const DRun r = disjoint_run(o, set, u, t_count, rounds, k, poll);
-    const DRun one = disjoint_run(o, set, u, 1, rounds, k, poll);
-
-    auto run_ok = [&](const DRun &x, size_t threads, uint64_t sum) {
-        const uint64_t n = static_cast<uint64_t>(threads) * u * set.per_seq * rounds;
-        return x.empty && x.dropped == 0 && x.total.other == 0 && x.total.dups == 0 && x.total.attempts == n &&
-               x.total.registered == n && x.total.released == n && events_match(x.c, n, sum * rounds);
-    };
-    ok = set.ref_ok && nd == set.descs.size() && run_ok(r, t_count, set.checksum) && run_ok(one, 1, sum0) &&
-         checksum_expected(o, "disjoint", set.checksum);
+    const DisjointRuns d = disjoint_runs(o, poll, ok);
+    const DRun &r = d.r, &one = d.one;
+    const SeqSet &set = d.set;
+    const size_t t_count = d.threads, u = d.u, l = d.l, k = d.k, rounds = d.rounds;
 
     JsonLine j;
     head(j, "disjoint", r.ops(), r.secs(), r.c);
