@@ -117,6 +117,22 @@ public:
         return allocate();
     }
 
+    // Blank record idx for reuse by its caller without returning it to a free list (a pool
+    // keeps a few as spares, registry.hpp): every handle to it goes stale, as with release().
+    // False when its generation would reach the limit: the caller must release() it instead
+    // (which retires it).
+    bool renew(uint32_t idx) noexcept {
+        Record &r = at(idx);
+        if (r.gen + 1 >= Record::kGenLimit) return false;
+        r.gen++;
+        r.refcount = 0;
+        r.pool = 0;
+        r.flags = 0;
+        r.next = kNil;
+        if (with_tokens_) set_token_ref(idx, kNoTokens);
+        return true;
+    }
+
     void release(uint32_t idx) noexcept {
         const uint32_t c = idx >> kBits;
         Info &in = info_[c];

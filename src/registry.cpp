@@ -109,7 +109,18 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
                 r.refcount = 0;
                 unlink(s, sn, idx, p, emits && !lose_events ? &batch : nullptr);
             }
-            if (!need_credit) break;
+            if (!need_credit) {
+                // The pool's spares go back to the slab: a freed pool holds no memory, and
+                // its slot starts empty when a new pool gets it.
+                kvreg_pool::PerShard &ps = p->shard[sn];
+                while (ps.spare != kvreg::kNil) {
+                    const uint32_t idx = ps.spare - 1;
+                    ps.spare = s.slab.at(idx).next;
+                    s.slab.release(idx);
+                }
+                ps.n_spare = 0;
+                break;
+            }
             lk.unlock();
             if (!batch.wait_credit()) lose_events = true;
         }
@@ -205,14 +216,14 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
 
         // Everything that can throw or fail happens before the first visible change.
         if (first_anywhere && s.index.reserve_one(s.slab, kvreg::mix)) free_pos = kNotFound;
-        const uint32_t idx = s.slab.allocate();
+        const uint32_t idx = take_record(s, sn, p);
         if (idx == kvreg::RecordSlab::kFull) return KVREG_EOVERFLOW;
         const uint32_t nt = static_cast<uint32_t>(d.n_tokens);
         if (first_anywhere && keep_tokens_ && nt) {
             try {
                 s.slab.set_token_ref(idx, s.tokens.store(d.tokens, nt));
             } catch (...) {
-                s.slab.release(idx);
+                free_record(s, sn, p, idx);
                 throw;
             }
         }
@@ -329,9 +340,29 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
         while (s.slab.at(prev).next != idx + 1) prev = s.slab.at(prev).next - 1;
         s.slab.at(prev).next = r.next;
     }
-    s.slab.release(idx);
+    free_record(s, sn, p, idx);
     std::atomic<uint32_t> &count = p->shard[sn].count;
     count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+uint32_t kvreg_registry::take_record(Shard &s, uint32_t sn, kvreg_pool *p) {
+    kvreg_pool::PerShard &ps = p->shard[sn];
+    if (ps.spare == kvreg::kNil) return s.slab.allocate();
+    const uint32_t idx = ps.spare - 1;
+    ps.spare = s.slab.at(idx).next;
+    ps.n_spare--;
+    return idx;
+}
+
+void kvreg_registry::free_record(Shard &s, uint32_t sn, kvreg_pool *p, uint32_t idx) noexcept {
+    kvreg_pool::PerShard &ps = p->shard[sn];
+    if (ps.n_spare < kvreg_pool::kSpares && s.slab.renew(idx)) {
+        s.slab.at(idx).next = ps.spare;
+        ps.spare = idx + 1;
+        ps.n_spare++;
+    } else {
+        s.slab.release(idx);
+    }
 }
 
 // -------------------------------------------------------------------------------- queries

@@ -162,12 +162,43 @@ void two_hashes_interleaved()
     kvreg_registry_free(reg);
 }
 
+// kvreg_pool_free hands a pool's spare records (registry.hpp) back to the slab: the freed pool
+// holds nothing, and a pool that later gets its slot starts without spares.
+void pool_free_hands_spares_back()
+{
+    kvreg::Options opt;
+    opt.shards = 1;
+    auto *reg = new kvreg_registry(opt);
+    kvreg_pool *p = nullptr;
+    CHECK(kvreg_pool_new(&p, reg, "p") == KVREG_OK);
+    std::vector<kvreg_block> hs(8);
+    for (uint64_t i = 0; i < hs.size(); i++) {
+        kvreg_block_desc d = desc(0x100 + i);
+        CHECK(kvreg_register(p, &d, &hs[i]) == KVREG_OK);
+    }
+    for (kvreg_block h : hs) CHECK(kvreg_release(p, h) == KVREG_OK);
+    CHECK(p->shard[0].n_spare == kvreg_pool::kSpares); // kept, up to the limit
+    CHECK(p->shard[0].spare != kvreg::kNil);
+    // A spare serves the pool's next registration, under a new generation.
+    kvreg_block again = KVREG_BLOCK_NONE;
+    kvreg_block_desc d = desc(0x100);
+    CHECK(kvreg_register(p, &d, &again) == KVREG_OK);
+    CHECK(p->shard[0].n_spare == kvreg_pool::kSpares - 1);
+    CHECK(again != hs[0]);
+    expect_live(p, again, 0x100, 1);
+    kvreg_pool_free(p); // `again` is still held: freed with the pool
+    CHECK(p->shard[0].n_spare == 0);
+    CHECK(p->shard[0].spare == kvreg::kNil);
+    kvreg_registry_free(reg);
+}
+
 } // namespace
 
 int main()
 {
     same_hash_past_the_limit();
     two_hashes_interleaved();
+    pool_free_hands_spares_back();
     if (check_failures()) {
         std::fprintf(stderr, "handle_generations: %d failure(s)\n", check_failures());
         return 1;

@@ -162,6 +162,76 @@ static void assert_untouched(const live_pool *f) {
     }
 }
 
+/* ---- 1b. a reused record carries nothing of its last block -------------------------------- */
+/* A pool keeps the records it freed in a shard for its next registration there (registry.hpp,
+ * spares). One shard and KEEP_TOKENS: h1's record, tokens and all, is freed and serves h2, which
+ * was registered without tokens and as a second membership in turn. h2 must show no tokens
+ * (h1's were freed: reading them would be a use after free), the old handle must be stale, and
+ * a later first registration stores its own tokens. */
+static void test_reused_record_carries_nothing_of_its_last_block(void **state) {
+    (void)state;
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 1), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, 1), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    kvreg_pool *a = NULL, *b = NULL;
+    assert_int_equal(kvreg_pool_new(&a, reg, "a"), KVREG_OK);
+    assert_int_equal(kvreg_pool_new(&b, reg, "b"), KVREG_OK);
+    uint32_t toks[16], got[16];
+    for (uint32_t i = 0; i < 16; i++) toks[i] = 1000 + i;
+    size_t n = 0;
+
+    for (int round = 0; round < 8; round++) {
+        kvreg_block_desc d1 = desc_of(0x1111 + (uint64_t)round * 0x10000);
+        d1.tokens = toks;
+        d1.n_tokens = 16;
+        kvreg_block h1 = KVREG_BLOCK_NONE, h2 = KVREG_BLOCK_NONE, hb = KVREG_BLOCK_NONE;
+        assert_int_equal(kvreg_register(a, &d1, &h1), KVREG_OK);
+        assert_int_equal(kvreg_block_tokens(a, h1, got, 16, &n), KVREG_OK);
+        assert_int_equal(n, 16);
+        assert_int_equal(got[15], 1015);
+        assert_int_equal(kvreg_release(a, h1), KVREG_OK);
+
+        /* h2: first anywhere, no tokens given: nothing stored for it. */
+        kvreg_block_desc d2 = desc_of(0x2222 + (uint64_t)round * 0x10000);
+        assert_int_equal(kvreg_register(a, &d2, &h2), KVREG_OK);
+        assert_int_equal(kvreg_block_tokens(a, h2, got, 16, &n), KVREG_ENOENT);
+        kvreg_block_info info;
+        assert_int_equal(kvreg_block_get_info(a, h1, &info), KVREG_ESTALE);
+        assert_int_equal(kvreg_release(a, h1), KVREG_ESTALE);
+        assert_int_equal(kvreg_block_get_info(a, h2, &info), KVREG_OK);
+        assert_true(info.sequence_hash == d2.sequence_hash);
+
+        /* b joins h2 (a second membership, from b's own records), a lets go: b's record heads
+         * the chain and still has no tokens. */
+        assert_int_equal(kvreg_register(b, &d2, &hb), KVREG_OK);
+        assert_int_equal(kvreg_release(a, h2), KVREG_OK);
+        assert_int_equal(kvreg_block_tokens(b, hb, got, 16, &n), KVREG_ENOENT);
+        assert_int_equal(kvreg_release(b, hb), KVREG_OK);
+
+        /* A fresh first registration on a's reused record stores its own tokens. */
+        kvreg_block_desc d3 = desc_of(0x3333 + (uint64_t)round * 0x10000);
+        uint32_t t3[16];
+        for (uint32_t i = 0; i < 16; i++) t3[i] = 7000 + i + (uint32_t)round;
+        d3.tokens = t3;
+        d3.n_tokens = 16;
+        kvreg_block h3 = KVREG_BLOCK_NONE;
+        assert_int_equal(kvreg_register(a, &d3, &h3), KVREG_OK);
+        assert_int_equal(kvreg_block_tokens(a, h3, got, 16, &n), KVREG_OK);
+        assert_int_equal(n, 16);
+        assert_memory_equal(got, t3, sizeof t3);
+        assert_int_equal(kvreg_release(a, h3), KVREG_OK);
+    }
+    assert_int_equal(stat_of(reg, KVREG_STAT_HASHES), 0);
+    assert_int_equal(stat_of(reg, KVREG_STAT_TOKEN_BYTES), 0);
+    kvreg_pool_free(a);
+    kvreg_pool_free(b);
+    kvreg_registry_free(reg);
+}
+
 static void test_every_single_bit_flip_is_rejected(void **state) {
     live_pool *f = *state;
     kvreg_block_info info;
@@ -202,6 +272,7 @@ static void test_random_values_are_rejected(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_after_100k_reuses_of_one_slot),
+        cmocka_unit_test(test_reused_record_carries_nothing_of_its_last_block),
         cmocka_unit_test_setup_teardown(test_every_single_bit_flip_is_rejected, setup_live, teardown_live),
         cmocka_unit_test_setup_teardown(test_random_values_are_rejected, setup_live, teardown_live),
     };
