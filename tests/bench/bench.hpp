@@ -194,12 +194,23 @@ struct Tally {
     uint64_t calls = 0; // kvreg_register_batch + kvreg_release_batch calls
     void add(const Tally &o);
 };
+// The barrier that releases a timed run's workers. Its completion step runs once every worker
+// and the timing thread have arrived, before any is released, and reads the clock there: read
+// by the timing thread after the barrier instead, the clock could start late by however long
+// that thread waits for a core while the workers already run (with as many workers as cores,
+// a scheduler tick or more), and the run would look faster than it was.
+struct StartClock {
+    double *t0;
+    void operator()() noexcept { *t0 = now_s(); }
+};
+using StartBarrier = std::barrier<StartClock>;
+
 // One worker thread of `threads` and `disjoint`: after `start`, R rounds over sequences
 // (first + j) % set.n_seqs for j in [0, u), K at a time: register each (one batch call per
 // sequence), then release the batch (one call). EEXIST (the same prefix twice in a batch)
 // counts as a dup, any other failure as other.
 void seq_worker(kvreg_pool *pool, const SeqSet &set, size_t first, size_t u, size_t rounds, size_t k,
-                std::barrier<> &start, Tally &out);
+                StartBarrier &start, Tally &out);
 // The seed waits for its async cleanup ("drain"); kvreg is synchronous, so this is only the
 // timed check that the pools (and the registry, if asked) are empty.
 bool drained(const Harness &h, const std::vector<kvreg_pool *> &pools, bool registry, double &secs);

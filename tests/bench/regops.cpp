@@ -27,7 +27,7 @@ void Tally::add(const Tally &o) {
 }
 
 void seq_worker(kvreg_pool *pool, const SeqSet &set, size_t first, size_t u, size_t rounds, size_t k,
-                std::barrier<> &start, Tally &out) {
+                StartBarrier &start, Tally &out) {
     const size_t per = set.per_seq;
     std::vector<kvreg_block> tmp(per), held(k * per);
     std::vector<int> status(per);

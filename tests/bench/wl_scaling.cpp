@@ -115,14 +115,14 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
                   bool poll) {
     DRun res;
     std::vector<Tally> tallies(t_count);
-    std::barrier<> start(static_cast<std::ptrdiff_t>(t_count + 1));
+    double t0 = 0;
+    StartBarrier start(static_cast<std::ptrdiff_t>(t_count + 1), StartClock{&t0});
     auto run_workers = [&](const std::vector<kvreg_pool *> &pools) {
         std::vector<std::thread> joins;
         for (size_t t = 0; t < t_count; t++)
             joins.emplace_back(seq_worker, pools[t], std::cref(set), t * u, u, rounds, k,
                                std::ref(start), std::ref(tallies[t]));
-        start.arrive_and_wait();
-        const double t0 = now_s();
+        start.arrive_and_wait(); // sets t0 (StartClock)
         for (std::thread &th : joins) th.join();
         res.work_s = now_s() - t0;
     };

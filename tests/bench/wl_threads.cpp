@@ -30,13 +30,13 @@ Run run(const Opts &o, const SeqSet &set, size_t t_count, size_t rounds, size_t 
     std::vector<kvreg_pool *> pools;
     for (size_t t = 0; t < t_count; t++) pools.push_back(h.new_pool("worker"));
     std::vector<Tally> tallies(t_count);
-    std::barrier<> start(static_cast<std::ptrdiff_t>(t_count + 1));
+    double t0 = 0;
+    StartBarrier start(static_cast<std::ptrdiff_t>(t_count + 1), StartClock{&t0});
     std::vector<std::thread> joins;
     for (size_t t = 0; t < t_count; t++)
         joins.emplace_back(seq_worker, pools[t], std::cref(set), t * set.n_seqs / t_count, set.n_seqs, rounds, k,
                            std::ref(start), std::ref(tallies[t]));
-    start.arrive_and_wait();
-    const double t0 = now_s();
+    start.arrive_and_wait(); // sets t0 (StartClock)
     for (std::thread &th : joins) th.join();
     res.work_s = now_s() - t0;
     // A worker's last calls may have returned before their events were delivered (the other
