@@ -50,8 +50,9 @@ struct kvreg_pool {
     // those lines, and the record's, from the core that freed it; an engine's pool is mostly
     // used by one thread, and its spares stay on that thread's core. `kvreg-bench --workload
     // disjoint --threads 2`: RecordSlab::allocate 10% -> 2% of perf samples, ops/s +7.5%
-    // (median of seven A/B series, -2.5% to +19%). At most kSpares per shard (64
-    // shards: 12 KB of records a pool), handed back to the slab by kvreg_pool_free.
+    // (median of seven A/B series, -2.5% to +19%). At most kSpares per shard (64 shards: 256
+    // records a pool, which can keep as many of the slab's 12 KB chunks from being given back
+    // after a large drop), handed back to the slab by kvreg_pool_free.
     static constexpr uint32_t kSpares = 4;
     struct PerShard {
         uint32_t first = 0;
