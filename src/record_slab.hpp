@@ -124,12 +124,8 @@ public:
     bool renew(uint32_t idx) noexcept {
         Record &r = at(idx);
         if (r.gen + 1 >= Record::kGenLimit) return false;
+        blank(idx);
         r.gen++;
-        r.refcount = 0;
-        r.pool = 0;
-        r.flags = 0;
-        r.next = kNil;
-        if (with_tokens_) set_token_ref(idx, kNoTokens);
         return true;
     }
 
@@ -137,11 +133,7 @@ public:
         const uint32_t c = idx >> kBits;
         Info &in = info_[c];
         Record &r = at(idx);
-        r.refcount = 0;
-        r.pool = 0;
-        r.flags = 0;
-        r.next = kNil;
-        if (with_tokens_) set_token_ref(idx, kNoTokens);
+        blank(idx);
         live_--;
         if (++r.gen >= Record::kGenLimit) {
             retired_++; // never reused: see record.hpp; it keeps its chunk (live stays counted)
@@ -183,6 +175,16 @@ private:
         bool on_empty = false;  // on empty_
         bool has_retired = false;
     };
+
+    // A freed record's fields (its generation is the caller's): no pool, no links, no tokens.
+    void blank(uint32_t idx) noexcept {
+        Record &r = at(idx);
+        r.refcount = 0;
+        r.pool = 0;
+        r.flags = 0;
+        r.next = kNil;
+        if (with_tokens_) set_token_ref(idx, kNoTokens);
+    }
 
     bool shrink_wanted() const noexcept { return held_chunks_ > kKeepChunks && live_ * 4 < held(); }
 

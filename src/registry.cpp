@@ -112,13 +112,7 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
             if (!need_credit) {
                 // The pool's spares go back to the slab: a freed pool holds no memory, and
                 // its slot starts empty when a new pool gets it.
-                kvreg_pool::PerShard &ps = p->shard[sn];
-                while (ps.spare != kvreg::kNil) {
-                    const uint32_t idx = ps.spare - 1;
-                    ps.spare = s.slab.at(idx).next;
-                    s.slab.release(idx);
-                }
-                ps.n_spare = 0;
+                for (uint32_t idx; (idx = pop_spare(s, p->shard[sn])) != kNotFound;) s.slab.release(idx);
                 break;
             }
             lk.unlock();
@@ -345,13 +339,17 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
     count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
-uint32_t kvreg_registry::take_record(Shard &s, uint32_t sn, kvreg_pool *p) {
-    kvreg_pool::PerShard &ps = p->shard[sn];
-    if (ps.spare == kvreg::kNil) return s.slab.allocate();
+uint32_t kvreg_registry::pop_spare(Shard &s, kvreg_pool::PerShard &ps) noexcept {
+    if (ps.spare == kvreg::kNil) return kNotFound;
     const uint32_t idx = ps.spare - 1;
     ps.spare = s.slab.at(idx).next;
     ps.n_spare--;
     return idx;
+}
+
+uint32_t kvreg_registry::take_record(Shard &s, uint32_t sn, kvreg_pool *p) {
+    const uint32_t idx = pop_spare(s, p->shard[sn]);
+    return idx != kNotFound ? idx : s.slab.allocate();
 }
 
 void kvreg_registry::free_record(Shard &s, uint32_t sn, kvreg_pool *p, uint32_t idx) noexcept {

@@ -165,6 +165,8 @@ private:
     // A blank record for pool p in shard sn (one of its spares, else the slab's), or
     // RecordSlab::kFull. Throws std::bad_alloc (nothing changed). Caller holds the shard lock.
     uint32_t take_record(kvreg::Shard &s, uint32_t sn, kvreg_pool *p);
+    // One of a pool's spare records in shard s, taken off its list, or UINT32_MAX if none.
+    static uint32_t pop_spare(kvreg::Shard &s, kvreg_pool::PerShard &ps) noexcept;
     // Free record idx (out of every list): kept as one of p's spares, else to the slab.
     void free_record(kvreg::Shard &s, uint32_t sn, kvreg_pool *p, uint32_t idx) noexcept;
     // Drop record idx (refcount already 0) from its chain and its pool's list; a Remove when it

@@ -64,7 +64,7 @@ void Workers::release(uint64_t id, uint32_t dp, uint32_t slot) {
 
 uint64_t Workers::bytes() const noexcept {
     const uint64_t chunks = (used_.load(std::memory_order_relaxed) + kChunk - 1) / kChunk;
-    return kMaxChunks * sizeof(std::atomic<Worker *>) + chunks * sizeof(Chunk) +
+    return kMaxChunks * sizeof(std::atomic<Chunk *>) + chunks * sizeof(Chunk) +
            count() * (sizeof(Key) + sizeof(uint32_t) + 2 * sizeof(void *));
 }
 

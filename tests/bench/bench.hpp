@@ -63,6 +63,10 @@ struct Opts {
 };
 
 // ------------------------------------------------------------------ util.cpp
+// Nearest-rank percentile (p in 0 .. 100) of sorted values; 0 when there are none.
+double pct(const std::vector<double> &sorted, double p);
+// The nearest-rank median (the lower of the two middle values).
+double median(std::vector<double> v);
 // splitmix64 (Steele, Lea, Flood 2014); a token is the HIGH 32 bits of one output, as in the peer.
 struct SplitMix64 {
     uint64_t state;

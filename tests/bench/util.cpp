@@ -1,6 +1,7 @@
 // kvreg-bench helpers: /proc readers, the JSON line writer, status checks.
 #include "bench.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,18 @@
 #include <cstring>
 
 namespace bench {
+
+double pct(const std::vector<double> &sorted, double p) {
+    if (sorted.empty()) return 0.0;
+    size_t r = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+    r = std::clamp<size_t>(r, 1, sorted.size());
+    return sorted[r - 1];
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return pct(v, 50.0);
+}
 
 static uint64_t status_field_kb(const char *name) {
     FILE *f = std::fopen("/proc/self/status", "r");

@@ -213,7 +213,7 @@ uint64_t check_answers(const K1Corpus &c, size_t workers, size_t dup, uint64_t &
     return mismatches;
 }
 
-double pct(std::vector<double> &v, double p) {
+double quantile(std::vector<double> &v, double p) { // p in 0 .. 1; sorts v
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -334,11 +334,11 @@ std::string wl_index_k1(const Opts &o, bool &ok) {
             .f("achieved_logical_ops_per_s", static_cast<double>(logical) / r.elapsed)
             .f("offered_block_ops_per_s", static_cast<double>(blocks) / w)
             .f("achieved_block_ops_per_s", static_cast<double>(blocks) / r.elapsed)
-            .f("query_service_p50_us", pct(r.service, 0.50) * 1e6)
-            .f("query_service_p99_us", pct(r.service, 0.99) * 1e6)
-            .f("query_service_p999_us", pct(r.service, 0.999) * 1e6)
-            .f("query_scheduled_to_completion_p99_us", pct(r.q_late, 0.99) * 1e6)
-            .f("event_scheduled_to_applied_p99_us", pct(r.e_late, 0.99) * 1e6)
+            .f("query_service_p50_us", quantile(r.service, 0.50) * 1e6)
+            .f("query_service_p99_us", quantile(r.service, 0.99) * 1e6)
+            .f("query_service_p999_us", quantile(r.service, 0.999) * 1e6)
+            .f("query_scheduled_to_completion_p99_us", quantile(r.q_late, 0.99) * 1e6)
+            .f("event_scheduled_to_applied_p99_us", quantile(r.e_late, 0.99) * 1e6)
             .f("mean_answer_workers", mean_answer)
             .u("answers_checked", checked)
             .u("mismatches", mismatches)

@@ -147,11 +147,6 @@ double run_variant(Share share, size_t threads, uint64_t ops, uint64_t iters) {
     return secs > 0 ? static_cast<double>(ops * threads) / secs : 0.0;
 }
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[(v.size() - 1) / 2];
-}
-
 } // namespace
 
 std::string wl_scaling_limit(const Opts &o, bool &ok) {
@@ -182,8 +177,8 @@ std::string wl_scaling_limit(const Opts &o, bool &ok) {
             one.push_back(s1);
         }
         const std::string k = v.name;
-        j.f((k + "_ops_per_s_1thread").c_str(), median_of(one)).f((k + "_ratio").c_str(), median_of(ratios));
-        ok &= median_of(one) > 0;
+        j.f((k + "_ops_per_s_1thread").c_str(), median(one)).f((k + "_ratio").c_str(), median(ratios));
+        ok &= median(one) > 0;
     }
     j.f("kvreg_disjoint_ops_per_s_1thread", kv.ops_per_s_1)
         .f("kvreg_disjoint_ops_per_s_2threads", kv.ops_per_s_t)

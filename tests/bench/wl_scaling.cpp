@@ -36,19 +36,6 @@ int64_t now_ns() {
         .count();
 }
 
-// Nearest-rank percentile of sorted values.
-double pct(const std::vector<double> &sorted, double p) {
-    if (sorted.empty()) return 0.0;
-    size_t r = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-    r = std::clamp<size_t>(r, 1, sorted.size());
-    return sorted[r - 1];
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return pct(v, 50.0);
-}
-
 // ------------------------------------------------------------------------------- disjoint
 
 // POLL mode: the consumer thread's view, with the checks the inline callback makes.
