@@ -32,6 +32,7 @@ struct Opts {
     size_t batch = 8;
     size_t groups = 8;
     size_t reps = 5;
+    uint32_t shards = 0; // --shards: KVREG_OPT_SHARDS (0: the library's default)
     uint64_t seed = UINT64_C(0x5EED000000000001);
     uint64_t salt = 1337;
     size_t rt_threads = 1;  // accepted for flag compatibility; kvreg has no runtime threads
@@ -61,6 +62,11 @@ struct Opts {
     size_t seqs_or(size_t d) const { return seqs < 0 ? d : static_cast<size_t>(seqs); }
     size_t len_or(size_t d) const { return len < 0 ? d : static_cast<size_t>(len); }
 };
+
+// ------------------------------------------------------------------ transfer.cpp
+// One-way cache-line transfer between the first two CPUs this process may use, in ns: the
+// median of `reps` runs of `round_trips` ping-pongs. 0 with fewer than two CPUs.
+double core_transfer_ns(uint32_t round_trips = 20000, uint32_t reps = 5);
 
 // ------------------------------------------------------------------ util.cpp
 // Nearest-rank percentile (p in 0 .. 100) of sorted values; 0 when there are none.
@@ -250,6 +256,7 @@ std::string wl_disjoint(const Opts &o, bool &ok);
 struct DisjointResult {
     double ops_per_s_t = 0, ops_per_s_1 = 0;
     uint64_t checksum = 0; // of the input, as disjoint's hash_checksum
+    double transfer_ns = 0; // core_transfer_ns() just before the runs
 };
 DisjointResult disjoint_measure(const Opts &o, bool &ok);
 // wl_limit.cpp: the machine's two-thread ceiling by what the threads share (kvreg-only).

@@ -93,6 +93,7 @@ Harness::Harness(const Opts &o, bool keep_tokens) : opts_(o), counter_(new Count
     check_rc(kvreg_config_new(&cfg), "kvreg_config_new");
     check_rc(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_INLINE), "config DELIVERY");
     check_rc(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, keep_tokens ? 1 : 0), "config KEEP_TOKENS");
+    if (o.shards) check_rc(kvreg_config_set(cfg, KVREG_OPT_SHARDS, o.shards), "config SHARDS");
     check_rc(kvreg_config_set_event_fn(cfg, on_events, counter_, on_destroy), "config event fn");
     check_rc(kvreg_registry_new(&reg_, cfg), "kvreg_registry_new");
     kvreg_config_free(cfg);

@@ -71,6 +71,7 @@ const char kUsage[] =
     "                    Dynamo's answer; default) or matches (kvreg_index_query_hashes, ranked)\n"
     "  --cores N         index_k1 CPUs for its two threads (2)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
+    "  --shards N        the registry's lock shards, KVREG_OPT_SHARDS (library default: 64)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
     "  --salt X          hash salt / xxh3 seed  (1337)\n"
@@ -127,6 +128,7 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--groups") o.groups = num();
         else if (name == "--blocks" || name == "-N") o.blocks = num();
         else if (name == "--reps") o.reps = num();
+        else if (name == "--shards") o.shards = static_cast<uint32_t>(num());
         else if (name == "--seed") o.seed = parse_u64(val()), o.seed_given = true;
         else if (name == "--salt") o.salt = parse_u64(val());
         else if (name == "--rt-threads") o.rt_threads = num();

@@ -131,6 +131,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
         check_rc(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY,
                                   std::clamp<uint64_t>(events, 1, UINT64_C(1) << 32)),
                  "config POLL_CAPACITY");
+        if (o.shards) check_rc(kvreg_config_set(cfg, KVREG_OPT_SHARDS, o.shards), "config SHARDS");
         check_rc(kvreg_registry_new(&reg, cfg), "kvreg_registry_new");
         kvreg_config_free(cfg);
         std::vector<kvreg_pool *> pools(t_count);
@@ -172,10 +173,12 @@ struct DisjointRuns {
     SeqSet set;
     size_t threads = 1, u = 0, l = 0, k = 1, rounds = 1;
     DRun r, one;
+    double transfer_ns = 0;
 };
 
 DisjointRuns disjoint_runs(const Opts &o, bool poll, bool &ok) {
     DisjointRuns d;
+    d.transfer_ns = core_transfer_ns(); // the minute's cost of one shared line (transfer.cpp)
     d.threads = o.threads ? o.threads : 1;
     d.u = o.seqs_or(2048); // sequences per thread
     d.l = o.len_or(512);
@@ -207,7 +210,7 @@ DisjointRuns disjoint_runs(const Opts &o, bool poll, bool &ok) {
 
 DisjointResult disjoint_measure(const Opts &o, bool &ok) {
     const DisjointRuns d = disjoint_runs(o, o.delivery == "poll", ok);
-    return DisjointResult{d.r.ops_per_s(), d.one.ops_per_s(), d.set.checksum};
+    return DisjointResult{d.r.ops_per_s(), d.one.ops_per_s(), d.set.checksum, d.transfer_ns};
 }
 
 std::string wl_disjoint(const Opts &o, bool &ok) {
@@ -250,6 +253,7 @@ std::string wl_disjoint(const Opts &o, bool &ok) {
     }
     j.f("ops_per_s_1thread", one.ops_per_s())
         .f("scaling_ratio", one.ops_per_s() > 0 ? r.ops_per_s() / one.ops_per_s() : 0.0)
+        .f("core_transfer_ns", d.transfer_ns)
         // = register_release's checksum at --seqs T*U: the T*U sequences' hashes, each once.
         .hex("hash_checksum", set.checksum)
         .b("verified", ok)

@@ -60,6 +60,7 @@ std::string wl_threads(const Opts &o, bool &ok) {
 
     // The T-thread run goes first, on a cold heap like the peer's single run; the 1-thread run
     // after it reuses warm memory, so scaling_ratio errs on the low side.
+    const double transfer_ns = core_transfer_ns(); // the minute's cost of one shared line
     const Run r = run(o, set, t_count, rounds, k);
     Run one;
     if (o.threads_scaling) one = run(o, set, 1, rounds, k);
@@ -95,7 +96,8 @@ std::string wl_threads(const Opts &o, bool &ok) {
         // together; more when other threads' events interleave with them.
         .f("callbacks_per_call", static_cast<double>(r.c.callbacks) / static_cast<double>(r.total.calls ? r.total.calls : 1))
         .f("work_s", r.work_s)
-        .f("drain_s", r.drain_s);
+        .f("drain_s", r.drain_s)
+        .f("core_transfer_ns", transfer_ns);
     if (o.threads_scaling) {
         // ops/s of T threads over 1 thread, same workload per thread (target >= 1.6 for T = 2).
         j.f("ops_per_s_1thread", one.ops_per_s()).f("scaling_ratio", r.ops_per_s() / one.ops_per_s());
