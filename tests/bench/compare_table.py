@@ -217,6 +217,15 @@ def main():
         krows.append(("scaling_limit", "kvreg `disjoint` INLINE in the same run: 2 threads / 1 thread",
                       fmt(med(sl, lambda r: r["kvreg_disjoint_ratio"]))))
 
+    # The cost of one shared line in these runs (transfer.cpp): the 2-thread ratios above
+    # move with it from one run to the next.
+    tx = [r["core_transfer_ns"] for w in ("threads", "disjoint", "scaling_limit") for r in O(w, [])
+          if r.get("core_transfer_ns")]
+    if tx:
+        krows.append(("core_transfer_ns", "one cache-line transfer between the two CPUs, measured before each "
+                      f"threads / disjoint / scaling_limit run: median (fastest - slowest of {len(tx)})",
+                      f"{fmt(statistics.median(tx))} ns ({fmt(min(tx))} - {fmt(max(tx))})"))
+
     # ------------------------------------------------------------------ print
     cpu = ""
     try:
