@@ -2,10 +2,10 @@
 //
 // Two threads, pinned to the first two CPUs this process may use, pass a counter back and
 // forth through one atomic: each store has to reach the other CPU before it can answer, so a
-// round trip is two transfers. On this project's 2-vCPU VM the value changed from 53 to 292 ns
-// between runs two seconds apart (the hypervisor places the two vCPUs on sibling hyperthreads,
-// on two cores, or elsewhere), and every line kvreg's threads share costs one such transfer: a
-// 2-thread ratio means little without the transfer cost of its minute. The disjoint, threads and
+// round trip is two transfers. On this project's 2-vCPU VM it measured about 25, 80-130 or
+// 180-210 ns from one kvreg-bench run to the next, seconds apart (the hypervisor's placement of
+// the two vCPUs), and every line kvreg's threads share costs one such transfer: a 2-thread
+// ratio means little without the transfer cost of its minute (docs/scaling.md). The disjoint, threads and
 // scaling_limit workloads report it beside their ratios.
 #include "bench.hpp"
 
