@@ -464,7 +464,10 @@ typedef struct kvreg_block_desc {
  * over a billion in all); past that, KVREG_EOVERFLOW.
  * Checks in this order: arguments (KVREG_EINVAL), completeness (KVREG_ESTATE), pool retired
  * (KVREG_ESTALE), already live in this pool (KVREG_EEXIST: nothing changes; use kvreg_acquire).
- * The first registration of a hash in any pool emits a Register event; others emit nothing. */
+ * The first registration of a hash in any pool emits a Register event; others emit nothing.
+ * A hash keeps the block and parent hashes of that first registration (its Register carries
+ * them, and so do its Remove and kvreg_block_get_info in every pool); a later registration
+ * naming other ones in another pool does not change them. */
 KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
                              kvreg_block *out) KVREG_NOEXCEPT;
 
@@ -526,7 +529,9 @@ KVREG_API int kvreg_pool_contains(const kvreg_pool *pool, uint64_t sequence_hash
 KVREG_API int kvreg_pool_match(const kvreg_pool *pool, const uint64_t *hashes, size_t n,
                                size_t *n_matched) KVREG_NOEXCEPT;
 
-/* Hashes of a live handle (position is KVREG_POSITION_UNKNOWN). KVREG_ESTALE if not live. */
+/* Hashes of a live handle (position is KVREG_POSITION_UNKNOWN): its sequence hash, and the
+ * block and parent hashes its hash was first registered with (kvreg_register). KVREG_ESTALE if
+ * not live. */
 KVREG_API int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block,
                                    kvreg_block_info *out) KVREG_NOEXCEPT;
 

@@ -1,7 +1,15 @@
 // One pool's membership of one hash: 48 bytes, stored in a shard's slab. Records never move
 // (handles index them). Each record is on two lists: the hash's chain of memberships (one per
-// pool holding it; the index points at the first) and its pool's list in this shard (so
-// kvreg_pool_free visits that pool's records only).
+// pool holding it; the index points at the first, the head) and its pool's list in this shard
+// (so kvreg_pool_free visits that pool's records only).
+//
+// The chain is doubly linked and new memberships go right after the head, so joining or
+// leaving a chain writes only the records next to yours: with many pools holding a hash (one
+// pool per engine thread sharing a prompt prefix), walking the chain meant reading every other
+// pool's record, each a line another core wrote last. The head keeps what belongs to the hash
+// rather than to one pool: its block and parent hashes (those of its first registration, which
+// its Register event carried) and `members`, a small filter of which pools may be in the
+// chain, so that a registration by a pool not in it needs no walk to rule out KVREG_EEXIST.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +20,11 @@ inline constexpr uint32_t kNil = 0; // "no record" in links (links are index + 1
 
 struct Record {
     uint64_t seq;       // sequence hash (the key)
-    uint64_t block;     // block hash
-    uint64_t parent;    // parent sequence hash, valid when flags & kHasParent
+    uint64_t block;     // block hash (the hash's, kept in the head: see above)
+    union {
+        uint64_t parent;     // head: parent sequence hash, valid when flags & kHasParent
+        uint32_t chain_prev; // not the head: the previous membership of the hash (index + 1)
+    };
     uint32_t refcount;  // references the pool holds; 0 means the record is free
     uint32_t next;      // next membership of the same hash, or the free-list link
     uint32_t pool_prev; // the pool's previous / next record in this shard
@@ -21,10 +32,15 @@ struct Record {
     uint32_t gen;       // bumped on every free; handles carry it (see kGenLimit)
     uint16_t pool;      // pool id 1..65535 (0 when free)
     uint8_t flags;
-    uint8_t unused;
+    uint8_t members;    // head: member_bit() of every pool in the chain, and maybe of others
 
     static constexpr uint8_t kHasParent = 1;
     static constexpr uint8_t kHead = 2; // the index points at this record (first of its chain)
+
+    // A pool's bit in a head's `members`. Stale bits (a pool that left) only cost a walk, which
+    // rebuilds the filter; eight bits tell apart the pools of an engine's tiers (pool ids are
+    // given out from 1 up) and of one engine's worker threads up to eight.
+    static constexpr uint8_t member_bit(uint16_t pool) noexcept { return static_cast<uint8_t>(1u << (pool & 7)); }
 
     // Handles have 27 bits for the generation. A slot whose generation reaches the limit is
     // retired (never handed out again), so no handle can ever name a later block in that slot.

@@ -164,13 +164,25 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
     return r;
 }
 
-uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept {
-    for (uint32_t i = s.index.find(seq, mixed, s.slab); i != kNotFound;) {
+uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
+    Record &h = s.slab.at(head);
+    if (!(h.members & Record::member_bit(pool))) return kNotFound;
+    // Maybe a member: walk, and rebuild the filter on the way (a stale bit costs one walk).
+    uint8_t seen = 0;
+    uint32_t found = kNotFound;
+    for (uint32_t i = head; i != kNotFound;) {
         const Record &r = s.slab.at(i);
-        if (r.pool == pool) return i;
+        if (r.pool == pool) found = i;
+        seen |= Record::member_bit(r.pool);
         i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
     }
-    return kNotFound;
+    if (h.members != seen) h.members = seen; // written only when it changes: the line is shared
+    return found;
+}
+
+uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept {
+    const uint32_t head = s.index.find(seq, mixed, s.slab);
+    return head == kNotFound ? kNotFound : chain_find(s, head, pool);
 }
 
 // --------------------------------------------------------------------------- registration
@@ -191,14 +203,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
         uint32_t free_pos = kNotFound;
         const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
-        uint32_t last = kNotFound;
-        for (uint32_t i = head; i != kNotFound;) {
-            const Record &r = s.slab.at(i);
-            if (r.pool == p->id) return KVREG_EEXIST;
-            last = i;
-            i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
-        }
         const bool first_anywhere = head == kNotFound;
+        if (!first_anywhere && is_member(s, head, p->id)) return KVREG_EEXIST;
         if (first_anywhere && !batch.reserve_tokens(static_cast<uint32_t>(d.n_tokens))) return KVREG_ENOMEM;
         if (first_anywhere && !batch.take_credit()) {
             // A Register must go out and the ring is full: wait with no lock held, then redo
@@ -226,11 +232,10 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         Record &r = s.slab.at(idx);
         r.seq = d.sequence_hash;
         r.block = d.block_hash;
-        r.parent = d.has_parent ? d.parent_sequence_hash : 0;
-        r.flags = d.has_parent ? Record::kHasParent : 0;
         r.refcount = 1;
         r.next = kvreg::kNil;
         r.pool = p->id;
+        r.members = 0;
         // Onto the front of the pool's list in this shard.
         r.pool_prev = kvreg::kNil;
         r.pool_next = p->shard[sn].first;
@@ -240,15 +245,25 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         *out = encode(p, sn, idx, r.gen);
 
         if (first_anywhere) {
+            r.parent = d.has_parent ? d.parent_sequence_hash : 0;
+            r.flags = Record::kHead | (d.has_parent ? Record::kHasParent : 0);
+            r.members = Record::member_bit(p->id);
             batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block, r.parent, d.has_parent != 0,
                          d.tokens, nt);
-            r.flags |= Record::kHead;
             if (free_pos != kNotFound)
                 s.index.insert_at(free_pos, m, idx);
             else
                 s.index.insert(m, idx); // the table was (re)built since the lookup
         } else {
-            s.slab.at(last).next = idx + 1; // another pool holds it: shared, no event
+            // Another pool holds it: shared, no event. In right after the head (record.hpp).
+            Record &h = s.slab.at(head);
+            r.flags = 0;
+            r.block = h.block; // the hash's, as its Register said
+            r.chain_prev = head + 1;
+            r.next = h.next;
+            if (h.next != kvreg::kNil) s.slab.at(h.next - 1).chain_prev = idx + 1;
+            h.next = idx + 1;
+            h.members |= Record::member_bit(p->id);
         }
         std::atomic<uint32_t> &count = p->shard[sn].count;
         count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -304,7 +319,8 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
     else
         p->shard[sn].first = r.pool_next;
     if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = r.pool_prev;
-    // Off the hash's chain.
+    // Off the hash's chain: a member other than the head is unlinked between its neighbours;
+    // the head hands the hash's fields to the next member, or the hash goes (a Remove).
     if (r.flags & Record::kHead) {
         uint32_t pos = 0;
         s.index.find(r.seq, kvreg::mix(r.seq), s.slab, &pos); // the head is in the index
@@ -325,14 +341,17 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             // Another pool still holds it: the next membership becomes the head and inherits
             // the stored tokens.
             const uint32_t nh = r.next - 1;
-            s.slab.at(nh).flags |= Record::kHead;
+            Record &n = s.slab.at(nh);
+            n.flags |= r.flags & (Record::kHead | Record::kHasParent);
+            n.block = r.block;
+            n.parent = r.parent; // was its chain_prev (this record): a head has none
+            n.members = r.members;
             if (keep_tokens_) s.slab.set_token_ref(nh, tref);
             s.index.replace_at(pos, nh);
         }
     } else {
-        uint32_t prev = s.index.find(r.seq, kvreg::mix(r.seq), s.slab);
-        while (s.slab.at(prev).next != idx + 1) prev = s.slab.at(prev).next - 1;
-        s.slab.at(prev).next = r.next;
+        s.slab.at(r.chain_prev - 1).next = r.next;
+        if (r.next != kvreg::kNil) s.slab.at(r.next - 1).chain_prev = r.chain_prev;
     }
     free_record(s, sn, p, idx);
     std::atomic<uint32_t> &count = p->shard[sn].count;
@@ -392,11 +411,13 @@ int kvreg_registry::with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept
 }
 
 int kvreg_registry::block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept {
-    return with_live(p, b, [out](Shard &, const Record &r) {
-        out->block_hash = r.block;
+    return with_live(p, b, [out](Shard &s, const Record &r) {
+        // The hash's parent is kept in its head (record.hpp).
+        const Record &h = (r.flags & Record::kHead) ? r : s.slab.at(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
+        out->block_hash = h.block;
         out->sequence_hash = r.seq;
-        out->has_parent = (r.flags & Record::kHasParent) ? 1 : 0;
-        out->parent_sequence_hash = out->has_parent ? r.parent : 0;
+        out->has_parent = (h.flags & Record::kHasParent) ? 1 : 0;
+        out->parent_sequence_hash = out->has_parent ? h.parent : 0;
         out->position = KVREG_POSITION_UNKNOWN;
         return KVREG_OK;
     });

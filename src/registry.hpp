@@ -141,6 +141,10 @@ private:
     kvreg::Record *live_record(const kvreg_pool *p, kvreg::Shard &s, const Decoded &d) noexcept;
     template <typename F> int with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept;
     uint32_t find_member(kvreg::Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept;
+    // pool's record in the chain headed by record head, or kNotFound (a walk only when the
+    // head's member filter says pool may be in it). Caller holds the shard lock.
+    uint32_t chain_find(kvreg::Shard &s, uint32_t head, uint16_t pool) noexcept;
+    bool is_member(kvreg::Shard &s, uint32_t head, uint16_t pool) noexcept { return chain_find(s, head, pool) != UINT32_MAX; }
     // Take / drop every shard lock, in index order (the one order anyone takes two in).
     void lock_all() noexcept;
     void unlock_all() noexcept;

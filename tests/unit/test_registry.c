@@ -115,6 +115,81 @@ static void test_two_pools_share_one_registration(void **state) {
     assert_int_equal(kvt_registry_has(f->reg, seqhash(f, 0)), 0);
 }
 
+/* Twelve pools hold one hash (ids 1..12: pools 1 and 9, 2 and 10, ... share a bit of the
+ * chain's member filter, record.hpp). Every pool's second registration is EEXIST and a
+ * filter-mate's is not; members leave from the middle, the head and the end of the chain;
+ * every remaining pool still finds its block (acquire, get_info, release), the hash keeps the
+ * block and parent of its first registration in every pool's get_info and in the Remove, and
+ * only the last release emits it. */
+static void test_chain_of_many_pools(void **state) {
+    (void)state;
+    enum { NP = 12 };
+    recorder *rec = calloc(1, sizeof *rec);
+    kvreg_registry *reg = recorder_registry(rec, 0);
+    kvreg_pool *p[NP];
+    kvreg_block h[NP];
+    const uint64_t S = 0x1234567890ABCDEFull, B = 0xB10C, PARENT = 0xFA7E4;
+    for (int i = 0; i < NP; i++) {
+        assert_int_equal(kvreg_pool_new(&p[i], reg, "P"), KVREG_OK);
+        assert_int_equal(kvreg_pool_id(p[i]), (uint16_t)(i + 1));
+    }
+    /* pools join in the order 0, 8 (0's filter-mate), 1, 9, 2, ...: a mate's bit is set first */
+    const int join[NP] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 5, 6, 7};
+    for (int k = 0; k < NP; k++) {
+        const int i = join[k];
+        /* later pools give other block and parent hashes: the hash keeps its first ones */
+        kvreg_block_desc d = hash_desc(S, k ? B + 1 : B, 1, k ? PARENT + 1 : PARENT);
+        kvreg_block again = 0;
+        assert_int_equal(kvreg_register(p[i], &d, &h[i]), KVREG_OK);
+        assert_int_equal(kvreg_register(p[i], &d, &again), KVREG_EEXIST);
+        assert_int_equal(kvt_pool_has(p[i], S), 1);
+    }
+    assert_int_equal(rec->n, 1);
+    assert_int_equal(rec->events[0].pool_id, 1);
+    /* Leave in an order that takes the head (pool 0, the first to register), members in the
+     * middle and at the end, and filter-mates of pools still in. */
+    const int leave[NP] = {5, 0, 9, 7, 8, 2, 11, 1, 4, 10, 6, 3};
+    for (int k = 0; k < NP; k++) {
+        for (int j = k; j < NP; j++) { /* every remaining pool */
+            const int i = leave[j];
+            kvreg_block_info info;
+            kvreg_block got = 0;
+            assert_int_equal(kvreg_block_get_info(p[i], h[i], &info), KVREG_OK);
+            assert_true(info.sequence_hash == S && info.block_hash == B);
+            assert_true(info.has_parent == 1 && info.parent_sequence_hash == PARENT);
+            assert_int_equal(kvreg_acquire(p[i], S, &got), KVREG_OK);
+            assert_true(got == h[i]);
+            assert_int_equal(kvreg_release(p[i], got), KVREG_OK);
+            kvreg_block_desc d = hash_desc(S, B, 1, PARENT);
+            assert_int_equal(kvreg_register(p[i], &d, &got), KVREG_EEXIST);
+        }
+        const int i = leave[k];
+        assert_int_equal(kvreg_release(p[i], h[i]), KVREG_OK);
+        assert_int_equal(kvt_pool_has(p[i], S), 0);
+        assert_int_equal(kvreg_acquire(p[i], S, &h[i]), KVREG_ENOENT);
+        assert_int_equal(kvt_registry_has(reg, S), k + 1 < NP);
+        assert_int_equal(rec->n, k + 1 < NP ? 1 : 2);
+    }
+    assert_int_equal(rec->events[1].kind, KVREG_EVENT_REMOVE);
+    assert_int_equal(rec->events[1].pool_id, 4);
+    assert_true(rec->events[1].block_hash == B && rec->events[1].parent_sequence_hash == PARENT);
+    /* A pool whose stale filter bit is still set (pool 1 left; pool 9 shares its bit) joins a
+     * fresh chain, and the one that left comes back. */
+    kvreg_block_desc d = hash_desc(S, B, 0, 0);
+    assert_int_equal(kvreg_register(p[8], &d, &h[8]), KVREG_OK);
+    assert_int_equal(kvreg_register(p[0], &d, &h[0]), KVREG_OK);
+    assert_int_equal(kvreg_release(p[8], h[8]), KVREG_OK);
+    assert_int_equal(kvreg_register(p[8], &d, &h[8]), KVREG_OK);
+    assert_int_equal(kvreg_register(p[0], &d, &h[1]), KVREG_EEXIST);
+    assert_int_equal(kvreg_register(p[8], &d, &h[1]), KVREG_EEXIST);
+    assert_int_equal(kvreg_release(p[0], h[0]), KVREG_OK);
+    assert_int_equal(kvreg_release(p[8], h[8]), KVREG_OK);
+    assert_int_equal(rec->n, 4);
+    assert_int_equal(kvt_registry_has(reg, S), 0);
+    kvreg_registry_free(reg);
+    free(rec);
+}
+
 static void test_release_then_reregister(void **state) {
     fixture *f = *state;
     kvreg_block h = 0;
@@ -439,6 +514,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_partial_block_is_estate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eexist_leaves_state_unchanged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_pools_share_one_registration, setup, teardown),
+        cmocka_unit_test(test_chain_of_many_pools),
         cmocka_unit_test_setup_teardown(test_release_then_reregister, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_double_and_foreign_handles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acquire_refcounts, setup, teardown),
