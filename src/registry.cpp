@@ -167,17 +167,18 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
 uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
     Record &h = s.slab.at(head);
     if (!(h.members & Record::member_bit(pool))) return kNotFound;
-    // Maybe a member: walk, and rebuild the filter on the way (a stale bit costs one walk).
+    // Maybe a member: walk until found. A walk that finds nothing saw the whole chain, so it
+    // rebuilds the filter: a stale bit costs one walk. (A found member ends the walk: every
+    // record read is a likely cache miss, and the filter is right about this pool anyway.)
     uint8_t seen = 0;
-    uint32_t found = kNotFound;
     for (uint32_t i = head; i != kNotFound;) {
         const Record &r = s.slab.at(i);
-        if (r.pool == pool) found = i;
+        if (r.pool == pool) return i;
         seen |= Record::member_bit(r.pool);
         i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
     }
-    if (h.members != seen) h.members = seen; // written only when it changes: the line is shared
-    return found;
+    h.members = seen; // the bit that sent us here was stale: it changes
+    return kNotFound;
 }
 
 uint32_t kvreg_registry::find_member(Shard &s, uint64_t seq, uint64_t mixed, uint16_t pool) noexcept {

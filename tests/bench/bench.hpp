@@ -43,6 +43,7 @@ struct Opts {
     std::string delivery = "inline";
     size_t calls = 1000;
     size_t big_pool = 2000000;
+    size_t pools = 16; // kvreg-only `many_pools` (wl_pools.cpp): pools holding every hash
     // kvreg-only `scaling_limit` (wl_limit.cpp): per-operation private work (0: kvreg's own
     // one-thread disjoint ns/op, measured in the same run) and operations per thread.
     double work_ns = 0;
@@ -262,6 +263,8 @@ DisjointResult disjoint_measure(const Opts &o, bool &ok);
 // wl_limit.cpp: the machine's two-thread ceiling by what the threads share (kvreg-only).
 std::string wl_scaling_limit(const Opts &o, bool &ok);
 std::string wl_hol(const Opts &o, bool &ok);
+// wl_pools.cpp: one thread, every hash held by --pools pools (kvreg-only).
+std::string wl_many_pools(const Opts &o, bool &ok);
 std::string wl_pool_free(const Opts &o, bool &ok);
 std::string wl_append(const Opts &o, bool &ok);
 // wl_wire.cpp (built with the library's `wire` feature): vLLM encode/decode vs msgpack-c alone.

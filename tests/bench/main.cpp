@@ -40,6 +40,8 @@ const char kUsage[] =
     "  hol               a callback sleeps 50 ms on thread A; thread B's --calls calls that emit\n"
     "                    no event are timed one by one (p50/p99/max)\n"
     "  pool_free         kvreg_pool_free of a 1-block pool alone, then beside a --big-pool block pool\n"
+    "  many_pools        one thread, --pools pools each registering the same --seqs sequences (2000),\n"
+    "                    every block once more (EEXIST), then releasing; also with 2 pools: pools_ratio\n"
     "  scaling_limit     the machine's 2-thread ceiling by what threads share (a counter per op,\n"
     "                    64 locks, both), for ops costing what kvreg's do; beside disjoint's ratio\n"
     "  index             the router-side index on a Mooncake --trace split over --workers (8):\n"
@@ -61,6 +63,7 @@ const char kUsage[] =
     "  --delivery M      inline | poll          (inline; disjoint)\n"
     "  --calls N         timed no-event calls   (1000; hol)\n"
     "  --big-pool N      blocks in the big pool (2000000; pool_free)\n"
+    "  --pools P         pools holding every hash (16; many_pools)\n"
     "  --work-ns W       private ns per op      (0: kvreg's own, measured; scaling_limit)\n"
     "  --limit-ops N     ops per thread         (4000000; scaling_limit; --reps runs each)\n"
     "  --trace FILE      Mooncake JSONL trace, plain or gzip (data/traces/conversation_trace.jsonl.gz; index)\n"
@@ -141,6 +144,7 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--work-ns") o.work_ns = std::stod(val());
         else if (name == "--limit-ops") o.limit_ops = num();
         else if (name == "--big-pool") o.big_pool = num();
+        else if (name == "--pools") o.pools = num();
         else if (name == "--trace") o.trace = val();
         else if (name == "--workers") o.index_workers = num();
         else if (name == "--windows") o.windows = val();
@@ -182,6 +186,7 @@ int run_one(const Opts &o) {
     else if (w == "disjoint") line = bench::wl_disjoint(o, ok);
     else if (w == "hol") line = bench::wl_hol(o, ok);
     else if (w == "pool_free") line = bench::wl_pool_free(o, ok);
+    else if (w == "many_pools") line = bench::wl_many_pools(o, ok);
     else if (w == "scaling_limit") line = bench::wl_scaling_limit(o, ok);
     else if (w == "append") line = bench::wl_append(o, ok);
 #ifdef KVREG_BENCH_WIRE
