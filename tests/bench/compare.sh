@@ -2,7 +2,7 @@
 # Side-by-side benchmark: the seed design's peer (../shared/peers/seed-rust) against kvreg-bench.
 # Builds both (release), runs every workload alternately N times with the same flags, checks the
 # checksums agree, and prints a Markdown table of medians and ratios (tests/bench/compare_table.py).
-# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free and
+# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free, many_pools and
 # scaling_limit are kvreg-only (the seed design has no counterpart) and run kvreg-bench alone.
 #
 #   tests/bench/compare.sh            # full sizes (the peer's defaults), 5 runs each
@@ -22,7 +22,7 @@ build=/tmp/kvreg-bench-release
 runs=""
 quick=0
 keep=""
-workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free scaling_limit"
+workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit"
 thread_counts="1 2 4 8"
 disjoint_threads=2
 
@@ -71,6 +71,7 @@ sizes() {
             disjoint) echo "--seqs 512 --rounds 4" ;;
             hol) echo "" ;;
             pool_free) echo "--big-pool 200000" ;;
+            many_pools) echo "--seqs 200" ;;
             scaling_limit) echo "--seqs 512 --rounds 4 --limit-ops 500000 --reps 1" ;;
             *) echo "--seqs 2000" ;;
         esac
@@ -120,7 +121,7 @@ for w in $workloads; do
                     run "$out/ours.jsonl" "$ours" --workload disjoint --delivery "$d" \
                         --threads "$disjoint_threads" "${sz[@]}"
                 done ;;
-            hol|pool_free|scaling_limit) # kvreg only
+            hol|pool_free|many_pools|scaling_limit) # kvreg only
                 run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
             *)
                 both "$r" "" --workload "$w" "${sz[@]}" ;;

@@ -5,7 +5,7 @@ usage: compare_table.py [--runs N] [--command CMD] PEER.jsonl OURS.jsonl [MORE_P
 
 Prints (1) the per-workload comparison, (2) `threads` at every thread count found, with each
 program's T-thread / 1-thread ratio, (3) kvreg's own scaling and latency probes (kvreg-only
-workloads: disjoint, hol, pool_free, which the seed design has no counterpart for).
+workloads: disjoint, hol, pool_free, many_pools, which the seed design has no counterpart for).
 Exits 1 (after printing what it can) if any run was not verified or if a workload's
 hash_checksum differs between the two programs or between runs.
 """
@@ -58,7 +58,7 @@ def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-KVREG_ONLY = ("disjoint", "hol", "pool_free", "scaling_limit")
+KVREG_ONLY = ("disjoint", "hol", "pool_free", "many_pools", "scaling_limit")
 
 
 def checksum_key(r):
@@ -207,6 +207,14 @@ def main():
         krows.append(("pool_free", f"kvreg_pool_free of the {n:,}-block pool itself",
                       fmt(med(pf, lambda r: r["big_pool_free_s"] * 1e3), " ms")))
 
+    if O("many_pools"):
+        mp = O("many_pools")
+        n = mp[0]["pools"]
+        per = lambda k: " / ".join(fmt(med(mp, lambda r, f=f: r[f])) for f in (k % "", k % "two_"))
+        krows.append(("many_pools", f"one thread, every hash in {n} pools / in 2: register, register again "
+                      "(EEXIST), release, ns per block",
+                      f"{per('%sregister_ns_per_block')}; {per('%sexists_ns_per_block')}; "
+                      f"{per('%srelease_ns_per_block')}"))
     if O("scaling_limit"):
         sl = O("scaling_limit")
         parts = " / ".join(fmt(med(sl, lambda r, k=k: r[k + "_ratio"]))
@@ -255,7 +263,7 @@ def main():
             print("| " + " | ".join(r) + " |")
     if krows:
         print()
-        print("kvreg only (the seed design has no counterpart; `kvreg-bench --workload disjoint|hol|pool_free|scaling_limit`):")
+        print("kvreg only (the seed design has no counterpart; `kvreg-bench --workload disjoint|hol|pool_free|many_pools|scaling_limit`):")
         print()
         print("| probe | metric | kvreg |")
         print("| --- | --- | ---: |")
