@@ -6,10 +6,12 @@
 // The chain is doubly linked and new memberships go right after the head, so joining or
 // leaving a chain writes only the records next to yours: with many pools holding a hash (one
 // pool per engine thread sharing a prompt prefix), walking the chain meant reading every other
-// pool's record, each a line another core wrote last. The head keeps what belongs to the hash
-// rather than to one pool: its block and parent hashes (those of its first registration, which
-// its Register event carried) and `members`, a small filter of which pools may be in the
-// chain, so that a registration by a pool not in it needs no walk to rule out KVREG_EEXIST.
+// pool's record, each a line another core wrote last. A hash's block and parent hashes are
+// those of its first registration (its Register event carried them): every member copies the
+// block hash when it joins, the head alone keeps the parent hash (the other members use that
+// space for their back link) and `members`, a small filter of which pools may be in the chain,
+// so that a registration by a pool not in it needs no walk to rule out KVREG_EEXIST. A head
+// that leaves hands both to the next member.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ inline constexpr uint32_t kNil = 0; // "no record" in links (links are index + 1
 
 struct Record {
     uint64_t seq;       // sequence hash (the key)
-    uint64_t block;     // block hash (the hash's, kept in the head: see above)
+    uint64_t block;     // block hash: the hash's (a member copies the head's when it joins)
     union {
         uint64_t parent;     // head: parent sequence hash, valid when flags & kHasParent
         uint32_t chain_prev; // not the head: the previous membership of the hash (index + 1)
@@ -33,6 +35,7 @@ struct Record {
     uint16_t pool;      // pool id 1..65535 (0 when free)
     uint8_t flags;
     uint8_t members;    // head: member_bit() of every pool in the chain, and maybe of others
+                        // (other records: stale, unused; a new head is given its old head's)
 
     static constexpr uint8_t kHasParent = 1;
     static constexpr uint8_t kHead = 2; // the index points at this record (first of its chain)

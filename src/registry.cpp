@@ -236,7 +236,6 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         r.refcount = 1;
         r.next = kvreg::kNil;
         r.pool = p->id;
-        r.members = 0;
         // Onto the front of the pool's list in this shard.
         r.pool_prev = kvreg::kNil;
         r.pool_next = p->shard[sn].first;
@@ -259,7 +258,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             // Another pool holds it: shared, no event. In right after the head (record.hpp).
             Record &h = s.slab.at(head);
             r.flags = 0;
-            r.block = h.block; // the hash's, as its Register said
+            r.block = h.block; // the hash's, as its Register said: every member keeps it
             r.chain_prev = head + 1;
             r.next = h.next;
             if (h.next != kvreg::kNil) s.slab.at(h.next - 1).chain_prev = idx + 1;
@@ -344,7 +343,6 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             const uint32_t nh = r.next - 1;
             Record &n = s.slab.at(nh);
             n.flags |= r.flags & (Record::kHead | Record::kHasParent);
-            n.block = r.block;
             n.parent = r.parent; // was its chain_prev (this record): a head has none
             n.members = r.members;
             if (keep_tokens_) s.slab.set_token_ref(nh, tref);
@@ -413,9 +411,9 @@ int kvreg_registry::with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept
 
 int kvreg_registry::block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept {
     return with_live(p, b, [out](Shard &s, const Record &r) {
-        // The hash's parent is kept in its head (record.hpp).
+        // The hash's parent is kept in its head only (record.hpp); every member has its block.
         const Record &h = (r.flags & Record::kHead) ? r : s.slab.at(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
-        out->block_hash = h.block;
+        out->block_hash = r.block;
         out->sequence_hash = r.seq;
         out->has_parent = (h.flags & Record::kHasParent) ? 1 : 0;
         out->parent_sequence_hash = out->has_parent ? h.parent : 0;
