@@ -9,7 +9,7 @@
 // pool's record, each a line another core wrote last. A hash's block and parent hashes are
 // those of its first registration (its Register event carried them): every member copies the
 // block hash when it joins, the head alone keeps the parent hash (the other members use that
-// space for their back link) and `members`, a small filter of which pools may be in the chain,
+// space for their back link) and a small filter of which pools may be in the chain (in `flags`),
 // so that a registration by a pool not in it needs no walk to rule out KVREG_EEXIST. A head
 // that leaves hands both to the next member.
 #pragma once
@@ -33,17 +33,23 @@ struct Record {
     uint32_t pool_next;
     uint32_t gen;       // bumped on every free; handles carry it (see kGenLimit)
     uint16_t pool;      // pool id 1..65535 (0 when free)
-    uint8_t flags;
-    uint8_t members;    // head: member_bit() of every pool in the chain, and maybe of others
-                        // (other records: stale, unused; a new head is given its old head's)
+    uint16_t flags;     // kHasParent, kHead; in a head also the member filter (kMembers):
+                        // member_bit() of every pool in the chain, and maybe of others. A
+                        // record that is not a head has flags 0; a new head takes its old
+                        // head's flags whole.
 
-    static constexpr uint8_t kHasParent = 1;
-    static constexpr uint8_t kHead = 2; // the index points at this record (first of its chain)
+    static constexpr uint16_t kHasParent = 1;
+    static constexpr uint16_t kHead = 2; // the index points at this record (first of its chain)
+    static constexpr uint16_t kMembers = 0xFFFC; // the filter: the 14 bits above those two
 
-    // A pool's bit in a head's `members`. Stale bits (a pool that left) only cost a walk, which
-    // rebuilds the filter; eight bits tell apart the pools of an engine's tiers (pool ids are
-    // given out from 1 up) and of one engine's worker threads up to eight.
-    static constexpr uint8_t member_bit(uint16_t pool) noexcept { return static_cast<uint8_t>(1u << (pool & 7)); }
+    // A pool's bit in a head's filter. Stale bits (a pool that left) only cost a walk, which
+    // rebuilds the filter; fourteen bits tell apart any fourteen consecutive pool ids (ids are
+    // given out from 1 up): an engine's tiers, or one pool per worker thread up to fourteen.
+    // (It had 8 bits, pool & 7, until the flags' unused bits joined it: with 16 pools holding
+    // every hash, a registration then walked the chain whenever a filter-mate was in it.)
+    static constexpr uint16_t member_bit(uint16_t pool) noexcept {
+        return static_cast<uint16_t>(4u << (pool % 14));
+    }
 
     // Handles have 27 bits for the generation. A slot whose generation reaches the limit is
     // retired (never handed out again), so no handle can ever name a later block in that slot.

@@ -164,20 +164,24 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
     return r;
 }
 
-uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
+[[gnu::always_inline]] inline uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
     Record &h = s.slab.at(head);
-    if (!(h.members & Record::member_bit(pool))) return kNotFound;
-    // Maybe a member: walk until found. A walk that finds nothing saw the whole chain, so it
-    // rebuilds the filter: a stale bit costs one walk. (A found member ends the walk: every
-    // record read is a likely cache miss, and the filter is right about this pool anyway.)
-    uint8_t seen = 0;
+    if (!(h.flags & Record::member_bit(pool))) return kNotFound;
+    // Maybe a member: walk until found (every record read is a likely cache miss, so a found
+    // member ends the walk). A walk that finds nothing has read the whole chain: the filter
+    // is rebuilt from it (those records are cached now), so a stale bit costs one walk.
     for (uint32_t i = head; i != kNotFound;) {
         const Record &r = s.slab.at(i);
         if (r.pool == pool) return i;
+        i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
+    }
+    uint16_t seen = 0;
+    for (uint32_t i = head; i != kNotFound;) {
+        const Record &r = s.slab.at(i);
         seen |= Record::member_bit(r.pool);
         i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
     }
-    h.members = seen; // the bit that sent us here was stale: it changes
+    h.flags = static_cast<uint16_t>((h.flags & ~Record::kMembers) | seen); // the bit that sent us here was stale
     return kNotFound;
 }
 
@@ -246,8 +250,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
 
         if (first_anywhere) {
             r.parent = d.has_parent ? d.parent_sequence_hash : 0;
-            r.flags = Record::kHead | (d.has_parent ? Record::kHasParent : 0);
-            r.members = Record::member_bit(p->id);
+            r.flags = static_cast<uint16_t>(Record::kHead | (d.has_parent ? Record::kHasParent : 0) |
+                                            Record::member_bit(p->id));
             batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block, r.parent, d.has_parent != 0,
                          d.tokens, nt);
             if (free_pos != kNotFound)
@@ -263,7 +267,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             r.next = h.next;
             if (h.next != kvreg::kNil) s.slab.at(h.next - 1).chain_prev = idx + 1;
             h.next = idx + 1;
-            h.members |= Record::member_bit(p->id);
+            h.flags |= Record::member_bit(p->id);
         }
         std::atomic<uint32_t> &count = p->shard[sn].count;
         count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -342,9 +346,8 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             // the stored tokens.
             const uint32_t nh = r.next - 1;
             Record &n = s.slab.at(nh);
-            n.flags |= r.flags & (Record::kHead | Record::kHasParent);
+            n.flags = r.flags;   // head, parent and filter (a non-head's flags are 0)
             n.parent = r.parent; // was its chain_prev (this record): a head has none
-            n.members = r.members;
             if (keep_tokens_) s.slab.set_token_ref(nh, tref);
             s.index.replace_at(pos, nh);
         }

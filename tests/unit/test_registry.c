@@ -123,7 +123,7 @@ static void test_two_pools_share_one_registration(void **state) {
  * only the last release emits it. */
 static void test_chain_of_many_pools(void **state) {
     (void)state;
-    enum { NP = 12 };
+    enum { NP = 20 }; /* more pools than the filter has bits (14): ids i and i + 14 share one */
     recorder *rec = calloc(1, sizeof *rec);
     kvreg_registry *reg = recorder_registry(rec, 0);
     kvreg_pool *p[NP];
@@ -133,8 +133,8 @@ static void test_chain_of_many_pools(void **state) {
         assert_int_equal(kvreg_pool_new(&p[i], reg, "P"), KVREG_OK);
         assert_int_equal(kvreg_pool_id(p[i]), (uint16_t)(i + 1));
     }
-    /* pools join in the order 0, 8 (0's filter-mate), 1, 9, 2, ...: a mate's bit is set first */
-    const int join[NP] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 5, 6, 7};
+    /* pools join in the order 0, 14 (0's filter-mate), 1, 15, 2, ...: a mate's bit is set first */
+    const int join[NP] = {0, 14, 1, 15, 2, 16, 3, 17, 4, 18, 5, 19, 6, 7, 8, 9, 10, 11, 12, 13};
     for (int k = 0; k < NP; k++) {
         const int i = join[k];
         /* later pools give other block and parent hashes: the hash keeps its first ones */
@@ -148,7 +148,7 @@ static void test_chain_of_many_pools(void **state) {
     assert_int_equal(rec->events[0].pool_id, 1);
     /* Leave in an order that takes the head (pool 0, the first to register), members in the
      * middle and at the end, and filter-mates of pools still in. */
-    const int leave[NP] = {5, 0, 9, 7, 8, 2, 11, 1, 4, 10, 6, 3};
+    const int leave[NP] = {5, 0, 15, 7, 14, 2, 19, 1, 4, 16, 6, 13, 8, 17, 9, 18, 10, 12, 11, 3};
     for (int k = 0; k < NP; k++) {
         for (int j = k; j < NP; j++) { /* every remaining pool */
             const int i = leave[j];
@@ -173,17 +173,17 @@ static void test_chain_of_many_pools(void **state) {
     assert_int_equal(rec->events[1].kind, KVREG_EVENT_REMOVE);
     assert_int_equal(rec->events[1].pool_id, 4);
     assert_true(rec->events[1].block_hash == B && rec->events[1].parent_sequence_hash == PARENT);
-    /* A pool whose stale filter bit is still set (pool 1 left; pool 9 shares its bit) joins a
-     * fresh chain, and the one that left comes back. */
+    /* A pool whose stale filter bit is still set (pool 15 left; pool 1 shares its bit) joins
+     * a fresh chain, and the one that left comes back. */
     kvreg_block_desc d = hash_desc(S, B, 0, 0);
-    assert_int_equal(kvreg_register(p[8], &d, &h[8]), KVREG_OK);
+    assert_int_equal(kvreg_register(p[14], &d, &h[14]), KVREG_OK);
     assert_int_equal(kvreg_register(p[0], &d, &h[0]), KVREG_OK);
-    assert_int_equal(kvreg_release(p[8], h[8]), KVREG_OK);
-    assert_int_equal(kvreg_register(p[8], &d, &h[8]), KVREG_OK);
+    assert_int_equal(kvreg_release(p[14], h[14]), KVREG_OK);
+    assert_int_equal(kvreg_register(p[14], &d, &h[14]), KVREG_OK);
     assert_int_equal(kvreg_register(p[0], &d, &h[1]), KVREG_EEXIST);
-    assert_int_equal(kvreg_register(p[8], &d, &h[1]), KVREG_EEXIST);
+    assert_int_equal(kvreg_register(p[14], &d, &h[1]), KVREG_EEXIST);
     assert_int_equal(kvreg_release(p[0], h[0]), KVREG_OK);
-    assert_int_equal(kvreg_release(p[8], h[8]), KVREG_OK);
+    assert_int_equal(kvreg_release(p[14], h[14]), KVREG_OK);
     assert_int_equal(rec->n, 4);
     assert_int_equal(kvt_registry_has(reg, S), 0);
     kvreg_registry_free(reg);
