@@ -222,6 +222,10 @@ def main():
         krows.append(("scaling_limit", "the machine's 2 threads / 1 thread ceiling for operations of "
                       f"{fmt(med(sl, lambda r: r['work_ns']))} ns sharing: nothing / one counter per op / "
                       "one counter per 32 ops / one of 64 locks per op / lock and counter", parts))
+        if all("dense" + k in r for r in sl for k in ("_ratio", "_counter_per_32_ratio")):
+            dense = " / ".join(fmt(med(sl, lambda r, k=k: r[k + "_ratio"])) for k in ("dense", "dense_counter_per_32"))
+            krows.append(("scaling_limit", "same, the table as dense as kvreg's index on `disjoint` (the threads' keys "
+                          "on the same lines): nothing else / one counter per 32 ops", dense))
         krows.append(("scaling_limit", "kvreg `disjoint` INLINE in the same run: 2 threads / 1 thread",
                       fmt(med(sl, lambda r: r["kvreg_disjoint_ratio"]))))
 

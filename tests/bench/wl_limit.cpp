@@ -15,7 +15,16 @@
 //   locks           a spin lock, one of 64 on lines of their own chosen by key, held around the
 //                   table update (what one shard lock per operation costs);
 //   locks_counter   both: the least the current design (event_log.hpp, registry.hpp) shares per
-//                   operation that emits an event.
+//                   operation that emits an event;
+//   dense           nothing else, but the table has only twice as many slots as the keys live
+//                   at once (128 slots, 16 lines), as dense as kvreg's index is on `disjoint`
+//                   (about 512 live hashes in 64 shard tables of 16 slots): the threads' keys
+//                   land on the same lines, as any shared index with a small live set has them.
+//                   The compare-and-swap on the slot is the lock of a design whose locks sit in
+//                   the index's lines (docs/scaling.md, change 1);
+//   dense_counter_per_32  dense, and one counter per 32 operations: change 1 together with
+//                   event ids taken once per batch call (change 2), the least a redesign of
+//                   both would share.
 //
 // Each variant runs one thread, then two, --reps times alternately; the JSON line gives the
 // median of the ratios ops/s(2) / ops/s(1) per variant, and kvreg's own `disjoint` ratio (INLINE,
@@ -35,17 +44,21 @@ namespace {
 
 enum class Share { kPrivate, kCounter, kCounterPer32, kLocks, kLocksCounter };
 
+constexpr size_t kTableSlots = size_t{1} << 16;
+constexpr size_t kDenseSlots = 128; // twice the keys live at once (2 threads x kBatch)
+
 struct Variant {
     const char *name;
     Share share;
+    size_t slots; // of the shared table
 };
-constexpr Variant kVariants[] = {{"private", Share::kPrivate},
-                                 {"counter", Share::kCounter},
-                                 {"counter_per_32", Share::kCounterPer32},
-                                 {"locks", Share::kLocks},
-                                 {"locks_counter", Share::kLocksCounter}};
-
-constexpr size_t kTableSlots = size_t{1} << 16;
+constexpr Variant kVariants[] = {{"private", Share::kPrivate, kTableSlots},
+                                 {"counter", Share::kCounter, kTableSlots},
+                                 {"counter_per_32", Share::kCounterPer32, kTableSlots},
+                                 {"locks", Share::kLocks, kTableSlots},
+                                 {"locks_counter", Share::kLocksCounter, kTableSlots},
+                                 {"dense", Share::kPrivate, kDenseSlots},
+                                 {"dense_counter_per_32", Share::kCounterPer32, kDenseSlots}};
 constexpr size_t kLocks = 64;
 constexpr size_t kBatch = 32; // keys inserted, then erased, as the workloads' sequences are
 
@@ -94,8 +107,9 @@ inline void lock(std::atomic<uint32_t> &l) {
     }
 }
 
-void worker(Shared &sh, Share share, size_t tid, uint64_t ops, uint64_t iters, StartBarrier &start,
-            uint64_t &sink_out) {
+void worker(Shared &sh, Share share, size_t slots, size_t tid, uint64_t ops, uint64_t iters,
+            StartBarrier &start, uint64_t &sink_out) {
+    const size_t mask = slots - 1; // a power of two, at least twice the keys live at once
     const uint64_t base = (uint64_t{tid} + 1) << 40;
     uint64_t n = 0, sink = tid, done = 0;
     start.arrive_and_wait();
@@ -110,7 +124,7 @@ void worker(Shared &sh, Share share, size_t tid, uint64_t ops, uint64_t iters, S
                     l = &sh.locks[k >> 58].held; // 64 locks: the top 6 bits, as the shards
                     lock(*l);
                 }
-                for (size_t h = (k >> 20) & (kTableSlots - 1);; h = (h + 1) & (kTableSlots - 1)) {
+                for (size_t h = (k >> 20) & mask;; h = (h + 1) & mask) {
                     if (phase == 0) {
                         uint64_t e = 0;
                         if (sh.table[h].load(std::memory_order_relaxed) == 0 &&
@@ -133,14 +147,14 @@ void worker(Shared &sh, Share share, size_t tid, uint64_t ops, uint64_t iters, S
 }
 
 // ops/s of `threads` threads, each doing `ops` operations.
-double run_variant(Share share, size_t threads, uint64_t ops, uint64_t iters) {
+double run_variant(Share share, size_t slots, size_t threads, uint64_t ops, uint64_t iters) {
     Shared sh;
     double t0 = 0;
     StartBarrier start(static_cast<std::ptrdiff_t>(threads + 1), StartClock{&t0});
     std::vector<uint64_t> sinks(threads);
     std::vector<std::thread> th;
     for (size_t t = 0; t < threads; t++)
-        th.emplace_back(worker, std::ref(sh), share, t, ops, iters, std::ref(start), std::ref(sinks[t]));
+        th.emplace_back(worker, std::ref(sh), share, slots, t, ops, iters, std::ref(start), std::ref(sinks[t]));
     start.arrive_and_wait(); // sets t0 (StartClock)
     for (std::thread &x : th) x.join();
     const double secs = now_s() - t0;
@@ -171,8 +185,8 @@ std::string wl_scaling_limit(const Opts &o, bool &ok) {
     for (const Variant &v : kVariants) {
         std::vector<double> ratios, one;
         for (size_t r = 0; r < reps; r++) {
-            const double s1 = run_variant(v.share, 1, ops, iters);
-            const double s2 = run_variant(v.share, 2, ops, iters);
+            const double s1 = run_variant(v.share, v.slots, 1, ops, iters);
+            const double s2 = run_variant(v.share, v.slots, 2, ops, iters);
             ratios.push_back(s1 > 0 ? s2 / s1 : 0.0);
             one.push_back(s1);
         }
