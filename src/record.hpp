@@ -35,8 +35,9 @@ struct Record {
     uint16_t pool;      // pool id 1..65535 (0 when free)
     uint16_t flags;     // kHasParent, kHead; in a head also the member filter (kMembers):
                         // member_bit() of every pool in the chain, and maybe of others. A
-                        // record that is not a head has flags 0; a new head takes its old
-                        // head's flags whole.
+                        // record that is not a head has only its own pool's bit (so a walk
+                        // that rebuilds the filter ORs flags instead of computing bits); a
+                        // new head takes its old head's flags whole.
 
     static constexpr uint16_t kHasParent = 1;
     static constexpr uint16_t kHead = 2; // the index points at this record (first of its chain)

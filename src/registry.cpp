@@ -167,19 +167,16 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
 [[gnu::always_inline]] inline uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
     Record &h = s.slab.at(head);
     if (!(h.flags & Record::member_bit(pool))) return kNotFound;
-    // Maybe a member: walk until found (every record read is a likely cache miss, so a found
-    // member ends the walk). A walk that finds nothing has read the whole chain: the filter
-    // is rebuilt from it (those records are cached now), so a stale bit costs one walk.
-    for (uint32_t i = head; i != kNotFound;) {
-        const Record &r = s.slab.at(i);
-        if (r.pool == pool) return i;
-        i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
-    }
-    uint16_t seen = 0;
-    for (uint32_t i = head; i != kNotFound;) {
-        const Record &r = s.slab.at(i);
-        seen |= Record::member_bit(r.pool);
-        i = r.next == kvreg::kNil ? kNotFound : r.next - 1;
+    if (h.pool == pool) return head;
+    // Maybe a member: walk until found. A walk that finds nothing has read the whole chain, so
+    // it rebuilds the filter: a stale bit costs one walk. A member that is not the head keeps
+    // its own bit in its flags (record.hpp), so the walk only ORs them up.
+    uint16_t seen = Record::member_bit(h.pool);
+    for (uint32_t link = h.next; link != kvreg::kNil;) {
+        const Record &r = s.slab.at(link - 1);
+        if (r.pool == pool) return link - 1;
+        seen |= r.flags;
+        link = r.next;
     }
     h.flags = static_cast<uint16_t>((h.flags & ~Record::kMembers) | seen); // the bit that sent us here was stale
     return kNotFound;
@@ -261,7 +258,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         } else {
             // Another pool holds it: shared, no event. In right after the head (record.hpp).
             Record &h = s.slab.at(head);
-            r.flags = 0;
+            r.flags = Record::member_bit(p->id); // its own bit: a walk rebuilding the filter reads it
             r.block = h.block; // the hash's, as its Register said: every member keeps it
             r.chain_prev = head + 1;
             r.next = h.next;
@@ -346,7 +343,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             // the stored tokens.
             const uint32_t nh = r.next - 1;
             Record &n = s.slab.at(nh);
-            n.flags = r.flags;   // head, parent and filter (a non-head's flags are 0)
+            n.flags = r.flags;   // head, parent and the filter, which has n's own bit
             n.parent = r.parent; // was its chain_prev (this record): a head has none
             if (keep_tokens_) s.slab.set_token_ref(nh, tref);
             s.index.replace_at(pos, nh);
