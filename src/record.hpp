@@ -41,7 +41,7 @@ struct Record {
 
     static constexpr uint16_t kHasParent = 1;
     static constexpr uint16_t kHead = 2; // the index points at this record (first of its chain)
-    static constexpr uint16_t kMembers = 0xFFFC; // the filter: the 14 bits above those two
+    static constexpr uint16_t kMembers = static_cast<uint16_t>(~(kHasParent | kHead)); // the filter: the 14 bits above
 
     // A pool's bit in a head's filter. Stale bits (a pool that left) only cost a walk, which
     // rebuilds the filter; fourteen bits tell apart any fourteen consecutive pool ids (ids are
@@ -49,7 +49,7 @@ struct Record {
     // (It had 8 bits, pool & 7, until the flags' unused bits joined it: with 16 pools holding
     // every hash, a registration then walked the chain whenever a filter-mate was in it.)
     static constexpr uint16_t member_bit(uint16_t pool) noexcept {
-        return static_cast<uint16_t>(4u << (pool % 14));
+        return static_cast<uint16_t>((kHead << 1) << (pool % 14)); // bits 2..15: kMembers
     }
 
     // Handles have 27 bits for the generation. A slot whose generation reaches the limit is

@@ -164,6 +164,8 @@ Record *kvreg_registry::live_record(const kvreg_pool *p, Shard &s, const Decoded
     return r;
 }
 
+// Always inlined: register_block's EEXIST check is its hottest caller, and GCC put it out of
+// line once the walk grew.
 [[gnu::always_inline]] inline uint32_t kvreg_registry::chain_find(Shard &s, uint32_t head, uint16_t pool) noexcept {
     Record &h = s.slab.at(head);
     if (!(h.flags & Record::member_bit(pool))) return kNotFound;
@@ -206,7 +208,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         uint32_t free_pos = kNotFound;
         const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
         const bool first_anywhere = head == kNotFound;
-        if (!first_anywhere && is_member(s, head, p->id)) return KVREG_EEXIST;
+        if (!first_anywhere && chain_find(s, head, p->id) != kNotFound) return KVREG_EEXIST;
         if (first_anywhere && !batch.reserve_tokens(static_cast<uint32_t>(d.n_tokens))) return KVREG_ENOMEM;
         if (first_anywhere && !batch.take_credit()) {
             // A Register must go out and the ring is full: wait with no lock held, then redo
@@ -233,9 +235,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         const uint64_t event_id = first_anywhere ? batch.take_id() : 0;
         Record &r = s.slab.at(idx);
         r.seq = d.sequence_hash;
-        r.block = d.block_hash;
         r.refcount = 1;
-        r.next = kvreg::kNil;
         r.pool = p->id;
         // Onto the front of the pool's list in this shard.
         r.pool_prev = kvreg::kNil;
@@ -246,6 +246,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         *out = encode(p, sn, idx, r.gen);
 
         if (first_anywhere) {
+            r.block = d.block_hash;
+            r.next = kvreg::kNil;
             r.parent = d.has_parent ? d.parent_sequence_hash : 0;
             r.flags = static_cast<uint16_t>(Record::kHead | (d.has_parent ? Record::kHasParent : 0) |
                                             Record::member_bit(p->id));
@@ -412,7 +414,7 @@ int kvreg_registry::with_live(const kvreg_pool *p, kvreg_block b, F fn) noexcept
 int kvreg_registry::block_info(const kvreg_pool *p, kvreg_block b, kvreg_block_info *out) noexcept {
     return with_live(p, b, [out](Shard &s, const Record &r) {
         // The hash's parent is kept in its head only (record.hpp); every member has its block.
-        const Record &h = (r.flags & Record::kHead) ? r : s.slab.at(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
+        const Record &h = s.slab.at(head_of(s, r));
         out->block_hash = r.block;
         out->sequence_hash = r.seq;
         out->has_parent = (h.flags & Record::kHasParent) ? 1 : 0;
@@ -433,7 +435,7 @@ int kvreg_registry::block_tokens(const kvreg_pool *p, kvreg_block b, uint32_t *o
                                  size_t *n) noexcept {
     return with_live(p, b, [out, cap, n](Shard &s, const Record &r) {
         // Tokens belong to the hash: the chain's head holds them for every pool.
-        const uint32_t ref = s.slab.token_ref(s.index.find(r.seq, kvreg::mix(r.seq), s.slab));
+        const uint32_t ref = s.slab.token_ref(head_of(s, r));
         if (ref == kvreg::RecordSlab::kNoTokens) return KVREG_ENOENT;
         const uint32_t nt = s.tokens.size(ref);
         *n = nt;

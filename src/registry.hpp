@@ -144,7 +144,10 @@ private:
     // pool's record in the chain headed by record head, or kNotFound (a walk only when the
     // head's member filter says pool may be in it). Caller holds the shard lock.
     uint32_t chain_find(kvreg::Shard &s, uint32_t head, uint16_t pool) noexcept;
-    bool is_member(kvreg::Shard &s, uint32_t head, uint16_t pool) noexcept { return chain_find(s, head, pool) != UINT32_MAX; }
+    // The head of live record r's chain (a registered hash is always in the index).
+    static uint32_t head_of(kvreg::Shard &s, const kvreg::Record &r) noexcept {
+        return s.index.find(r.seq, kvreg::mix(r.seq), s.slab);
+    }
     // Take / drop every shard lock, in index order (the one order anyone takes two in).
     void lock_all() noexcept;
     void unlock_all() noexcept;

@@ -52,8 +52,9 @@ PoolsRun run(const Opts &o, const SeqSet &set, size_t n_pools) {
         }
     r.exists_s = now_s() - t;
 
-    // Pools leave in the order 1, 0, 3, 2, 5, 4 ...: the first to go holds members in the
-    // middle of every chain, the second the heads (the first registrant), the last the ends.
+    // Pools leave in the order 1, 0, 3, 2, 5, 4 ...: members join right after the head, so
+    // every chain reads 0, P-1, ..., 2, 1; the first to go holds the ends of every chain, the
+    // second the heads (the first registrant), the rest members in the middle.
     t = now_s();
     for (size_t k = 0; k < n_pools; k++) {
         const size_t p = (k ^ 1) < n_pools ? (k ^ 1) : k;
