@@ -44,8 +44,10 @@ namespace {
 
 enum class Share { kPrivate, kCounter, kCounterPer32, kLocks, kLocksCounter };
 
+constexpr size_t kBatch = 32; // keys inserted, then erased, as the workloads' sequences are
 constexpr size_t kTableSlots = size_t{1} << 16;
-constexpr size_t kDenseSlots = 128; // twice the keys live at once (2 threads x kBatch)
+constexpr size_t kDenseSlots = 2 * (2 * kBatch); // twice the keys live at once (2 threads)
+static_assert((kDenseSlots & (kDenseSlots - 1)) == 0, "slots are masked: a power of two");
 
 struct Variant {
     const char *name;
@@ -60,7 +62,6 @@ constexpr Variant kVariants[] = {{"private", Share::kPrivate, kTableSlots},
                                  {"dense", Share::kPrivate, kDenseSlots},
                                  {"dense_counter_per_32", Share::kCounterPer32, kDenseSlots}};
 constexpr size_t kLocks = 64;
-constexpr size_t kBatch = 32; // keys inserted, then erased, as the workloads' sequences are
 
 struct alignas(64) PaddedLock {
     std::atomic<uint32_t> held{0};
