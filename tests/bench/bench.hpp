@@ -256,6 +256,7 @@ std::string wl_disjoint(const Opts &o, bool &ok);
 // The disjoint runs alone (o.threads threads, then one; o.delivery), for wl_scaling_limit.
 struct DisjointResult {
     double ops_per_s_t = 0, ops_per_s_1 = 0;
+    double ops_per_s_isolated = 0; // INLINE: the T threads, each with a registry of its own
     uint64_t checksum = 0; // of the input, as disjoint's hash_checksum
     double transfer_ns = 0; // core_transfer_ns() just before the runs
 };

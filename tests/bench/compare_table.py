@@ -183,6 +183,11 @@ def main():
             krows.append((label, f"{t} threads / 1 thread, ops/s ({t}-thread ops/s)",
                           f"{fmt(med(rt, lambda r: r['scaling_ratio']))} "
                           f"({fmt(med(rt, lambda r: r['ops_per_s']))})"))
+            if all("isolated_ratio" in r for r in rt):
+                krows.append((label, f"same {t} threads, each with a registry of its own (nothing shared: the "
+                              "machine's ceiling for the row above) / 1 thread",
+                              f"{fmt(med(rt, lambda r: r['isolated_ratio']))} "
+                              f"({fmt(med(rt, lambda r: r['isolated_ops_per_s']))})"))
     if O("hol"):
         h = O("hol")
         c, ms = h[0]["calls"], h[0]["callback_sleep_ms"]
@@ -228,6 +233,9 @@ def main():
                           "on the same lines): nothing else / one counter per 32 ops", dense))
         krows.append(("scaling_limit", "kvreg `disjoint` INLINE in the same run: 2 threads / 1 thread",
                       fmt(med(sl, lambda r: r["kvreg_disjoint_ratio"]))))
+        if all("kvreg_isolated_ratio" in r for r in sl):
+            krows.append(("scaling_limit", "same, each thread with a registry of its own (nothing shared)",
+                          fmt(med(sl, lambda r: r["kvreg_isolated_ratio"]))))
 
     # The cost of one shared line in these runs (transfer.cpp): the 2-thread ratios above
     # move with it from one run to the next.

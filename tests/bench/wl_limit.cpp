@@ -198,6 +198,7 @@ std::string wl_scaling_limit(const Opts &o, bool &ok) {
     j.f("kvreg_disjoint_ops_per_s_1thread", kv.ops_per_s_1)
         .f("kvreg_disjoint_ops_per_s_2threads", kv.ops_per_s_t)
         .f("kvreg_disjoint_ratio", kv.ops_per_s_1 > 0 ? kv.ops_per_s_t / kv.ops_per_s_1 : 0.0)
+        .f("kvreg_isolated_ratio", kv.ops_per_s_1 > 0 ? kv.ops_per_s_isolated / kv.ops_per_s_1 : 0.0)
         .f("core_transfer_ns", kv.transfer_ns)
         .u("cpus", std::thread::hardware_concurrency())
         .hex("hash_checksum", kv.checksum)
