@@ -231,6 +231,10 @@ def main():
             dense = " / ".join(fmt(med(sl, lambda r, k=k: r[k + "_ratio"])) for k in ("dense", "dense_counter_per_32"))
             krows.append(("scaling_limit", "same, the table as dense as kvreg's index on `disjoint` (the threads' keys "
                           "on the same lines): nothing else / one counter per 32 ops", dense))
+        if all("dense_shard_lock_ratio" in r and "dense_line_lock_ratio" in r for r in sl):
+            locks = " / ".join(fmt(med(sl, lambda r, k=k: r[k + "_ratio"])) for k in ("dense_shard_lock", "dense_line_lock"))
+            krows.append(("scaling_limit", "same dense table, each update inside one of 64 locks on lines of their own "
+                          "(kvreg's shard locks) / inside a lock whose word is in the table line itself", locks))
         krows.append(("scaling_limit", "kvreg `disjoint` INLINE in the same run: 2 threads / 1 thread",
                       fmt(med(sl, lambda r: r["kvreg_disjoint_ratio"]))))
         if all("kvreg_isolated_ratio" in r for r in sl):

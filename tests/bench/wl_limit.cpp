@@ -24,7 +24,15 @@
 //                   the index's lines (docs/scaling.md, change 1);
 //   dense_counter_per_32  dense, and one counter per 32 operations: change 1 together with
 //                   event ids taken once per batch call (change 2), the least a redesign of
-//                   both would share.
+//                   both would share;
+//   dense_shard_lock  dense, the update inside one of 64 locks on lines of their own, released
+//                   by an exchange (as src/shard_lock.hpp does, to see sleepers): the shape of
+//                   kvreg's registry today, a shard lock beside the index line it guards;
+//   dense_line_lock  dense, the update inside a lock whose word is in the table line itself
+//                   (the line's first slot), released the same way: change 1's shape, a lock
+//                   per index line, with no other line per operation.
+// In the last two, the private work after the update depends on the slot found (as a
+// registry's work depends on what its lookup found), so it cannot run ahead of the shared line.
 //
 // Each variant runs one thread, then two, --reps times alternately; the JSON line gives the
 // median of the ratios ops/s(2) / ops/s(1) per variant, and kvreg's own `disjoint` ratio (INLINE,
@@ -42,7 +50,7 @@ namespace bench {
 
 namespace {
 
-enum class Share { kPrivate, kCounter, kCounterPer32, kLocks, kLocksCounter };
+enum class Share { kPrivate, kCounter, kCounterPer32, kLocks, kLocksCounter, kShardLock, kLineLock };
 
 constexpr size_t kBatch = 32; // keys inserted, then erased, as the workloads' sequences are
 constexpr size_t kTableSlots = size_t{1} << 16;
@@ -60,7 +68,9 @@ constexpr Variant kVariants[] = {{"private", Share::kPrivate, kTableSlots},
                                  {"locks", Share::kLocks, kTableSlots},
                                  {"locks_counter", Share::kLocksCounter, kTableSlots},
                                  {"dense", Share::kPrivate, kDenseSlots},
-                                 {"dense_counter_per_32", Share::kCounterPer32, kDenseSlots}};
+                                 {"dense_counter_per_32", Share::kCounterPer32, kDenseSlots},
+                                 {"dense_shard_lock", Share::kShardLock, kDenseSlots},
+                                 {"dense_line_lock", Share::kLineLock, kDenseSlots}};
 constexpr size_t kLocks = 64;
 
 struct alignas(64) PaddedLock {
@@ -96,9 +106,9 @@ double iters_per_ns() {
     return static_cast<double>(kIters) / (best * 1e9);
 }
 
-inline void lock(std::atomic<uint32_t> &l) {
+template <typename T> inline void lock(std::atomic<T> &l) {
     for (;;) {
-        uint32_t e = 0;
+        T e = 0;
         if (l.compare_exchange_weak(e, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
         while (l.load(std::memory_order_relaxed) != 0) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -121,25 +131,41 @@ void worker(Shared &sh, Share share, size_t slots, size_t tid, uint64_t ops, uin
             for (size_t i = 0; i < kBatch && done < ops; i++, done++) {
                 const uint64_t k = keys[i];
                 std::atomic<uint32_t> *l = nullptr;
-                if (share == Share::kLocks || share == Share::kLocksCounter) {
+                std::atomic<uint64_t> *line_lock = nullptr; // kLineLock: the home line's first slot
+                if (share == Share::kLocks || share == Share::kLocksCounter || share == Share::kShardLock) {
                     l = &sh.locks[k >> 58].held; // 64 locks: the top 6 bits, as the shards
                     lock(*l);
+                } else if (share == Share::kLineLock) {
+                    line_lock = &sh.table[((k >> 20) & mask) & ~size_t{7}];
+                    lock(*line_lock);
                 }
+                uint64_t found = 0;
                 for (size_t h = (k >> 20) & mask;; h = (h + 1) & mask) {
+                    if (share == Share::kLineLock && (h & 7) == 0) continue; // a lock word, not a slot
                     if (phase == 0) {
                         uint64_t e = 0;
                         if (sh.table[h].load(std::memory_order_relaxed) == 0 &&
-                            sh.table[h].compare_exchange_strong(e, k, std::memory_order_acq_rel))
+                            sh.table[h].compare_exchange_strong(e, k, std::memory_order_acq_rel)) {
+                            found = h;
                             break;
+                        }
                     } else if (sh.table[h].load(std::memory_order_relaxed) == k) {
                         sh.table[h].store(0, std::memory_order_release);
+                        found = h;
                         break;
                     }
                 }
                 if (share == Share::kCounter || share == Share::kLocksCounter ||
                     (share == Share::kCounterPer32 && i == 0))
                     sh.counter.fetch_add(1, std::memory_order_relaxed);
-                if (l) l->store(0, std::memory_order_release);
+                if (share == Share::kShardLock || share == Share::kLineLock) sink ^= found; // work waits for the lookup
+                if (line_lock) {
+                    (void)line_lock->exchange(0, std::memory_order_release);
+                } else if (share == Share::kShardLock) {
+                    (void)l->exchange(0, std::memory_order_release);
+                } else if (l) {
+                    l->store(0, std::memory_order_release);
+                }
                 sink = private_work(sink, iters);
             }
         }
