@@ -164,6 +164,8 @@ struct EventCounts {
     uint64_t order_dup_register = 0;  // --check-order: Register for a hash already live
     uint64_t order_orphan_remove = 0; // --check-order: Remove for a hash not live
     uint64_t id_gaps = 0;             // event_id not exactly previous + 1
+    // Another registry's counts (disjoint's isolated run): sums, and the larger maximum.
+    void add(const EventCounts &o);
 };
 
 struct Counter; // opaque: the callback's state

@@ -17,6 +17,20 @@ size_t release_all(kvreg_pool *pool, const kvreg_block *handles, size_t n) {
     return done;
 }
 
+void EventCounts::add(const EventCounts &o) {
+    registers += o.registers;
+    removes += o.removes;
+    register_batches += o.register_batches;
+    callbacks += o.callbacks;
+    if (o.max_per_callback > max_per_callback) max_per_callback = o.max_per_callback;
+    register_hash_sum += o.register_hash_sum;
+    remove_hash_sum += o.remove_hash_sum;
+    register_without_tokens += o.register_without_tokens;
+    order_dup_register += o.order_dup_register;
+    order_orphan_remove += o.order_orphan_remove;
+    id_gaps += o.id_gaps;
+}
+
 void Tally::add(const Tally &o) {
     calls += o.calls;
     attempts += o.attempts;

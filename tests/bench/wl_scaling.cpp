@@ -135,15 +135,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
             double secs = 0;
             res.empty &= drained(*hs[t], {pools[t]}, true, secs);
             res.drain_s += secs;
-            const EventCounts c = hs[t]->counts();
-            res.c.registers += c.registers;
-            res.c.removes += c.removes;
-            res.c.callbacks += c.callbacks;
-            res.c.register_hash_sum += c.register_hash_sum;
-            res.c.remove_hash_sum += c.remove_hash_sum;
-            res.c.register_without_tokens += c.register_without_tokens;
-            res.c.id_gaps += c.id_gaps;
-            res.c.max_per_callback = std::max(res.c.max_per_callback, c.max_per_callback);
+            res.c.add(hs[t]->counts());
             res.dropped += hs[t]->stat(KVREG_STAT_EVENTS_DROPPED);
         }
     } else if (mode == Mode::kShared) {
@@ -230,7 +222,7 @@ DisjointRuns disjoint_runs(const Opts &o, bool poll, bool &ok) {
     const Mode mode = poll ? Mode::kPoll : Mode::kShared;
     // One untimed round first, so that every timed run meets a warm heap: run last on pages
     // the others had faulted in, the isolated run read up to 0.3 higher than run first.
-    (void)disjoint_run(o, set, d.u, d.threads, 1, d.k, poll ? Mode::kPoll : Mode::kIsolated);
+    (void)disjoint_run(o, set, d.u, d.threads, 1, d.k, poll ? mode : Mode::kIsolated);
     d.r = disjoint_run(o, set, d.u, d.threads, d.rounds, d.k, mode);
     d.one = disjoint_run(o, set, d.u, 1, d.rounds, d.k, mode);
     if (!poll) d.iso = disjoint_run(o, set, d.u, d.threads, d.rounds, d.k, Mode::kIsolated);
