@@ -188,6 +188,20 @@ def main():
                               "machine's ceiling for the row above) / 1 thread",
                               f"{fmt(med(rt, lambda r: r['isolated_ratio']))} "
                               f"({fmt(med(rt, lambda r: r['isolated_ops_per_s']))})"))
+            if all("transfers_per_op" in r for r in rt):
+                krows.append((label, f"CPUs kept busy, {t} threads / 1 thread (process CPU time over wall "
+                              "time; near 1 with 2 threads: they took turns on one CPU)",
+                              f"{fmt(med(rt, lambda r: r['cpus_busy']))} / "
+                              f"{fmt(med(rt, lambda r: r['cpus_busy_1thread']))}"))
+                krows.append((label, f"CPU ns per operation, {t} threads / 1 thread; what sharing added, in "
+                              "cache-line transfers of the run's minute",
+                              f"{fmt(med(rt, lambda r: r['cpu_ns_per_op']))} / "
+                              f"{fmt(med(rt, lambda r: r['cpu_ns_per_op_1thread']))}; "
+                              f"{fmt(med(rt, lambda r: r['transfers_per_op']))}"))
+                if d == "poll":
+                    krows.append((label, f"the most {t} threads / 1 thread can be on these CPUs at the 1-thread "
+                                  "run's CPU per operation (consumer included)",
+                                  fmt(med(rt, lambda r: r['cpu_ceiling_ratio']))))
     if O("hol"):
         h = O("hol")
         c, ms = h[0]["calls"], h[0]["callback_sleep_ms"]

@@ -12,6 +12,11 @@
 //             not a lock, an index line, an event id or a ring slot): isolated_ratio =
 //             ops/s(T isolated) / ops/s(1) is what this machine gives the same work with
 //             no sharing at all, the ceiling of any shared registry's scaling_ratio.
+//             Both modes report the CPUs kept busy (process CPU time / wall time) in
+//             the 1-thread and T-thread runs, and cpu_ceiling_ratio = min(T, CPUs /
+//             CPUs busy with 1 thread): the most scaling_ratio can be on this
+//             machine if operations cost no more CPU shared than alone. In POLL mode
+//             the consumer's CPU counts, since it runs on the same cores.
 //  hol        head of line: thread A registers a block whose Register event makes the callback
 //             sleep 50 ms (on A, A being the deliverer). While it sleeps, thread B makes --calls
 //             calls that emit no event (acquire + release of a block it holds twice,
@@ -31,9 +36,28 @@
 #include <memory>
 #include <thread>
 
+#include <sched.h>
+#include <time.h>
+
 namespace bench {
 
 namespace {
+
+// CPU seconds used so far by every thread of this process (workers, the POLL consumer; the
+// main thread sleeps in join meanwhile).
+double process_cpu_s() {
+    timespec ts{};
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0.0;
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// CPUs this process may run on.
+unsigned usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return std::max(1u, std::thread::hardware_concurrency());
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+}
 
 int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -98,6 +122,7 @@ struct DRun {
     Tally total;
     EventCounts c;
     double work_s = 0, drain_s = 0;
+    double cpu_s = 0; // process CPU time over work and drain (see cpu_ceiling in wl_disjoint)
     bool empty = false;
     uint64_t dropped = 0, waits = 0;
     uint64_t ops() const { return total.attempts + total.registered; }
@@ -109,9 +134,11 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
                   Mode mode) {
     DRun res;
     std::vector<Tally> tallies(t_count);
+    double cpu0 = 0;
     double t0 = 0;
     StartBarrier start(static_cast<std::ptrdiff_t>(t_count + 1), StartClock{&t0});
     auto run_workers = [&](const std::vector<kvreg_pool *> &pools) {
+        cpu0 = process_cpu_s();
         std::vector<std::thread> joins;
         for (size_t t = 0; t < t_count; t++)
             joins.emplace_back(seq_worker, pools[t], std::cref(set), t * u, u, rounds, k,
@@ -138,12 +165,14 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
             res.c.add(hs[t]->counts());
             res.dropped += hs[t]->stat(KVREG_STAT_EVENTS_DROPPED);
         }
+        res.cpu_s = process_cpu_s() - cpu0;
     } else if (mode == Mode::kShared) {
         Harness h(o, false);
         std::vector<kvreg_pool *> pools;
         for (size_t t = 0; t < t_count; t++) pools.push_back(h.new_pool("worker"));
         run_workers(pools);
         res.empty = drained(h, pools, true, res.drain_s); // flushes first
+        res.cpu_s = process_cpu_s() - cpu0;
         res.c = h.counts();
         res.dropped = h.stat(KVREG_STAT_EVENTS_DROPPED);
     } else {
@@ -172,6 +201,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
         check_rc(kvreg_registry_wakeup(reg), "kvreg_registry_wakeup");
         consumer.join();
         res.drain_s = now_s() - t1;
+        res.cpu_s = process_cpu_s() - cpu0;
         bool empty = true;
         for (const kvreg_pool *p : pools) empty &= kvreg_pool_size(p) == 0;
         uint64_t v = 0;
@@ -287,6 +317,27 @@ std::string wl_disjoint(const Opts &o, bool &ok) {
     if (!poll)
         j.f("isolated_ops_per_s", d.iso.ops_per_s())
             .f("isolated_ratio", one.ops_per_s() > 0 ? d.iso.ops_per_s() / one.ops_per_s() : 0.0);
+    // CPUs busy on average (process CPU time over wall time) in the 1-thread and T-thread runs,
+    // and what that leaves: T workers (and, in POLL mode, the consumer) cannot do more than C
+    // CPUs allow if each operation costs as much CPU as it did alone, so scaling_ratio is at
+    // most min(T, C / cpus busy in the 1-thread run). INLINE keeps one CPU busy with one
+    // thread (ceiling T on T <= C CPUs); POLL's consumer takes CPU beside its one worker.
+    const double busy1 = one.secs() > 0 ? one.cpu_s / one.secs() : 0.0;
+    const unsigned cpus = usable_cpus();
+    j.f("cpus_busy_1thread", busy1)
+        .f("cpus_busy", r.secs() > 0 ? r.cpu_s / r.secs() : 0.0)
+        .u("cpus", cpus)
+        .f("cpu_ceiling_ratio", busy1 > 0 ? std::min(static_cast<double>(t_count), cpus / busy1) : 0.0);
+    // What sharing costs each operation, in CPU time and in cache-line transfers of this
+    // minute: (CPU ns per op with T threads - with 1) / core_transfer_ns. The ratio itself
+    // swings with the hypervisor's placement of the vCPUs (the same binary ran 0.26-0.93 in
+    // one hour, at transfers of 60-370 ns); the transfers each operation waits for are the
+    // library's, and stayed near 1 across those states (docs/scaling.md).
+    const double ns1 = one.ops() ? one.cpu_s * 1e9 / static_cast<double>(one.ops()) : 0.0;
+    const double nsT = r.ops() ? r.cpu_s * 1e9 / static_cast<double>(r.ops()) : 0.0;
+    j.f("cpu_ns_per_op_1thread", ns1)
+        .f("cpu_ns_per_op", nsT)
+        .f("transfers_per_op", d.transfer_ns > 0 ? (nsT - ns1) / d.transfer_ns : 0.0);
     j.f("core_transfer_ns", d.transfer_ns)
         // = register_release's checksum at --seqs T*U: the T*U sequences' hashes, each once.
         .hex("hash_checksum", set.checksum)
