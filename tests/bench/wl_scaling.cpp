@@ -122,7 +122,7 @@ struct DRun {
     Tally total;
     EventCounts c;
     double work_s = 0, drain_s = 0;
-    double cpu_s = 0; // process CPU time over work and drain (see cpu_ceiling in wl_disjoint)
+    double cpu_s = 0; // process CPU time over work and drain (cpus_busy in wl_disjoint)
     bool empty = false;
     uint64_t dropped = 0, waits = 0;
     uint64_t ops() const { return total.attempts + total.registered; }
