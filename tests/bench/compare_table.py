@@ -190,7 +190,7 @@ def main():
                               f"({fmt(med(rt, lambda r: r['isolated_ops_per_s']))})"))
             if all("transfers_per_op" in r for r in rt):
                 krows.append((label, f"CPUs kept busy, {t} threads / 1 thread (process CPU time over wall "
-                              "time; near 1 with 2 threads: they took turns on one CPU)",
+                              "time; near 1 with 2 threads: they did not run at once)",
                               f"{fmt(med(rt, lambda r: r['cpus_busy']))} / "
                               f"{fmt(med(rt, lambda r: r['cpus_busy_1thread']))}"))
                 krows.append((label, f"CPU ns per operation, {t} threads / 1 thread; what sharing added, in "
