@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <time.h>
+
 namespace bench {
 
 // ------------------------------------------------------------------ options (main.cpp)
@@ -97,6 +99,14 @@ uint64_t rss_kb();      // VmRSS
 inline double now_s() {
     using clock = std::chrono::steady_clock;
     return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// CPU seconds so far of CLOCK_THREAD_CPUTIME_ID (this thread) or CLOCK_PROCESS_CPUTIME_ID
+// (every thread of the process); 0 if the clock cannot be read.
+inline double cpu_s(clockid_t which) {
+    timespec ts{};
+    if (clock_gettime(which, &ts) != 0) return 0.0;
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // One JSON object on one line, fields in insertion order, numbers formatted like the peer's.

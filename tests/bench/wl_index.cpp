@@ -284,12 +284,6 @@ Outcome replay(const Corpus &c, size_t workers, kvreg_index *&idx, Times &t) {
     return out;
 }
 
-double thread_cpu_s() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 uint64_t run_queries(const kvreg_index *idx, const Corpus &c, size_t first, size_t step, size_t workers) {
     std::vector<kvreg_index_match> m(workers);
     uint64_t acc = 0;
@@ -344,9 +338,9 @@ std::string wl_index(const Opts &o, bool &ok) {
     uint64_t acc1 = 0, acc2[2] = {0, 0};
     double cpu2[2] = {0, 0};
     auto half = [&](int k) {
-        const double c0 = thread_cpu_s();
+        const double c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
         acc2[k] = run_queries(idx, c, static_cast<size_t>(k), 2, workers);
-        cpu2[k] = thread_cpu_s() - c0;
+        cpu2[k] = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     };
     // The helper sleeps between rounds; in a round it says it is ready, spins until go, runs
     // its half and says done. A round number in each flag, so no flag needs resetting.
@@ -364,10 +358,10 @@ std::string wl_index(const Opts &o, bool &ok) {
         }
     });
     for (uint64_t r = 1; r <= scaling_reps; r++) {
-        double t0 = now_s(), cpu0 = thread_cpu_s();
+        double t0 = now_s(), cpu0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
         acc1 = run_queries(idx, c, 0, 1, workers);
         one_s = std::min(one_s, now_s() - t0);
-        one_cpu = std::min(one_cpu, thread_cpu_s() - cpu0);
+        one_cpu = std::min(one_cpu, cpu_s(CLOCK_THREAD_CPUTIME_ID) - cpu0);
         round.store(r, std::memory_order_release);
         round.notify_one();
         while (ready.load(std::memory_order_acquire) != r) {

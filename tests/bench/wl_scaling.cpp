@@ -37,19 +37,10 @@
 #include <thread>
 
 #include <sched.h>
-#include <time.h>
 
 namespace bench {
 
 namespace {
-
-// CPU seconds used so far by every thread of this process (workers, the POLL consumer; the
-// main thread sleeps in join meanwhile).
-double process_cpu_s() {
-    timespec ts{};
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0.0;
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // CPUs this process may run on.
 unsigned usable_cpus() {
@@ -122,7 +113,9 @@ struct DRun {
     Tally total;
     EventCounts c;
     double work_s = 0, drain_s = 0;
-    double cpu_s = 0; // process CPU time over work and drain (cpus_busy in wl_disjoint)
+    // Process CPU time over work and drain: every thread's (workers, the POLL consumer; the
+    // main thread sleeps in join meanwhile). See cpus_busy in wl_disjoint.
+    double cpu_s = 0;
     bool empty = false;
     uint64_t dropped = 0, waits = 0;
     uint64_t ops() const { return total.attempts + total.registered; }
@@ -138,7 +131,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
     double t0 = 0;
     StartBarrier start(static_cast<std::ptrdiff_t>(t_count + 1), StartClock{&t0});
     auto run_workers = [&](const std::vector<kvreg_pool *> &pools) {
-        cpu0 = process_cpu_s();
+        cpu0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
         std::vector<std::thread> joins;
         for (size_t t = 0; t < t_count; t++)
             joins.emplace_back(seq_worker, pools[t], std::cref(set), t * u, u, rounds, k,
@@ -165,14 +158,14 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
             res.c.add(hs[t]->counts());
             res.dropped += hs[t]->stat(KVREG_STAT_EVENTS_DROPPED);
         }
-        res.cpu_s = process_cpu_s() - cpu0;
+        res.cpu_s = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     } else if (mode == Mode::kShared) {
         Harness h(o, false);
         std::vector<kvreg_pool *> pools;
         for (size_t t = 0; t < t_count; t++) pools.push_back(h.new_pool("worker"));
         run_workers(pools);
         res.empty = drained(h, pools, true, res.drain_s); // flushes first
-        res.cpu_s = process_cpu_s() - cpu0;
+        res.cpu_s = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
         res.c = h.counts();
         res.dropped = h.stat(KVREG_STAT_EVENTS_DROPPED);
     } else {
@@ -201,7 +194,7 @@ DRun disjoint_run(const Opts &o, const SeqSet &set, size_t u, size_t t_count, si
         check_rc(kvreg_registry_wakeup(reg), "kvreg_registry_wakeup");
         consumer.join();
         res.drain_s = now_s() - t1;
-        res.cpu_s = process_cpu_s() - cpu0;
+        res.cpu_s = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
         bool empty = true;
         for (const kvreg_pool *p : pools) empty &= kvreg_pool_size(p) == 0;
         uint64_t v = 0;
