@@ -270,6 +270,19 @@ typedef struct kvreg_config kvreg_config;
 #define KVREG_OPT_POLL_CAPACITY 3u
 /* Number of lock shards of the hash table, a power of two (default 64, 1 .. 4096). */
 #define KVREG_OPT_SHARDS 4u
+/* Blocks to set memory aside for at kvreg_registry_new (default 0: memory grows on demand). A
+ * block here is one pool's hold on a hash: a hash two pools hold counts twice. While the
+ * registry holds at most this many, registering never allocates memory for its records or
+ * grows its hash index, and never touches a page for the first time (on a virtual machine a
+ * first touch can cost microseconds a page); releasing never gives that memory back, nor does
+ * kvreg_registry_clear. Engines know this number: the blocks their KV cache tiers hold. About
+ * 60 bytes a block, plus a margin per shard for hashes falling unevenly on shards, allocated
+ * and touched by kvreg_registry_new, held until kvreg_registry_free. Past it, memory grows on
+ * demand as without it. Not reserved: stored tokens (KVREG_OPT_KEEP_TOKENS), the POLL queue,
+ * and events of more than 64 tokens a block. kvreg_config_set: KVREG_EINVAL above
+ * 4096 * (2^24 - 2); kvreg_registry_new: KVREG_EINVAL if one shard's share would be more than
+ * a shard holds (see kvreg_register), KVREG_ENOMEM if the memory cannot be had. */
+#define KVREG_OPT_RESERVE_BLOCKS 5u
 
 KVREG_API int kvreg_config_new(kvreg_config **out) KVREG_NOEXCEPT;
 KVREG_API void kvreg_config_free(kvreg_config *cfg) KVREG_NOEXCEPT; /* NULL-safe */

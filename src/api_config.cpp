@@ -43,6 +43,11 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
         if (value < 1 || value > 4096 || (value & (value - 1)) != 0) return KVREG_EINVAL;
         o.shards = static_cast<uint32_t>(value);
         return KVREG_OK;
+    case KVREG_OPT_RESERVE_BLOCKS:
+        // The most any shard count holds; kvreg_registry_new checks it against this config's.
+        if (value > uint64_t{4096} * kvreg::RecordSlab::kMaxRecords) return KVREG_EINVAL;
+        o.reserve_blocks = value;
+        return KVREG_OK;
     default:
         return KVREG_EINVAL;
     }

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 
 #include "api_guard.hpp"
 #include "api_internal.hpp"
@@ -17,6 +18,8 @@ KVREG_API int kvreg_registry_new(kvreg_registry **out, const kvreg_config *cfg) 
     KVREG_GUARD_BEGIN
     *out = new kvreg_registry(opt);
     return KVREG_OK;
+    } catch (const std::length_error &) {
+        return KVREG_EINVAL; // KVREG_OPT_RESERVE_BLOCKS more than these shards hold
     KVREG_GUARD_END
 }
 

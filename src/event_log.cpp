@@ -23,6 +23,10 @@ EventLog::EventLog(bool poll_mode, size_t poll_capacity, CallbackRef cb)
     : poll_mode_(poll_mode), slots_(new Slot[kRingSize]()),
       token_arena_(new uint32_t[kRingSize * kArenaTokens]), cb_(std::move(cb)), queue_(poll_capacity) {
     run_events_.reset(new kvreg_event[kRun]);
+    // Room for a full run of usual blocks (up to kInlineTokens tokens each), so the first
+    // callback does not allocate (KVREG_OPT_RESERVE_BLOCKS promises registering does not).
+    run_token_cap_ = kRun * kInlineTokens;
+    run_tokens_.reset(new uint32_t[run_token_cap_]);
     for (size_t i = 0; i < kRingSize; i++) {
         slots_[i].tokens = token_arena_.get() + i * kArenaTokens;
         slots_[i].token_cap = kArenaTokens;

@@ -11,6 +11,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -84,13 +85,36 @@ public:
     }
 
     // After an erase: when the table is mostly empty, rebuild it at a quarter of its size, so
-    // a registry whose live set shrank by a large factor gives the memory back. Never throws:
-    // without memory for the smaller table, the big one stays.
+    // a registry whose live set shrank by a large factor gives the memory back (never below
+    // what reserve() set aside). A reserved table at its floor is purged instead once a
+    // quarter of it is tombstones: it is never rebuilt smaller, and a lookup of a missing key
+    // would otherwise walk the tombstones of every hash it ever held (kvreg-bench
+    // register_release --reserve-blocks auto, second pass: 272-295 ns/op with them). Never
+    // throws: without memory for the new table, the old one stays.
     void maybe_shrink(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) noexcept {
-        if (cap_ <= kMinShrinkCap || uint64_t{size_} * 16 > cap_) return;
+        if (uint64_t{size_} * 16 > cap_) return;
         try {
-            rebuild(cap_ / 4, slab, mix);
+            if (cap_ > kMinShrinkCap && cap_ > floor_cap_)
+                rebuild(std::max(cap_ / 4, floor_cap_), slab, mix);
+            else if (cap_ == floor_cap_ && uint64_t{tombs_} * 4 >= cap_)
+                rebuild(cap_, slab, mix); // the spare table: no allocation
         } catch (...) {
+        }
+    }
+
+    // Size the table for `keys` live keys now and keep at least that size from then on
+    // (KVREG_OPT_RESERVE_BLOCKS): up to that many, inserts never grow it, and tombstones are
+    // purged in place. Throws std::bad_alloc (index unchanged).
+    void reserve(uint32_t keys, const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
+        const uint64_t want = uint64_t{keys} * 8 / 7 + 1; // reserve_one() grows past 7/8 full
+        const uint32_t ncap = static_cast<uint32_t>(std::min<uint64_t>(want, kIdxMask));
+        if (ncap <= floor_cap_) return;
+        std::unique_ptr<uint32_t[]> spare(new uint32_t[ncap]()); // touched now, not on a purge
+        if (ncap > cap_) rebuild(ncap, slab, mix);
+        floor_cap_ = ncap;
+        if (cap_ == ncap) {
+            spare_ = std::move(spare);
+            spare_cap_ = ncap;
         }
     }
 
@@ -108,8 +132,15 @@ public:
         slots_[pos] = (slots_[pos] & ~kIdxMask) | (new_idx + 1);
     }
 
-    // Forget every key and give the table back (kvreg_registry_clear).
+    // Forget every key and give the table back (kvreg_registry_clear); a reserved table is
+    // kept, emptied.
     void clear() noexcept {
+        if (floor_cap_ != 0 && cap_ != 0) {
+            std::fill_n(slots_.get(), cap_, kEmpty);
+            size_ = 0;
+            tombs_ = 0;
+            return;
+        }
         hint_.slots.store(nullptr, std::memory_order_relaxed);
         hint_.cap.store(0, std::memory_order_relaxed);
         slots_.reset();
@@ -140,7 +171,15 @@ private:
     uint32_t next(uint32_t i) const noexcept { return i + 1 == cap_ ? 0 : i + 1; }
 
     void rebuild(uint32_t ncap, const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
-        std::unique_ptr<uint32_t[]> fresh(new uint32_t[ncap]()); // may throw: nothing changed
+        std::unique_ptr<uint32_t[]> fresh;
+        if (spare_ && ncap == spare_cap_) {
+            // A reserved table's tombstone purge (or a shrink back to it): the spare table,
+            // no allocation and no page touched for the first time.
+            fresh = std::move(spare_);
+            std::fill_n(fresh.get(), ncap, kEmpty);
+        } else {
+            fresh.reset(new uint32_t[ncap]()); // may throw: nothing changed
+        }
         std::unique_ptr<uint32_t[]> old = std::move(slots_);
         const uint32_t ocap = cap_;
         const uint32_t live = size_;
@@ -154,10 +193,7 @@ private:
         if (uint64_t{live} * 4 >= n) {
             // Most records are live heads: scan the slab in address order (no cache-missing
             // jumps from slots to records).
-            for (uint32_t idx = 0; idx < n; idx++) {
-                const Record *r = slab.find(idx); // chunks given back have none
-                if (r && r->refcount != 0 && (r->flags & Record::kHead)) insert(mix(r->seq), idx);
-            }
+            insert_heads(slab, mix);
         } else {
             // Few live entries in a big slab (after a burst): visit only them.
             for (uint32_t i = 0; i < ocap; i++) {
@@ -165,9 +201,27 @@ private:
                 if (s != kEmpty && s != kTomb) insert(mix(slab.at((s & kIdxMask) - 1).seq), (s & kIdxMask) - 1);
             }
         }
+        if (floor_cap_ != 0 && ocap == floor_cap_) {
+            spare_ = std::move(old); // kept for the next purge at the reserved size
+            spare_cap_ = ocap;
+        }
+    }
+
+    // Every live head of the slab, in address order.
+    void insert_heads(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) noexcept {
+        const uint32_t n = slab.capacity();
+        for (uint32_t idx = 0; idx < n; idx++) {
+            const Record *r = slab.find(idx); // chunks given back have none
+            if (r && r->refcount != 0 && (r->flags & Record::kHead)) insert(mix(r->seq), idx);
+        }
     }
 
     std::unique_ptr<uint32_t[]> slots_;
+    uint32_t floor_cap_ = 0; // reserve(): the table never gets smaller than this
+    // reserve(): a second table of floor_cap_ slots, so that purging tombstones at that size
+    // swaps tables instead of allocating one (4 bytes a reserved key).
+    std::unique_ptr<uint32_t[]> spare_;
+    uint32_t spare_cap_ = 0;
     uint32_t cap_ = 0;
     uint32_t size_ = 0;
     uint32_t tombs_ = 0;

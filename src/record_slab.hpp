@@ -14,6 +14,7 @@
 // not keep tokens do not pay for the field). Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -73,48 +74,25 @@ public:
             in.on_avail = false;
             avail_.pop_back();
         }
-        uint32_t c;
-        if (!given_back_.empty()) {
-            c = given_back_.back(); // made again below; popped once that cannot fail
-        } else {
-            if (capacity() + kChunk > kMaxRecords + 1) return kFull;
-            c = static_cast<uint32_t>(chunks_.size());
-            // Room first, so that no push below can throw once memory is committed.
-            chunks_.reserve(c + 1);
-            info_.reserve(c + 1);
-            if (with_tokens_) tok_chunks_.reserve(c + 1);
-            avail_.reserve(c + 1);
-            given_back_.reserve(c + 1);
-            empty_.reserve(c + 1);
-        }
-        std::unique_ptr<Record[]> mem(new Record[kChunk]());
-        std::unique_ptr<uint32_t[]> tok(with_tokens_ ? new uint32_t[kChunk] : nullptr);
-        const uint32_t gen = c < info_.size() ? info_[c].gen_base : first_gen_;
-        for (uint32_t i = 0; i < kChunk; i++) {
-            mem[i].gen = gen;
-            mem[i].next = i + 1 < kChunk ? (c << kBits) + i + 2 : kNil; // the chunk's free list
-        }
-        bool listed = false; // already on avail_ (a stale entry from before it was given back)
-        if (c < info_.size()) {
-            given_back_.pop_back();
-            chunks_[c] = std::move(mem);
-            if (with_tokens_) tok_chunks_[c] = std::move(tok);
-            listed = info_[c].on_avail;
-            const bool on_empty = info_[c].on_empty;
-            info_[c] = Info{};
-            info_[c].on_empty = on_empty; // its stale entry is still there
-            info_[c].gen_base = gen;
-        } else {
-            chunks_.push_back(std::move(mem));
-            if (with_tokens_) tok_chunks_.push_back(std::move(tok));
-            info_.push_back(Info{});
-            info_[c].gen_base = gen;
-        }
-        held_chunks_++;
-        info_[c].free = (c << kBits) + 1;
-        info_[c].on_avail = true;
-        if (!listed) avail_.push_back(c); // reserved: each chunk is listed at most once
+        if (!make_chunk()) return kFull;
         return allocate();
+    }
+
+    // Make chunks until `records` records are held, and never give memory back below that
+    // (KVREG_OPT_RESERVE_BLOCKS): registrations up to it then neither allocate nor touch a
+    // page for the first time. Throws std::bad_alloc (the chunks made so far stay, as spare
+    // capacity); false when the slab cannot hold that many.
+    bool reserve(uint64_t records) {
+        if (records > kMaxRecords) return false;
+        const uint32_t chunks = static_cast<uint32_t>((records + kChunk - 1) >> kBits);
+        const size_t listed = avail_.size();
+        while (held_chunks_ < chunks)
+            if (!make_chunk()) return false;
+        // allocate() takes the chunk listed last first: list the new ones lowest address last,
+        // so records are handed out in the order (and the address order) they were made.
+        std::reverse(avail_.begin() + static_cast<std::ptrdiff_t>(listed), avail_.end());
+        if (chunks > floor_chunks_) floor_chunks_ = chunks;
+        return true;
     }
 
     // Blank record idx for reuse by its caller without returning it to a free list (a pool
@@ -186,7 +164,62 @@ private:
         if (with_tokens_) set_token_ref(idx, kNoTokens);
     }
 
-    bool shrink_wanted() const noexcept { return held_chunks_ > kKeepChunks && live_ * 4 < held(); }
+    // v.reserve(n), growing geometrically: reserve(size + 1) would reallocate (and copy) the
+    // vector on every new chunk, quadratic in a shard's chunks.
+    template <typename V> static void room_for(V &v, size_t n) {
+        if (v.capacity() < n) v.reserve(std::max(n, 2 * v.capacity()));
+    }
+
+    // Make one chunk of free records (a given-back one again, else a new one) and list it on
+    // avail_. False when kMaxRecords are held; throws std::bad_alloc (nothing changed).
+    bool make_chunk() {
+        uint32_t c;
+        if (!given_back_.empty()) {
+            c = given_back_.back(); // made again below; popped once that cannot fail
+        } else {
+            if (capacity() + kChunk > kMaxRecords + 1) return false;
+            c = static_cast<uint32_t>(chunks_.size());
+            // Room first, so that no push below can throw once memory is committed.
+            room_for(chunks_, c + 1);
+            room_for(info_, c + 1);
+            if (with_tokens_) room_for(tok_chunks_, c + 1);
+            room_for(avail_, c + 1);
+            room_for(given_back_, c + 1);
+            room_for(empty_, c + 1);
+        }
+        std::unique_ptr<Record[]> mem(new Record[kChunk]());
+        std::unique_ptr<uint32_t[]> tok(with_tokens_ ? new uint32_t[kChunk] : nullptr);
+        const uint32_t gen = c < info_.size() ? info_[c].gen_base : first_gen_;
+        for (uint32_t i = 0; i < kChunk; i++) {
+            mem[i].gen = gen;
+            mem[i].next = i + 1 < kChunk ? (c << kBits) + i + 2 : kNil; // the chunk's free list
+        }
+        bool listed = false; // already on avail_ (a stale entry from before it was given back)
+        if (c < info_.size()) {
+            given_back_.pop_back();
+            chunks_[c] = std::move(mem);
+            if (with_tokens_) tok_chunks_[c] = std::move(tok);
+            listed = info_[c].on_avail;
+            const bool on_empty = info_[c].on_empty;
+            info_[c] = Info{};
+            info_[c].on_empty = on_empty; // its stale entry is still there
+            info_[c].gen_base = gen;
+        } else {
+            chunks_.push_back(std::move(mem));
+            if (with_tokens_) tok_chunks_.push_back(std::move(tok));
+            info_.push_back(Info{});
+            info_[c].gen_base = gen;
+        }
+        held_chunks_++;
+        info_[c].free = (c << kBits) + 1;
+        info_[c].on_avail = true;
+        if (!listed) avail_.push_back(c); // reserved: each chunk is listed at most once
+        return true;
+    }
+
+    bool shrink_wanted() const noexcept {
+        return held_chunks_ > std::max(kKeepChunks, floor_chunks_) && live_ * 4 < held();
+    }
 
     void give_back(uint32_t c) noexcept {
         uint32_t next_gen = 0;
@@ -211,6 +244,7 @@ private:
     std::vector<uint32_t> given_back_; // chunks to make again before growing
     std::vector<uint32_t> empty_;      // chunks that may have no live record
     uint32_t held_chunks_ = 0;
+    uint32_t floor_chunks_ = 0; // reserve(): never shrink below this many
     uint64_t live_ = 0;
     uint32_t retired_ = 0;
     uint32_t first_gen_ = 0; // tests start generations near the limit

@@ -2,8 +2,10 @@
 
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 using kvreg::Record;
 using kvreg::Shard;
@@ -38,12 +40,27 @@ kvreg_registry::kvreg_registry(const kvreg::Options &opt)
         if (keep_tokens_) shards_[i].slab.enable_token_refs();
         shards_[i].slab.set_first_gen(opt.first_gen < Record::kGenLimit ? opt.first_gen : 0);
     }
+    if (opt.reserve_blocks) reserve(opt.reserve_blocks);
     // Distinguishes this registry's handles from another's; not a secret, just a spread.
     const auto now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     nonce_ = kvreg::mix(reinterpret_cast<uintptr_t>(this) ^ kvreg::mix(now));
 }
 
 kvreg_registry::~kvreg_registry() = default;
+
+void kvreg_registry::reserve(uint64_t blocks) {
+    // Hashes fall into shards at random: a shard's share of `blocks` is binomial, so each gets
+    // its mean plus six standard deviations (and a little), enough that no shard of any
+    // registry should run out before the total does (one shard in about 10^9 would).
+    const double mean = static_cast<double>(blocks) / nshards_;
+    const uint64_t per = nshards_ == 1 ? blocks : static_cast<uint64_t>(mean + 6.0 * std::sqrt(mean) + 16.0);
+    if (per > kvreg::RecordSlab::kMaxRecords) throw std::length_error("reserve_blocks");
+    for (uint32_t i = 0; i < nshards_; i++) {
+        Shard &s = shards_[i];
+        if (!s.slab.reserve(per)) throw std::length_error("reserve_blocks");
+        s.index.reserve(static_cast<uint32_t>(per), s.slab, kvreg::mix);
+    }
+}
 
 // ---------------------------------------------------------------------------------- pools
 

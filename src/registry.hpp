@@ -78,6 +78,7 @@ struct Options {
     bool keep_tokens = false;
     uint64_t poll_capacity = 65536;
     uint32_t shards = 64;
+    uint64_t reserve_blocks = 0; // KVREG_OPT_RESERVE_BLOCKS
     CallbackRef callback;
     uint32_t first_gen = 0; // tests only (internal): start record generations here
 };
@@ -148,6 +149,10 @@ private:
     static uint32_t head_of(kvreg::Shard &s, const kvreg::Record &r) noexcept {
         return s.index.find(r.seq, kvreg::mix(r.seq), s.slab);
     }
+    // KVREG_OPT_RESERVE_BLOCKS, from the constructor: every shard sets memory aside for its
+    // share of `blocks` records and index slots. Throws std::bad_alloc, or std::length_error
+    // when a shard's share is more than it can hold.
+    void reserve(uint64_t blocks);
     // Take / drop every shard lock, in index order (the one order anyone takes two in).
     void lock_all() noexcept;
     void unlock_all() noexcept;

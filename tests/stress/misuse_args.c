@@ -133,7 +133,7 @@ static void t_config_args(void **state)
     assert_int_equal(kvreg_config_set_event_fn(NULL, NULL, NULL, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
     assert_int_equal(kvreg_config_set(cfg, 0, 0), KVREG_EINVAL);
-    assert_int_equal(kvreg_config_set(cfg, 5, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_config_set(cfg, 6, 0), KVREG_EINVAL); /* the first unknown option */
     assert_int_equal(kvreg_config_set(cfg, UINT32_MAX, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, 2), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, 2), KVREG_EINVAL);
@@ -141,6 +141,8 @@ static void t_config_args(void **state)
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, (UINT64_C(1) << 32) + 1), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, UINT64_C(1) << 32), KVREG_OK);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, 1), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, UINT64_MAX), KVREG_EINVAL);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, 0), KVREG_OK);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 3), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 8192), KVREG_EINVAL);

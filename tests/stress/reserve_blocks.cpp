@@ -1,0 +1,287 @@
+// KVREG_OPT_RESERVE_BLOCKS: while the registry holds at most the reserved number of blocks,
+// registering allocates nothing (kvreg.h). Global operator new (every variant) is replaced
+// here and counts calls; the library is linked statically so its own allocations are counted.
+//
+//   * config: the option's range; kvreg_registry_new refuses a reservation its shards cannot
+//     hold (KVREG_EINVAL) and accepts one they can;
+//   * reserved (64 shards, two pools holding the same hashes, INLINE with a counting
+//     callback): filling up to the reservation, releasing everything and filling again, and
+//     filling again after kvreg_registry_clear, make no allocation at all;
+//   * past the reservation the registry grows as without it, and after everything is released
+//     the reserved memory is still there (filling to the reservation again allocates nothing);
+//   * control: the same fill without the option allocates (so the count above can fail).
+#include <kvreg.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "internal_check.hpp"
+
+namespace {
+long g_news = 0; // operator new calls while counting
+bool g_counting = false;
+
+void *alloc(std::size_t n, std::size_t align)
+{
+    if (g_counting) g_news++;
+    if (n == 0) n = 1;
+    if (align <= alignof(std::max_align_t)) return std::malloc(n);
+    return std::aligned_alloc(align, (n + align - 1) / align * align);
+}
+void *alloc_or_throw(std::size_t n, std::size_t align)
+{
+    if (void *p = alloc(n, align)) return p;
+    throw std::bad_alloc();
+}
+} // namespace
+
+void *operator new(std::size_t n) { return alloc_or_throw(n, 0); }
+void *operator new[](std::size_t n) { return alloc_or_throw(n, 0); }
+void *operator new(std::size_t n, std::align_val_t a) { return alloc_or_throw(n, static_cast<std::size_t>(a)); }
+void *operator new[](std::size_t n, std::align_val_t a) { return alloc_or_throw(n, static_cast<std::size_t>(a)); }
+void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
+void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
+void *operator new(std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
+{
+    return alloc(n, static_cast<std::size_t>(a));
+}
+void *operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
+{
+    return alloc(n, static_cast<std::size_t>(a));
+}
+// Every operator new above returns malloc/aligned_alloc memory, so free() is the matching
+// release; GCC cannot see that through the replacement and warns about the pairing.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
+
+namespace {
+
+constexpr uint32_t kBlockTokens = 16;
+constexpr size_t kBatch = 32;
+
+struct Counts {
+    uint64_t registers = 0, removes = 0;
+};
+
+void count_events(const kvreg_event *ev, size_t n, void *user)
+{
+    Counts *c = static_cast<Counts *>(user);
+    for (size_t i = 0; i < n; i++) {
+        c->registers += ev[i].kind == KVREG_EVENT_REGISTER;
+        c->removes += ev[i].kind == KVREG_EVENT_REMOVE;
+    }
+}
+
+// Hashes and tokens for `n` distinct blocks, made before counting starts.
+struct Blocks {
+    std::vector<kvreg_block_desc> descs;
+    std::vector<uint32_t> tokens;
+    explicit Blocks(size_t n, uint64_t seed = 1) : descs(n), tokens(n * kBlockTokens)
+    {
+        uint64_t x = 0x243F6A8885A308D3ull * seed; // splitmix64: fixed, so every run is the same
+        for (size_t i = 0; i < n; i++) {
+            x += 0x9E3779B97F4A7C15ull;
+            uint64_t z = x;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            for (uint32_t t = 0; t < kBlockTokens; t++) tokens[i * kBlockTokens + t] = static_cast<uint32_t>(i + t);
+            kvreg_block_desc &d = descs[i];
+            d = kvreg_block_desc{};
+            d.sequence_hash = z;
+            d.block_hash = z ^ 1;
+            d.tokens = &tokens[i * kBlockTokens];
+            d.n_tokens = kBlockTokens;
+        }
+    }
+};
+
+// Register every block of `b` into `pool`, kBatch at a time; handles into `out` (sized by the
+// caller, so that the test itself allocates nothing while counting).
+bool fill(kvreg_pool *pool, const Blocks &b, std::vector<kvreg_block> &out)
+{
+    if (out.size() < b.descs.size()) return false;
+    for (size_t i = 0; i < b.descs.size(); i += kBatch) {
+        const size_t n = b.descs.size() - i < kBatch ? b.descs.size() - i : kBatch;
+        if (kvreg_register_batch(pool, &b.descs[i], n, &out[i], nullptr, nullptr) != KVREG_OK) return false;
+    }
+    return true;
+}
+
+bool release(kvreg_pool *pool, std::vector<kvreg_block> &h)
+{
+    for (size_t i = 0; i < h.size(); i += kBatch) {
+        const size_t n = h.size() - i < kBatch ? h.size() - i : kBatch;
+        if (kvreg_release_batch(pool, &h[i], n, nullptr, nullptr) != KVREG_OK) return false;
+    }
+    return true;
+}
+
+kvreg_registry *make(uint64_t reserve, uint64_t shards, Counts *counts)
+{
+    kvreg_config *cfg = nullptr;
+    kvreg_registry *reg = nullptr;
+    CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+    if (reserve) CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, reserve) == KVREG_OK);
+    if (shards) CHECK(kvreg_config_set(cfg, KVREG_OPT_SHARDS, shards) == KVREG_OK);
+    CHECK(kvreg_config_set_event_fn(cfg, count_events, counts, nullptr) == KVREG_OK);
+    const int rc = kvreg_registry_new(&reg, cfg);
+    kvreg_config_free(cfg);
+    CHECK(rc == KVREG_OK);
+    return rc == KVREG_OK ? reg : nullptr;
+}
+
+void test_config()
+{
+    kvreg_config *cfg = nullptr;
+    CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+    const uint64_t most = uint64_t{4096} * ((1u << 24) - 2);
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, most + 1) == KVREG_EINVAL);
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, UINT64_MAX) == KVREG_EINVAL);
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, 0) == KVREG_OK);
+    // One shard holds 16,776,960 blocks (kvreg.h, kvreg_register): one more cannot be reserved.
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 1) == KVREG_OK);
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, 16776961) == KVREG_OK);
+    kvreg_registry *reg = nullptr;
+    CHECK(kvreg_registry_new(&reg, cfg) == KVREG_EINVAL);
+    CHECK(reg == nullptr);
+    kvreg_registry_free(reg);
+    // A small reservation on one shard works, and holds exactly that many without allocating.
+    CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, 1000) == KVREG_OK);
+    CHECK(kvreg_registry_new(&reg, cfg) == KVREG_OK);
+    kvreg_config_free(cfg);
+    if (!reg) return;
+    kvreg_pool *pool = nullptr;
+    CHECK(kvreg_pool_new(&pool, reg, "one") == KVREG_OK);
+    const Blocks b(1000);
+    std::vector<kvreg_block> h(1000);
+    g_news = 0;
+    g_counting = true;
+    CHECK(fill(pool, b, h));
+    g_counting = false;
+    CHECK(g_news == 0);
+    if (g_news) std::fprintf(stderr, "one shard, 1000 reserved: %ld allocations\n", g_news);
+    kvreg_registry_free(reg);
+}
+
+// Fill both pools with `blocks`, counting allocations; false (reported) if any.
+bool fill_both_counted(kvreg_pool *a, kvreg_pool *b, const Blocks &blocks, std::vector<kvreg_block> &ha,
+                       std::vector<kvreg_block> &hb, const char *what)
+{
+    g_news = 0;
+    g_counting = true;
+    const bool ok = fill(a, blocks, ha) && fill(b, blocks, hb);
+    g_counting = false;
+    CHECK(ok);
+    if (g_news) std::fprintf(stderr, "%s: %ld allocations registering\n", what, g_news);
+    return ok && g_news == 0;
+}
+
+void test_reserved()
+{
+    // Five rounds, each filling both pools with hashes of its own and releasing them: the
+    // index's tombstones pile up (new hashes cannot reuse them) until it purges them. Then a
+    // fill, kvreg_registry_clear, and the same fill again.
+    constexpr size_t kHashes = 10000; // two pools: 20,000 blocks
+    constexpr int kRounds = 5;
+    Counts counts;
+    kvreg_registry *reg = make(2 * kHashes, 0, &counts);
+    if (!reg) return;
+    kvreg_pool *a = nullptr, *b = nullptr;
+    CHECK(kvreg_pool_new(&a, reg, "gpu") == KVREG_OK);
+    CHECK(kvreg_pool_new(&b, reg, "host") == KVREG_OK);
+    std::vector<Blocks> sets;
+    for (int r = 0; r < kRounds; r++) sets.emplace_back(kHashes, 10 + r);
+    std::vector<kvreg_block> ha(kHashes), hb(kHashes);
+    for (int r = 0; r < kRounds; r++) {
+        CHECK(fill_both_counted(a, b, sets[r], ha, hb, "round"));
+        uint64_t hashes = 0;
+        CHECK(kvreg_registry_stat(reg, KVREG_STAT_HASHES, &hashes) == KVREG_OK);
+        CHECK(hashes == kHashes);
+        g_news = 0;
+        g_counting = true;
+        CHECK(release(a, ha) && release(b, hb));
+        g_counting = false;
+        CHECK(g_news == 0); // releasing gives nothing back, so nothing is made again
+    }
+    CHECK(counts.registers == kRounds * kHashes && counts.removes == kRounds * kHashes);
+    CHECK(fill_both_counted(a, b, sets[0], ha, hb, "before clear"));
+    CHECK(kvreg_registry_clear(reg) == KVREG_OK);
+    CHECK(fill_both_counted(a, b, sets[0], ha, hb, "after clear"));
+    CHECK(counts.registers == (kRounds + 2) * kHashes);
+    CHECK(kvreg_pool_size(a) == kHashes && kvreg_pool_size(b) == kHashes);
+    kvreg_registry_free(reg);
+}
+
+void test_past_reservation()
+{
+    // Four shards, so that a shard's share (about 1,250 blocks) is well above the two chunks
+    // of records (512) a shard keeps anyway.
+    constexpr size_t kReserved = 5000;
+    Counts counts;
+    kvreg_registry *reg = make(kReserved, 4, &counts);
+    if (!reg) return;
+    kvreg_pool *pool = nullptr;
+    CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+    const Blocks many(8 * kReserved, 3);
+    std::vector<kvreg_block> h(8 * kReserved);
+    CHECK(fill(pool, many, h)); // grows past the reservation
+    CHECK(kvreg_pool_size(pool) == 8 * kReserved);
+    CHECK(release(pool, h)); // gives the growth back, not the reservation
+    CHECK(counts.registers == 8 * kReserved && counts.removes == 8 * kReserved);
+    const Blocks few(kReserved, 4);
+    h.resize(kReserved);
+    g_news = 0;
+    g_counting = true;
+    CHECK(fill(pool, few, h));
+    g_counting = false;
+    CHECK(g_news == 0);
+    if (g_news) std::fprintf(stderr, "after growing and shrinking: %ld allocations\n", g_news);
+    kvreg_registry_free(reg);
+}
+
+void test_control()
+{
+    Counts counts;
+    kvreg_registry *reg = make(0, 0, &counts);
+    if (!reg) return;
+    kvreg_pool *pool = nullptr;
+    CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+    const Blocks blocks(10000);
+    std::vector<kvreg_block> h(10000);
+    g_news = 0;
+    g_counting = true;
+    CHECK(fill(pool, blocks, h));
+    g_counting = false;
+    CHECK(g_news > 0); // without the option the records and the index grow as blocks come
+    kvreg_registry_free(reg);
+}
+
+} // namespace
+
+int main()
+{
+    test_config();
+    test_reserved();
+    test_past_reservation();
+    test_control();
+    if (check_failures()) std::fprintf(stderr, "reserve_blocks: %d checks failed\n", check_failures());
+    return check_failures() != 0;
+}
