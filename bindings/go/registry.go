@@ -24,6 +24,9 @@ type Options struct {
 	PollCapacity uint64
 	// Shards is the number of lock shards, a power of two (0: library default, 64).
 	Shards uint32
+	// ReserveBlocks sets memory aside for that many blocks (one pool's hold on a hash) when
+	// the registry is made: up to that many held, registering allocates nothing (0: none).
+	ReserveBlocks uint64
 	// DiscardEvents counts and drops every event instead of queueing it; Poll then fails
 	// with ErrInvalid. For users who only need the registry's bookkeeping.
 	DiscardEvents bool
@@ -88,6 +91,7 @@ func NewRegistry(opts *Options) (*Registry, error) {
 		{C.KVREG_OPT_KEEP_TOKENS, boolU64(o.KeepTokens), true},
 		{C.KVREG_OPT_POLL_CAPACITY, o.PollCapacity, o.PollCapacity != 0},
 		{C.KVREG_OPT_SHARDS, uint64(o.Shards), o.Shards != 0},
+		{C.KVREG_OPT_RESERVE_BLOCKS, o.ReserveBlocks, o.ReserveBlocks != 0},
 	}
 	for _, s := range settings {
 		if !s.set {

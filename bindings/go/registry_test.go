@@ -461,6 +461,11 @@ func TestOptionsValidated(t *testing.T) {
 	if _, err := NewRegistry(&Options{Shards: 3}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("3 shards = %v, want ErrInvalid (not a power of two)", err)
 	}
+	// One shard holds 16,776,960 blocks: one more cannot be reserved.
+	if _, err := NewRegistry(&Options{Shards: 1, ReserveBlocks: 16776961}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reserving past a shard = %v, want ErrInvalid", err)
+	}
+	newReg(t, &Options{ReserveBlocks: 1000})
 	r := newReg(t, &Options{Shards: 1, PollCapacity: 1})
 	if _, err := r.Stat(Stat(999)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("unknown stat = %v, want ErrInvalid", err)

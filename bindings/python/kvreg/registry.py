@@ -244,13 +244,15 @@ class Registry:
     delivering: single-threaded, before the call that caused the events returns; with
     several threads, call flush() before reading what the callback recorded).
     Default: "inline" when a callback is given, else "poll".
+    reserve_blocks: blocks (one pool's hold on a hash) to set memory aside for now; up to
+    that many held, registering allocates nothing (KVREG_OPT_RESERVE_BLOCKS).
 
     Close it explicitly (close() or a with block). A Registry garbage collected while open
     is freed (no events) with a ResourceWarning.
     """
 
     def __init__(self, delivery=None, *, keep_tokens=False, poll_capacity=None, shards=None,
-                 callback=None):
+                 callback=None, reserve_blocks=None):
         if delivery is None:
             delivery = "inline" if callback is not None else "poll"
         if delivery not in _DELIVERY:
@@ -270,6 +272,9 @@ class Registry:
                                      _buffers.u64(poll_capacity, "poll_capacity"))
             if shards is not None:
                 lib.kvreg_config_set(cfg, _ffi.OPT_SHARDS, _buffers.u64(shards, "shards"))
+            if reserve_blocks is not None:
+                lib.kvreg_config_set(cfg, _ffi.OPT_RESERVE_BLOCKS,
+                                     _buffers.u64(reserve_blocks, "reserve_blocks"))
             cfunc = core.make_cfunc(callback)
             if cfunc is not None:
                 lib.kvreg_config_set_event_fn(cfg, cfunc, None, _ffi.DESTROY_FN())

@@ -65,6 +65,10 @@ class FromTheLibrary(unittest.TestCase):
         self.assertCode(kvreg.InvalidArgument, kvreg.hash_blocks, [1, 2], 0, kvreg.ROUTER_SALT)
         self.assertCode(kvreg.InvalidArgument, kvreg.Sequence, 0, kvreg.ROUTER_SALT)
         self.assertCode(kvreg.InvalidArgument, kvreg.Registry, shards=3)  # not a power of 2
+        # one shard holds 16,776,960 blocks: one more cannot be reserved
+        self.assertCode(kvreg.InvalidArgument, kvreg.Registry, shards=1, reserve_blocks=16776961)
+        with kvreg.Registry(reserve_blocks=1000) as reg:
+            self.assertEqual(reg.stat("hashes"), 0)
         self.assertCode(kvreg.InvalidArgument, self.reg.stat, 999)
         self.assertCode(kvreg.InvalidArgument, self.reg.set_callback, print)  # poll mode
         self.assertCode(kvreg.InvalidArgument, self.pool.register, self.info,

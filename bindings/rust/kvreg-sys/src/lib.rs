@@ -100,6 +100,7 @@ pub const KVREG_DELIVERY_POLL: u64 = 1;
 pub const KVREG_OPT_KEEP_TOKENS: u32 = 2;
 pub const KVREG_OPT_POLL_CAPACITY: u32 = 3;
 pub const KVREG_OPT_SHARDS: u32 = 4;
+pub const KVREG_OPT_RESERVE_BLOCKS: u32 = 5;
 
 // ---- Registry ---------------------------------------------------------------------------
 #[repr(C)]

@@ -60,6 +60,7 @@ pub struct RegistryBuilder {
     keep_tokens: bool,
     poll_capacity: Option<u64>,
     shards: Option<u64>,
+    reserve_blocks: Option<u64>,
     handler: Option<Handler>,
 }
 
@@ -84,6 +85,13 @@ impl RegistryBuilder {
     /// Lock shards of the hash table, a power of two (1 ..= 4096).
     pub fn shards(mut self, shards: u64) -> Self {
         self.shards = Some(shards);
+        self
+    }
+
+    /// Blocks (one pool's hold on a hash) to set memory aside for when the registry is built:
+    /// up to that many held, registering allocates nothing (`KVREG_OPT_RESERVE_BLOCKS`).
+    pub fn reserve_blocks(mut self, blocks: u64) -> Self {
+        self.reserve_blocks = Some(blocks);
         self
     }
 
@@ -112,6 +120,9 @@ impl RegistryBuilder {
         }
         if let Some(n) = self.shards {
             cfg.set(ffi::KVREG_OPT_SHARDS, n)?;
+        }
+        if let Some(n) = self.reserve_blocks {
+            cfg.set(ffi::KVREG_OPT_RESERVE_BLOCKS, n)?;
         }
 
         let handler = self.handler.map(HandlerRef::new);
@@ -270,6 +281,7 @@ impl Registry {
             keep_tokens: false,
             poll_capacity: None,
             shards: None,
+            reserve_blocks: None,
             handler: None,
         }
     }

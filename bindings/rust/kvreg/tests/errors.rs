@@ -94,6 +94,10 @@ fn bad_descriptions_and_options() {
 
     let bad_shards = Registry::builder().shards(3).build().unwrap_err();
     assert_eq!(bad_shards.kind(), ErrorKind::InvalidArgument);
+    // One shard holds 16,776,960 blocks: one more cannot be reserved.
+    let too_many = Registry::builder().shards(1).reserve_blocks(16_776_961).build().unwrap_err();
+    assert_eq!(too_many.kind(), ErrorKind::InvalidArgument);
+    assert!(Registry::builder().reserve_blocks(1000).build().is_ok());
     let bad_capacity = Registry::builder().delivery(Delivery::Poll).poll_capacity(0).build();
     assert_eq!(bad_capacity.unwrap_err().kind(), ErrorKind::InvalidArgument);
 }
