@@ -35,6 +35,11 @@ struct Opts {
     size_t groups = 8;
     size_t reps = 5;
     uint32_t shards = 0; // --shards: KVREG_OPT_SHARDS (0: the library's default)
+    // --reserve-blocks: KVREG_OPT_RESERVE_BLOCKS. auto: the blocks the workload holds at its
+    // peak (register_release, two_pools, shared_prefix: what an engine knows of its KV cache);
+    // N: that many, in every workload's registries. 0: none (the default).
+    bool reserve_auto = false;
+    uint64_t reserve_blocks = 0;
     uint64_t seed = UINT64_C(0x5EED000000000001);
     uint64_t salt = 1337;
     size_t rt_threads = 1;  // accepted for flag compatibility; kvreg has no runtime threads
@@ -183,7 +188,8 @@ struct Counter; // opaque: the callback's state
 // A registry with a counting callback delivered INLINE, so event cost is inside every timing.
 class Harness {
   public:
-    Harness(const Opts &o, bool keep_tokens);
+    // peak_blocks: the most blocks the workload will hold at once (for --reserve-blocks auto).
+    Harness(const Opts &o, bool keep_tokens, uint64_t peak_blocks = 0);
     ~Harness();
     Harness(const Harness &) = delete;
     Harness &operator=(const Harness &) = delete;
@@ -199,6 +205,8 @@ class Harness {
     const Opts &opts_;
     kvreg_registry *reg_ = nullptr;
     Counter *counter_ = nullptr;
+    uint64_t reserved_ = 0; // KVREG_OPT_RESERVE_BLOCKS set (0: none)
+    double new_s_ = 0;      // kvreg_registry_new's time
 };
 
 // Head fields every line starts with (same order as the peer).

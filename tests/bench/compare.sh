@@ -123,6 +123,11 @@ for w in $workloads; do
                 done ;;
             hol|pool_free|many_pools|scaling_limit) # kvreg only
                 run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
+            register_release|two_pools|shared_prefix)
+                both "$r" "" --workload "$w" "${sz[@]}"
+                # kvreg again with its memory set aside first, as an engine that knows its
+                # KV cache's size would (KVREG_OPT_RESERVE_BLOCKS; rows marked "reserved").
+                run "$out/ours.jsonl" "$ours" --workload "$w" --reserve-blocks auto "${sz[@]}" ;;
             *)
                 both "$r" "" --workload "$w" "${sz[@]}" ;;
         esac

@@ -28,7 +28,9 @@ def load(path):
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"compare_table: {path}:{n}: not JSON: {e}")
-            by.setdefault(rec["workload"], []).append(rec)
+            # kvreg runs with KVREG_OPT_RESERVE_BLOCKS are rows of their own.
+            w = rec["workload"] + ("+reserved" if rec.get("reserve_blocks") else "")
+            by.setdefault(w, []).append(rec)
     return by
 
 
@@ -123,6 +125,13 @@ def main():
         if P(w) or O(w):
             row(w, "ops/s (events included)", med(P(w, []), ops_per_s), med(O(w, []), ops_per_s))
             row(w, "ns/op", med(P(w, []), lambda x: x["ns_per_op"]), med(O(w, []), lambda x: x["ns_per_op"]))
+        if O(w + "+reserved"):
+            rs = O(w + "+reserved")
+            ms = med(rs, lambda x: x["registry_new_s"] * 1e3)
+            row(w, f"ops/s, kvreg reserved (KVREG_OPT_RESERVE_BLOCKS = {rs[0]['reserve_blocks']}, "
+                f"set aside by kvreg_registry_new in {ms:.0f} ms, before the clock)",
+                med(P(w, []), ops_per_s), med(rs, ops_per_s))
+            row(w, "ns/op, kvreg reserved", med(P(w, []), lambda x: x["ns_per_op"]), med(rs, lambda x: x["ns_per_op"]))
     if P("hold") or O("hold"):
         pb = med(P("hold", []), lambda r: r["registry_bytes_per_block"])
         ob = med(O("hold", []), lambda r: r["registry_bytes_per_block"])

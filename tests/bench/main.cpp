@@ -75,6 +75,8 @@ const char kUsage[] =
     "  --cores N         index_k1 CPUs for its two threads (2)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "  --shards N        the registry's lock shards, KVREG_OPT_SHARDS (library default: 64)\n"
+    "  --reserve-blocks auto|N  KVREG_OPT_RESERVE_BLOCKS: auto, the blocks the workload holds at\n"
+    "                    its peak (register_release, two_pools, shared_prefix); N, that many (0)\n"
     "other:\n"
     "  --seed X          PRNG seed (splitmix64) (0x5EED000000000001)\n"
     "  --salt X          hash salt / xxh3 seed  (1337)\n"
@@ -132,6 +134,11 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--blocks" || name == "-N") o.blocks = num();
         else if (name == "--reps") o.reps = num();
         else if (name == "--shards") o.shards = static_cast<uint32_t>(num());
+        else if (name == "--reserve-blocks") {
+            const std::string v = val();
+            o.reserve_auto = v == "auto";
+            o.reserve_blocks = o.reserve_auto ? 0 : parse_u64(v);
+        }
         else if (name == "--seed") o.seed = parse_u64(val()), o.seed_given = true;
         else if (name == "--salt") o.salt = parse_u64(val());
         else if (name == "--rt-threads") o.rt_threads = num();

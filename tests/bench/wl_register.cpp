@@ -39,7 +39,7 @@ std::string wl_register_release(const Opts &o, bool &ok) {
     const auto [nd, dsum] = distinct_hashes(set);
     std::vector<kvreg_block> handles(nblocks, KVREG_BLOCK_NONE);
 
-    Harness h(o, false);
+    Harness h(o, false, nblocks);
     kvreg_pool *pool = h.new_pool("G1");
 
     // Pass 1 (cold: fresh heap, table growing from empty) is the reported result.
@@ -100,7 +100,7 @@ std::string wl_two_pools(const Opts &o, bool &ok) {
     const size_t per = set.per_seq;
     std::vector<kvreg_block> ha(nblocks, KVREG_BLOCK_NONE), hb(nblocks, KVREG_BLOCK_NONE);
 
-    Harness h(o, false);
+    Harness h(o, false, 2 * nblocks);
     kvreg_pool *pa = h.new_pool("G1");
     kvreg_pool *pb = h.new_pool("G2");
     uint64_t reg_a = 0, reg_b = 0, rel_a = 0, rel_b = 0;
@@ -169,7 +169,7 @@ std::string wl_shared_prefix(const Opts &o, bool &ok) {
     std::vector<int> status(per);
     std::vector<size_t> ends(s);
 
-    Harness h(o, false);
+    Harness h(o, false, nblocks);
     kvreg_pool *pool = h.new_pool("G1");
     uint64_t attempts = 0, registered = 0, dups = 0, other = 0, released = 0;
 
