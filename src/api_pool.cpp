@@ -157,7 +157,9 @@ KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, s
     if (!pool || (n > 0 && !blocks)) return KVREG_EINVAL;
     EventBatch batch(pool->reg->log, n);
     size_t ok = 0;
+    const bool prefetch = pool->reg->prefetches_releases(); // reserved registries only
     for (size_t i = 0; i < n; i++) {
+        if (prefetch && i + kPrefetchAhead < n) pool->reg->prefetch_release(pool, blocks[i + kPrefetchAhead]);
         const int rc = release_one(pool->reg, pool, blocks[i], batch);
         if (out_status) out_status[i] = rc;
         if (rc == KVREG_OK) ok++;

@@ -98,6 +98,23 @@ public:
         return true;
     }
 
+    // Pin the chunks held now: never given back while the slab lives, and findable without
+    // the shard lock (pinned_record). Called once, before other threads can see the slab
+    // (kvreg_registry's constructor, after reserve()); throws std::bad_alloc.
+    void pin() {
+        std::unique_ptr<Record *[]> dir(new Record *[chunks_.size()]);
+        for (size_t c = 0; c < chunks_.size(); c++) dir[c] = chunks_[c].get();
+        pinned_ = std::move(dir);
+        n_pinned_ = static_cast<uint32_t>(chunks_.size());
+    }
+    // Record idx if it lies in a pinned chunk, else nullptr. Callable without the shard lock:
+    // a pinned chunk's memory stays for the slab's life, though the record in it may be freed
+    // or reused meanwhile (read its fields only as hints, and atomically).
+    const Record *pinned_record(uint32_t idx) const noexcept {
+        const uint32_t c = idx >> kBits;
+        return c < n_pinned_ ? &pinned_[c][idx & kMask] : nullptr;
+    }
+
     // Blank record idx for reuse by its caller without returning it to a free list (a pool
     // keeps a few as spares, registry.hpp): every handle to it goes stale, as with release().
     // False when its generation would reach the limit: the caller must release() it instead
@@ -138,7 +155,7 @@ public:
             const uint32_t e = empty_.back();
             empty_.pop_back();
             info_[e].on_empty = false;
-            if (chunks_[e] && info_[e].live == 0 && !info_[e].has_retired) give_back(e);
+            if (chunks_[e] && info_[e].live == 0 && !info_[e].has_retired && e >= n_pinned_) give_back(e);
         }
     }
 
@@ -248,6 +265,9 @@ private:
     std::vector<uint32_t> empty_;      // chunks that may have no live record
     uint32_t held_chunks_ = 0;
     uint32_t floor_chunks_ = 0; // reserve(): never shrink below this many
+    // pin(): chunks [0, n_pinned_) and their addresses, constant once other threads see the slab.
+    std::unique_ptr<Record *[]> pinned_;
+    uint32_t n_pinned_ = 0;
     uint64_t live_ = 0;
     uint32_t retired_ = 0;
     uint32_t first_gen_ = 0; // tests start generations near the limit

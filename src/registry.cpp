@@ -58,8 +58,10 @@ void kvreg_registry::reserve(uint64_t blocks) {
     for (uint32_t i = 0; i < nshards_; i++) {
         Shard &s = shards_[i];
         if (!s.slab.reserve(per)) throw std::length_error("reserve_blocks");
+        s.slab.pin(); // see prefetch_release()
         s.index.reserve(static_cast<uint32_t>(per), s.slab, kvreg::mix);
     }
+    pinned_ = true;
 }
 
 // ---------------------------------------------------------------------------------- pools
@@ -251,7 +253,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         // Nothing fails from here on: take the event id before our stores (see take_id()).
         const uint64_t event_id = first_anywhere ? batch.take_id() : 0;
         Record &r = s.slab.at(idx);
-        r.seq = d.sequence_hash;
+        // Atomic (relaxed, a plain store on x86): prefetch_release() reads it without the lock.
+        __atomic_store_n(&r.seq, d.sequence_hash, __ATOMIC_RELAXED);
         r.refcount = 1;
         r.pool = p->id;
         // Onto the front of the pool's list in this shard.

@@ -116,6 +116,19 @@ struct kvreg_registry {
         shards_[shard_of(m)].index.prefetch(m);
     }
 
+    // Warm the cache for a coming release of b: its index slot (no lock, no effect on state).
+    // Only for records in a reserved registry's pinned chunks, whose memory stays for the
+    // registry's life, so the record's hash can be read without the shard lock (atomically;
+    // if the record was freed or reused meanwhile, the prefetch is merely wasted). Releasing
+    // is bound by that slot's cache miss: kvreg_release_batch issues this a few handles ahead.
+    bool prefetches_releases() const noexcept { return pinned_; }
+    void prefetch_release(const kvreg_pool *p, kvreg_block b) const noexcept {
+        Decoded d;
+        if (!decode(p, b, &d)) return;
+        if (const kvreg::Record *r = shards_[d.shard].slab.pinned_record(d.idx))
+            prefetch(__atomic_load_n(&r->seq, __ATOMIC_RELAXED));
+    }
+
     // Whole registry, under every shard lock (see event_log.hpp): drop every membership and
     // emit one Cleared event; or copy one Register per registered hash (heads of chains, in
     // slab order, tokens included) and the id of the first event not reflected in them.
@@ -187,6 +200,7 @@ private:
     void unlink(kvreg::Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, kvreg::EventBatch *batch) noexcept;
 
     const bool keep_tokens_;
+    bool pinned_ = false; // reserve() pinned the shards' chunks: prefetch_release() can work
     uint32_t shard_bits_ = 0;
     uint32_t nshards_ = 1;
     std::unique_ptr<kvreg::Shard[]> shards_;

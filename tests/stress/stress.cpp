@@ -655,6 +655,11 @@ int main(int argc, char **argv)
     expect_status(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, cfg_rng.below(2)), KVREG_OK, "KEEP_TOKENS");
     expect_status(kvreg_config_set(cfg, KVREG_OPT_SHARDS, 1u << cfg_rng.below(7)), KVREG_OK, "SHARDS");
     expect_status(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, 1u << 20), KVREG_OK, "POLL_CAPACITY");
+    // inline and poll2 reserve memory (pinned record chunks, which kvreg_release_batch reads
+    // without a lock to prefetch: ThreadSanitizer watches that here); poll does not.
+    const uint64_t reserve = std::strcmp(g_mode, "poll") == 0 ? 0 : 1000 + cfg_rng.below(8000);
+    expect_status(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, reserve), KVREG_OK, "RESERVE_BLOCKS");
+    std::printf("stress %s: reserve_blocks %llu\n", g_mode, static_cast<unsigned long long>(reserve));
     if (!g_poll) {
         g_cbs.push_back(new CallbackData);
         expect_status(kvreg_config_set_event_fn(cfg, on_events, g_cbs.back(), on_destroy), KVREG_OK,
