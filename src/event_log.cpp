@@ -240,12 +240,8 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
     for (size_t k = 0; k < n; k++) {
         kvreg_event &e = run_events_[k];
         slots_[(start + k) & kMask].expand(start + k, e);
-        if (e.n_tokens == kInlineTokens) {
-            std::memcpy(tok, e.tokens, kInlineTokens * sizeof(uint32_t)); // fixed size: inlined
-            e.tokens = tok;
-            tok += kInlineTokens;
-        } else if (e.n_tokens) {
-            std::memcpy(tok, e.tokens, size_t{e.n_tokens} * sizeof(uint32_t));
+        if (e.n_tokens) {
+            copy_tokens(tok, e.tokens, e.n_tokens);
             e.tokens = tok;
             tok += e.n_tokens;
         }
@@ -397,11 +393,8 @@ void EventBatch::add_as(uint64_t id, uint32_t kind, uint32_t pool, uint32_t medi
             n_tokens = 0; // see reserve_tokens(): the event goes out without its tokens
         }
     }
-    if (n_tokens == EventLog::kInlineTokens) // the usual block: a fixed-size copy, inlined
-        std::memcpy(slot.inline_tokens, tokens, sizeof slot.inline_tokens);
-    else if (n_tokens)
-        std::memcpy(n_tokens <= EventLog::kInlineTokens ? slot.inline_tokens : slot.tokens, tokens,
-                    size_t{n_tokens} * sizeof(uint32_t));
+    if (n_tokens)
+        EventLog::copy_tokens(n_tokens <= EventLog::kInlineTokens ? slot.inline_tokens : slot.tokens, tokens, n_tokens);
     slot.kind = static_cast<uint8_t>(kind);
     slot.pool_id = pool;
     slot.sequence_hash = seq;

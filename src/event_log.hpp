@@ -77,6 +77,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -146,6 +147,15 @@ private:
     // thread's shared_prefix 8% and two_pools 5%.
     static constexpr uint32_t kInlineTokens = 16;
     static constexpr uint32_t kArenaTokens = 64;
+    // Copy n tokens. The usual block (kInlineTokens) takes a fixed-size memcpy the compiler
+    // inlines: as a library call for every event, the copies into and out of the ring were 7%
+    // of kvreg-bench register_release.
+    static void copy_tokens(uint32_t *to, const uint32_t *from, uint32_t n) noexcept {
+        if (n == kInlineTokens)
+            std::memcpy(to, from, kInlineTokens * sizeof(uint32_t));
+        else
+            std::memcpy(to, from, size_t{n} * sizeof(uint32_t));
+    }
     // One ring slot: its stamp (id + 1 once published), its event in compact form (expanded
     // into a kvreg_event when it leaves the ring) and its tokens, on two cache lines of its
     // own, so producers writing neighbouring ids on different cores do not share lines.

@@ -112,10 +112,7 @@ public:
         std::unique_ptr<uint32_t[]> spare(new uint32_t[ncap]()); // touched now, not on a purge
         if (ncap > cap_) rebuild(ncap, slab, mix);
         floor_cap_ = ncap;
-        if (cap_ == ncap) {
-            spare_ = std::move(spare);
-            spare_cap_ = ncap;
-        }
+        if (cap_ == ncap) spare_ = std::move(spare);
     }
 
     // Insert a key known to be absent; reserve_one must have been called.
@@ -172,7 +169,7 @@ private:
 
     void rebuild(uint32_t ncap, const RecordSlab &slab, uint64_t (*mix)(uint64_t)) {
         std::unique_ptr<uint32_t[]> fresh;
-        if (spare_ && ncap == spare_cap_) {
+        if (spare_ && ncap == floor_cap_) {
             // A reserved table's tombstone purge (or a shrink back to it): the spare table,
             // no allocation and no page touched for the first time.
             fresh = std::move(spare_);
@@ -201,10 +198,7 @@ private:
                 if (s != kEmpty && s != kTomb) insert(mix(slab.at((s & kIdxMask) - 1).seq), (s & kIdxMask) - 1);
             }
         }
-        if (floor_cap_ != 0 && ocap == floor_cap_) {
-            spare_ = std::move(old); // kept for the next purge at the reserved size
-            spare_cap_ = ocap;
-        }
+        if (floor_cap_ != 0 && ocap == floor_cap_) spare_ = std::move(old); // for the next purge at that size
     }
 
     // Every live head of the slab, in address order.
@@ -218,10 +212,10 @@ private:
 
     std::unique_ptr<uint32_t[]> slots_;
     uint32_t floor_cap_ = 0; // reserve(): the table never gets smaller than this
-    // reserve(): a second table of floor_cap_ slots, so that purging tombstones at that size
-    // swaps tables instead of allocating one (4 bytes a reserved key).
+    // reserve(): a second table of floor_cap_ slots (when set, always that size), so that
+    // purging tombstones at that size swaps tables instead of allocating one (4 bytes a
+    // reserved key).
     std::unique_ptr<uint32_t[]> spare_;
-    uint32_t spare_cap_ = 0;
     uint32_t cap_ = 0;
     uint32_t size_ = 0;
     uint32_t tombs_ = 0;

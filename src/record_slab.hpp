@@ -81,31 +81,24 @@ public:
         return allocate();
     }
 
-    // Make chunks until `records` records are held, and never give memory back below that
-    // (KVREG_OPT_RESERVE_BLOCKS): registrations up to it then neither allocate nor touch a
-    // page for the first time. Throws std::bad_alloc (the chunks made so far stay, as spare
-    // capacity); false when the slab cannot hold that many.
+    // KVREG_OPT_RESERVE_BLOCKS: make chunks for `records` records and pin them: never given
+    // back while the slab lives (registrations up to that many then neither allocate nor touch
+    // a page for the first time), and findable without the shard lock (pinned_record). Once,
+    // on an empty slab, before other threads can see it (kvreg_registry's constructor).
+    // Throws std::bad_alloc; false when the slab cannot hold that many.
     bool reserve(uint64_t records) {
-        if (records > kMaxRecords) return false;
+        if (records > kMaxRecords || !chunks_.empty()) return false;
         const uint32_t chunks = static_cast<uint32_t>((records + kChunk - 1) >> kBits);
-        const size_t listed = avail_.size();
+        std::unique_ptr<Record *[]> dir(new Record *[chunks]);
         while (held_chunks_ < chunks)
             if (!make_chunk()) return false;
-        // allocate() takes the chunk listed last first: list the new ones lowest address last,
-        // so records are handed out in the order (and the address order) they were made.
-        std::reverse(avail_.begin() + static_cast<std::ptrdiff_t>(listed), avail_.end());
-        if (chunks > floor_chunks_) floor_chunks_ = chunks;
-        return true;
-    }
-
-    // Pin the chunks held now: never given back while the slab lives, and findable without
-    // the shard lock (pinned_record). Called once, before other threads can see the slab
-    // (kvreg_registry's constructor, after reserve()); throws std::bad_alloc.
-    void pin() {
-        std::unique_ptr<Record *[]> dir(new Record *[chunks_.size()]);
-        for (size_t c = 0; c < chunks_.size(); c++) dir[c] = chunks_[c].get();
+        for (uint32_t c = 0; c < chunks; c++) dir[c] = chunks_[c].get();
+        // allocate() takes the chunk listed last first: list them lowest address last, so
+        // records are handed out in the order (and the address order) they were made.
+        std::reverse(avail_.begin(), avail_.end());
         pinned_ = std::move(dir);
-        n_pinned_ = static_cast<uint32_t>(chunks_.size());
+        n_pinned_ = chunks;
+        return true;
     }
     // Record idx if it lies in a pinned chunk, else nullptr. Callable without the shard lock:
     // a pinned chunk's memory stays for the slab's life, though the record in it may be freed
@@ -238,7 +231,7 @@ private:
     }
 
     bool shrink_wanted() const noexcept {
-        return held_chunks_ > std::max(kKeepChunks, floor_chunks_) && live_ * 4 < held();
+        return held_chunks_ > std::max(kKeepChunks, n_pinned_) && live_ * 4 < held();
     }
 
     void give_back(uint32_t c) noexcept {
@@ -264,8 +257,8 @@ private:
     std::vector<uint32_t> given_back_; // chunks to make again before growing
     std::vector<uint32_t> empty_;      // chunks that may have no live record
     uint32_t held_chunks_ = 0;
-    uint32_t floor_chunks_ = 0; // reserve(): never shrink below this many
-    // pin(): chunks [0, n_pinned_) and their addresses, constant once other threads see the slab.
+    // reserve(): chunks [0, n_pinned_), never given back, and their addresses, constant once
+    // other threads see the slab.
     std::unique_ptr<Record *[]> pinned_;
     uint32_t n_pinned_ = 0;
     uint64_t live_ = 0;

@@ -57,8 +57,7 @@ void kvreg_registry::reserve(uint64_t blocks) {
     if (per > kvreg::RecordSlab::kMaxRecords) throw std::length_error("reserve_blocks");
     for (uint32_t i = 0; i < nshards_; i++) {
         Shard &s = shards_[i];
-        if (!s.slab.reserve(per)) throw std::length_error("reserve_blocks");
-        s.slab.pin(); // see prefetch_release()
+        if (!s.slab.reserve(per)) throw std::length_error("reserve_blocks"); // pins: see prefetch_release()
         s.index.reserve(static_cast<uint32_t>(per), s.slab, kvreg::mix);
     }
     pinned_ = true;

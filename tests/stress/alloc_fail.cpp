@@ -1,6 +1,7 @@
-// Allocation failure: global operator new / new[] (every variant) are replaced here, and the
-// k-th allocation after arming fails, for k = 1, 2, ... until the call under test needs no more
-// than k-1 allocations. Each failing call must return KVREG_ENOMEM and leave the registry exactly
+// Allocation failure: global operator new / new[] (every variant) are replaced
+// (replace_new.hpp), and the k-th allocation after arming fails, for k = 1, 2, ... until the
+// call under test needs no more than k-1 allocations. Each failing call must return
+// KVREG_ENOMEM and leave the registry exactly
 // as it was: statistics, queries, reference counts, delivered events; and the same call made
 // again without injected failures must then behave as in an undisturbed run.
 //
@@ -19,81 +20,20 @@
 #include <vector>
 #include "kvreg_answer.h"
 
+#include "replace_new.hpp"
+
 namespace {
 long g_countdown = 0; // > 0: armed; the allocation that brings it to 0 fails
 long g_seen = 0;      // allocations attempted while armed
+} // namespace
 
-bool should_fail()
+bool replaced_new_fails(std::size_t)
 {
     if (g_countdown <= 0)
         return false;
     g_seen++;
     return --g_countdown == 0;
 }
-
-void *alloc(std::size_t n, std::size_t align)
-{
-    if (should_fail())
-        return nullptr;
-    if (n == 0)
-        n = 1;
-    if (align <= alignof(std::max_align_t))
-        return std::malloc(n);
-    return std::aligned_alloc(align, (n + align - 1) / align * align);
-}
-} // namespace
-
-void *operator new(std::size_t n)
-{
-    if (void *p = alloc(n, 0))
-        return p;
-    throw std::bad_alloc();
-}
-void *operator new[](std::size_t n)
-{
-    if (void *p = alloc(n, 0))
-        return p;
-    throw std::bad_alloc();
-}
-void *operator new(std::size_t n, std::align_val_t a)
-{
-    if (void *p = alloc(n, static_cast<std::size_t>(a)))
-        return p;
-    throw std::bad_alloc();
-}
-void *operator new[](std::size_t n, std::align_val_t a)
-{
-    if (void *p = alloc(n, static_cast<std::size_t>(a)))
-        return p;
-    throw std::bad_alloc();
-}
-void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
-void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
-void *operator new(std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
-{
-    return alloc(n, static_cast<std::size_t>(a));
-}
-void *operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
-{
-    return alloc(n, static_cast<std::size_t>(a));
-}
-// Every operator new above returns malloc/aligned_alloc memory, so free() is the matching
-// release; GCC cannot see that through the replacement and warns about the pairing.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
 
 namespace {
 
@@ -396,7 +336,7 @@ void run_batch_case(int fill, bool poll)
 int main()
 {
     // valgrind substitutes its own operator new for ours: nothing could be injected
-    if (const char *pre = std::getenv("LD_PRELOAD"); pre && std::strstr(pre, "vgpreload")) {
+    if (under_valgrind()) {
         std::printf("SKIP: under valgrind, which replaces operator new (run it natively or under ASan)\n");
         return 77;
     }

@@ -1,6 +1,6 @@
 // KVREG_OPT_RESERVE_BLOCKS: while the registry holds at most the reserved number of blocks,
 // registering allocates nothing (kvreg.h). Global operator new (every variant) is replaced
-// here and counts calls; the library is linked statically so its own allocations are counted.
+// (replace_new.hpp) and counts calls; the library is linked statically so its own allocations are counted.
 //
 //   * config: the option's range; kvreg_registry_new refuses a reservation its shards cannot
 //     hold (KVREG_EINVAL) and accepts one they can;
@@ -15,12 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <vector>
 
 #include "internal_check.hpp"
+
+#include "replace_new.hpp"
 
 namespace {
 long g_news = 0; // operator new calls while counting
@@ -28,56 +27,33 @@ bool g_counting = false;
 // False under valgrind, which substitutes its own operator new for the library's calls: the
 // allocation counts are then not checked (the rest of the test still runs under memcheck).
 bool g_can_count = true;
-
-void *alloc(std::size_t n, std::size_t align)
-{
-    if (g_counting) g_news++;
-    if (n == 0) n = 1;
-    if (align <= alignof(std::max_align_t)) return std::malloc(n);
-    return std::aligned_alloc(align, (n + align - 1) / align * align);
-}
-void *alloc_or_throw(std::size_t n, std::size_t align)
-{
-    if (void *p = alloc(n, align)) return p;
-    throw std::bad_alloc();
-}
 } // namespace
 
-void *operator new(std::size_t n) { return alloc_or_throw(n, 0); }
-void *operator new[](std::size_t n) { return alloc_or_throw(n, 0); }
-void *operator new(std::size_t n, std::align_val_t a) { return alloc_or_throw(n, static_cast<std::size_t>(a)); }
-void *operator new[](std::size_t n, std::align_val_t a) { return alloc_or_throw(n, static_cast<std::size_t>(a)); }
-void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
-void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return alloc(n, 0); }
-void *operator new(std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
+bool replaced_new_fails(std::size_t)
 {
-    return alloc(n, static_cast<std::size_t>(a));
+    if (g_counting) g_news++;
+    return false;
 }
-void *operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t &) noexcept
-{
-    return alloc(n, static_cast<std::size_t>(a));
-}
-// Every operator new above returns malloc/aligned_alloc memory, so free() is the matching
-// release; GCC cannot see that through the replacement and warns about the pairing.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
 
 namespace {
 
-bool none_counted() { return !g_can_count || g_news == 0; }
+// Allocations made while f runs.
+template <typename F> long allocations_in(F f)
+{
+    g_news = 0;
+    g_counting = true;
+    f();
+    g_counting = false;
+    return g_news;
+}
+
+// True when f makes no allocation (or allocations cannot be counted here); reports a count.
+template <typename F> bool no_allocations(const char *what, F f)
+{
+    const long n = allocations_in(f);
+    if (n) std::fprintf(stderr, "%s: %ld allocations\n", what, n);
+    return !g_can_count || n == 0;
+}
 
 constexpr uint32_t kBlockTokens = 16;
 constexpr size_t kBatch = 32;
@@ -178,12 +154,7 @@ void test_config()
     CHECK(kvreg_pool_new(&pool, reg, "one") == KVREG_OK);
     const Blocks b(1000);
     std::vector<kvreg_block> h(1000);
-    g_news = 0;
-    g_counting = true;
-    CHECK(fill(pool, b, h));
-    g_counting = false;
-    CHECK(none_counted());
-    if (g_news) std::fprintf(stderr, "one shard, 1000 reserved: %ld allocations\n", g_news);
+    CHECK(no_allocations("one shard, 1000 reserved", [&] { CHECK(fill(pool, b, h)); }));
     kvreg_registry_free(reg);
 }
 
@@ -191,13 +162,10 @@ void test_config()
 bool fill_both_counted(kvreg_pool *a, kvreg_pool *b, const Blocks &blocks, std::vector<kvreg_block> &ha,
                        std::vector<kvreg_block> &hb, const char *what)
 {
-    g_news = 0;
-    g_counting = true;
-    const bool ok = fill(a, blocks, ha) && fill(b, blocks, hb);
-    g_counting = false;
+    bool ok = false;
+    const bool none = no_allocations(what, [&] { ok = fill(a, blocks, ha) && fill(b, blocks, hb); });
     CHECK(ok);
-    if (g_news) std::fprintf(stderr, "%s: %ld allocations registering\n", what, g_news);
-    return ok && none_counted();
+    return ok && none;
 }
 
 void test_reserved()
@@ -221,11 +189,8 @@ void test_reserved()
         uint64_t hashes = 0;
         CHECK(kvreg_registry_stat(reg, KVREG_STAT_HASHES, &hashes) == KVREG_OK);
         CHECK(hashes == kHashes);
-        g_news = 0;
-        g_counting = true;
-        CHECK(release(a, ha) && release(b, hb));
-        g_counting = false;
-        CHECK(none_counted()); // releasing gives nothing back, so nothing is made again
+        // releasing gives nothing back, so nothing is made again
+        CHECK(no_allocations("releasing", [&] { CHECK(release(a, ha) && release(b, hb)); }));
     }
     CHECK(counts.registers == kRounds * kHashes && counts.removes == kRounds * kHashes);
     CHECK(fill_both_counted(a, b, sets[0], ha, hb, "before clear"));
@@ -254,12 +219,7 @@ void test_past_reservation()
     CHECK(counts.registers == 8 * kReserved && counts.removes == 8 * kReserved);
     const Blocks few(kReserved, 4);
     h.resize(kReserved);
-    g_news = 0;
-    g_counting = true;
-    CHECK(fill(pool, few, h));
-    g_counting = false;
-    CHECK(none_counted());
-    if (g_news) std::fprintf(stderr, "after growing and shrinking: %ld allocations\n", g_news);
+    CHECK(no_allocations("after growing and shrinking", [&] { CHECK(fill(pool, few, h)); }));
     kvreg_registry_free(reg);
 }
 
@@ -272,11 +232,9 @@ void test_control()
     CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
     const Blocks blocks(10000);
     std::vector<kvreg_block> h(10000);
-    g_news = 0;
-    g_counting = true;
-    CHECK(fill(pool, blocks, h));
-    g_counting = false;
-    CHECK(!g_can_count || g_news > 0); // without the option the records and the index grow as blocks come
+    // without the option the records and the index grow as blocks come
+    const long n = allocations_in([&] { CHECK(fill(pool, blocks, h)); });
+    CHECK(!g_can_count || n > 0);
     kvreg_registry_free(reg);
 }
 
@@ -284,10 +242,7 @@ void test_control()
 
 int main()
 {
-    // valgrind substitutes its own operator new for the library's calls (as alloc_fail.cpp
-    // notes); then only the counts go unchecked.
-    const char *pre = std::getenv("LD_PRELOAD");
-    g_can_count = !(pre && std::strstr(pre, "vgpreload"));
+    g_can_count = !under_valgrind(); // then only the counts go unchecked
     std::printf("allocations counted: %s\n", g_can_count ? "yes" : "no (valgrind replaces operator new)");
     test_config();
     test_reserved();
