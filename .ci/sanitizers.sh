@@ -63,11 +63,11 @@ meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kv
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
   examples/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed \
-  tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race
+  tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race
 run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
   clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed \
-  shard_lock prefetch_race
+  shard_lock prefetch_race poll_queue_race
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

@@ -1,108 +1,119 @@
 #include "poll_queue.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <new>
 
 namespace kvreg {
 
-std::unique_ptr<PollQueue::Chunk> PollQueue::new_chunk() {
-    std::unique_ptr<Chunk> c = spare_ ? std::move(spare_) : std::make_unique<Chunk>();
-    c->q.clear();
-    c->head = 0;
-    c->q.reserve(kChunk); // may throw: nothing queued yet
+PollQueue::PollQueue(size_t capacity) : capacity_(capacity) {
+    tail_ = new_chunk(kFirstBudget * kChunk);
+    if (!tail_) throw std::bad_alloc();
+    head_ = tail_;
+}
+
+PollQueue::~PollQueue() {
+    for (Chunk *c = head_; c;) {
+        Chunk *next = c->next.load(std::memory_order_relaxed);
+        free_chunk(c);
+        c = next;
+    }
+    for (Chunk *c = lent_; c;) {
+        Chunk *next = c->lent_next;
+        free_chunk(c);
+        c = next;
+    }
+    free_chunk(spare_.load(std::memory_order_relaxed));
+}
+
+PollQueue::Chunk *PollQueue::new_chunk(uint32_t token_cap) noexcept {
+    Chunk *c = spare_.exchange(nullptr, std::memory_order_acquire);
+    // The spare fits unless its arena is too small, or so much larger that keeping it would
+    // hold memory the queue does not need (a chunk once sized for a burst of long events).
+    if (c && (c->token_cap < token_cap || c->token_cap > 4 * token_cap + 4 * kChunk)) {
+        free_chunk(c);
+        c = nullptr;
+    }
+    if (c) {
+        c->published.store(0, std::memory_order_relaxed);
+        c->next.store(nullptr, std::memory_order_relaxed);
+        c->tokens_used = 0;
+        c->head = 0;
+        c->lent_next = nullptr;
+        return c;
+    }
+    const size_t bytes = Chunk::bytes_for(token_cap);
+    void *mem = ::operator new(bytes, std::align_val_t{alignof(Chunk)}, std::nothrow);
+    if (!mem) return nullptr;
+    c = new (mem) Chunk;
+    c->token_cap = token_cap;
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
     return c;
 }
 
-void PollQueue::free_chunks(std::unique_ptr<Chunk> list) noexcept {
-    while (list) list = std::move(list->next); // each step frees the old head alone
+void PollQueue::free_chunk(Chunk *c) noexcept {
+    if (!c) return;
+    bytes_.fetch_sub(Chunk::bytes_for(c->token_cap), std::memory_order_relaxed);
+    c->~Chunk();
+    ::operator delete(c, std::align_val_t{alignof(Chunk)});
+}
+
+PollQueue::Chunk *PollQueue::close_and_open(Chunk *c, uint32_t count, uint32_t need) noexcept {
+    c->published.store(count, std::memory_order_release); // final: before `next`
+    if (need == 0) {
+        // Closed full: the next chunk gets what these events used per event, plus one token
+        // each of slack, so a steady stream fills its chunks by events, not by tokens.
+        const uint32_t per_event = (c->tokens_used + kChunk - 1) / kChunk;
+        budget_ = std::min(per_event + 1, kMaxBudget);
+    } else if (count > 0) {
+        // Closed by its arena: the events are longer than the budget guessed.
+        budget_ = std::min(2 * budget_, kMaxBudget);
+    }
+    Chunk *next = new_chunk(std::max(need, budget_ * kChunk));
+    if (!next) return nullptr;
+    c->next.store(next, std::memory_order_release); // step 2: the consumers may retire c now
+    return next;
+}
+
+void PollQueue::notify_waiters() noexcept {
+    // A consumer announces itself in waiters_ before it checks for events under wmu_ and
+    // sleeps (wait_for_events), and we stored pushed_ before reading waiters_ (both seq_cst):
+    // either it sees our events, or we see it. Taking wmu_ once orders our notify after its
+    // check, so it cannot miss the notify between the check and the sleep.
+    { std::lock_guard<std::mutex> lk(wmu_); }
+    cv_.notify_all();
 }
 
 int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
-    // One take, in three steps:
-    //  1. under mu_: the chunks whose remaining events all fit in cap are detached whole
-    //     (pointer moves); if cap ends inside the next chunk, that part is copied here, with its
-    //     tokens, into taken_tokens_, placed after the detached chunks' events in out;
-    //  2. without mu_: the detached chunks' events are copied into out, pointing at the tokens
-    //     in their chunks (no token copy);
-    //  3. under mu_ again: the detached chunks join lent_, freed when the next take begins.
-    // A later take (any thread) can only take events behind this one's, so each poller still
-    // gets its events oldest first.
-    std::unique_ptr<Chunk> mine; // detached chunks, oldest first
-    Chunk *tail = nullptr;       // the last of them
-    std::unique_ptr<Chunk> old_lent;
-    size_t n = 0, whole = 0; // events taken; of them, in detached chunks
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        // Plan first: how many whole chunks, and the tokens of the part copied here. Nothing
-        // is consumed if the copy's token buffer cannot be allocated.
-        size_t n_whole = 0, part = 0, part_tokens = 0;
-        for (size_t ci = 0; ci < chunks_.size() && whole + part < cap; ci++) {
-            const Chunk &c = *chunks_[ci];
-            const size_t avail = c.q.size() - c.head;
-            if (avail <= cap - whole) {
-                whole += avail;
-                n_whole++;
-                continue;
-            }
-            part = cap - whole;
-            for (size_t i = c.head; i < c.head + part; i++) part_tokens += c.q.events[i].n_tokens;
-        }
-        try {
-            if (taken_tokens_.capacity() > 4 * part_tokens + 4096) std::vector<uint32_t>().swap(taken_tokens_);
-            taken_tokens_.resize(part_tokens);
-        } catch (...) {
-            return KVREG_ENOMEM;
-        }
-        old_lent = std::move(lent_);
-        for (size_t k = 0; k < n_whole; k++) {
-            std::unique_ptr<Chunk> c = std::move(chunks_.front());
-            chunks_.pop_front();
-            Chunk *raw = c.get();
-            if (tail)
-                tail->next = std::move(c);
-            else
-                mine = std::move(c);
-            tail = raw;
-        }
-        if (part) {
-            Chunk &c = *chunks_.front();
-            size_t tpos = 0;
-            for (size_t k = 0; k < part; k++, c.head++) {
-                kvreg_event e = c.q.events[c.head];
-                if (e.n_tokens) {
-                    std::memcpy(taken_tokens_.data() + tpos, c.q.tokens_of(c.head), e.n_tokens * sizeof(uint32_t));
-                    e.tokens = taken_tokens_.data() + tpos;
-                    tpos += e.n_tokens;
-                } else {
-                    e.tokens = nullptr;
-                }
-                out[whole + k] = e;
-            }
-        }
-        n = whole + part;
-        size_ -= n;
-        size_hint_.store(size_, std::memory_order_relaxed);
-        // The events of earlier takes are no longer valid: their chunks go, one of them kept
-        // as the spare (the rest is freed below, without the mutex).
-        if (!spare_ && old_lent && old_lent->q.tokens.capacity() <= 64 * kChunk) {
-            spare_ = std::move(old_lent);
-            old_lent = std::move(spare_->next);
-        }
+    std::lock_guard<std::mutex> lk(take_mu_);
+    // The previous take's retired chunks: their events are no longer valid (kvreg.h: tokens
+    // live until the next poll). One goes back to the producer as its spare.
+    while (lent_) {
+        Chunk *c = lent_;
+        lent_ = c->lent_next;
+        Chunk *none = nullptr;
+        if (!spare_.compare_exchange_strong(none, c, std::memory_order_release, std::memory_order_relaxed))
+            free_chunk(c);
     }
-    free_chunks(std::move(old_lent));
-    size_t at = 0;
-    for (const Chunk *c = mine.get(); c; c = c->next.get())
-        for (size_t i = c->head; i < c->q.size(); i++) {
-            kvreg_event e = c->q.events[i];
-            e.tokens = c->q.tokens_of(i);
-            out[at++] = e;
+    size_t n = 0;
+    Chunk *c = head_;
+    for (;;) {
+        // `next` first: once it is set, `published` is final (close_and_open stores it before).
+        Chunk *next = c->next.load(std::memory_order_acquire);
+        const uint32_t published = c->published.load(std::memory_order_acquire);
+        const size_t k = std::min<size_t>(published - c->head, cap - n);
+        if (k) {
+            std::memcpy(static_cast<void *>(out + n), c->events() + c->head, k * sizeof(kvreg_event));
+            c->head += static_cast<uint32_t>(k);
+            n += k;
         }
-    if (mine) {
-        std::lock_guard<std::mutex> lk(mu_);
-        tail->next = std::move(lent_); // lent by takes that ended meanwhile
-        lent_ = std::move(mine);
+        if (c->head < published || !next) break; // cap reached, or c is the tail
+        c->lent_next = lent_; // emptied and closed: retire it (its events may be in out)
+        lent_ = c;
+        c = next;
+        if (n == cap) break;
     }
+    head_ = c;
+    if (n) taken_.fetch_add(n, std::memory_order_release);
     *n_out = n;
     return KVREG_OK;
 }
@@ -111,29 +122,31 @@ void PollQueue::wait_for_events(int timeout_ms) noexcept {
     // The bounded spin first (kWaitSpins). A wakeup() meanwhile finds no waiter and is kept in
     // pending_wakeups_, which the locked path below takes: late by the spin, never lost.
     for (unsigned spins = 0; spins < kWaitSpins; spins++) {
-        if (size_hint_.load(std::memory_order_acquire) > 0) return;
+        if (size() > 0) return;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
-    std::unique_lock<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(wmu_);
     if (pending_wakeups_ > 0) {
         pending_wakeups_--;
         return;
     }
     const uint64_t seen = wakeups_;
     waiting_++;
-    auto ready = [this, seen] { return size_ > 0 || wakeups_ != seen; };
+    waiters_.fetch_add(1, std::memory_order_seq_cst); // before the check: see notify_waiters
+    auto ready = [this, seen] { return size() > 0 || wakeups_ != seen; };
     if (timeout_ms < 0)
         cv_.wait(lk, ready);
     else if (timeout_ms > 0)
         cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
     if (wakeups_ == seen) waiting_--; // ended by an event or the timeout, not by wakeup()
 }
 
 void PollQueue::wakeup() noexcept {
     {
-        std::lock_guard<std::mutex> lk(mu_);
+        std::lock_guard<std::mutex> lk(wmu_);
         if (waiting_ > 0) {
             wakeups_++; // every current wait ends
             waiting_ = 0;
@@ -142,20 +155,6 @@ void PollQueue::wakeup() noexcept {
         }
     }
     cv_.notify_all();
-}
-
-size_t PollQueue::size() const noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    return size_;
-}
-
-size_t PollQueue::bytes() const noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    size_t b = taken_tokens_.capacity() * sizeof(uint32_t);
-    for (const auto &c : chunks_) b += c->q.bytes();
-    for (const Chunk *c = lent_.get(); c; c = c->next.get()) b += c->q.bytes();
-    if (spare_) b += spare_->q.bytes();
-    return b;
 }
 
 } // namespace kvreg

@@ -1,15 +1,38 @@
 // The POLL-mode queue: events waiting for kvreg_registry_poll(), with copies of their tokens.
 //
-// Memory follows what is queued, never more than the capacity allows: events live in chunks of
-// up to kChunk, a chunk is freed once the consumer has taken all of it and the next take() has
-// begun (the events it handed out point at the chunk's tokens until then), and one spare chunk
-// is kept to avoid churning the allocator at a steady trickle. Producers (the thread delivering
-// events) push_each(); any number of consumers poll, sleep in wait_for_events() and are woken
-// by push_each() or wakeup(). Thread-safe: one mutex, which a take() holds only to detach the
-// chunks it takes (it copies their events out after letting go) and to copy the part of a chunk
-// it takes when its cap ends inside one. A take that copied everything under the mutex held
-// the producer up for the whole copy: up to 1,024 events, tens of microseconds, while the
-// delivering thread (an engine's thread) slept on the mutex.
+// One producer, any number of consumers, and no lock between them. The producer is the event
+// log's delivery-role holder (one thread at a time; the role's acquire/release hands the
+// producer's state from one holder to the next). Consumers serialise among themselves on
+// take_mu_, which the producer never touches.
+//
+// ---------------------------------------------------------------------- the protocol
+// Events live in a singly linked list of chunks, oldest (head_, the consumers') to newest
+// (tail_, the producer's). A chunk is one allocation: a header, kChunk events, and a token
+// arena; each queued event's `tokens` already points into its chunk's arena, so a consumer
+// copies events out as they are, with one memcpy per chunk.
+// Walk one push of a run of events, then the poll that takes them:
+//
+//  1. ROOM. The producer reads taken_ (what consumers took) and its own pushed_: the queue
+//     holds at most pushed_ - taken_ events, so it pushes up to capacity minus that. (A take
+//     running meanwhile only makes the room larger: the estimate errs towards dropping.)
+//  2. FILL. Each event is written in place in tail_'s next free entry, its tokens copied into
+//     the arena, none of it visible to consumers yet. A full chunk, or one whose arena cannot
+//     take the event's tokens, is CLOSED: its final count is stored in `published` (release),
+//     then a new chunk is linked as its `next` (release). A chunk is never written again once
+//     `next` is set.
+//  3. PUBLISH. tail_'s `published` is stored (release): the consumers can now read every event
+//     below it. Then pushed_ (seq_cst), and if a consumer announced that it sleeps (waiters_),
+//     the producer takes wmu_ and notifies (see wait_for_events).
+//  4. TAKE. A consumer, under take_mu_, first frees the chunks the previous take retired (their
+//     events were valid until now). From head_: it reads `next` (acquire), then `published`
+//     (acquire), copies what it may of [head, published); a chunk it has emptied whose `next`
+//     was set is closed for good (the final count was stored before `next`), so it is retired
+//     to lent_ and the walk goes on at `next`. The tail chunk is never retired. Then taken_.
+//  5. RECYCLE. A retired chunk, once its events are no longer lent, is offered to the producer
+//     in spare_ (an atomic pointer: one exchange on each side); a second one is freed.
+// Memory follows the queue's length: every chunk but the tail, the spare and the last take's
+// holds queued events, and a chunk's arena is sized from the token count of the chunks before
+// it (budget_), so a queue of 4-token events does not reserve room for 16-token ones.
 #pragma once
 
 #include <algorithm>
@@ -17,28 +40,24 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <memory>
+#include <cstring>
 #include <mutex>
-#include <vector>
 
-#include "event_copies.hpp"
 #include "kvreg.h"
 
 namespace kvreg {
 
 class PollQueue {
 public:
-    explicit PollQueue(size_t capacity) : capacity_(capacity) {} // throws std::bad_alloc
-    ~PollQueue() { free_chunks(std::move(lent_)); }
+    explicit PollQueue(size_t capacity); // throws std::bad_alloc
+    ~PollQueue();
     PollQueue(const PollQueue &) = delete;
     PollQueue &operator=(const PollQueue &) = delete;
 
-    // Queue n events (tokens copied) until the queue holds `capacity` events; returns how many
-    // were queued (the rest are dropped by the caller's accounting). Out of memory counts as
-    // full. Each event is made by make(k, event), k = 0 .. n-1, as it is copied in (the event
-    // log expands its ring slots this way, with no copy of its own); its tokens need only live
-    // until make is called again.
+    // Producer (one thread at a time): queue n events (tokens copied) until the queue holds
+    // `capacity` events; returns how many were queued (the rest are dropped by the caller's
+    // accounting). Out of memory counts as full. Each event is made by make(k, event), k = 0 ..
+    // n-1, in place in the queue; its tokens need only live until make is called again.
     template <class Make> size_t push_each(size_t n, Make make) noexcept;
     // Move up to cap events into out; their tokens stay valid until the next take().
     int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
@@ -46,76 +65,131 @@ public:
     // Returns at once when events are queued (and then leaves a pending wakeup() pending).
     void wait_for_events(int timeout_ms) noexcept;
     void wakeup() noexcept;
-    size_t size() const noexcept;
-    // Bytes held by queued events and buffers (for tests of the memory bound).
-    size_t bytes() const noexcept;
+    size_t size() const noexcept {
+        // seq_cst: a sleeping consumer's check pairs with the producer's store (notify_waiters).
+        const uint64_t taken = taken_.load(std::memory_order_seq_cst);
+        const uint64_t pushed = pushed_.load(std::memory_order_seq_cst);
+        return pushed > taken ? static_cast<size_t>(pushed - taken) : 0; // a take can run ahead of pushed_
+    }
+    // Bytes held by chunks (queued events, the last take's, the spare; for tests of the bound).
+    size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
 private:
-    static constexpr size_t kChunk = 1024;
-    struct Chunk {
-        EventCopies q;   // reserved to kChunk events once
-        size_t head = 0; // events before head were taken
-        std::unique_ptr<Chunk> next; // in a list of detached chunks (a take's, or lent_)
-    };
-    std::unique_ptr<Chunk> new_chunk();
-    // Free a list of chunks one by one (destroying the head alone would recurse through
-    // `next`). Called without mu_.
-    static void free_chunks(std::unique_ptr<Chunk> list) noexcept;
-
+    static constexpr uint32_t kChunk = 256;          // events a chunk holds
+    static constexpr uint32_t kFirstBudget = 16;     // tokens per event in the first chunk: a block
+    static constexpr uint32_t kMaxBudget = 256;      // more per event gets a chunk of its own size
     // A consumer that finds the queue empty spins this many pauses (about 12 µs on the 2-core
     // VM) before it sleeps. A consumer draining as fast as it can used to sleep after nearly
     // every take, and the producer paid a futex wake for nearly every push: kvreg-net-bench's
     // register_release with such a consumer ran 2.7-3.3 M ops/s, and 4.2-5.9 M with the spin
-    // (4 interleaved runs each). Pushes also wake only when a consumer waits (waiting_).
+    // (4 interleaved runs each).
     static constexpr unsigned kWaitSpins = 512;
 
+    struct alignas(64) Chunk {
+        std::atomic<uint32_t> published{0}; // events [0, published) are readable (step 3)
+        std::atomic<Chunk *> next{nullptr}; // set once, after the final `published` (step 2)
+        uint32_t token_cap = 0;
+        uint32_t tokens_used = 0; // the producer's
+        uint32_t head = 0;        // the consumers': events before it were taken
+        Chunk *lent_next = nullptr; // in lent_ (the consumers')
+
+        kvreg_event *events() noexcept { return reinterpret_cast<kvreg_event *>(this + 1); }
+        uint32_t *tokens() noexcept { return reinterpret_cast<uint32_t *>(events() + kChunk); }
+        static size_t bytes_for(uint32_t token_cap) noexcept {
+            return sizeof(Chunk) + kChunk * sizeof(kvreg_event) + size_t{token_cap} * sizeof(uint32_t);
+        }
+    };
+    static_assert(sizeof(Chunk) % alignof(kvreg_event) == 0, "events follow the header");
+
+    // The producer's new chunk with room for at least token_cap tokens: the spare if it fits,
+    // else a fresh one; nullptr when out of memory.
+    Chunk *new_chunk(uint32_t token_cap) noexcept;
+    void free_chunk(Chunk *c) noexcept;
+    // Step 2: close tail_ at `count` events and link a chunk with room for `need` tokens (0:
+    // the budget's) after it. nullptr when out of memory: c stays the tail, its events
+    // published, and the next push tries again.
+    Chunk *close_and_open(Chunk *c, uint32_t count, uint32_t need) noexcept;
+    void notify_waiters() noexcept;
+
     const size_t capacity_;
-    // size_ as last written under mu_, read without it by a spinning consumer.
-    std::atomic<size_t> size_hint_{0};
-    mutable std::mutex mu_;
+    std::atomic<size_t> bytes_{0};
+
+    // The producer's side (step 1-3).
+    alignas(64) Chunk *tail_ = nullptr;
+    uint32_t budget_ = kFirstBudget; // tokens per event to give a new chunk's arena
+    std::atomic<uint64_t> pushed_{0};
+
+    // Between the two (step 5).
+    alignas(64) std::atomic<Chunk *> spare_{nullptr};
+
+    // The consumers' side (step 4), under take_mu_.
+    alignas(64) std::mutex take_mu_;
+    Chunk *head_ = nullptr;
+    Chunk *lent_ = nullptr; // retired by the last take: its events are still handed out
+    std::atomic<uint64_t> taken_{0};
+
+    // Sleeping consumers. wakeup() with waiters bumps wakeups_, which ends every current wait
+    // (waiting_ counts the waits it has not ended yet); with none, it is kept in
+    // pending_wakeups_ for a later waiter, so a wakeup is never lost. waiters_ is waiting_ as
+    // the producer reads it without the mutex.
+    alignas(64) std::atomic<uint32_t> waiters_{0};
+    std::mutex wmu_;
     std::condition_variable cv_;
-    std::deque<std::unique_ptr<Chunk>> chunks_;
-    std::unique_ptr<Chunk> spare_;
-    // Chunks that take() detached whole and whose events it handed out: they hold those events'
-    // tokens, so they live until the next take() begins (kvreg.h: tokens are valid until the
-    // next poll). A list through Chunk::next.
-    std::unique_ptr<Chunk> lent_;
-    size_t size_ = 0;
-    // wakeup() with waiters bumps wakeups_, which ends every current wait (waiting_ counts the
-    // waits it has not ended yet); with none, it is kept in pending_wakeups_ for a later waiter,
-    // so a wakeup is never lost.
     uint64_t wakeups_ = 0;
     uint32_t waiting_ = 0;
     uint32_t pending_wakeups_ = 0;
-    std::vector<uint32_t> taken_tokens_; // tokens of the last take()'s events
 };
 
 template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept {
+    // Step 1.
+    const uint64_t pushed = pushed_.load(std::memory_order_relaxed); // ours
+    const uint64_t taken = taken_.load(std::memory_order_acquire);
+    const size_t queued = pushed > taken ? static_cast<size_t>(pushed - taken) : 0;
+    const size_t todo = std::min(n, queued < capacity_ ? capacity_ - queued : size_t{0});
+    // Step 2.
+    Chunk *c = tail_;
+    uint32_t count = c->published.load(std::memory_order_relaxed); // ours too
     size_t done = 0;
-    bool notify = false;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        try {
-            while (done < n && size_ < capacity_) {
-                const bool fresh = chunks_.empty() || chunks_.back()->q.size() == kChunk;
-                if (fresh) chunks_.push_back(new_chunk());
-                EventCopies &q = chunks_.back()->q;
-                q.push_made([&](kvreg_event &e) {
-                    make(done, e);
-                    // Room for a chunk of events like this one: growing the token array one
-                    // doubling at a time copied it a dozen times per chunk.
-                    if (fresh) q.tokens.reserve(kChunk * std::min<size_t>(e.n_tokens, 256));
-                });
-                size_++;
-                done++;
-            }
-        } catch (...) {
-            // out of memory: like a full queue
+    while (done < todo) {
+        if (count == kChunk) {
+            Chunk *next = close_and_open(c, count, 0);
+            if (!next) break;
+            c = next;
+            count = 0;
         }
-        size_hint_.store(size_, std::memory_order_release);
-        notify = done && waiting_ > 0;
+        kvreg_event *e = &c->events()[count];
+        make(done, *e);
+        const uint32_t nt = e->tokens ? e->n_tokens : 0;
+        if (nt > c->token_cap - c->tokens_used) {
+            // Copied out first: once c is closed, a consumer may retire and free it.
+            const kvreg_event made = *e; // its tokens still point where make() left them
+            Chunk *next = close_and_open(c, count, nt);
+            if (!next) break;
+            next->events()[0] = made;
+            c = next;
+            count = 0;
+            e = &c->events()[0];
+        }
+        if (nt) {
+            uint32_t *to = c->tokens() + c->tokens_used;
+            if (nt == kFirstBudget)
+                std::memcpy(to, e->tokens, kFirstBudget * sizeof(uint32_t)); // inlined: the usual block
+            else
+                std::memcpy(to, e->tokens, size_t{nt} * sizeof(uint32_t));
+            e->tokens = to;
+            c->tokens_used += nt;
+        } else {
+            e->tokens = nullptr;
+        }
+        count++;
+        done++;
     }
-    if (notify) cv_.notify_all();
+    // Step 3.
+    tail_ = c;
+    if (done == 0) return 0;
+    c->published.store(count, std::memory_order_release);
+    pushed_.store(pushed + done, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) notify_waiters();
     return done;
 }
 
