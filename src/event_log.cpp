@@ -152,6 +152,7 @@ void EventLog::tally(uint64_t n, uint64_t reg, uint64_t cleared, uint64_t droppe
 }
 
 bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
+    LocalRun local; // left uninitialised: copy_run writes what it hands out
     for (;;) {
         if (!spilled_.empty()) {
             // Spilled events come before everything still in the ring.
@@ -201,12 +202,12 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
             ring_free_.store(start + n, std::memory_order_release);
             give_credits(n);
             advance_delivered(start + n);
-        } else if (copy_run(start, n)) {
+        } else if (const kvreg_event *run = copy_run(start, n, local)) {
             // The run's slots are free while the callback runs: producers keep going, and a
             // nested spill frees exactly the oldest slots (the credit count stays exact).
             ring_free_.store(start + n, std::memory_order_release);
             give_credits(n);
-            dispatch(run_events_.get(), n);
+            dispatch(run, n);
             advance_delivered(start + n);
         } else {
             // Out of memory for the run's tokens: deliver from the ring, one event per call
@@ -226,19 +227,24 @@ bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
     }
 }
 
-bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
+const kvreg_event *EventLog::copy_run(uint64_t start, size_t n, LocalRun &local) noexcept {
     size_t total = 0;
     for (size_t k = 0; k < n; k++) total += slots_[(start + k) & kMask].n_tokens;
-    if (total > run_token_cap_) {
+    kvreg_event *events = run_events_.get();
+    uint32_t *tok = run_tokens_.get();
+    if (n <= kLocalRun && total <= kLocalRun * kInlineTokens) {
+        events = local.events;
+        tok = local.tokens;
+    } else if (total > run_token_cap_) {
         const size_t cap = std::max(total, 2 * run_token_cap_);
         uint32_t *grown = new (std::nothrow) uint32_t[cap];
-        if (!grown) return false;
+        if (!grown) return nullptr;
         run_tokens_.reset(grown);
         run_token_cap_ = cap;
+        tok = grown;
     }
-    uint32_t *tok = run_tokens_.get();
     for (size_t k = 0; k < n; k++) {
-        kvreg_event &e = run_events_[k];
+        kvreg_event &e = events[k];
         slots_[(start + k) & kMask].expand(start + k, e);
         if (e.n_tokens) {
             copy_tokens(tok, e.tokens, e.n_tokens);
@@ -246,7 +252,7 @@ bool EventLog::copy_run(uint64_t start, size_t n) noexcept {
             tok += e.n_tokens;
         }
     }
-    return true;
+    return events;
 }
 
 void EventLog::wait_published(uint64_t id) const noexcept {

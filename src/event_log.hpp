@@ -212,9 +212,17 @@ private:
     // POLL mode: queue ring events [start, start + n), expanded one by one as the queue copies them.
     void queue_run(uint64_t start, size_t n) noexcept;
     void tally(uint64_t n, uint64_t reg, uint64_t cleared, uint64_t dropped) noexcept; // statistics
-    // Copy ring events [start, start + n) and their tokens into run_events_; false if out of
-    // memory (nothing copied).
-    bool copy_run(uint64_t start, size_t n) noexcept;
+    // A short run is copied onto the deliverer's own stack, not into run_events_: the role
+    // moves between threads, and the shared buffer's lines moved with it (a run of 13 usual
+    // events writes 31 of them), read and written by one core, then the other.
+    static constexpr size_t kLocalRun = 64;
+    struct LocalRun {
+        kvreg_event events[kLocalRun];
+        uint32_t tokens[kLocalRun * kInlineTokens];
+    };
+    // Copy ring events [start, start + n) and their tokens into `local` if they fit, else into
+    // run_events_; returns the copy, nullptr if out of memory (nothing copied).
+    const kvreg_event *copy_run(uint64_t start, size_t n, LocalRun &local) noexcept;
     // Nested, out of credits: move published events after the current run out of the ring.
     // Returns the credits freed (kept by the caller), 0 if none could be (out of memory).
     // -1: out of memory.
