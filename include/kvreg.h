@@ -339,9 +339,10 @@ KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t 
 /* POLL mode: as kvreg_registry_poll, but when the queue is empty, sleep until an event is
  * queued, kvreg_registry_wakeup() is called, or timeout_ms milliseconds pass (-1: no limit,
  * 0: do not wait). Returns KVREG_OK in all three cases (*n_events is 0 when nothing came).
- * The waiting thread spins for about 12 microseconds (512 pause instructions), then sleeps in
- * the kernel (no timer ticks): a producer that delivers every few microseconds then pays no
- * wake-up per batch, and an idle consumer costs nothing. KVREG_EINVAL in INLINE mode or for
+ * The waiting thread first spins for a few microseconds (512 pause instructions, yielding its
+ * CPU after every 64, so that on a machine with more threads than CPUs the threads producing
+ * events run meanwhile), then sleeps in the kernel (no timer ticks): a producer that delivers
+ * every few microseconds then pays no wake-up per batch, and an idle consumer costs nothing. KVREG_EINVAL in INLINE mode or for
  * timeout_ms < -1. */
 KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                        size_t *n_events, int timeout_ms) KVREG_NOEXCEPT;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <new>
+#include <thread>
 
 namespace kvreg {
 
@@ -126,6 +127,7 @@ void PollQueue::wait_for_events(int timeout_ms) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
+        if (spins % kYieldEvery == kYieldEvery - 1) std::this_thread::yield();
     }
     std::unique_lock<std::mutex> lk(wmu_);
     if (pending_wakeups_ > 0) {

@@ -387,7 +387,7 @@ impl Registry {
     }
 
     /// Poll mode: takes up to `max` queued events, oldest first; when none is queued, sleeps
-    /// (after a spin of about 12 µs, in the kernel) until one is, until `wakeup()` is called, or until
+    /// (after a short spin that yields the CPU, in the kernel) until one is, until `wakeup()` is called, or until
     /// `timeout` has passed (`None`: no limit; `Some(Duration::ZERO)`: no wait; a timeout of
     /// about 24.8 days or more counts as no limit). Returns an empty Vec after a wake-up or a
     /// timeout. `InvalidArgument` in inline mode; `max == 0` returns at once.
