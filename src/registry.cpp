@@ -257,9 +257,9 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         r.refcount = 1;
         r.pool = p->id;
         // Onto the front of the pool's list in this shard.
-        r.pool_prev = kvreg::kNil;
+        set_pool_prev(r, kvreg::kNil);
         r.pool_next = p->shard[sn].first;
-        if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = idx + 1;
+        if (r.pool_next != kvreg::kNil) set_pool_prev(s.slab.at(r.pool_next - 1), idx + 1);
         p->shard[sn].first = idx + 1;
         // The handle is out before the Register can reach a callback on another thread.
         *out = encode(p, sn, idx, r.gen);
@@ -340,7 +340,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
         s.slab.at(r.pool_prev - 1).pool_next = r.pool_next;
     else
         p->shard[sn].first = r.pool_next;
-    if (r.pool_next != kvreg::kNil) s.slab.at(r.pool_next - 1).pool_prev = r.pool_prev;
+    if (r.pool_next != kvreg::kNil) set_pool_prev(s.slab.at(r.pool_next - 1), r.pool_prev);
     // Off the hash's chain: a member other than the head is unlinked between its neighbours;
     // the head hands the hash's fields to the next member, or the hash goes (a Remove).
     if (r.flags & Record::kHead) {

@@ -116,17 +116,33 @@ struct kvreg_registry {
         shards_[shard_of(m)].index.prefetch(m);
     }
 
-    // Warm the cache for a coming release of b: its index slot (no lock, no effect on state).
-    // Only for records in a reserved registry's pinned chunks, whose memory stays for the
-    // registry's life, so the record's hash can be read without the shard lock (atomically;
-    // if the record was freed or reused meanwhile, the prefetch is merely wasted). Releasing
-    // is bound by that slot's cache miss: kvreg_release_batch issues this a few handles ahead.
+    // Warm the cache for a coming release of b: its index slot, and the record before it on
+    // its pool's list, which unlinking it writes (no lock, no effect on state). Only for
+    // records in a reserved registry's pinned chunks, whose memory stays for the registry's
+    // life, so the record's hash and link can be read without the shard lock (atomically; if
+    // the record was freed or reused meanwhile, the prefetch is merely wasted). Releasing is
+    // bound by those two cache misses: kvreg_release_batch issues this a few handles ahead.
+    // (The neighbour: an engine releases a sequence's blocks in the order it registered them,
+    // so the record unlinked is the oldest of its pool in the shard, and its predecessor on
+    // the list is the one registered about a shard's count of blocks later: cold by then.)
     bool prefetches_releases() const noexcept { return pinned_; }
     void prefetch_release(const kvreg_pool *p, kvreg_block b) const noexcept {
         Decoded d;
         if (!decode(p, b, &d)) return;
-        if (const kvreg::Record *r = shards_[d.shard].slab.pinned_record(d.idx))
-            prefetch(__atomic_load_n(&r->seq, __ATOMIC_RELAXED));
+        const kvreg::RecordSlab &slab = shards_[d.shard].slab;
+        const kvreg::Record *r = slab.pinned_record(d.idx);
+        if (!r) return;
+        prefetch(__atomic_load_n(&r->seq, __ATOMIC_RELAXED));
+        const uint32_t prev = __atomic_load_n(&r->pool_prev, __ATOMIC_RELAXED);
+        if (prev == kvreg::kNil) return;
+        if (const kvreg::Record *n = slab.pinned_record(prev - 1)) __builtin_prefetch(n, 1);
+    }
+    // The first stage of that: the record's own line, so that prefetch_release() a few
+    // handles later reads its hash from the cache instead of waiting for it.
+    void prefetch_record(const kvreg_pool *p, kvreg_block b) const noexcept {
+        Decoded d;
+        if (!decode(p, b, &d)) return;
+        if (const kvreg::Record *r = shards_[d.shard].slab.pinned_record(d.idx)) __builtin_prefetch(r, 1);
     }
 
     // Whole registry, under every shard lock (see event_log.hpp): drop every membership and
@@ -178,6 +194,9 @@ private:
     void wipe(kvreg::Shard &s) noexcept;
     // snapshot()'s copy, every shard lock held.
     void copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots);
+    // Every write of a record's pool_prev: prefetch_release() reads it without the lock.
+    // (Relaxed: a plain store on x86.)
+    static void set_pool_prev(kvreg::Record &r, uint32_t v) noexcept { __atomic_store_n(&r.pool_prev, v, __ATOMIC_RELAXED); }
     // True when dropping record idx would take its hash out of the last pool (a Remove).
     static bool is_last_member(const kvreg::Record &r) noexcept {
         return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
