@@ -137,13 +137,6 @@ struct kvreg_registry {
         if (prev == kvreg::kNil) return;
         if (const kvreg::Record *n = slab.pinned_record(prev - 1)) __builtin_prefetch(n, 1);
     }
-    // The first stage of that: the record's own line, so that prefetch_release() a few
-    // handles later reads its hash from the cache instead of waiting for it.
-    void prefetch_record(const kvreg_pool *p, kvreg_block b) const noexcept {
-        Decoded d;
-        if (!decode(p, b, &d)) return;
-        if (const kvreg::Record *r = shards_[d.shard].slab.pinned_record(d.idx)) __builtin_prefetch(r, 1);
-    }
 
     // Whole registry, under every shard lock (see event_log.hpp): drop every membership and
     // emit one Cleared event; or copy one Register per registered hash (heads of chains, in
