@@ -134,15 +134,13 @@ def main():
             row(w, "ns/op, kvreg reserved", med(P(w, []), lambda x: x["ns_per_op"]), med(rs, lambda x: x["ns_per_op"]))
         # register_release's second pass over the same pool (both programs run it): the
         # steady state of an engine, whose freed memory is reused in whatever order it was freed.
-        if (P(w) or O(w)) and any("warm_ns_per_op" in r for r in P(w, []) + O(w, [])):
+        if any("warm_ns_per_op" in r for r in P(w, []) + O(w, [])):
             warm = lambda x: x.get("warm_ns_per_op")
-            warm_ops = lambda x: 1e9 / x["warm_ns_per_op"] if x.get("warm_ns_per_op") else None
-            row(w, "ops/s, second pass over the same pool (warm)", med(P(w, []), warm_ops), med(O(w, []), warm_ops))
-            row(w, "ns/op, second pass", med(P(w, []), warm), med(O(w, []), warm))
-            if O(w + "+reserved"):
-                rs = O(w + "+reserved")
-                row(w, "ops/s, kvreg reserved, second pass", med(P(w, []), warm_ops), med(rs, warm_ops))
-                row(w, "ns/op, kvreg reserved, second pass", med(P(w, []), warm), med(rs, warm))
+            warm_ops = lambda x: 1e9 / warm(x) if warm(x) else None
+            for label, recs in (("", O(w, [])), ("kvreg reserved, ", O(w + "+reserved", []))):
+                if recs:
+                    row(w, f"ops/s, {label}second pass over the same pool (warm)", med(P(w, []), warm_ops), med(recs, warm_ops))
+                    row(w, f"ns/op, {label}second pass", med(P(w, []), warm), med(recs, warm))
     if P("hold") or O("hold"):
         pb = med(P("hold", []), lambda r: r["registry_bytes_per_block"])
         ob = med(O("hold", []), lambda r: r["registry_bytes_per_block"])
