@@ -182,9 +182,10 @@ def main():
             os_ = ratio(ov, o1)
         ps = ratio(pv, p1)
         cb = med(ot.get(t, []), lambda r: r.get("callbacks_per_call"))
+        busy = med(ot.get(t, []), lambda r: r.get("cpus_busy"))
         rt = ratio(ov, pv)
         trows.append((str(t), fmt(pv), fmt(ov), f"{rt:.2f}x" if rt is not None else "",
-                      fmt(ps), fmt(os_), fmt(cb)))
+                      fmt(ps), fmt(os_), fmt(cb), fmt(busy)))
 
     # ------------------------------------------------------------------ 3. kvreg only
     krows = []  # (probe, metric, value)
@@ -302,11 +303,13 @@ def main():
         print()
         print("`threads`: T threads, each with its own pool, over sequences that share 8 prefixes "
               "(one registry). T/1 = ops/s with T threads over ops/s with 1; kvreg's comes from the "
-              "same process (1 thread right after T), the peer's from separate runs.")
+              "same process (1 thread right after T), the peer's from separate runs. CPUs busy: kvreg's "
+              "process CPU time over wall time in the T-thread run (near 1: the host ran the threads one at "
+              "a time on one CPU, and T/1 is not parallel scaling).")
         print()
         print("| threads | seed-peer ops/s | kvreg ops/s | kvreg / peer | seed-peer T/1 | kvreg T/1 "
-              "| kvreg callbacks per call |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              "| kvreg callbacks per call | kvreg CPUs busy |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in trows:
             print("| " + " | ".join(r) + " |")
     if krows:
