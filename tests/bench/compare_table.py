@@ -304,8 +304,8 @@ def main():
         print("`threads`: T threads, each with its own pool, over sequences that share 8 prefixes "
               "(one registry). T/1 = ops/s with T threads over ops/s with 1; kvreg's comes from the "
               "same process (1 thread right after T), the peer's from separate runs. CPUs busy: kvreg's "
-              "process CPU time over wall time in the T-thread run (near 1: the host ran the threads one at "
-              "a time on one CPU, and T/1 is not parallel scaling).")
+              "process CPU time over wall time in the T-thread run (near 1: the threads took turns on one "
+              "CPU, and T/1 is not parallel scaling).")
         print()
         print("| threads | seed-peer ops/s | kvreg ops/s | kvreg / peer | seed-peer T/1 | kvreg T/1 "
               "| kvreg callbacks per call | kvreg CPUs busy |")

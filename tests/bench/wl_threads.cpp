@@ -18,9 +18,10 @@ struct Run {
     EventCounts c;
     double work_s = 0, drain_s = 0;
     // Process CPU time over the work phase (the workers'; the main thread sleeps in join):
-    // near T (up to the CPUs) when the threads ran at once, near 1 when the host ran them one
-    // at a time on one CPU, where they share no line between cores and T/1 says little about
-    // parallel scaling (docs/scaling.md, "On the Zen 5 VM").
+    // near T (up to the CPUs) when the threads ran at once, near 1 when they took turns on one
+    // CPU (another process held the other: a `python3` started beside the benchmark did, in
+    // docs/scaling.md's correction), where they share no line between cores and T/1 says
+    // little about parallel scaling.
     double cpu_s = 0;
     bool empty = false;
     uint64_t ops() const { return total.attempts + total.registered; }
