@@ -12,7 +12,7 @@ It prints the median ratio, its quartiles and range, each library's median, and 
 core_transfer_ns where the workload reports it.
 
 Why pairs: on the project's 2-vCPU VM the same binary's 2-thread ops/s moved by 2x from one
-run to the next (the hypervisor's placement of the vCPUs, docs/scaling.md), so medians of two
+run to the next (the hypervisor's placement of the vCPUs), so medians of two
 separate series could differ by more than the change measured. Two runs seconds apart mostly
 meet the same state, and the ratio within a pair cancels most of it. The spread printed says
 how far the answer can be trusted. Standard library only.

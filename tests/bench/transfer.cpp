@@ -5,7 +5,7 @@
 // round trip is two transfers. On this project's 2-vCPU VM it measured about 25, 80-130 or
 // 180-210 ns from one kvreg-bench run to the next, seconds apart (the hypervisor's placement of
 // the two vCPUs), and every line kvreg's threads share costs one such transfer: a 2-thread
-// ratio means little without the transfer cost of its minute (docs/scaling.md). The disjoint, threads and
+// ratio means little without the transfer cost of its minute. The disjoint, threads and
 // scaling_limit workloads report it beside their ratios.
 #include "bench.hpp"
 

@@ -21,7 +21,7 @@
 //                   (about 512 live hashes in 64 shard tables of 16 slots): the threads' keys
 //                   land on the same lines, as any shared index with a small live set has them.
 //                   The compare-and-swap on the slot is the lock of a design whose locks sit in
-//                   the index's lines (docs/scaling.md, change 1);
+//                   the index's lines (a prototype of pools owning their records);
 //   dense_counter_per_32  dense, and one counter per 32 operations: change 1 together with
 //                   event ids taken once per batch call (change 2), the least a redesign of
 //                   both would share;

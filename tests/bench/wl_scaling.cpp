@@ -325,7 +325,7 @@ std::string wl_disjoint(const Opts &o, bool &ok) {
     // minute: (CPU ns per op with T threads - with 1) / core_transfer_ns. The ratio itself
     // swings with the hypervisor's placement of the vCPUs (the same binary ran 0.26-0.93 in
     // one hour, at transfers of 60-370 ns); the transfers each operation waits for are the
-    // library's, and stayed near 1 across those states (docs/scaling.md).
+    // library's, and stayed near 1 across those states.
     const double ns1 = one.ops() ? one.cpu_s * 1e9 / static_cast<double>(one.ops()) : 0.0;
     const double nsT = r.ops() ? r.cpu_s * 1e9 / static_cast<double>(r.ops()) : 0.0;
     j.f("cpu_ns_per_op_1thread", ns1)

@@ -19,8 +19,8 @@ struct Run {
     double work_s = 0, drain_s = 0;
     // Process CPU time over the work phase (the workers'; the main thread sleeps in join):
     // near T (up to the CPUs) when the threads ran at once, near 1 when they took turns on one
-    // CPU (another process held the other: a `python3` started beside the benchmark did, in
-    // docs/scaling.md's correction), where they share no line between cores and T/1 says
+    // CPU (another process held the other, e.g. a
+    // `python3` shim started beside the benchmark), where they share no line between cores and T/1 says
     // little about parallel scaling.
     double cpu_s = 0;
     bool empty = false;

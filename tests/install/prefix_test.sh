@@ -105,7 +105,7 @@ fn main() {
 }
 RS
     # Cargo passes no linker flags from kvreg.pc to a dependent's binary: the documented way
-    # (README, "Install and link") is RUSTFLAGS with the same rpath.
+    # (docs/install.md) is RUSTFLAGS with the same rpath.
     (cd "$tmp/rs" && CARGO_HOME="$tmp/cargo-home" CARGO_TARGET_DIR="$tmp/rs-target" \
         RUSTFLAGS="-C link-arg=-Wl,-rpath,$libdir" cargo build --offline --quiet --jobs 2) &&
         "$tmp/rs-target/debug/consumer"
