@@ -195,14 +195,21 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* The request counts as in flight on w until window_cap later requests were dispatched. */
-static void dispatched(cluster *c, uint32_t w)
+/* A request counts as in flight on its worker until window_cap later requests were
+ * dispatched. The oldest one retires BEFORE the next request is routed (retire_oldest), so the
+ * router sees the window_cap - 1 requests still running beside the new one: picking with the
+ * finished one still counted gave worker 0 a 9/8 share (issue 39). */
+static void retire_oldest(cluster *c)
 {
     if (c->window_len == c->window_cap) {
         c->inflight[c->window[c->window_head]]--;
         c->window_head = (c->window_head + 1) % c->window_cap;
         c->window_len--;
     }
+}
+
+static void dispatched(cluster *c, uint32_t w)
+{
     c->window[(c->window_head + c->window_len) % c->window_cap] = w;
     c->window_len++;
     c->inflight[w]++;
@@ -230,6 +237,7 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
     }
     /* one request in flight beyond the least loaded worker costs a mean request's share */
     load_cost = n_done ? (double)blocks_so_far / (double)n_done / inflight_per_worker : 0.0;
+    retire_oldest(c);
     if (router_pick(&c->rt, c->idx, c->seq_hashes, req->n_ids, c->inflight, load_cost, &w,
                     &qns) != 0)
         return -1;

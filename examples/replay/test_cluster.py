@@ -11,6 +11,9 @@ Cases:
                            the workers' tiers)
   cluster-conversation     kv beats random on the Mooncake conversation trace
   cluster-synthetic        kv beats random on the Mooncake synthetic trace
+  cluster-fair             on a uniform trace (every prompt its own, equally long blocks: no
+                           overlaps) least_loaded and kv give every worker its even share
+                           within one request (issue 39: worker 0 used to get 9/8)
   cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
                            subscriber) routes exactly as --transport inproc: same hits, same
                            requests per worker, same events and index, and batches were received
@@ -22,9 +25,11 @@ Exit 77 (skipped) says why: no jansson or zlib in this build (the traces are .js
 libkvreg without the wire formats.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
 # The helpers (run, run_json, check, Failure) are test_replay.py's, so both scripts run and
 # judge kvreg-replay the same way.
@@ -181,6 +186,33 @@ def case_zmq():
                   f"{z['batches_replayed']} replayed)")
 
 
+def case_fair():
+    """Every request distinct and alike: no worker ever matches, so kv is pure load balance
+    and must spread the requests as least_loaded does, evenly. The even share is computed
+    here from the request count, not read from the run."""
+    needs_wire()
+    test_replay.needs_jansson()
+    requests, workers = 400, 8
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "uniform.jsonl")
+        with open(path, "w") as f:
+            for i in range(requests):
+                ids = [4 * i + k for k in range(4)]
+                f.write(json.dumps({"timestamp": i, "input_length": 128, "output_length": 8,
+                                    "hash_ids": ids}) + "\n")
+        even = requests / workers
+        for policy in ("least_loaded", "kv"):
+            for inflight in ("1", "8"):
+                r = run_json(["--workers", str(workers), "--router", policy,
+                              "--inflight", inflight, path])
+                consistent(r, workers, policy)
+                check(r["hit_blocks"]["total"] == 0, "a uniform trace has no hits")
+                per = r["cluster"]["requests_per_worker"]
+                check(all(abs(n - even) <= 1 for n in per),
+                      f"{policy} --inflight {inflight}: shares {per}, even is {even}")
+                print(f"{policy} --inflight {inflight}: {per}")
+
+
 CASES = {
     "cluster-cli": case_cli,
     "cluster-one-worker": case_one_worker,
@@ -191,6 +223,7 @@ CASES = {
     "cluster-synthetic": lambda: kv_beats_random(
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
     "cluster-zmq": case_zmq,
+    "cluster-fair": case_fair,
 }
 
 if __name__ == "__main__":
