@@ -225,6 +225,129 @@ KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint
 KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat,
                                uint64_t *value) KVREG_NOEXCEPT;
 
+/* ------------------------------------------------------------------------------------------ */
+/* Router: a worker's cost for a request, and the choice (LIBKVREG_0.5)                         */
+/* ------------------------------------------------------------------------------------------ */
+/* A kvreg_router turns an index answer (kvreg_index_match: each worker's matched blocks per
+ * tier) and the load of each worker into one number per worker, a logit (lower is better), and
+ * picks a worker. It knows its workers (kvreg_router_add_worker) and keeps its own record of
+ * the requests in flight on each (kvreg_router_request_add / _update / _finish), as Dynamo's KV
+ * router does; a caller that knows the load better sets it (kvreg_router_set_active).
+ *
+ * Blocks are the index's blocks (KVREG_INDEX_OPT_BLOCK_SIZE tokens). For a prompt of P blocks
+ * (tokens / block size: a partial last block counts as its fraction) and worker w:
+ *   overlap(w)  = sum over tiers t of tier_weight[t] x blocks[t] of w's match: a block matched
+ *                 only in a slower tier counts as partly cached (0 for a worker not matched);
+ *   prefill(w)  = P - overlap(w), the blocks w would have to compute;
+ *   active(w)   = the blocks of w's requests in flight + the value set for w + P: its
+ *                 potential active blocks if the request went there.
+ * Policies:
+ *   KVREG_ROUTER_POLICY_COST (Dynamo's KV router cost):
+ *                 logit = overlap_weight x prefill(w) + active(w).
+ *   KVREG_ROUTER_POLICY_WEIGHTED (llm-d's weighted scorers, summed; higher score is better):
+ *                 prefix(w) = overlap(w) / P (0 when P is 0), in 0..1;
+ *                 load(w)   = (max active - active(w)) / (max active - min active) over the
+ *                             workers, 1 for all when they are equal;
+ *                 logit     = -(prefix_weight x prefix(w) + load_weight x load(w)).
+ * Choice:
+ *   temperature 0: the lowest logit; ties go to the lowest active(w), then the lowest
+ *                 (worker_id, dp_rank).
+ *   temperature T > 0: softmax over the logits normalised to 0..1 (as Dynamo does): worker w
+ *                 is drawn with probability proportional to
+ *                 exp(-(logit(w) - min logit) / ((max logit - min logit) x T)), uniformly when
+ *                 every logit is equal. The draw uses the router's own generator, seeded by
+ *                 the config (same seed, same calls: same choices); no global state.
+ *
+ * Configuration: a struct the caller fills with kvreg_router_config_init (defaults) and then
+ * changes. Its first member is its size as the caller compiled it, so later versions can add
+ * members at the end: the library reads only what the caller's size covers and takes defaults
+ * for the rest.
+ *
+ * Thread-safety: every call may come from any thread; the calls on one router serialize on
+ * its lock (they are short: no call waits on I/O or on the index). */
+#define KVREG_ROUTER_POLICY_COST 0u
+#define KVREG_ROUTER_POLICY_WEIGHTED 1u
+
+typedef struct kvreg_router_config {
+    uint32_t size;                         /* sizeof(kvreg_router_config): set by _init */
+    uint32_t policy;                       /* KVREG_ROUTER_POLICY_* (default COST) */
+    double overlap_weight;                 /* COST: weight of the prefill blocks, >= 0
+                                              (default 1.0, Dynamo's default; 0: load only) */
+    double temperature;                    /* >= 0 (default 0: the lowest logit) */
+    double tier_weight[KVREG_MEDIUM_COUNT]; /* share of a block matched in that tier that counts
+                                              as cached, 0 .. 1 (defaults GPU 1.0, CPU 0.8,
+                                              STORAGE 0.5, EXTERNAL 0.3, as the index's) */
+    double prefix_weight;                  /* WEIGHTED: weight of the prefix score, >= 0
+                                              (default 1.0) */
+    double load_weight;                    /* WEIGHTED: weight of the load score, >= 0
+                                              (default 1.0) */
+    uint64_t seed;                         /* the generator's seed for temperature > 0
+                                              (default 0; any value) */
+    uint64_t reserved[4];                  /* zero */
+} kvreg_router_config;
+
+/* One worker's terms for a request (see above). */
+typedef struct kvreg_router_cost {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    uint32_t reserved32;     /* zero */
+    double overlap_blocks;   /* tier-weighted matched blocks */
+    double prefill_blocks;   /* prompt blocks - overlap_blocks */
+    double active_blocks;    /* potential active blocks, this request's included */
+    double logit;            /* lower is better */
+    uint64_t reserved[2];    /* zero */
+} kvreg_router_cost;
+
+typedef struct kvreg_router kvreg_router;
+
+/* Fill cfg with the defaults (size included). KVREG_EINVAL if cfg is NULL. */
+KVREG_API int kvreg_router_config_init(kvreg_router_config *cfg) KVREG_NOEXCEPT;
+
+/* cfg NULL: the defaults. KVREG_EINVAL: out NULL, cfg->size smaller than the members up to
+ * seed, an unknown policy, a weight or temperature negative or not finite, a tier weight
+ * above 1. KVREG_ENOMEM. */
+KVREG_API int kvreg_router_new(kvreg_router **out, const kvreg_router_config *cfg) KVREG_NOEXCEPT;
+KVREG_API void kvreg_router_free(kvreg_router *r) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* A worker the router may choose. KVREG_EEXIST if it is already known. */
+KVREG_API int kvreg_router_add_worker(kvreg_router *r, uint64_t worker_id,
+                                      uint32_t dp_rank) KVREG_NOEXCEPT;
+/* Forget the worker and its requests in flight. KVREG_ENOENT if it is not known. */
+KVREG_API int kvreg_router_remove_worker(kvreg_router *r, uint64_t worker_id,
+                                         uint32_t dp_rank) KVREG_NOEXCEPT;
+/* The caller's own figure for the worker's active blocks, added to the blocks of the requests
+ * the router records for it (0 until set; set it and record no requests to pass the load in
+ * from outside). KVREG_ENOENT if the worker is not known. */
+KVREG_API int kvreg_router_set_active(kvreg_router *r, uint64_t worker_id, uint32_t dp_rank,
+                                      uint64_t active_blocks) KVREG_NOEXCEPT;
+
+/* Record a request in flight on a worker with its blocks (prompt, and decode so far).
+ * KVREG_EEXIST: request_id is in flight already; KVREG_ENOENT: the worker is not known. */
+KVREG_API int kvreg_router_request_add(kvreg_router *r, uint64_t request_id, uint64_t worker_id,
+                                       uint32_t dp_rank, uint64_t blocks) KVREG_NOEXCEPT;
+/* The request's blocks now (it grows while it generates). KVREG_ENOENT if not in flight. */
+KVREG_API int kvreg_router_request_update(kvreg_router *r, uint64_t request_id,
+                                          uint64_t blocks) KVREG_NOEXCEPT;
+/* The request finished: its blocks leave its worker. KVREG_ENOENT if not in flight. */
+KVREG_API int kvreg_router_request_finish(kvreg_router *r, uint64_t request_id) KVREG_NOEXCEPT;
+
+/* Every known worker's terms for a prompt of prompt_blocks blocks given the index's answer
+ * matches[0..n_matches) (kvreg_index_query_hashes; workers the router does not know are
+ * ignored, and a worker named twice counts once, by its first entry), in ascending
+ * (worker_id, dp_rank). out[0..*n_out) gets them; when cap is too small nothing is written,
+ * *n_out gets the number of workers and KVREG_ERANGE is returned. KVREG_EINVAL: r or n_out
+ * NULL, matches NULL with n_matches > 0, prompt_blocks negative or not finite. */
+KVREG_API int kvreg_router_costs(kvreg_router *r, const kvreg_index_match *matches,
+                                 size_t n_matches, double prompt_blocks, kvreg_router_cost *out,
+                                 size_t cap, size_t *n_out) KVREG_NOEXCEPT;
+
+/* Choose a worker as described above; *chosen gets its terms. Choosing records nothing: add
+ * the request with kvreg_router_request_add when it is sent. KVREG_ENOENT: no worker is
+ * known. Other errors as kvreg_router_costs. */
+KVREG_API int kvreg_router_select(kvreg_router *r, const kvreg_index_match *matches,
+                                  size_t n_matches, double prompt_blocks,
+                                  kvreg_router_cost *chosen) KVREG_NOEXCEPT;
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
