@@ -8,6 +8,7 @@
 #include <kvreg.h>
 
 #include "cache.h"
+#include "compare.h"
 #include "events.h"
 #include "router.h"
 #include "sweep.h"
@@ -19,8 +20,8 @@
 static const char cluster_usage[] =
 "Cluster (kvreg-replay --workers N): N engines behind a router-side index (kvreg_index.h)\n"
 "  --workers N               engines, each with the model above (capacities per engine)\n"
-"  --router POLICY           kv (best prefix match less load, the default), random,\n"
-"                            round_robin or least_loaded\n"
+"  --router POLICY           kv (best prefix match less load, the default), kv-load, llm-d,\n"
+"                            random, round_robin or least_loaded\n"
 "  --transport inproc|zmq    how the engines' vLLM event payloads reach the index: in memory\n"
 "                            (default inproc), or zmq: a publisher per worker tier on\n"
 "                            127.0.0.1 and one subscriber (same routing, over the network)\n";
@@ -49,7 +50,7 @@ static void usage(FILE *out)
 "  --inflight N              requests running at once, holding their blocks (default 8)\n"
 "  --block-tokens N          tokens per block id (default 512)\n"
 "  --salt N                  hash salt (default 1337, Dynamo's KV-router salt)\n"
-"%s"
+"%s%s"
 "Input:\n"
 "  --skip-bad                skip malformed trace lines and count them (default: stop with\n"
 "                            the line number, exit status 2)\n"
@@ -83,7 +84,7 @@ static void usage(FILE *out)
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
-            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, cluster_usage, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
+            REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, cluster_usage, compare_usage, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
             publish_usage);
 }
 
@@ -124,6 +125,8 @@ int cli_parse(int argc, char **argv, replay_options *o)
     o->checkpoint_every = 1000;
     o->ignore_event = EVENTS_IGNORE_NONE;
     o->progress = 1;
+    router_params_defaults(&o->routing);
+    timing_defaults(&o->timing);
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -207,12 +210,13 @@ int cli_parse(int argc, char **argv, replay_options *o)
                 return CLI_USAGE;
             o->workers = (uint32_t)v;
         } else if (OPTION("--router")) {
-            if (router_policy_parse(val, &o->router) != 0) {
-                fprintf(stderr, "kvreg-replay: --router: expected kv, random, round_robin or "
-                                "least_loaded, got '%s'\n", val);
+            if (router_policy_list(val, o->routers, &o->n_routers) != 0)
                 return CLI_USAGE;
-            }
+            o->router = o->routers[0];
             router_given = 1;
+        } else if (compare_is_option(name) && OPTION(name)) {
+            if (compare_set_option(o, name, val) != 0)
+                return CLI_USAGE;
         } else if (OPTION("--transport")) {
             if (strcmp(val, "inproc") == 0) {
                 o->transport = REPLAY_TRANSPORT_INPROC;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include "publish.h"
+#include "router.h"
+#include "timing.h"
 
 typedef struct replay_options {
     const char *trace;         /* NULL: the built-in synthetic workload */
@@ -34,6 +36,11 @@ typedef struct replay_options {
     size_t sweep_n, sweep_g2_n; /* sweep_g2_n 0: G2 from --g2-blocks (off if not given) */
     const char *sweep_out, *chart;
     publish_options publish;   /* --publish and its options (publish.h) */
+    /* --router A,B,... (compare.c): the policies, in order (router is the first) */
+    int routers[ROUTER_COUNT];
+    size_t n_routers;
+    router_params routing;     /* --overlap-weight, --router-temperature, ... (kv-load, llm-d) */
+    timing_model timing;       /* --prefill-tps, --decode-tps, ... (the table's TTFT) */
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0

@@ -47,6 +47,7 @@ typedef struct cluster {
     hmap id_of;          /* sequence hash -> block id, for the tokens vLLM events carry */
     kvreg_registry **regs; /* every engine's G1 and G2 registries, in that order */
     zmq_feed *zf;        /* --transport zmq; NULL: inproc (each engine's feed) */
+    cluster_outcome *out; /* cluster_collect: per-request records go there; NULL otherwise */
 } cluster;
 
 static double now_s(void)
@@ -106,7 +107,7 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
     c->window = calloc(c->window_cap, sizeof *c->window);
     c->regs = calloc(2 * (size_t)c->n, sizeof *c->regs);
     if (!c->eng || !c->inflight || !c->requests_per_worker || !c->window || !c->regs ||
-        router_init(&c->rt, o->router, c->n, o->seed) != 0)
+        router_init(&c->rt, o->router, c->n, o->seed, &o->routing) != 0)
         return KVREG_ENOMEM;
 
     /* The workers are libkvreg engines: the hashes they publish are router hashes. */
@@ -199,13 +200,15 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
  * dispatched. The oldest one retires BEFORE the next request is routed (retire_oldest), so the
  * router sees the window_cap - 1 requests still running beside the new one: picking with the
  * finished one still counted gave worker 0 a 9/8 share (issue 39). */
-static void retire_oldest(cluster *c)
+static int retire_oldest(cluster *c)
 {
     if (c->window_len == c->window_cap) {
         c->inflight[c->window[c->window_head]]--;
         c->window_head = (c->window_head + 1) % c->window_cap;
         c->window_len--;
+        return router_retired(&c->rt);
     }
+    return 0;
 }
 
 static void dispatched(cluster *c, uint32_t w)
@@ -226,7 +229,7 @@ static int carry_events(cluster *c, uint32_t w)
 static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_t n_done,
                        uint64_t blocks_so_far, uint32_t inflight_per_worker)
 {
-    uint32_t w = 0;
+    uint32_t w = 0, bt = c->eng[0].model.cfg.block_tokens;
     double load_cost, qns;
     if (grow((void **)&c->seq_hashes, &c->seq_cap, req->n_ids, sizeof(uint64_t)) != 0 ||
         grow((void **)&c->block_hashes, &c->block_cap, req->n_ids, sizeof(uint64_t)) != 0 ||
@@ -237,7 +240,8 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
     }
     /* one request in flight beyond the least loaded worker costs a mean request's share */
     load_cost = n_done ? (double)blocks_so_far / (double)n_done / inflight_per_worker : 0.0;
-    retire_oldest(c);
+    if (retire_oldest(c) != 0)
+        return -1;
     if (router_pick(&c->rt, c->idx, c->seq_hashes, req->n_ids, c->inflight, load_cost, &w,
                     &qns) != 0)
         return -1;
@@ -249,7 +253,12 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
         }
     }
     dispatched(c, w);
-    if (cache_request(&c->eng[w].model, nm, req) != 0 || carry_events(c, w) != 0)
+    /* the request holds its prompt and output blocks while it runs (kv-load's active blocks) */
+    if (router_dispatched(&c->rt, w, (req->input_length + req->output_length + bt - 1) / bt) != 0)
+        return -1;
+    if (cluster_record_begin(c->out, &c->eng[w].model.st) != 0 ||
+        cache_request(&c->eng[w].model, nm, req) != 0 || carry_events(c, w) != 0 ||
+        cluster_record_end(c->out, &c->eng[w].model.st, req, w) != 0)
         return -1;
     return cache_request(&c->shared, nm, req);
 }
@@ -324,7 +333,7 @@ static void add_stats(cache_stats *sum, const cache_stats *s)
     sum->api_calls += s->api_calls;
 }
 
-int cluster_run(const replay_options *o, workload *w)
+static int replay(const replay_options *o, workload *w, cluster_outcome *out)
 {
     cluster c;
     namer nm;
@@ -365,6 +374,7 @@ int cluster_run(const replay_options *o, workload *w)
         namer_free(&nm);
         return EXIT_LIBRARY;
     }
+    c.out = out;
     if (o->transport == REPLAY_TRANSPORT_ZMQ &&
         zmq_feed_open(&c.zf, c.idx, c.n, c.regs, o->block_tokens, &c.fs) != 0) {
         cluster_free(&c);
@@ -441,10 +451,23 @@ int cluster_run(const replay_options *o, workload *w)
         cr.index_agrees = index_agrees(&c);
         if (!cr.index_agrees)
             status = EXIT_LIBRARY;
-        cluster_report_print(stdout, o->json, &r, &cr);
+        if (out)
+            status = cluster_outcome_keep(out, &r, &cr) == 0 ? status : EXIT_LIBRARY;
+        else
+            cluster_report_print(stdout, o->json, &r, &cr);
     }
     cluster_free(&c);
     namer_free(&nm);
     hmap_free(&seen);
     return status;
+}
+
+int cluster_run(const replay_options *o, workload *w)
+{
+    return replay(o, w, NULL);
+}
+
+int cluster_collect(const replay_options *o, workload *w, cluster_outcome *out)
+{
+    return replay(o, w, out);
 }

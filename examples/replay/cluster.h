@@ -16,9 +16,13 @@
 #define KVREG_REPLAY_CLUSTER_H
 
 #include "cli.h"
+#include "outcome.h"
 #include "workload.h"
 
 /* Run the whole workload; the report goes to stdout. Returns the process exit status. */
 int cluster_run(const replay_options *o, workload *w);
+/* The same run with o->router, kept in *out (zeroed by the caller; free it with
+ * cluster_outcome_free) instead of printed. */
+int cluster_collect(const replay_options *o, workload *w, cluster_outcome *out);
 
 #endif

@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "cli.h"
 #include "cluster.h"
+#include "compare.h"
 #include "events.h"
 #include "hmap.h"
 #include "max_hits.h"
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     if (o.sweep)
         return sweep_main(&o);
+    if (o.n_routers > 1) /* --router A,B,...: the policies side by side (compare.c) */
+        return compare_main(&o);
 
     if (o.trace) {
         w = trace_open(o.trace, o.skip_bad);

@@ -14,6 +14,12 @@ Cases:
   cluster-fair             on a uniform trace (every prompt its own, equally long blocks: no
                            overlaps) least_loaded and kv give every worker its even share
                            within one request (issue 39: worker 0 used to get 9/8)
+  cluster-compare          --router kv,kv-load,llm-d,least_loaded,round_robin,random: each
+                           policy's row equals its own single-policy run (hits, requests per
+                           worker); a three-request trace's TTFT and throughput worked out by
+                           hand through the timing model; bad lists and timing options exit 2
+                           (the kv-load and llm-d rows against their own runs)
+  cluster-compare-rows     every row against its own run, on a larger built-in workload (long)
   cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
                            subscriber) routes exactly as --transport inproc: same hits, same
                            requests per worker, same events and index, and batches were received
@@ -213,6 +219,68 @@ def case_fair():
                 print(f"{policy} --inflight {inflight}: {per}")
 
 
+def case_compare(every_row=False):
+    needs_wire()
+    policies = ["kv", "kv-load", "llm-d", "least_loaded", "round_robin", "random"]
+    src = ["--conversations", "300" if every_row else "100", "--g1-blocks", "300",
+           "--g2-blocks", "600"]
+    table = run_json(["--workers", "4", "--router", ",".join(policies)] + src)
+    check([p["router"] for p in table["policies"]] == policies, "one row per policy, in order")
+    for row in table["policies"]:
+        if not every_row and row["router"] not in ("kv-load", "llm-d"):
+            continue  # the long run (cluster-compare-rows) checks every row
+        one = run_json(["--workers", "4", "--router", row["router"]] + src)
+        consistent(one, 4, row["router"])
+        check(row["hit_rate_blocks"]["total"] == round(one["hit_rate_blocks"]["total"], 6),
+              f"{row['router']}: hit rate {row['hit_rate_blocks']} vs its own run "
+              f"{one['hit_rate_blocks']}")
+        check(row["requests_per_worker"] == one["cluster"]["requests_per_worker"],
+              f"{row['router']}: requests per worker differ from its own run")
+        check(0 < row["ttft_s"]["p50"] <= row["ttft_s"]["p99"], f"ttft {row['ttft_s']}")
+        check(row["output_tokens_per_s"] > 0, "throughput")
+        print(f"{row['router']:13s} hit {row['hit_rate_blocks']['total']:.4f} imbalance "
+              f"{row['load_imbalance']:.3f} ttft p50/p99 {row['ttft_s']['p50']:.3f}/"
+              f"{row['ttft_s']['p99']:.3f} s")
+    rr = table["policies"][policies.index("round_robin")]["requests_per_worker"]
+    check(max(rr) - min(rr) <= 1, f"round_robin unbalanced: {rr}")
+    if every_row:
+        return
+
+    # Three requests on one worker, block 32 tokens, G1 unlimited; prefill 32 tokens/s,
+    # decode 1 token/s, one request at a time:
+    #   r0 at 0 s: 64 tokens (ids 1 2), nothing cached: prefill 0 -> 2 s (TTFT 2), 1 token
+    #      out, ends 3 s;
+    #   r1 at 0.5 s: 96 tokens (ids 1 2 3), 64 cached: waits for r0's end (3 s), prefills
+    #      32 tokens 3 -> 4 s (TTFT 3.5), ends 5 s;
+    #   r2 at 10 s: 32 tokens (id 7): 10 -> 11 s (TTFT 1), 2 tokens out, ends 13 s.
+    # TTFT 1 2 3.5: nearest-rank p50 2, p99 3.5, mean 6.5 / 3; 4 tokens over 0 -> 13 s.
+    test_replay.needs_jansson()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tiny.jsonl")
+        with open(path, "w") as f:
+            for ts, n, out, ids in ((0, 64, 1, [1, 2]), (500, 96, 1, [1, 2, 3]),
+                                    (10000, 32, 2, [7])):
+                f.write(json.dumps({"timestamp": ts, "input_length": n, "output_length": out,
+                                    "hash_ids": ids}) + "\n")
+        t = run_json(["--workers", "1", "--router", "round_robin,least_loaded",
+                      "--g1-blocks", "unlimited", "--g2-blocks", "0", "--prefill-tps", "32",
+                      "--decode-tps", "1", "--batch", "1", path])
+        for row in t["policies"]:
+            got = row["ttft_s"]
+            check(abs(got["p50"] - 2) < 1e-6 and abs(got["p99"] - 3.5) < 1e-6 and
+                  abs(got["mean"] - 6.5 / 3) < 1e-6, f"tiny trace: ttft {got}")
+            check(abs(row["span_s"] - 13) < 1e-3 and abs(row["output_tokens_per_s"] - 4 / 13) < 1e-3,
+                  f"tiny trace: span {row['span_s']}, {row['output_tokens_per_s']} tokens/s")
+        check(t["timing"] == {"prefill_tps": 32, "onboard_tps": 100000, "decode_tps": 1,
+                              "batch": 1}, f"timing echoed: {t['timing']}")
+    for bad in (["--workers", "2", "--router", "kv,kv"], ["--workers", "2", "--router", "kv,"],
+                ["--workers", "2", "--router", "kv,best"], ["--workers", "2", "--batch", "0"],
+                ["--workers", "2", "--prefill-tps", "0"], ["--workers", "2", "--decode-tps", "x"],
+                ["--workers", "2", "--router-temperature", "-1"]):
+        _, err = run(bad, expect_rc=2)
+        check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
+
+
 CASES = {
     "cluster-cli": case_cli,
     "cluster-one-worker": case_one_worker,
@@ -224,6 +292,8 @@ CASES = {
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
     "cluster-zmq": case_zmq,
     "cluster-fair": case_fair,
+    "cluster-compare": case_compare,
+    "cluster-compare-rows": lambda: case_compare(every_row=True),
 }
 
 if __name__ == "__main__":
