@@ -273,6 +273,10 @@ int cli_parse(int argc, char **argv, replay_options *o)
                         "--dump-trace, --sweep or --wire-out\n");
         return CLI_USAGE;
     }
+    if (o->plot && o->n_routers < 2) {
+        fprintf(stderr, "kvreg-replay: --plot needs --router with two policies or more\n");
+        return CLI_USAGE;
+    }
     if ((o->sweep_out || o->chart) && !o->sweep) {
         fprintf(stderr, "kvreg-replay: --sweep-out and --chart need --sweep\n");
         return CLI_USAGE;

@@ -41,6 +41,7 @@ typedef struct replay_options {
     size_t n_routers;
     router_params routing;     /* --overlap-weight, --router-temperature, ... (kv-load, llm-d) */
     timing_model timing;       /* --prefill-tps, --decode-tps, ... (the table's TTFT) */
+    const char *plot;          /* --plot FILE.svg|.png: the table drawn (compare_chart.h) */
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "compare_chart.h"
 #include "report.h"
 #include "router.h"
 #include "synth.h"
@@ -24,6 +25,7 @@ const char compare_usage[] =
 "  --router-temperature X    kv-load, llm-d: 0 picks the best (default); > 0 samples (softmax)\n"
 "  --prefix-weight X         llm-d: weight of the prefix score (default 1)\n"
 "  --load-weight X           llm-d: weight of the load score (default 1)\n"
+"  --plot FILE.svg|FILE.png  also draw the table: hit rate, TTFT and throughput per policy\n"
 "Engine timing model (--router A,B,...): each worker admits --batch requests at once, first\n"
 "come first served on the trace's timestamps; a request's prefill (uncached tokens at\n"
 "--prefill-tps, G2 hits at --onboard-tps) runs after the prefills before it; TTFT is its end\n"
@@ -32,11 +34,12 @@ const char compare_usage[] =
 "  --prefill-tps X           uncached prompt tokens per second per worker (default 8000)\n"
 "  --onboard-tps X           G2-hit tokens per second per worker (default 100000)\n"
 "  --decode-tps X            output tokens per second per request (default 30)\n"
-"  --batch N                 requests a worker runs at once (default 64)\n";
+"  --batch N                 requests a worker runs at once (default 64)\n"
+"  --speedup X               replay the timestamps X times faster (default 1)\n";
 
 static const char *const real_options[] = {"--overlap-weight", "--router-temperature",
                                            "--prefix-weight", "--load-weight", "--prefill-tps",
-                                           "--onboard-tps", "--decode-tps"};
+                                           "--onboard-tps", "--decode-tps", "--speedup"};
 
 int compare_is_option(const char *name)
 {
@@ -44,13 +47,17 @@ int compare_is_option(const char *name)
     for (i = 0; i < sizeof real_options / sizeof real_options[0]; i++)
         if (strcmp(name, real_options[i]) == 0)
             return 1;
-    return strcmp(name, "--batch") == 0;
+    return strcmp(name, "--batch") == 0 || strcmp(name, "--plot") == 0;
 }
 
 int compare_set_option(replay_options *o, const char *name, const char *val)
 {
     char *end;
     double v;
+    if (strcmp(name, "--plot") == 0) {
+        o->plot = val;
+        return 0;
+    }
     errno = 0;
     v = strtod(val, &end);
     if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0) {
@@ -67,7 +74,7 @@ int compare_set_option(replay_options *o, const char *name, const char *val)
         return 0;
     }
     if ((strcmp(name, "--prefill-tps") == 0 || strcmp(name, "--onboard-tps") == 0 ||
-         strcmp(name, "--decode-tps") == 0) && v <= 0) {
+         strcmp(name, "--decode-tps") == 0 || strcmp(name, "--speedup") == 0) && v <= 0) {
         fprintf(stderr, "kvreg-replay: %s: expected a rate above 0, got '%s'\n", name, val);
         return -1;
     }
@@ -83,6 +90,8 @@ int compare_set_option(replay_options *o, const char *name, const char *val)
         o->timing.prefill_tps = v;
     else if (strcmp(name, "--onboard-tps") == 0)
         o->timing.onboard_tps = v;
+    else if (strcmp(name, "--speedup") == 0)
+        o->timing.speedup = v;
     else
         o->timing.decode_tps = v;
     return 0;
@@ -150,9 +159,9 @@ static void print_json(const replay_options *o, const row *rows, size_t n)
     printf("{\"source\":");
     json_string(stdout, o->trace ? o->trace : "built-in");
     printf(",\"workers\":%u,\"timing\":{\"prefill_tps\":%.17g,\"onboard_tps\":%.17g,"
-           "\"decode_tps\":%.17g,\"batch\":%u},\"policies\":[",
+           "\"decode_tps\":%.17g,\"batch\":%u,\"speedup\":%.17g},\"policies\":[",
            o->workers, o->timing.prefill_tps, o->timing.onboard_tps, o->timing.decode_tps,
-           o->timing.batch);
+           o->timing.batch, o->timing.speedup);
     for (i = 0; i < n; i++) {
         const row *r = &rows[i];
         printf("%s{\"router\":\"%s\",\"requests\":%llu,\"blocks\":%llu,"
@@ -179,8 +188,9 @@ static void print_text(const replay_options *o, const row *rows, size_t n)
            (unsigned long long)(n ? rows[0].oc.st.requests : 0),
            (unsigned long long)o->g1_blocks, (unsigned long long)o->g2_blocks);
     printf("timing model (assumed): prefill %.0f tok/s, onboard %.0f tok/s, decode %.0f tok/s "
-           "per request, batch %u\n\n",
-           o->timing.prefill_tps, o->timing.onboard_tps, o->timing.decode_tps, o->timing.batch);
+           "per request, batch %u, speedup %g\n\n",
+           o->timing.prefill_tps, o->timing.onboard_tps, o->timing.decode_tps, o->timing.batch,
+           o->timing.speedup);
     printf("%-13s %7s %7s %7s %9s %10s %10s %11s %9s\n", "router", "hit", "G1", "G2",
            "imbalance", "TTFT p50", "TTFT p99", "out tok/s", "query p50");
     for (i = 0; i < n; i++) {
@@ -189,6 +199,25 @@ static void print_text(const replay_options *o, const row *rows, size_t n)
                100 * r->hit, 100 * r->hit_g1, 100 * r->hit_g2, r->imbalance, r->t.ttft_p50_s,
                r->t.ttft_p99_s, r->t.output_tps, r->oc.query_p50_us);
     }
+}
+
+static int plot(const replay_options *o, const row *rows, size_t n)
+{
+    compare_bar bars[ROUTER_COUNT];
+    char title[256];
+    const char *src = o->trace ? strrchr(o->trace, '/') : NULL;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        bars[i].policy = rows[i].policy;
+        bars[i].hit_g1 = rows[i].hit_g1;
+        bars[i].hit_g2 = rows[i].hit_g2;
+        bars[i].ttft_p50 = rows[i].t.ttft_p50_s;
+        bars[i].ttft_p99 = rows[i].t.ttft_p99_s;
+        bars[i].output_tps = rows[i].t.output_tps;
+    }
+    snprintf(title, sizeof title, "%s, %u workers", o->trace ? (src ? src + 1 : o->trace)
+                                                           : "built-in workload", o->workers);
+    return compare_chart_write(o->plot, title, bars, n) == 0 ? 0 : EXIT_LIBRARY;
 }
 
 int compare_main(const replay_options *o)
@@ -208,6 +237,8 @@ int compare_main(const replay_options *o)
         else
             print_text(o, rows, o->n_routers);
     }
+    if (status == 0 && o->plot)
+        status = plot(o, rows, o->n_routers);
     for (i = 0; i < o->n_routers; i++)
         cluster_outcome_free(&rows[i].oc);
     free(rows);

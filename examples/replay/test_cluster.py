@@ -222,8 +222,8 @@ def case_fair():
 def case_compare(every_row=False):
     needs_wire()
     policies = ["kv", "kv-load", "llm-d", "least_loaded", "round_robin", "random"]
-    src = ["--conversations", "300" if every_row else "100", "--g1-blocks", "300",
-           "--g2-blocks", "600"]
+    src = ["--conversations", "300" if every_row else "60", "--g1-blocks", "150",
+           "--g2-blocks", "300"]
     table = run_json(["--workers", "4", "--router", ",".join(policies)] + src)
     check([p["router"] for p in table["policies"]] == policies, "one row per policy, in order")
     for row in table["policies"]:
@@ -272,11 +272,29 @@ def case_compare(every_row=False):
             check(abs(row["span_s"] - 13) < 1e-3 and abs(row["output_tokens_per_s"] - 4 / 13) < 1e-3,
                   f"tiny trace: span {row['span_s']}, {row['output_tokens_per_s']} tokens/s")
         check(t["timing"] == {"prefill_tps": 32, "onboard_tps": 100000, "decode_tps": 1,
-                              "batch": 1}, f"timing echoed: {t['timing']}")
+                              "batch": 1, "speedup": 1}, f"timing echoed: {t['timing']}")
+    # --plot: an SVG of the chart's size with something drawn (not checked: the bars' heights)
+    with tempfile.TemporaryDirectory() as tmp:
+        svg = os.path.join(tmp, "p.svg")
+        rc, _, err = test_replay.run(["--workers", "2", "--conversations", "20", "--router",
+                                      "kv,random", "--plot", svg], expect_rc=None)
+        if "without cairo" in err:
+            print(f"--plot not checked: {err.strip()}")
+        else:
+            import xml.etree.ElementTree as ET
+            check(rc == 0, f"--plot failed: {err}")
+            root = ET.parse(svg).getroot()
+            check(root.tag.endswith("svg") and root.get("width", "").startswith("960"),
+                  f"not an SVG of the chart's size: {root.tag} {root.attrib}")
+            check(len(list(root.iter())) > 20, "an SVG with (almost) nothing drawn")
+        _, err = run(["--workers", "2", "--router", "kv,random", "--plot", "x.gif"],
+                     expect_rc=None)
+        check(".svg or .png" in err or "without cairo" in err, f"bad plot name: {err!r}")
     for bad in (["--workers", "2", "--router", "kv,kv"], ["--workers", "2", "--router", "kv,"],
                 ["--workers", "2", "--router", "kv,best"], ["--workers", "2", "--batch", "0"],
                 ["--workers", "2", "--prefill-tps", "0"], ["--workers", "2", "--decode-tps", "x"],
-                ["--workers", "2", "--router-temperature", "-1"]):
+                ["--workers", "2", "--router-temperature", "-1"],
+                ["--workers", "2", "--plot", "x.svg"], ["--workers", "2", "--speedup", "0"]):
         _, err = run(bad, expect_rc=2)
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
 

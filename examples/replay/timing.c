@@ -10,6 +10,7 @@ void timing_defaults(timing_model *m)
     m->onboard_tps = TIMING_DEFAULT_ONBOARD_TPS;
     m->decode_tps = TIMING_DEFAULT_DECODE_TPS;
     m->batch = TIMING_DEFAULT_BATCH;
+    m->speedup = 1.0;
 }
 
 /* Slot end times of one worker: a binary min-heap, so the earliest free slot is the root. */
@@ -62,7 +63,8 @@ int timing_run(const timing_model *m, uint32_t n_workers, const timing_request *
     for (i = 0; i < n; i++) {
         const timing_request *q = &reqs[i];
         double *heap = slots + (size_t)q->worker * m->batch;
-        double admit = q->arrival_s > heap[0] ? q->arrival_s : heap[0];
+        double arrival = q->arrival_s / m->speedup;
+        double admit = arrival > heap[0] ? arrival : heap[0];
         double start = admit > prefill_free[q->worker] ? admit : prefill_free[q->worker];
         double done = start + (double)q->uncached_tokens / m->prefill_tps +
                       (double)q->g2_tokens / m->onboard_tps;
@@ -70,11 +72,11 @@ int timing_run(const timing_model *m, uint32_t n_workers, const timing_request *
         prefill_free[q->worker] = done;
         heap[0] = end; /* the earliest slot is taken until this request ends */
         sift_down(heap, m->batch, 0);
-        ttft[i] = done - q->arrival_s;
+        ttft[i] = done - arrival;
         sum += ttft[i];
         tokens += (double)q->output_tokens;
-        if (i == 0 || q->arrival_s < first)
-            first = q->arrival_s;
+        if (i == 0 || arrival < first)
+            first = arrival;
         if (end > last)
             last = end;
     }

@@ -13,6 +13,7 @@
  * prefill ends: TTFT = prefill end - arrival. It then decodes its output at decode_tps tokens
  * per second (each request's own rate, independent of the batch below the limit) and frees
  * its slot at the end. Throughput = output tokens / (last end - first arrival).
+ * speedup > 1 replays the trace faster (arrival times divided by it), to load the workers more.
  */
 #ifndef KVREG_REPLAY_TIMING_H
 #define KVREG_REPLAY_TIMING_H
@@ -25,6 +26,7 @@ typedef struct timing_model {
     double onboard_tps; /* G2-hit tokens per second copied back to the GPU, per worker */
     double decode_tps;  /* output tokens per second, per request */
     uint32_t batch;     /* requests a worker runs at once */
+    double speedup;     /* arrival times are divided by it (1: the trace's own times) */
 } timing_model;
 
 /* Assumed defaults (see above; not measured on any engine). */

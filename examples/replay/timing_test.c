@@ -32,7 +32,7 @@ static void expect(const char *what, double got, double want)
 
 int main(void)
 {
-    timing_model m = {1000.0, 10000.0, 10.0, 2};
+    timing_model m = {1000.0, 10000.0, 10.0, 2, 1.0};
     timing_request r[4] = {
         {0.0, 0, 1000, 0, 10},
         {0.5, 0, 500, 0, 20},
@@ -57,6 +57,13 @@ int main(void)
         return 1;
     expect("batch 1: ttft p99", t.ttft_p99_s, 2.0);
     expect("batch 1: span", t.span_s, 4.5); /* r1 ends 2.5 + 2 */
+    /* speedup 2 (batch 1): r1 arrives at 0.25 and still waits for r0's end at 2.0, so its
+     * TTFT is 2.5 - 0.25 = 2.25 */
+    m.speedup = 2.0;
+    if (timing_run(&m, 2, r, 2, &t) != 0)
+        return 1;
+    expect("speedup 2: ttft p99", t.ttft_p99_s, 2.25);
+    m.speedup = 1.0;
     /* no requests: zeros, no division */
     if (timing_run(&m, 2, r, 0, &t) != 0)
         return 1;
