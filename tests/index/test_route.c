@@ -2,6 +2,7 @@
  * expected logits are written out below, with the sum that gives each), the choice at
  * temperature 0 and its ties, and the softmax draw against hand-computed probabilities. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -224,8 +225,9 @@ static void test_ties(void **state)
     kvreg_router_free(r);
 }
 
-/* Draws with worker 1 at logit e1 and worker 2 at e2 (no matches, overlap weight 0, so the
- * logit is the active blocks set), n times with seed; how often worker 1 came out. */
+/* n draws at temperature t with seed among workers 1.. whose logits are active[] (no
+ * matches, no prompt, overlap weight 0: the logit is the active blocks set); count[w] gets
+ * how often worker w + 1 came out. */
 static unsigned draws(double t, uint64_t seed, const uint64_t *active, size_t workers,
                       unsigned n, unsigned *count)
 {
@@ -361,12 +363,65 @@ static void test_errors(void **state)
     kvreg_router_free(NULL);
 }
 
+/* Threads adding, selecting and finishing requests on one router at once: every call
+ * serializes on its lock, so when they are done the record is empty again (each worker's
+ * active blocks are the prompt's alone) and no call failed. Run under TSan for the locking. */
+typedef struct race_arg {
+    kvreg_router *r;
+    uint64_t first_id;
+    int failures;
+} race_arg;
+
+static void *race_thread(void *p)
+{
+    race_arg *a = p;
+    kvreg_index_match m = match(1, 2, 1);
+    kvreg_router_cost chosen;
+    uint64_t i;
+    for (i = 0; i < 2000; i++) {
+        uint64_t id = a->first_id + i;
+        if (kvreg_router_select(a->r, &m, 1, 4.0, &chosen) != KVREG_OK ||
+            kvreg_router_request_add(a->r, id, chosen.worker_id, 0, 1 + i % 5) != KVREG_OK ||
+            kvreg_router_request_update(a->r, id, 2 + i % 7) != KVREG_OK ||
+            kvreg_router_request_finish(a->r, id) != KVREG_OK)
+            a->failures++;
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    kvreg_router *r = new_router(NULL);
+    pthread_t t[4];
+    race_arg a[4];
+    kvreg_router_cost c[3];
+    size_t n = 0, i;
+    for (i = 0; i < 3; i++)
+        assert_int_equal(kvreg_router_add_worker(r, i, 0), KVREG_OK);
+    for (i = 0; i < 4; i++) {
+        a[i].r = r;
+        a[i].first_id = 1000000 * (i + 1);
+        a[i].failures = 0;
+        assert_int_equal(pthread_create(&t[i], NULL, race_thread, &a[i]), 0);
+    }
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(a[i].failures, 0);
+    }
+    assert_int_equal(kvreg_router_costs(r, NULL, 0, 4.0, c, 3, &n), KVREG_OK);
+    for (i = 0; i < n; i++)
+        assert_true(fabs(c[i].active_blocks - 4.0) < EPS);
+    kvreg_router_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_default), cmocka_unit_test(test_cost_weights),
         cmocka_unit_test(test_weighted),     cmocka_unit_test(test_ties),
         cmocka_unit_test(test_softmax),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
