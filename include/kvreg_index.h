@@ -335,8 +335,9 @@ KVREG_API int kvreg_router_request_finish(kvreg_router *r, uint64_t request_id) 
  * matches[0..n_matches) (kvreg_index_query_hashes; workers the router does not know are
  * ignored, and a worker named twice counts once, by its first entry), in ascending
  * (worker_id, dp_rank). out[0..*n_out) gets them; when cap is too small nothing is written,
- * *n_out gets the number of workers and KVREG_ERANGE is returned. KVREG_EINVAL: r or n_out
- * NULL, matches NULL with n_matches > 0, prompt_blocks negative or not finite. */
+ * *n_out gets the number of workers and KVREG_ERANGE is returned (call with out NULL and cap
+ * 0 to size it). KVREG_EINVAL: r or n_out NULL, out NULL with cap > 0, matches NULL with
+ * n_matches > 0, prompt_blocks negative or not finite. */
 KVREG_API int kvreg_router_costs(kvreg_router *r, const kvreg_index_match *matches,
                                  size_t n_matches, double prompt_blocks, kvreg_router_cost *out,
                                  size_t cap, size_t *n_out) KVREG_NOEXCEPT;

@@ -264,7 +264,8 @@ KVREG_API int kvreg_router_request_finish(kvreg_router *r, uint64_t request_id) 
 KVREG_API int kvreg_router_costs(kvreg_router *r, const kvreg_index_match *matches, size_t n_matches,
                                  double prompt_blocks, kvreg_router_cost *out, size_t cap,
                                  size_t *n_out) noexcept {
-    if (!r || !n_out || (!matches && n_matches > 0) || !valid_weight(prompt_blocks))
+    if (!r || !n_out || (!matches && n_matches > 0) || (!out && cap > 0) ||
+        !valid_weight(prompt_blocks))
         return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     std::lock_guard<std::mutex> lock(r->mu);

@@ -341,6 +341,7 @@ static void test_errors(void **state)
     assert_int_equal(kvreg_router_costs(r, NULL, 0, 1.0, c, 1, &n), KVREG_ERANGE);
     assert_int_equal(n, 2);
     assert_int_equal(kvreg_router_costs(r, NULL, 0, 1.0, NULL, 0, &n), KVREG_ERANGE);
+    assert_int_equal(kvreg_router_costs(r, NULL, 0, 1.0, NULL, 2, &n), KVREG_EINVAL);
 
     /* Workers the router does not know are ignored; a worker named twice counts once. */
     m[0] = match(9, 4, 0);
