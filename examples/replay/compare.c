@@ -55,6 +55,11 @@ int compare_set_option(replay_options *o, const char *name, const char *val)
     char *end;
     double v;
     if (strcmp(name, "--plot") == 0) {
+        size_t len = strlen(val);
+        if (len <= 4 || (strcmp(val + len - 4, ".svg") != 0 && strcmp(val + len - 4, ".png") != 0)) {
+            fprintf(stderr, "kvreg-replay: --plot %s: the name must end in .svg or .png\n", val);
+            return -1;
+        }
         o->plot = val;
         return 0;
     }

@@ -222,7 +222,7 @@ def case_fair():
 def case_compare(every_row=False):
     needs_wire()
     policies = ["kv", "kv-load", "llm-d", "least_loaded", "round_robin", "random"]
-    src = ["--conversations", "300" if every_row else "60", "--g1-blocks", "150",
+    src = ["--conversations", "300" if every_row else "40", "--g1-blocks", "150",
            "--g2-blocks", "300"]
     table = run_json(["--workers", "4", "--router", ",".join(policies)] + src)
     check([p["router"] for p in table["policies"]] == policies, "one row per policy, in order")
@@ -287,9 +287,8 @@ def case_compare(every_row=False):
             check(root.tag.endswith("svg") and root.get("width", "").startswith("960"),
                   f"not an SVG of the chart's size: {root.tag} {root.attrib}")
             check(len(list(root.iter())) > 20, "an SVG with (almost) nothing drawn")
-        _, err = run(["--workers", "2", "--router", "kv,random", "--plot", "x.gif"],
-                     expect_rc=None)
-        check(".svg or .png" in err or "without cairo" in err, f"bad plot name: {err!r}")
+        _, err = run(["--workers", "2", "--router", "kv,random", "--plot", "x.gif"], expect_rc=2)
+        check(".svg or .png" in err, f"bad plot name: {err!r}")
     for bad in (["--workers", "2", "--router", "kv,kv"], ["--workers", "2", "--router", "kv,"],
                 ["--workers", "2", "--router", "kv,best"], ["--workers", "2", "--batch", "0"],
                 ["--workers", "2", "--prefill-tps", "0"], ["--workers", "2", "--decode-tps", "x"],
