@@ -25,6 +25,8 @@ const char compare_usage[] =
 "  --router-temperature X    kv-load, llm-d: 0 picks the best (default); > 0 samples (softmax)\n"
 "  --prefix-weight X         llm-d: weight of the prefix score (default 1)\n"
 "  --load-weight X           llm-d: weight of the load score (default 1)\n"
+"  --cpu-weight X            kv-load, llm-d: share of a block matched only in G2 that counts\n"
+"                            as cached, 0 to 1 (default 0.8)\n"
 "  --plot FILE.svg|FILE.png  also draw the table: hit rate, TTFT and throughput per policy\n"
 "Engine timing model (--router A,B,...): each worker admits --batch requests at once, first\n"
 "come first served on the trace's timestamps; a request's prefill (uncached tokens at\n"
@@ -38,7 +40,8 @@ const char compare_usage[] =
 "  --speedup X               replay the timestamps X times faster (default 1)\n";
 
 static const char *const real_options[] = {"--overlap-weight", "--router-temperature",
-                                           "--prefix-weight", "--load-weight", "--prefill-tps",
+                                           "--prefix-weight", "--load-weight", "--cpu-weight",
+                                           "--prefill-tps",
                                            "--onboard-tps", "--decode-tps", "--speedup"};
 
 int compare_is_option(const char *name)
@@ -83,7 +86,14 @@ int compare_set_option(replay_options *o, const char *name, const char *val)
         fprintf(stderr, "kvreg-replay: %s: expected a rate above 0, got '%s'\n", name, val);
         return -1;
     }
-    if (strcmp(name, "--overlap-weight") == 0)
+    if (strcmp(name, "--cpu-weight") == 0 && v > 1) {
+        fprintf(stderr, "kvreg-replay: --cpu-weight: expected a number from 0 to 1, got '%s'\n",
+                val);
+        return -1;
+    }
+    if (strcmp(name, "--cpu-weight") == 0)
+        o->routing.cpu_weight = v;
+    else if (strcmp(name, "--overlap-weight") == 0)
         o->routing.overlap_weight = v;
     else if (strcmp(name, "--router-temperature") == 0)
         o->routing.temperature = v;

@@ -64,6 +64,7 @@ void router_params_defaults(router_params *p)
     p->temperature = cfg.temperature;
     p->prefix_weight = cfg.prefix_weight;
     p->load_weight = cfg.load_weight;
+    p->cpu_weight = cfg.tier_weight[KVREG_MEDIUM_CPU];
 }
 
 static int library_router(router *r, uint64_t seed, const router_params *params)
@@ -82,6 +83,7 @@ static int library_router(router *r, uint64_t seed, const router_params *params)
     cfg.temperature = params->temperature;
     cfg.prefix_weight = params->prefix_weight;
     cfg.load_weight = params->load_weight;
+    cfg.tier_weight[KVREG_MEDIUM_CPU] = params->cpu_weight;
     cfg.seed = seed;
     rc = kvreg_router_new(&r->lib, &cfg);
     for (w = 0; rc == KVREG_OK && w < r->n_workers; w++)

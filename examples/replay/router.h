@@ -34,6 +34,7 @@
  * library's defaults. */
 typedef struct router_params {
     double overlap_weight, temperature, prefix_weight, load_weight;
+    double cpu_weight; /* the share of a block matched only in G2 (CPU) that counts as cached */
 } router_params;
 
 void router_params_defaults(router_params *p);

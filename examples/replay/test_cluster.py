@@ -293,7 +293,8 @@ def case_compare(every_row=False):
                 ["--workers", "2", "--router", "kv,best"], ["--workers", "2", "--batch", "0"],
                 ["--workers", "2", "--prefill-tps", "0"], ["--workers", "2", "--decode-tps", "x"],
                 ["--workers", "2", "--router-temperature", "-1"],
-                ["--workers", "2", "--plot", "x.svg"], ["--workers", "2", "--speedup", "0"]):
+                ["--workers", "2", "--plot", "x.svg"], ["--workers", "2", "--speedup", "0"],
+                ["--workers", "2", "--cpu-weight", "1.5"]):
         _, err = run(bad, expect_rc=2)
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
 
