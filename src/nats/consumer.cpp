@@ -11,6 +11,10 @@ Consumer::~Consumer() {
     // Held messages are not acknowledged: the stream redelivers them to this durable's next run.
     for (auto &kv : workers_) drop_held(kv.second, false);
     if (sub_) natsSubscription_Destroy(sub_);
+    // Acks are published without waiting: send the last ones, so that a durable resumed later
+    // starts after what this run applied (bounded; a lost ack only means a redelivery, which
+    // the index's seq check does not apply twice).
+    if (conn_.nc) natsConnection_FlushTimeout(conn_.nc, 1000);
     conn_.close();
     for (auto *d : decoders_) kvreg_wire_decoder_free(d);
 }
@@ -126,10 +130,15 @@ int Consumer::run(int timeout_ms) {
         natsMsgList list = {nullptr, 0};
         const natsStatus s = natsSubscription_Fetch(&list, sub_, static_cast<int>(fetch_batch_), wait, nullptr);
         if (s == NATS_OK) {
-            for (int i = 0; i < list.Count; i++) {
-                natsMsg *m = list.Msgs[i];
-                list.Msgs[i] = nullptr; // handle() owns it now
-                handle(m);
+            try {
+                for (int i = 0; i < list.Count; i++) {
+                    natsMsg *m = list.Msgs[i];
+                    list.Msgs[i] = nullptr; // handle() owns it now
+                    handle(m);
+                }
+            } catch (...) {
+                natsMsgList_Destroy(&list); // unacknowledged: redelivered after the ack wait
+                throw;
             }
         } else if (s != NATS_TIMEOUT) {
             // Server away or restarting: libnats reconnects; try again shortly.
@@ -202,7 +211,7 @@ void Consumer::handle(natsMsg *m) {
         found = workers_.emplace(k, Worker{}).first;
         found->second.instance = h.instance;
         found->second.next = h.seq;
-        kvreg_index_clear_worker(idx_, h.worker, h.rank, h.seq);
+        if (!resume_) kvreg_index_clear_worker(idx_, h.worker, h.rank, h.seq); // resuming: the index is current
         if (h.seq > 0 && !resume_) {
             count(lost, static_cast<int64_t>(h.seq));
             notice(KVREG_NATS_NOTICE_LOSS, &k, h.instance, 0, h.seq - 1, h.seq, true, m,

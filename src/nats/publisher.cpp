@@ -152,7 +152,11 @@ int Publisher::stop() noexcept {
     cv_.notify_all();
     kvreg_registry_wakeup(reg_);
     thread_.join();
-    conn_.close(); // no ack callback runs after this
+    // Take back what is still waiting for an ack (libnats then calls no callback for it), then
+    // close: the connection's threads are joined.
+    natsMsgList pending = {nullptr, 0};
+    if (conn_.js && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK) natsMsgList_Destroy(&pending);
+    conn_.close();
     {
         std::lock_guard<std::mutex> lk(mu_);
         count(unacked, in_flight_);
@@ -185,37 +189,34 @@ int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
 // sender thread, which resends it with the same Nats-Msg-Id.
 void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self_) noexcept {
     auto *self = static_cast<Publisher *>(self_);
-    if (pa && !pae) {
-        if (pa->Duplicate) self->count(duplicates);
-        self->count(acked);
-        natsMsg_Destroy(msg);
-        {
-            std::lock_guard<std::mutex> lk(self->mu_);
-            self->in_flight_--;
-            self->stats_[in_flight].store(self->in_flight_, std::memory_order_relaxed);
-        }
-        self->cv_.notify_all();
-        return;
-    }
-    self->count(errors);
-    bool kept = false;
+    const bool ok = pa && !pae;
+    kvreg_registry *reg = nullptr;
+    // Everything this callback does to the publisher happens under mu_, and the wake-ups
+    // before it unlocks: stop() takes mu_ after closing the connection, so once it has, no
+    // callback still touches the publisher.
     {
         std::lock_guard<std::mutex> lk(self->mu_);
-        try {
-            self->failed_.push_back(msg);
-            kept = true;
-            if (self->failed_.size() == 1)
-                self->retry_at_ = Clock::now() + std::chrono::milliseconds(self->retry_ms_);
-        } catch (...) {
-        }
-        if (!kept) { // out of memory: the batch is lost; the consumer reports the gap
+        if (ok) {
+            if (pa->Duplicate) self->count(duplicates);
+            self->count(acked);
             self->in_flight_--;
-            self->stats_[in_flight].store(self->in_flight_, std::memory_order_relaxed);
+        } else {
+            self->count(errors);
+            try {
+                self->failed_.push_back(msg);
+                msg = nullptr; // kept for a resend
+                if (self->failed_.size() == 1)
+                    self->retry_at_ = Clock::now() + std::chrono::milliseconds(self->retry_ms_);
+            } catch (...) {
+                self->in_flight_--; // out of memory: lost; the consumers see the gap
+            }
+            reg = self->reg_;
         }
+        self->stats_[in_flight].store(self->in_flight_, std::memory_order_relaxed);
+        self->cv_.notify_all();
     }
-    if (!kept) natsMsg_Destroy(msg);
-    self->cv_.notify_all();
-    kvreg_registry_wakeup(self->reg_);
+    natsMsg_Destroy(msg); // NULL-safe
+    if (reg) kvreg_registry_wakeup(reg); // the registry outlives the publisher
 }
 
 // ------------------------------------------------------------------------ the sender thread

@@ -520,6 +520,53 @@ static void test_garbage(void **state) {
     engine_close(&e);
 }
 
+/* A replica's durable keeps its position: a consumer stopped part way and a new one on the
+ * same durable (RESUME) and the same index apply every batch between them exactly once. */
+static void test_resume(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1024, 0);
+    engine_start(&e, "RESUME", "resume.ev", KVREG_WIRE_DYNAMO_MSGPACK, 4, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)1, 0);
+    kvreg_block b[100];
+    for (unsigned i = 0; i < 100; i++) assert_int_equal(reg_hash(e.gpu, 900 + i, &b[i]), KVREG_OK);
+    for (unsigned i = 0; i < 100; i += 2) assert_int_equal(kvreg_release(e.gpu, b[i]), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    assert_int_equal(batches, 150);
+
+    replica r;
+    replica_open(&r, "RESUME", "r1", 1, 0);
+    kvreg_nats_consumer_free(r.con); /* set up again with a small fetch, to stop part way */
+    assert_int_equal(kvreg_nats_consumer_new(&r.con, r.idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_STREAM, "RESUME"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_DURABLE, "r1"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_FETCH_BATCH, 10), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_BATCHES) < 40) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 0), KVREG_OK);
+    }
+    const uint64_t first = con_stat(&r, KVREG_NATS_CON_STAT_BATCHES);
+    assert_true(first < batches);
+    kvreg_nats_consumer_free(r.con);
+
+    assert_int_equal(kvreg_nats_consumer_new(&r.con, r.idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_STREAM, "RESUME"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_DURABLE, "r1"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_RESUME, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    replica_catch_up(&r, batches - first);
+    assert_same_as_engine(&r, &e, 4, 900, 100);
+    uint64_t next = 0;
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 4, 0, NULL, &next), KVREG_OK);
+    assert_int_equal(next, batches);
+    replica_close(&r);
+    engine_close(&e);
+}
+
 static int setup(void **state) {
     (void)state;
     nats_server_start(&server);
@@ -545,6 +592,7 @@ int main(void) {
         cmocka_unit_test(test_random_two_replicas),
         cmocka_unit_test(test_loss_resync),
         cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_resume),
         cmocka_unit_test(test_server_restart),
     };
     return cmocka_run_group_tests_name("nats", tests, setup, teardown);
