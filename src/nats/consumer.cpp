@@ -3,6 +3,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace kvreg::nats {
@@ -93,19 +95,19 @@ int Consumer::start() {
         return KVREG_EPROTO;
     }
     jsConsumerInfo_Destroy(ci);
-    // Bind to it; the subject only has to be one the consumer delivers.
-    jsStreamInfo *si = nullptr;
-    std::string subject = filter_;
-    if (subject.empty() && js_GetStreamInfo(&si, conn_.js, stream_.c_str(), nullptr, nullptr) == NATS_OK) {
-        if (si->Config && si->Config->SubjectsLen > 0) subject = si->Config->Subjects[0];
-        jsStreamInfo_Destroy(si);
+    // Pull requests are ours (see fetch()): a plain subscription on an inbox receives the
+    // messages, with no limit on what waits in it (the requests bound that).
+    natsInbox *inbox = nullptr;
+    if (natsInbox_Create(&inbox) != NATS_OK) {
+        conn_.close();
+        return KVREG_ENOMEM;
     }
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = stream_.c_str();
-    so.Consumer = durable_.c_str();
-    if (subject.empty() ||
-        js_PullSubscribe(&sub_, conn_.js, subject.c_str(), durable_.c_str(), nullptr, &so, nullptr) != NATS_OK) {
+    inbox_ = inbox;
+    natsInbox_Destroy(inbox);
+    next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + stream_ + "." + durable_;
+    if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
+        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
+        if (sub_) natsSubscription_Destroy(sub_);
         sub_ = nullptr;
         conn_.close();
         return KVREG_EPROTO;
@@ -127,29 +129,70 @@ int Consumer::run(int timeout_ms) {
             wait = std::max<int64_t>(1, std::min<int64_t>(wait, left));
             if (timeout_ms == 0) wait = 20; // one round trip for what is ready
         }
-        natsMsgList list = {nullptr, 0};
-        const natsStatus s = natsSubscription_Fetch(&list, sub_, static_cast<int>(fetch_batch_), wait, nullptr);
-        if (s == NATS_OK) {
-            try {
-                for (int i = 0; i < list.Count; i++) {
-                    natsMsg *m = list.Msgs[i];
-                    list.Msgs[i] = nullptr; // handle() owns it now
-                    handle(m);
-                }
-            } catch (...) {
-                natsMsgList_Destroy(&list); // unacknowledged: redelivered after the ack wait
-                throw;
-            }
-        } else if (s != NATS_TIMEOUT) {
+        if (!fetch(wait)) {
             // Server away or restarting: libnats reconnects; try again shortly.
             count(fetch_errors);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
-        natsMsgList_Destroy(&list);
         if (n_held_) check_held_timeouts();
         if (timeout_ms == 0) break;
     }
     return KVREG_OK;
+}
+
+// One pull request ({"batch": N, "expires": wait}) and its answer: messages go to handle() one
+// by one as they come (late ones of an earlier request too), until N came or the server says
+// the request is over (404 no messages, 408 expired) or wait passed. libnats 3.4's Fetch is
+// not used: after a reconnect it can collect more messages than the batch it was given room for.
+bool Consumer::fetch(int64_t wait_ms) {
+    char req[96];
+    std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"expires\":%" PRId64 "}", fetch_batch_,
+                  wait_ms > 10 ? (wait_ms - 5) * 1000000 : wait_ms * 1000000);
+    if (natsConnection_PublishRequestString(conn_.nc, next_subject_.c_str(), inbox_.c_str(), req) != NATS_OK)
+        return false;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+    for (uint64_t got = 0; got < fetch_batch_;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        natsMsg *m = nullptr;
+        const natsStatus s = natsSubscription_NextMsg(&m, sub_, left > 0 ? left : 1);
+        if (s == NATS_TIMEOUT) return true;
+        if (s != NATS_OK) return false;
+        const char *status = nullptr;
+        if (natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &status) == NATS_OK) {
+            const bool over = status && status[0] != '1'; // 100 heartbeat; 404, 408, 409: over
+            natsMsg_Destroy(m);
+            if (over) return true;
+            continue;
+        }
+        got++;
+        handle(m);
+        if (left <= 0) return true;
+    }
+    return true;
+}
+
+void Consumer::reply(natsMsg *m, const char *what) noexcept {
+    const char *r = natsMsg_GetReply(m);
+    if (r && *r) natsConnection_PublishString(conn_.nc, r, what);
+}
+
+// The stream sequence from the ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...
+// (9 tokens), or with domain and account hash after $JS.ACK (12 tokens or more).
+static uint64_t stream_seq_of(const char *reply) noexcept {
+    if (!reply) return 0;
+    const char *tok[16];
+    int n = 0;
+    for (const char *p = reply; *p && n < 16; n++) {
+        tok[n] = p;
+        const char *dot = std::strchr(p, '.');
+        if (!dot) {
+            n++;
+            break;
+        }
+        p = dot + 1;
+    }
+    const int at = n == 9 ? 5 : n >= 12 ? 7 : -1;
+    return at < 0 ? 0 : std::strtoull(tok[at], nullptr, 10);
 }
 
 void Consumer::notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
@@ -171,11 +214,7 @@ void Consumer::notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t f
     if (m) {
         const char *subj = natsMsg_GetSubject(m);
         nt.subject = subj ? subj : "";
-        jsMsgMetaData *meta = nullptr;
-        if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
-            nt.stream_seq = meta->Sequence.Stream;
-            jsMsgMetaData_Destroy(meta);
-        }
+        nt.stream_seq = stream_seq_of(natsMsg_GetReply(m));
     }
     notice_fn_(&nt, notice_user_);
 }
@@ -191,7 +230,7 @@ void Consumer::handle(natsMsg *m) {
                       max_msg_bytes_);
         count(malformed);
         notice(KVREG_NATS_NOTICE_MALFORMED, nullptr, 0, 0, 0, 0, false, m, text);
-        natsMsg_Term(m, nullptr);
+        reply(m, "+TERM");
         natsMsg_Destroy(m);
         return;
     }
@@ -199,7 +238,7 @@ void Consumer::handle(natsMsg *m) {
         count(malformed);
         notice(KVREG_NATS_NOTICE_MALFORMED, nullptr, 0, 0, 0, 0, false, m,
                "no valid Kvreg-Batch header (not a kvreg batch)");
-        natsMsg_Term(m, nullptr);
+        reply(m, "+TERM");
         natsMsg_Destroy(m);
         return;
     }
@@ -221,7 +260,7 @@ void Consumer::handle(natsMsg *m) {
     Worker &w = found->second;
     if (h.instance < w.instance) {
         count(stale);
-        natsMsg_Ack(m, nullptr);
+        reply(m, "+ACK");
         natsMsg_Destroy(m);
         return;
     }
@@ -236,7 +275,7 @@ void Consumer::handle(natsMsg *m) {
     }
     if (h.seq < w.next) {
         count(duplicates);
-        natsMsg_Ack(m, nullptr);
+        reply(m, "+ACK");
         natsMsg_Destroy(m);
         return;
     }
@@ -289,7 +328,7 @@ void Consumer::apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h) 
     count(batches);
     count(events, static_cast<int64_t>(n));
     w.next = h.seq + 1;
-    natsMsg_Ack(m, nullptr);
+    reply(m, "+ACK");
     natsMsg_Destroy(m);
 }
 
@@ -319,7 +358,7 @@ void Consumer::give_up(const Key &k, Worker &w) {
 
 void Consumer::drop_held(Worker &w, bool ack) noexcept {
     for (auto &kv : w.held) {
-        if (ack) natsMsg_Ack(kv.second, nullptr);
+        if (ack) reply(kv.second, "+ACK");
         natsMsg_Destroy(kv.second);
     }
     n_held_ -= w.held.size();

@@ -45,6 +45,8 @@ class Consumer {
     };
     using Key = std::pair<uint64_t, uint32_t>;
 
+    bool fetch(int64_t wait_ms);           // false: the request could not be sent
+    void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM
     void handle(natsMsg *m);
     void apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h);
     void drain(const Key &k, Worker &w);
@@ -69,6 +71,7 @@ class Consumer {
     bool started_ = false;
     Conn conn_;
     natsSubscription *sub_ = nullptr;
+    std::string inbox_, next_subject_;
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;

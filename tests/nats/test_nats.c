@@ -567,6 +567,102 @@ static void test_resume(void **state) {
     engine_close(&e);
 }
 
+/* Long (suite long): the engine runs a random workload on its thread and two replicas consume
+ * on theirs while nats-server is killed (SIGKILL) and restarted 5 times on its file store.
+ * Afterwards every batch is in the stream once, no replica lost a seq, and both equal the
+ * engine. */
+typedef struct workload {
+    engine *e;
+    unsigned ops, seed;
+    int failures;
+    pthread_t thread;
+} workload;
+
+static void *run_workload(void *arg) {
+    workload *w = arg;
+    static kvreg_block held[UNIVERSE];
+    uint64_t x = w->seed * UINT64_C(0x9e3779b97f4a7c15) + 1;
+    for (unsigned i = 0; i < w->ops; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const unsigned h = (unsigned)((x >> 20) % UNIVERSE);
+        kvreg_pool *pool = (h & 1) ? w->e->cpu : w->e->gpu;
+        if (held[h]) {
+            w->failures += kvreg_release(pool, held[h]) != KVREG_OK;
+            held[h] = 0;
+        } else {
+            w->failures += reg_hash(pool, 40000 + h, &held[h]) != KVREG_OK;
+        }
+        if (i % 64 == 63) { /* an engine step: a few hundred microseconds */
+            struct timespec ts = {0, 300 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void test_restart_cycles(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 20, 0);
+    engine_start(&e, "CYCLES", "cycles.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)16, KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS, (uint64_t)300, KVREG_NATS_PUB_OPT_RETRY_MS,
+                 (uint64_t)50, KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)20000, 0);
+    replica r1, r2;
+    replica_open(&r1, "CYCLES", "r1", 1, 0);
+    replica_open(&r2, "CYCLES", "r2", 1, 0);
+    runner u1 = {&r1, 0}, u2 = {&r2, 0};
+    assert_int_equal(pthread_create(&u1.thread, NULL, run_replica, &u1), 0);
+    assert_int_equal(pthread_create(&u2.thread, NULL, run_replica, &u2), 0);
+    workload w = {&e, 60000, 7, 0, 0};
+    assert_int_equal(pthread_create(&w.thread, NULL, run_workload, &w), 0);
+    for (int cycle = 0; cycle < 5; cycle++) {
+        const uint64_t made = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
+        int64_t deadline = nats_now_ms() + 10000;
+        while (pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES) < made + 50) { /* mid-stream */
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        const uint64_t errors = pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS);
+        nats_server_kill(&server, SIGKILL);
+        deadline = nats_now_ms() + 10000;
+        while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) == errors) { /* acks in flight time out */
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        nats_server_restart(&server);
+    }
+    pthread_join(w.thread, NULL);
+    assert_int_equal(w.failures, 0);
+    const uint64_t batches = engine_finish(&e);
+    fprintf(stderr, "cycles: %llu batches, %llu failures, %llu resent, %llu duplicates, %llu resyncs\n",
+            (unsigned long long)batches, (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_DUPLICATES),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS));
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_LOST), 0);
+    assert_int_equal(stream_msgs("CYCLES"), batches);
+    runner *us[2] = {&u1, &u2};
+    const int64_t deadline = nats_now_ms() + 30000;
+    for (int i = 0; i < 2; i++) {
+        uint64_t applied = 0;
+        while ((kvreg_nats_consumer_stat(us[i]->r->con, KVREG_NATS_CON_STAT_BATCHES, &applied), applied) < batches) {
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        kvreg_nats_consumer_stop(us[i]->r->con);
+        pthread_join(us[i]->thread, NULL);
+        replica_catch_up(us[i]->r, batches);
+        assert_int_equal(con_stat(us[i]->r, KVREG_NATS_CON_STAT_LOST), 0);
+        assert_same_as_engine(us[i]->r, &e, 6, 40000, UNIVERSE);
+    }
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
 static int setup(void **state) {
     (void)state;
     nats_server_start(&server);
@@ -579,7 +675,7 @@ static int teardown(void **state) {
     return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
         fprintf(stderr, "%s: libkvreg was built without NATS (libnats-dev)\n",
@@ -595,5 +691,10 @@ int main(void) {
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_server_restart),
     };
+    const struct CMUnitTest long_tests[] = {
+        cmocka_unit_test(test_restart_cycles),
+    };
+    if (argc > 1 && !strcmp(argv[1], "--long"))
+        return cmocka_run_group_tests_name("nats-long", long_tests, setup, teardown);
     return cmocka_run_group_tests_name("nats", tests, setup, teardown);
 }
