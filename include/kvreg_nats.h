@@ -184,12 +184,14 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
 /* Options (uint64_t values); KVREG_ESTATE once started. */
 #define KVREG_NATS_CON_OPT_FETCH_BATCH 1u     /* messages per fetch (default 256, 1 .. 65536) */
 #define KVREG_NATS_CON_OPT_ACK_WAIT_MS 2u     /* consumer's ack wait when created (default
-                                                 30000, >= 100) */
+                                                 5000, >= 100): a message lost on its way to
+                                                 the replica (a server restart) comes again
+                                                 after this; keep it below REORDER_MS */
 #define KVREG_NATS_CON_OPT_MAX_ACK_PENDING 3u /* consumer's max ack pending when created
                                                  (default 65536, >= 1) */
 #define KVREG_NATS_CON_OPT_REORDER_WINDOW 4u  /* held batches per worker before a gap is given
                                                  up (default 4096, >= 1) */
-#define KVREG_NATS_CON_OPT_REORDER_MS 5u      /* ... or after this long (default 10000) */
+#define KVREG_NATS_CON_OPT_REORDER_MS 5u      /* ... or after this long (default 30000) */
 #define KVREG_NATS_CON_OPT_MAX_MSG_BYTES 6u   /* larger messages are malformed (default
                                                  67108864, >= 1) */
 #define KVREG_NATS_CON_OPT_RESUME 7u          /* 0 (default): start from the stream's first

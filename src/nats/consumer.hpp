@@ -60,8 +60,8 @@ class Consumer {
     }
 
     kvreg_index *idx_;
-    uint64_t fetch_batch_ = 256, ack_wait_ms_ = 30000, max_ack_pending_ = 65536;
-    uint64_t reorder_window_ = 4096, reorder_ms_ = 10000, max_msg_bytes_ = 64u << 20;
+    uint64_t fetch_batch_ = 256, ack_wait_ms_ = 5000, max_ack_pending_ = 65536;
+    uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
     std::string filter_;

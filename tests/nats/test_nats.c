@@ -134,6 +134,22 @@ static void replica_open(replica *r, const char *stream, const char *durable, in
     assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
 }
 
+/* replica_open (own hashes) with the consumer's ack wait set. */
+static void replica_open_ack(replica *r, const char *stream, const char *durable, uint64_t ack_wait_ms) {
+    memset(r, 0, sizeof *r);
+    kvreg_index_config *cfg = NULL;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&r->idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    assert_int_equal(kvreg_nats_consumer_new(&r->con, r->idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_STREAM, stream), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_DURABLE, durable), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_ACK_WAIT_MS, ack_wait_ms), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
 static uint64_t con_stat(const replica *r, uint32_t stat) {
     uint64_t v = 0;
     assert_int_equal(kvreg_nats_consumer_stat(r->con, stat, &v), KVREG_OK);
@@ -608,8 +624,9 @@ static void test_restart_cycles(void **state) {
                  (uint64_t)16, KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS, (uint64_t)300, KVREG_NATS_PUB_OPT_RETRY_MS,
                  (uint64_t)50, KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)20000, 0);
     replica r1, r2;
-    replica_open(&r1, "CYCLES", "r1", 1, 0);
-    replica_open(&r2, "CYCLES", "r2", 1, 0);
+    /* A message the server sent as it was killed is redelivered after the ack wait (1 s). */
+    replica_open_ack(&r1, "CYCLES", "r1", 1000);
+    replica_open_ack(&r2, "CYCLES", "r2", 1000);
     runner u1 = {&r1, 0}, u2 = {&r2, 0};
     assert_int_equal(pthread_create(&u1.thread, NULL, run_replica, &u1), 0);
     assert_int_equal(pthread_create(&u2.thread, NULL, run_replica, &u2), 0);
