@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -84,6 +85,9 @@ static void spawn(nats_server *s, int port) {
     pid_t pid = fork();
     if (pid < 0) die("fork failed");
     if (pid == 0) {
+        /* A test that crashes (or aborts under a sanitizer) must not leave its server behind. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1) _exit(127);
         execl(s->exe, s->exe, "-js", "-sd", store, "-a", "127.0.0.1", "-p", portarg,
               "--ports_file_dir", s->dir, "-l", log, (char *)NULL);
         _exit(127);
