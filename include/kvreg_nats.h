@@ -170,7 +170,9 @@ KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *pub, uint32_
  * Without a restored snapshot a new replica must read the stream from its start: by default
  * start() deletes this consumer's durable and creates it again from the stream's first message
  * (KVREG_NATS_CON_OPT_RESUME 1 keeps its position instead, for an index that is already
- * current).
+ * current: the first batch then seen of each worker is taken as its next). Without RESUME
+ * each worker is expected from seq 0; if the stream no longer has its first batches (its
+ * age limit), the reorder bound reports them as a LOSS.
  *
  * Thread-safety: one thread at a time runs a consumer; kvreg_nats_consumer_stop() and
  * kvreg_nats_consumer_stat() from any thread. The index is borrowed and must outlive it. */

@@ -245,17 +245,14 @@ void Consumer::handle(natsMsg *m) {
     const Key k{h.worker, h.rank};
     auto found = workers_.find(k);
     if (found == workers_.end()) {
-        // First batch of this worker: its start. Seqs before it are gone from the stream (its
-        // age limit) unless resuming, when the index already has them.
+        // First batch seen of this worker. Reading from the stream's start, seq 0 is expected:
+        // a batch resent after a server restart can be stored after later ones, so a later
+        // seq is held like any out-of-order one (if the stream's age limit dropped the first
+        // ones, the reorder bound turns them into a LOSS). Resuming, the index already has
+        // the earlier batches: this one is the worker's next.
         found = workers_.emplace(k, Worker{}).first;
         found->second.instance = h.instance;
-        found->second.next = h.seq;
-        if (!resume_) kvreg_index_clear_worker(idx_, h.worker, h.rank, h.seq); // resuming: the index is current
-        if (h.seq > 0 && !resume_) {
-            count(lost, static_cast<int64_t>(h.seq));
-            notice(KVREG_NATS_NOTICE_LOSS, &k, h.instance, 0, h.seq - 1, h.seq, true, m,
-                   "the worker's first batches are no longer in the stream");
-        }
+        found->second.next = resume_ ? h.seq : 0;
     }
     Worker &w = found->second;
     if (h.instance < w.instance) {
