@@ -1,0 +1,272 @@
+/*
+ * libkvreg over NATS JetStream: engines publish their registry's events into a stream, and each
+ * router replica reads the whole stream through its own durable pull consumer into a
+ * kvreg_index. docs/nats.md describes the protocol (subjects, headers, stream and consumer
+ * settings, and what each failure does); this header is the API.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Message (one per batch): subject <prefix>.<namespace>.<component>.<worker_id>.<dp_rank>
+ * (default prefix "kvreg.events", namespace "default", component "backend"; or one subject
+ * set whole), payload one encoded batch (kvreg_wire.h: vLLM KVEventBatch by default, or Dynamo
+ * RouterEvents), and two headers:
+ *   Nats-Msg-Id   "<worker_id>-<dp_rank>-<instance>-<seq>": the stream drops a resent batch
+ *                 inside its duplicate window, so a retry is never a duplicate;
+ *   Kvreg-Batch   "1 <worker_id> <dp_rank> <instance> <seq> <format>" (decimal, one space):
+ *                 what a consumer orders by. instance names one run of a publisher (it grows
+ *                 from run to run: nanoseconds since the epoch at start by default); seq is
+ *                 0, 1, 2, ... per instance, one per batch.
+ *
+ * Everything here returns KVREG_ENOTSUP when the library was built without NATS
+ * (kvreg_nats_available() == 0); the symbols exist either way.
+ */
+#ifndef KVREG_NATS_H
+#define KVREG_NATS_H
+
+#include "kvreg.h"
+#include "kvreg_index.h"
+#include "kvreg_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this library was built with libnats (the Meson feature `nats`), else 0. */
+KVREG_API int kvreg_nats_available(void) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Publisher (engine side)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+/* One sender thread, started by kvreg_nats_publisher_start(), takes the registry's events
+ * (POLL delivery: the engine's threads only queue them and never wait for the network),
+ * encodes them and publishes each batch asynchronously with at most KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT
+ * batches not yet acknowledged by the stream. A batch whose acknowledgment fails or times out is
+ * resent (same Nats-Msg-Id) after KVREG_NATS_PUB_OPT_RETRY_MS, oldest first, until it is
+ * acknowledged or the publisher stops.
+ *
+ * Bounded memory when the server is slow or away: at most MAX_IN_FLIGHT batches are held; the
+ * sender then stops taking events and they wait in the registry's poll queue (bounded by
+ * KVREG_OPT_POLL_CAPACITY). When that queue overflows, the registry drops events and skips
+ * their ids: the publisher sees the gap, counts a resync (KVREG_NATS_PUB_STAT_RESYNCS) and,
+ * before any later event, publishes the worker's whole state again: a Cleared event followed by
+ * one Register per block the registry holds (kvreg_registry_snapshot), then the events after the
+ * snapshot. Consumers that apply batches in order therefore end with the engine's blocks. The
+ * same resync starts a publisher whose registry already emitted events. With the vLLM formats a
+ * resync needs the blocks' tokens: create the registry with KVREG_OPT_KEEP_TOKENS (registers
+ * without tokens are skipped and counted, as for live events).
+ *
+ * Thread-safety and lifetime as kvreg_publisher (kvreg_net.h): configure, start, stop and free
+ * from one thread; stat from any thread. The registry must outlive the publisher and must
+ * have no other poller. libnats runs its own threads for the connection. */
+typedef struct kvreg_nats_publisher kvreg_nats_publisher;
+
+/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. Connects nothing. */
+KVREG_API int kvreg_nats_publisher_new(kvreg_nats_publisher **out,
+                                       kvreg_registry *reg) KVREG_NOEXCEPT;
+/* Stops it if it runs, then frees it. NULL-safe. */
+KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCEPT;
+
+/* Options (uint64_t values). KVREG_EINVAL: unknown option or value out of range; KVREG_ESTATE
+ * once started. */
+#define KVREG_NATS_PUB_OPT_FORMAT 1u        /* KVREG_WIRE_VLLM (default), _VLLM_LEGACY,
+                                               _DYNAMO_JSON or _DYNAMO_MSGPACK */
+#define KVREG_NATS_PUB_OPT_WORKER_ID 2u     /* worker id in subject and headers (default 0) */
+#define KVREG_NATS_PUB_OPT_DP_RANK 3u       /* data-parallel rank (default 0, <= INT32_MAX) */
+#define KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT 4u /* batches published and not yet acknowledged
+                                               (default 256, 1 .. 65536) */
+#define KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS 5u /* an acknowledgment not back after this is a
+                                               failure, and the batch is resent (default 5000,
+                                               10 .. 3600000) */
+#define KVREG_NATS_PUB_OPT_RETRY_MS 6u      /* wait before resending failed batches (default
+                                               100, 1 .. 60000) */
+#define KVREG_NATS_PUB_OPT_MAX_EVENTS 7u    /* most kvreg events per batch (default 1024, >= 1);
+                                               a batch over the server's max_payload is split */
+#define KVREG_NATS_PUB_OPT_BLOCK_SIZE 8u    /* as KVREG_WIRE_OPT_BLOCK_SIZE (default 0) */
+#define KVREG_NATS_PUB_OPT_BATCH_US 9u      /* let events gather this long after draining the
+                                               queue (default 1000, <= 1000000) */
+#define KVREG_NATS_PUB_OPT_LINGER_MS 10u    /* how long stop may spend publishing what is
+                                               queued and awaiting acks (default 5000,
+                                               <= 3600000) */
+#define KVREG_NATS_PUB_OPT_INSTANCE 11u     /* this run's instance number (default: nanoseconds
+                                               since the epoch at start; must grow from run to
+                                               run of one worker) */
+#define KVREG_NATS_PUB_OPT_CREATE_STREAM 12u /* 1 (default): create the stream at start if it
+                                               does not exist; 0: it must exist */
+#define KVREG_NATS_PUB_OPT_MAX_AGE_S 13u    /* stream retention when created (default 3600) */
+#define KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS 14u /* stream duplicate window when created
+                                               (default 120000; must exceed the longest time a
+                                               batch may be retried) */
+#define KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS 15u /* bound of start's connect (default 2000) */
+KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t option,
+                                       uint64_t value) KVREG_NOEXCEPT;
+
+/* String options (copied). KVREG_ESTATE once started. */
+#define KVREG_NATS_URL 1u            /* server URL(s), comma-separated (default
+                                        "nats://127.0.0.1:4222") */
+#define KVREG_NATS_STREAM 2u         /* stream name (default "KVREG_EVENTS") */
+#define KVREG_NATS_SUBJECT_PREFIX 3u /* default "kvreg.events"; the stream created takes
+                                        "<prefix>.>" */
+#define KVREG_NATS_NAMESPACE 4u      /* default "default" */
+#define KVREG_NATS_COMPONENT 5u      /* default "backend" */
+#define KVREG_NATS_SUBJECT 6u        /* the whole subject, overriding the layout (default NULL) */
+#define KVREG_NATS_LORA_NAME 7u      /* lora_name of stored events (default NULL: nil) */
+KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *pub, uint32_t option,
+                                              const char *value) KVREG_NOEXCEPT;
+
+/* Connect (bounded by CONNECT_TIMEOUT_MS), make sure the stream exists, start the sender
+ * thread. KVREG_ESTATE if already started; KVREG_EINVAL: bad subject or token; KVREG_EPROTO:
+ * no server answered, or the stream is missing (CREATE_STREAM 0) or could not be created;
+ * nothing stays open then. Once started, the connection reconnects by itself for ever. */
+KVREG_API int kvreg_nats_publisher_start(kvreg_nats_publisher *pub) KVREG_NOEXCEPT;
+
+/* Flush the registry (everything emitted before the call is queued), publish what is queued
+ * and wait for every acknowledgment, for at most LINGER_MS; what is left then is counted in
+ * KVREG_NATS_PUB_STAT_EVENTS_UNSENT / _BATCHES_UNACKED. Joins the thread and closes the
+ * connection. KVREG_OK also when not running. */
+KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) KVREG_NOEXCEPT;
+
+#define KVREG_NATS_PUB_STAT_BATCHES 1u         /* batches made (= next seq) */
+#define KVREG_NATS_PUB_STAT_ACKED 2u           /* batches the stream acknowledged */
+#define KVREG_NATS_PUB_STAT_DUPLICATES 3u      /* of those, acknowledged as duplicates (a resend
+                                                  of a batch the stream already had) */
+#define KVREG_NATS_PUB_STAT_RETRIES 4u         /* batches resent */
+#define KVREG_NATS_PUB_STAT_IN_FLIGHT 5u       /* batches not acknowledged yet, now */
+#define KVREG_NATS_PUB_STAT_EVENTS_SENT 6u     /* kvreg events in batches made */
+#define KVREG_NATS_PUB_STAT_EVENTS_LOST 7u     /* events the registry dropped (its queue was full)
+                                                  since start: each loss leads to a resync */
+#define KVREG_NATS_PUB_STAT_RESYNCS 8u         /* resyncs published (Cleared + snapshot) */
+#define KVREG_NATS_PUB_STAT_EVENTS_SKIPPED 9u  /* events the format cannot carry */
+#define KVREG_NATS_PUB_STAT_EVENTS_UNSENT 10u  /* left in the registry's queue when stop's bound
+                                                  ran out */
+#define KVREG_NATS_PUB_STAT_BATCHES_UNACKED 11u /* not acknowledged when stop's bound ran out */
+#define KVREG_NATS_PUB_STAT_ERRORS 12u         /* publish failures (each then retried) and
+                                                  encode failures */
+#define KVREG_NATS_PUB_STAT_EVENTS_HANDLED 13u /* events taken from the registry's queue and done
+                                                  with (in a batch, skipped, or before a
+                                                  resync's snapshot position) */
+KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *pub, uint32_t stat,
+                                        uint64_t *value) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Consumer (router side)                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* One durable pull consumer of the stream, feeding one kvreg_index. It has no thread:
+ * kvreg_nats_consumer_run() fetches, orders and applies on the caller's thread and acknowledges
+ * each message after it is applied (or judged). Per worker (worker_id, dp_rank), batches are
+ * applied in seq order, each at most once:
+ *  - seq below the next expected (a redelivery, or a resend the stream kept twice): skipped,
+ *    counted in KVREG_NATS_CON_STAT_DUPLICATES;
+ *  - seq above it: held (not acknowledged) until the missing ones arrive, as a resent batch
+ *    can land after later ones; after KVREG_NATS_CON_OPT_REORDER_WINDOW held batches or
+ *    KVREG_NATS_CON_OPT_REORDER_MS, the missing seqs get a LOSS notice and the held batches
+ *    are applied (the index flags the gap; the publisher's next resync repairs the worker);
+ *  - a higher instance: the worker restarted. A RESET notice, its entries are dropped, and the
+ *    new instance is expected from seq 0. A lower instance: a late batch of an old run,
+ *    skipped (counted in KVREG_NATS_CON_STAT_STALE);
+ *  - a message without a valid Kvreg-Batch header, bigger than KVREG_NATS_CON_OPT_MAX_MSG_BYTES,
+ *    or whose payload does not decode: a MALFORMED notice, counted, terminated (the stream
+ *    does not redeliver it), and the consumer goes on. A payload that does not decode still
+ *    uses its seq.
+ * Without a restored snapshot a new replica must read the stream from its start: by default
+ * start() deletes this consumer's durable and creates it again from the stream's first message
+ * (KVREG_NATS_CON_OPT_RESUME 1 keeps its position instead, for an index that is already
+ * current: the first batch then seen of each worker is taken as its next). Without RESUME
+ * each worker is expected from seq 0; if the stream no longer has its first batches (its
+ * age limit), the reorder bound reports them as a LOSS.
+ *
+ * Thread-safety: one thread at a time runs a consumer; kvreg_nats_consumer_stop() and
+ * kvreg_nats_consumer_stat() from any thread. The index is borrowed and must outlive it. */
+typedef struct kvreg_nats_consumer kvreg_nats_consumer;
+
+/* KVREG_EINVAL: out or idx NULL. */
+KVREG_API int kvreg_nats_consumer_new(kvreg_nats_consumer **out,
+                                      kvreg_index *idx) KVREG_NOEXCEPT;
+KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT; /* NULL-safe */
+
+/* Options (uint64_t values); KVREG_ESTATE once started. */
+#define KVREG_NATS_CON_OPT_FETCH_BATCH 1u     /* messages per fetch (default 256, 1 .. 65536) */
+#define KVREG_NATS_CON_OPT_ACK_WAIT_MS 2u     /* consumer's ack wait when created (default
+                                                 5000, >= 100): a message lost on its way to
+                                                 the replica (a server restart) comes again
+                                                 after this; keep it below REORDER_MS */
+#define KVREG_NATS_CON_OPT_MAX_ACK_PENDING 3u /* consumer's max ack pending when created
+                                                 (default 65536, >= 1) */
+#define KVREG_NATS_CON_OPT_REORDER_WINDOW 4u  /* held batches per worker before a gap is given
+                                                 up (default 4096, >= 1) */
+#define KVREG_NATS_CON_OPT_REORDER_MS 5u      /* ... or after this long (default 30000) */
+#define KVREG_NATS_CON_OPT_MAX_MSG_BYTES 6u   /* larger messages are malformed (default
+                                                 67108864, >= 1) */
+#define KVREG_NATS_CON_OPT_RESUME 7u          /* 0 (default): start from the stream's first
+                                                 message; 1: keep the durable's position */
+#define KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS 8u /* bound of start's connect (default 2000) */
+KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
+                                      uint64_t value) KVREG_NOEXCEPT;
+/* String options (copied): KVREG_NATS_URL, KVREG_NATS_STREAM (as for the publisher),
+ * KVREG_NATS_DURABLE (durable name, default "kvreg-router"; one per replica) and
+ * KVREG_NATS_FILTER (subject filter, default "<stream's subjects>": every message). */
+#define KVREG_NATS_DURABLE 8u
+#define KVREG_NATS_FILTER 9u
+KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t option,
+                                             const char *value) KVREG_NOEXCEPT;
+
+#define KVREG_NATS_NOTICE_LOSS 1u      /* seqs [first, last] of the worker will never apply */
+#define KVREG_NATS_NOTICE_RESET 2u     /* the worker's instance changed: first = old, last =
+                                          new instance; its entries were dropped */
+#define KVREG_NATS_NOTICE_MALFORMED 3u /* a message was skipped: message says why; first = its
+                                          seq when it had a header (has_seq) */
+#define KVREG_NATS_NOTICE_APPLY 4u     /* kvreg_index_apply failed (status in count) */
+typedef struct kvreg_nats_notice {
+    uint32_t kind;           /* KVREG_NATS_NOTICE_* */
+    uint32_t dp_rank;
+    uint64_t worker_id;      /* 0 for a message without a header */
+    uint64_t instance;
+    uint64_t first;
+    uint64_t last;
+    uint64_t count;
+    uint64_t stream_seq;     /* the message's stream sequence (0 when unknown) */
+    uint32_t has_seq;
+    uint32_t reserved32;
+    const char *subject;     /* the message's subject, "" when unknown */
+    const char *message;     /* short English description, never NULL */
+    uint64_t reserved[2];
+} kvreg_nats_notice;
+typedef void (*kvreg_nats_notice_fn)(const kvreg_nats_notice *notice, void *user_data);
+/* Called on the thread in kvreg_nats_consumer_run(); KVREG_ESTATE once started. */
+KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con,
+                                                kvreg_nats_notice_fn fn,
+                                                void *user_data) KVREG_NOEXCEPT;
+
+/* Connect, check the stream exists, (re)create the durable pull consumer. KVREG_ESTATE if
+ * started; KVREG_EPROTO: no server, no such stream, or the consumer could not be made. */
+KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
+/* Fetch and apply for timeout_ms (-1: until stopped; 0: one fetch of what is ready), or until
+ * kvreg_nats_consumer_stop(). Rides through disconnections (libnats reconnects). KVREG_ESTATE
+ * before start; KVREG_EINVAL for timeout_ms < -1. */
+KVREG_API int kvreg_nats_consumer_run(kvreg_nats_consumer *con, int timeout_ms) KVREG_NOEXCEPT;
+/* Make the current (or next) run return within one fetch wait (<= 100 ms). Any thread. */
+KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
+
+#define KVREG_NATS_CON_STAT_MESSAGES 1u   /* messages received (redeliveries included) */
+#define KVREG_NATS_CON_STAT_BATCHES 2u    /* batches applied (distinct per worker and seq) */
+#define KVREG_NATS_CON_STAT_EVENTS 3u     /* decoded events applied */
+#define KVREG_NATS_CON_STAT_DUPLICATES 4u /* batches skipped as already applied */
+#define KVREG_NATS_CON_STAT_LOST 5u       /* seqs named in LOSS notices */
+#define KVREG_NATS_CON_STAT_RESETS 6u     /* RESET notices */
+#define KVREG_NATS_CON_STAT_MALFORMED 7u  /* MALFORMED notices */
+#define KVREG_NATS_CON_STAT_STALE 8u      /* batches of an older instance skipped */
+#define KVREG_NATS_CON_STAT_HELD 9u       /* batches held out of order, now */
+#define KVREG_NATS_CON_STAT_FETCH_ERRORS 10u /* fetches that failed (server away) */
+KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t stat,
+                                       uint64_t *value) KVREG_NOEXCEPT;
+
+/* The next seq the consumer expects from (worker_id, dp_rank) and the instance it follows.
+ * KVREG_ENOENT for a worker it has not seen. Call it between runs (not during one). */
+KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *con, uint64_t worker_id,
+                                         uint32_t dp_rank, uint64_t *instance,
+                                         uint64_t *next_seq) KVREG_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVREG_NATS_H */

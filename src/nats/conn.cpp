@@ -1,0 +1,124 @@
+// Connection, stream and header helpers shared by the NATS publisher and consumer.
+#include "conn.hpp"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kvreg.h"
+
+namespace kvreg::nats {
+
+bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noexcept {
+    natsOptions *opts = nullptr;
+    bool ok = natsOptions_Create(&opts) == NATS_OK &&
+              natsOptions_SetServers(opts, nullptr, 0) == NATS_OK &&
+              natsOptions_SetURL(opts, url.c_str()) == NATS_OK &&
+              natsOptions_SetTimeout(opts, static_cast<int64_t>(timeout_ms)) == NATS_OK &&
+              // A server restart must not end the plane: reconnect for ever, quickly (the
+              // publisher bounds what waits meanwhile; see kvreg_nats.h).
+              natsOptions_SetAllowReconnect(opts, true) == NATS_OK &&
+              natsOptions_SetMaxReconnect(opts, -1) == NATS_OK &&
+              natsOptions_SetReconnectWait(opts, 50) == NATS_OK &&
+              natsConnection_Connect(&nc, opts) == NATS_OK;
+    natsOptions_Destroy(opts);
+    if (ok) ok = natsConnection_JetStream(&js, nc, jso) == NATS_OK;
+    if (!ok) close();
+    return ok;
+}
+
+void Conn::close() noexcept {
+    if (js) jsCtx_Destroy(js);
+    js = nullptr;
+    if (nc) {
+        natsConnection_Close(nc);
+        natsConnection_Destroy(nc);
+    }
+    nc = nullptr;
+}
+
+bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept {
+    jsStreamInfo *si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, &jerr);
+    if (s == NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return true;
+    }
+    if (s != NATS_NOT_FOUND || !create) {
+        err = s == NATS_NOT_FOUND ? "stream not found" : natsStatus_GetText(s);
+        return false;
+    }
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char *subjects[1] = {spec.subjects.c_str()};
+    cfg.Name = spec.name.c_str();
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Retention = js_LimitsPolicy;
+    cfg.MaxAge = static_cast<int64_t>(spec.max_age_s) * 1000000000;        // nanoseconds
+    cfg.Duplicates = static_cast<int64_t>(spec.duplicate_window_ms) * 1000000;
+    s = js_AddStream(&si, js, &cfg, nullptr, &jerr);
+    if (s == NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return true;
+    }
+    // Another engine may have created it in between: look again.
+    if (js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, nullptr) == NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return true;
+    }
+    err = natsStatus_GetText(s);
+    return false;
+}
+
+std::string format_header(const BatchHeader &h) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "1 %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu32,
+                  h.worker, h.rank, h.instance, h.seq, h.format);
+    return buf;
+}
+
+namespace {
+// One decimal field followed by a space (or the end for the last one).
+bool field(const char *&p, uint64_t &v, bool last) noexcept {
+    if (*p < '0' || *p > '9') return false;
+    errno = 0;
+    char *end = nullptr;
+    v = std::strtoull(p, &end, 10);
+    if (errno || end == p) return false;
+    p = end;
+    if (last) return *p == '\0';
+    if (*p != ' ') return false;
+    ++p;
+    return true;
+}
+} // namespace
+
+bool parse_header(const char *text, BatchHeader &out) noexcept {
+    if (!text || text[0] != '1' || text[1] != ' ') return false;
+    const char *p = text + 2;
+    uint64_t w, r, i, s, f;
+    if (!field(p, w, false) || !field(p, r, false) || !field(p, i, false) || !field(p, s, false) ||
+        !field(p, f, true))
+        return false;
+    if (r > INT32_MAX || f < 1 || f > 4) return false;
+    out.worker = w;
+    out.rank = static_cast<uint32_t>(r);
+    out.instance = i;
+    out.seq = s;
+    out.format = static_cast<uint32_t>(f);
+    return true;
+}
+
+bool valid_token(const std::string &s) noexcept {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (c == '.' || c == '*' || c == '>' || c == ' ' || c == '\t' || c == '\r' || c == '\n')
+            return false;
+    return true;
+}
+
+} // namespace kvreg::nats

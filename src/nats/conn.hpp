@@ -1,0 +1,43 @@
+// What the NATS publisher and consumer share: one connection with a JetStream context, the
+// stream check/creation, and the Kvreg-Batch header (see kvreg_nats.h for the protocol).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nats/nats.h>
+
+namespace kvreg::nats {
+
+// A connection that reconnects for ever, with its JetStream context. Owned by one object.
+struct Conn {
+    natsConnection *nc = nullptr;
+    jsCtx *js = nullptr;
+    ~Conn() { close(); }
+    // Connect to url within timeout_ms; jso (may be NULL) configures the context. false: no
+    // server answered (nothing left open).
+    bool open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noexcept;
+    void close() noexcept;
+};
+
+struct StreamSpec {
+    std::string name, subjects; // subjects: one pattern, e.g. "kvreg.events.>"
+    uint64_t max_age_s = 3600, duplicate_window_ms = 120000;
+};
+
+// true when the stream exists or was created (create == true), else false and why in err.
+bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept;
+
+// The Kvreg-Batch header: "1 <worker> <rank> <instance> <seq> <format>".
+struct BatchHeader {
+    uint64_t worker = 0, instance = 0, seq = 0;
+    uint32_t rank = 0, format = 0;
+};
+constexpr const char *kBatchHeader = "Kvreg-Batch";
+std::string format_header(const BatchHeader &h);
+bool parse_header(const char *text, BatchHeader &out) noexcept;
+
+// A subject token: non-empty, no '.', '*', '>' or whitespace.
+bool valid_token(const std::string &s) noexcept;
+
+} // namespace kvreg::nats

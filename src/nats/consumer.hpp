@@ -1,0 +1,82 @@
+// The NATS JetStream consumer behind kvreg_nats_consumer (contract in kvreg_nats.h): a durable
+// pull consumer whose messages are decoded, put in per-worker seq order and applied to a
+// kvreg_index on the caller's thread, each acknowledged once applied or judged.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "conn.hpp"
+#include "kvreg_nats.h"
+
+namespace kvreg::nats {
+
+class Consumer {
+  public:
+    explicit Consumer(kvreg_index *idx) : idx_(idx) {}
+    ~Consumer();
+    Consumer(const Consumer &) = delete;
+    Consumer &operator=(const Consumer &) = delete;
+
+    int set(uint32_t option, uint64_t value) noexcept;
+    int set_string(uint32_t option, const char *value); // throws bad_alloc
+    int set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept;
+    int start();                                         // throws bad_alloc
+    int run(int timeout_ms);                             // throws bad_alloc
+    int stop() noexcept {
+        stop_.store(true, std::memory_order_release);
+        return KVREG_OK;
+    }
+    int stat(uint32_t stat, uint64_t *value) const noexcept;
+    int worker(uint64_t worker_id, uint32_t rank, uint64_t *instance, uint64_t *next) const noexcept;
+
+  private:
+    using Clock = std::chrono::steady_clock;
+    enum Stat { messages, batches, events, duplicates, lost, resets, malformed, stale, held,
+                fetch_errors, n_stats };
+    struct Worker {
+        uint64_t instance = 0, next = 0;
+        std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
+        Clock::time_point held_since;
+    };
+    using Key = std::pair<uint64_t, uint32_t>;
+
+    bool fetch(int64_t wait_ms);           // false: the request could not be sent
+    void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM
+    void handle(natsMsg *m);
+    void apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h);
+    void drain(const Key &k, Worker &w);
+    void give_up(const Key &k, Worker &w);
+    void drop_held(Worker &w, bool ack) noexcept;
+    void check_held_timeouts();
+    void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
+                uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
+    void count(Stat s, int64_t n = 1) noexcept {
+        stats_[s].fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    }
+
+    kvreg_index *idx_;
+    uint64_t fetch_batch_ = 256, ack_wait_ms_ = 5000, max_ack_pending_ = 65536;
+    uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
+    uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
+    std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
+    std::string filter_;
+    kvreg_nats_notice_fn notice_fn_ = nullptr;
+    void *notice_user_ = nullptr;
+
+    bool started_ = false;
+    Conn conn_;
+    natsSubscription *sub_ = nullptr;
+    std::string inbox_, next_subject_;
+    kvreg_wire_decoder *decoders_[5] = {};
+    std::map<Key, Worker> workers_;
+    size_t n_held_ = 0;
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> stats_[n_stats] = {};
+};
+
+} // namespace kvreg::nats

@@ -1,0 +1,433 @@
+// The NATS publisher's setup, sender thread and ack handling (see publisher.hpp).
+#include "publisher.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <system_error>
+#include <time.h>
+
+namespace kvreg::nats {
+
+namespace {
+constexpr size_t kPollBatch = KVREG_EVENTS_PER_CALL;
+
+uint64_t batch_seq(natsMsg *m) noexcept {
+    const char *v = nullptr;
+    BatchHeader h;
+    if (natsMsgHeader_Get(m, kBatchHeader, &v) == NATS_OK && parse_header(v, h)) return h.seq;
+    return UINT64_MAX;
+}
+
+// Every '.'-separated token of a subject is valid (a prefix may have several).
+bool valid_subject(const std::string &s) noexcept {
+    size_t start = 0;
+    for (;;) {
+        const size_t dot = s.find('.', start);
+        if (!valid_token(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start)))
+            return false;
+        if (dot == std::string::npos) return true;
+        start = dot + 1;
+    }
+}
+} // namespace
+
+int Publisher::set(uint32_t option, uint64_t v) noexcept {
+    if (state_ != State::fresh) return KVREG_ESTATE;
+    auto in = [&](uint64_t lo, uint64_t hi, uint64_t &dst) {
+        if (v < lo || v > hi) return KVREG_EINVAL;
+        dst = v;
+        return KVREG_OK;
+    };
+    switch (option) {
+    case KVREG_NATS_PUB_OPT_FORMAT:
+        if (v != KVREG_WIRE_VLLM && v != KVREG_WIRE_VLLM_LEGACY && v != KVREG_WIRE_DYNAMO_JSON &&
+            v != KVREG_WIRE_DYNAMO_MSGPACK)
+            return KVREG_EINVAL;
+        format_ = v;
+        return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_WORKER_ID: worker_ = v; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_DP_RANK: return in(0, INT32_MAX, rank_);
+    case KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT: return in(1, 65536, max_in_flight_);
+    case KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS: return in(10, 3600000, ack_timeout_ms_);
+    case KVREG_NATS_PUB_OPT_RETRY_MS: return in(1, 60000, retry_ms_);
+    case KVREG_NATS_PUB_OPT_MAX_EVENTS: return in(1, UINT32_MAX, max_events_);
+    case KVREG_NATS_PUB_OPT_BLOCK_SIZE: return in(0, UINT32_MAX, block_size_);
+    case KVREG_NATS_PUB_OPT_BATCH_US: return in(0, 1000000, batch_us_);
+    case KVREG_NATS_PUB_OPT_LINGER_MS: return in(0, 3600000, linger_ms_);
+    case KVREG_NATS_PUB_OPT_INSTANCE:
+        instance_ = v;
+        has_instance_ = true;
+        return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_CREATE_STREAM: return in(0, 1, create_stream_);
+    case KVREG_NATS_PUB_OPT_MAX_AGE_S: return in(1, UINT64_MAX / 1000000000, max_age_s_);
+    case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: return in(1, UINT64_MAX / 1000000, dup_window_ms_);
+    case KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Publisher::set_string(uint32_t option, const char *value) {
+    if (state_ != State::fresh) return KVREG_ESTATE;
+    const bool needs_value = option != KVREG_NATS_SUBJECT && option != KVREG_NATS_LORA_NAME;
+    if (needs_value && (!value || !*value)) return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_NATS_URL: url_ = value; return KVREG_OK;
+    case KVREG_NATS_STREAM: stream_ = value; return KVREG_OK;
+    case KVREG_NATS_SUBJECT_PREFIX: prefix_ = value; return KVREG_OK;
+    case KVREG_NATS_NAMESPACE: namespace_ = value; return KVREG_OK;
+    case KVREG_NATS_COMPONENT: component_ = value; return KVREG_OK;
+    case KVREG_NATS_SUBJECT: subject_ = value ? value : ""; return KVREG_OK;
+    case KVREG_NATS_LORA_NAME:
+        has_lora_ = value != nullptr;
+        lora_ = value ? value : "";
+        return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Publisher::start() {
+    if (state_ != State::fresh) return KVREG_ESTATE;
+    if (subject_.empty())
+        subject_ = prefix_ + "." + namespace_ + "." + component_ + "." + std::to_string(worker_) +
+                   "." + std::to_string(rank_);
+    if (!valid_subject(prefix_) || !valid_token(namespace_) || !valid_token(component_) ||
+        !valid_subject(subject_) || !valid_token(stream_))
+        return KVREG_EINVAL;
+    if (!has_instance_) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        instance_ = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+    int rc = kvreg_wire_encoder_new(&enc_, static_cast<uint32_t>(format_));
+    if (rc == KVREG_OK) rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_DP_RANK, rank_);
+    if (rc == KVREG_OK) rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_MAX_EVENTS, max_events_);
+    if (rc == KVREG_OK) rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_WORKER_ID, worker_);
+    if (rc == KVREG_OK) rc = kvreg_wire_encoder_set(enc_, KVREG_WIRE_OPT_BLOCK_SIZE, block_size_);
+    if (rc == KVREG_OK && has_lora_) rc = kvreg_wire_encoder_set_lora_name(enc_, lora_.c_str());
+    if (rc != KVREG_OK) {
+        kvreg_wire_encoder_free(enc_);
+        enc_ = nullptr;
+        return rc;
+    }
+    jsOptions jso;
+    jsOptions_Init(&jso);
+    // Our own window (max_in_flight_) is always reached first, so libnats never stalls a
+    // publish on its own limit.
+    jso.PublishAsync.MaxPending = static_cast<int64_t>(max_in_flight_) * 2 + 16;
+    jso.PublishAsync.AckHandler = &Publisher::on_ack;
+    jso.PublishAsync.AckHandlerClosure = this;
+    std::string err;
+    StreamSpec spec{stream_, prefix_ + ".>", max_age_s_, dup_window_ms_};
+    if (!conn_.open(url_, connect_timeout_ms_, &jso) ||
+        !ensure_stream(conn_.js, spec, create_stream_ != 0, err)) {
+        conn_.close();
+        kvreg_wire_encoder_free(enc_);
+        enc_ = nullptr;
+        return KVREG_EPROTO;
+    }
+    max_payload_ = static_cast<uint64_t>(natsConnection_GetMaxPayload(conn_.nc));
+    kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);
+    last_dropped_ = dropped_at_start_;
+    try {
+        thread_ = std::thread(&Publisher::run, this);
+    } catch (const std::system_error &) {
+        conn_.close();
+        kvreg_wire_encoder_free(enc_);
+        enc_ = nullptr;
+        return KVREG_ENOMEM;
+    }
+    state_ = State::running;
+    return KVREG_OK;
+}
+
+int Publisher::stop() noexcept {
+    if (state_ != State::running) return KVREG_OK;
+    kvreg_registry_flush(reg_); // everything emitted before this call is now queued
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        deadline_ = Clock::now() + std::chrono::milliseconds(linger_ms_);
+        stopping_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+    kvreg_registry_wakeup(reg_);
+    thread_.join();
+    // Take back what is still waiting for an ack (libnats then calls no callback for it), then
+    // close: the connection's threads are joined.
+    natsMsgList pending = {nullptr, 0};
+    if (conn_.js && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK) natsMsgList_Destroy(&pending);
+    conn_.close();
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        count(unacked, in_flight_);
+        for (natsMsg *m : failed_) natsMsg_Destroy(m);
+        failed_.clear();
+    }
+    kvreg_wire_encoder_free(enc_);
+    enc_ = nullptr;
+    state_ = State::stopped;
+    return KVREG_OK;
+}
+
+int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
+    static const Stat map[] = {n_stats, batches, acked, duplicates, retries, in_flight, events_sent,
+                               n_stats /* lost */, resyncs, skipped, unsent, unacked, errors, handled};
+    if (s == KVREG_NATS_PUB_STAT_EVENTS_LOST) {
+        uint64_t now = dropped_at_start_;
+        if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
+        *value = now - dropped_at_start_;
+        return KVREG_OK;
+    }
+    if (s == 0 || s >= sizeof map / sizeof map[0]) return KVREG_EINVAL;
+    *value = stats_[map[s]].load(std::memory_order_relaxed);
+    return KVREG_OK;
+}
+
+// ------------------------------------------------------------------------ ack callback
+// Runs on libnats' thread for every asynchronous publish: success retires the batch; a
+// failure (an error from the stream, or no ack within ACK_TIMEOUT_MS) hands it back to the
+// sender thread, which resends it with the same Nats-Msg-Id.
+void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self_) noexcept {
+    auto *self = static_cast<Publisher *>(self_);
+    const bool ok = pa && !pae;
+    kvreg_registry *reg = nullptr;
+    // Everything this callback does to the publisher happens under mu_, and the wake-ups
+    // before it unlocks: stop() takes mu_ after closing the connection, so once it has, no
+    // callback still touches the publisher.
+    {
+        std::lock_guard<std::mutex> lk(self->mu_);
+        if (ok) {
+            if (pa->Duplicate) self->count(duplicates);
+            self->count(acked);
+            self->in_flight_--;
+        } else {
+            self->count(errors);
+            try {
+                self->failed_.push_back(msg);
+                msg = nullptr; // kept for a resend
+                if (self->failed_.size() == 1)
+                    self->retry_at_ = Clock::now() + std::chrono::milliseconds(self->retry_ms_);
+            } catch (...) {
+                self->in_flight_--; // out of memory: lost; the consumers see the gap
+            }
+            reg = self->reg_;
+        }
+        self->stats_[in_flight].store(self->in_flight_, std::memory_order_relaxed);
+        self->cv_.notify_all();
+    }
+    natsMsg_Destroy(msg); // NULL-safe
+    if (reg) kvreg_registry_wakeup(reg); // the registry outlives the publisher
+}
+
+// ------------------------------------------------------------------------ the sender thread
+void Publisher::resend_failed() noexcept {
+    std::vector<natsMsg *> todo;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (failed_.empty() || Clock::now() < retry_at_) return;
+        todo.swap(failed_);
+    }
+    // Oldest first, so that a consumer waiting for the first missing seq gets it first.
+    std::sort(todo.begin(), todo.end(), [](natsMsg *a, natsMsg *b) { return batch_seq(a) < batch_seq(b); });
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
+    size_t i = 0;
+    for (; i < todo.size(); i++) {
+        count(retries);
+        if (js_PublishMsgAsync(conn_.js, &todo[i], &po) != NATS_OK || todo[i]) break;
+    }
+    if (i == todo.size()) return;
+    // The connection refused it (closed or its buffer full): keep it and the rest for later.
+    count(errors);
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+        failed_.insert(failed_.end(), todo.begin() + static_cast<std::ptrdiff_t>(i), todo.end());
+    } catch (...) {
+        for (size_t j = i; j < todo.size(); j++) natsMsg_Destroy(todo[j]);
+        in_flight_ -= todo.size() - i;
+    }
+    retry_at_ = Clock::now() + std::chrono::milliseconds(retry_ms_);
+}
+
+bool Publisher::wait_window() noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (in_flight_ >= max_in_flight_) {
+        if (!failed_.empty() && Clock::now() >= retry_at_) {
+            lk.unlock();
+            resend_failed();
+            lk.lock();
+            continue;
+        }
+        if (past_deadline()) return false;
+        auto until = Clock::now() + std::chrono::milliseconds(retry_ms_);
+        if (stopping_.load(std::memory_order_acquire)) until = std::min(until, deadline_);
+        cv_.wait_until(lk, until);
+    }
+    return true;
+}
+
+bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) noexcept {
+    if (!wait_window()) return false;
+    BatchHeader h;
+    h.worker = worker_;
+    h.rank = static_cast<uint32_t>(rank_);
+    h.instance = instance_;
+    h.seq = seq_;
+    h.format = static_cast<uint32_t>(format_);
+    natsMsg *m = nullptr;
+    std::string header, id;
+    try {
+        header = format_header(h);
+        id = std::to_string(worker_) + "-" + std::to_string(rank_) + "-" + std::to_string(instance_) +
+             "-" + std::to_string(seq_);
+    } catch (...) {
+        count(errors);
+        return true;
+    }
+    if (natsMsg_Create(&m, subject_.c_str(), nullptr, reinterpret_cast<const char *>(payload),
+                       static_cast<int>(len)) != NATS_OK ||
+        natsMsgHeader_Set(m, "Nats-Msg-Id", id.c_str()) != NATS_OK ||
+        natsMsgHeader_Set(m, kBatchHeader, header.c_str()) != NATS_OK) {
+        natsMsg_Destroy(m);
+        count(errors); // out of memory: no seq used
+        return true;
+    }
+    seq_++;
+    stats_[batches].store(seq_, std::memory_order_relaxed);
+    count(events_sent, n_events);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        in_flight_++;
+        stats_[in_flight].store(in_flight_, std::memory_order_relaxed);
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
+    if (js_PublishMsgAsync(conn_.js, &m, &po) != NATS_OK && m) {
+        // Not even queued (the connection refused it): resend it like a failed ack.
+        count(errors);
+        std::lock_guard<std::mutex> lk(mu_);
+        try {
+            failed_.push_back(m);
+            if (failed_.size() == 1) retry_at_ = Clock::now() + std::chrono::milliseconds(retry_ms_);
+        } catch (...) {
+            natsMsg_Destroy(m);
+            in_flight_--;
+        }
+    }
+    return true;
+}
+
+bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
+    for (size_t off = 0; off < n;) {
+        size_t used = 0, len = 0;
+        const uint8_t *payload = nullptr;
+        int rc = kvreg_wire_encode(enc_, events + off, n - off, -1.0, &used, &payload, &len);
+        // Over the server's max_payload: fewer events per batch until it fits.
+        size_t limit = used;
+        while (rc == KVREG_OK && len > max_payload_ && limit > 1) {
+            limit = (limit + 1) / 2;
+            rc = kvreg_wire_encode(enc_, events + off, limit, -1.0, &used, &payload, &len);
+        }
+        if (rc == KVREG_ESTATE || rc == KVREG_EINVAL || (rc == KVREG_OK && len > max_payload_)) {
+            // An event the format cannot carry (or one alone larger than max_payload): never
+            // sent half-right, no seq used.
+            count(skipped);
+            off++;
+            continue;
+        }
+        if (rc != KVREG_OK || used == 0) {
+            count(errors);
+            return true;
+        }
+        if (!send_batch(payload, len, used)) return false;
+        off += used;
+    }
+    return true;
+}
+
+bool Publisher::resync() noexcept {
+    kvreg_snapshot *snap = nullptr;
+    kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &last_dropped_);
+    if (kvreg_registry_snapshot(reg_, &snap) != KVREG_OK) {
+        count(errors); // out of memory: the consumers keep the gap they were told about
+        return true;
+    }
+    count(resyncs);
+    kvreg_event cleared;
+    std::memset(&cleared, 0, sizeof cleared);
+    cleared.kind = KVREG_EVENT_CLEARED;
+    cleared.event_id = KVREG_EVENT_ID_SNAPSHOT;
+    const kvreg_event *evs = nullptr;
+    size_t n = 0;
+    kvreg_snapshot_events(snap, &evs, &n);
+    const bool ok = publish(&cleared, 1) && publish(evs, n);
+    next_event_id_ = kvreg_snapshot_position(snap);
+    kvreg_snapshot_free(snap);
+    return ok;
+}
+
+void Publisher::run() noexcept {
+    std::vector<kvreg_event> events;
+    try {
+        events.resize(kPollBatch);
+    } catch (...) {
+        return;
+    }
+    for (;;) {
+        const bool stopping = stopping_.load(std::memory_order_acquire);
+        resend_failed();
+        if (!wait_window()) break;
+        int timeout = stopping ? 0 : -1;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!failed_.empty() && !stopping) {
+                const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(retry_at_ - Clock::now()).count();
+                timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
+            }
+        }
+        size_t n = 0;
+        kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
+        bool cut = false;
+        // Events of ids already covered by a snapshot are done; a jump in ids means the
+        // registry's queue overflowed: resync first (the snapshot covers everything polled).
+        for (size_t i = 0; i < n && !cut;) {
+            const uint64_t id = events[i].event_id;
+            if (id < next_event_id_) {
+                i++;
+                continue;
+            }
+            if (id > next_event_id_) {
+                cut = !resync();
+                if (next_event_id_ <= id) next_event_id_ = id; // the snapshot failed: go on
+                continue;
+            }
+            size_t j = i + 1;
+            while (j < n && events[j].event_id == id + (j - i)) j++;
+            cut = !publish(events.data() + i, j - i);
+            next_event_id_ = id + (j - i);
+            i = j;
+        }
+        count(handled, n);
+        // Drops at the tail of the stream (no later event shows the gap).
+        uint64_t dropped = last_dropped_;
+        kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped);
+        if (!cut && dropped != last_dropped_ && n < events.size()) cut = !resync();
+        if (cut || past_deadline()) break;
+        if (stopping && n == 0) {
+            // Queue drained: wait for the last acks (or failures to resend).
+            std::unique_lock<std::mutex> lk(mu_);
+            if (in_flight_ == 0) break;
+            cv_.wait_until(lk, failed_.empty() ? deadline_ : std::min(deadline_, retry_at_));
+            continue;
+        }
+        if (n && n < events.size() && batch_us_ && !stopping)
+            std::this_thread::sleep_for(std::chrono::microseconds(batch_us_));
+    }
+    uint64_t left = 0;
+    kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_QUEUED, &left);
+    count(unsent, left);
+}
+
+} // namespace kvreg::nats

@@ -1,0 +1,85 @@
+// The NATS JetStream publisher behind kvreg_nats_publisher (contract in kvreg_nats.h): one
+// sender thread polls the registry, encodes batches with the kvreg_wire encoder, numbers them
+// and publishes them asynchronously; libnats' ack callback counts them done or hands failed
+// ones back for a resend in seq order.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conn.hpp"
+#include "kvreg_nats.h"
+
+namespace kvreg::nats {
+
+class Publisher {
+  public:
+    explicit Publisher(kvreg_registry *reg) : reg_(reg) {}
+    ~Publisher() { stop(); }
+    Publisher(const Publisher &) = delete;
+    Publisher &operator=(const Publisher &) = delete;
+
+    int set(uint32_t option, uint64_t value) noexcept;
+    int set_string(uint32_t option, const char *value); // throws bad_alloc
+    int start();                                         // throws bad_alloc
+    int stop() noexcept;
+    int stat(uint32_t stat, uint64_t *value) const noexcept;
+
+  private:
+    enum class State { fresh, running, stopped };
+    enum Stat { batches, acked, duplicates, retries, in_flight, events_sent, resyncs, skipped,
+                unsent, unacked, errors, handled, n_stats };
+    using Clock = std::chrono::steady_clock;
+
+    void run() noexcept; // the sender thread
+    // Encode events[0..n) into batches and publish them; false when stopping cut it short.
+    bool publish(const kvreg_event *events, size_t n) noexcept;
+    bool send_batch(const uint8_t *payload, size_t len, size_t n_events) noexcept;
+    bool resync() noexcept;           // Cleared + snapshot; moves next_event_id_
+    bool wait_window() noexcept;      // until in_flight < max (false: stop's bound ran out)
+    void resend_failed() noexcept;    // the failed batches, oldest seq first
+    static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
+    bool past_deadline() const noexcept {
+        return stopping_.load(std::memory_order_acquire) && Clock::now() >= deadline_;
+    }
+    void count(Stat s, uint64_t n = 1) noexcept { stats_[s].fetch_add(n, std::memory_order_relaxed); }
+
+    kvreg_registry *reg_;
+    // Options.
+    uint64_t format_ = KVREG_WIRE_VLLM, worker_ = 0, rank_ = 0, max_in_flight_ = 256;
+    uint64_t ack_timeout_ms_ = 5000, retry_ms_ = 100, max_events_ = 1024, block_size_ = 0;
+    uint64_t batch_us_ = 1000, linger_ms_ = 5000, instance_ = 0, create_stream_ = 1;
+    uint64_t max_age_s_ = 3600, dup_window_ms_ = 120000, connect_timeout_ms_ = 2000;
+    bool has_instance_ = false, has_lora_ = false;
+    std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", prefix_ = "kvreg.events";
+    std::string namespace_ = "default", component_ = "backend", subject_, lora_;
+
+    // Running state: the connection and encoder belong to the sender thread between start()
+    // and the join in stop().
+    std::atomic<State> state_{State::fresh};
+    Conn conn_;
+    kvreg_wire_encoder *enc_ = nullptr;
+    uint64_t max_payload_ = 0;
+    uint64_t seq_ = 0;            // sender thread
+    uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have
+    uint64_t dropped_at_start_ = 0;
+    uint64_t last_dropped_ = 0;   // sender thread: KVREG_STAT_EVENTS_DROPPED at the last resync
+    // Shared with the ack callback (libnats' thread).
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<natsMsg *> failed_; // owned; resent by the sender thread
+    uint64_t in_flight_ = 0;        // published, not acknowledged (failed_ included)
+    Clock::time_point retry_at_;    // under mu_: no resend before this
+    Clock::time_point deadline_;    // written before stopping_ is set
+    std::atomic<bool> stopping_{false};
+    std::atomic<uint64_t> stats_[n_stats] = {};
+    std::thread thread_;
+};
+
+} // namespace kvreg::nats

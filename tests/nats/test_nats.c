@@ -1,0 +1,774 @@
+/* Suite nats: the NATS JetStream publisher and consumer against a real nats-server the test
+ * starts itself (nats_fixture.h). Every index is checked against the engine's own registry
+ * (what its pools hold) or against hand-computed answers, never against the code under test. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <nats/nats.h>
+
+#include <kvreg.h>
+#include <kvreg_index.h>
+#include <kvreg_nats.h>
+
+#include "nats_fixture.h"
+
+static nats_server server;
+
+/* ------------------------------------------------------------------------------ engine side */
+typedef struct engine {
+    kvreg_registry *reg;
+    kvreg_pool *gpu, *cpu;
+    kvreg_nats_publisher *pub;
+} engine;
+
+static void engine_open(engine *e, uint64_t poll_capacity, int keep_tokens) {
+    memset(e, 0, sizeof *e);
+    kvreg_config *cfg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, poll_capacity), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, (uint64_t)keep_tokens), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&e->reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_pool_new_medium(&e->gpu, e->reg, "gpu", KVREG_MEDIUM_GPU), KVREG_OK);
+    assert_int_equal(kvreg_pool_new_medium(&e->cpu, e->reg, "cpu", KVREG_MEDIUM_CPU), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_new(&e->pub, e->reg), KVREG_OK);
+}
+
+/* Publisher options: pairs (option, value) ended by 0. */
+static void engine_start(engine *e, const char *stream, const char *prefix, uint64_t format,
+                         uint64_t worker, ...) {
+    assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_STREAM, stream), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_SUBJECT_PREFIX, prefix), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set(e->pub, KVREG_NATS_PUB_OPT_FORMAT, format), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set(e->pub, KVREG_NATS_PUB_OPT_WORKER_ID, worker), KVREG_OK);
+    va_list ap;
+    va_start(ap, worker);
+    for (;;) {
+        const unsigned opt = va_arg(ap, unsigned);
+        if (!opt) break;
+        assert_int_equal(kvreg_nats_publisher_set(e->pub, opt, va_arg(ap, uint64_t)), KVREG_OK);
+    }
+    va_end(ap);
+    assert_int_equal(kvreg_nats_publisher_start(e->pub), KVREG_OK);
+}
+
+static uint64_t pub_stat(const engine *e, uint32_t stat) {
+    uint64_t v = 0;
+    assert_int_equal(kvreg_nats_publisher_stat(e->pub, stat, &v), KVREG_OK);
+    return v;
+}
+
+/* Stop (everything queued goes out and is acknowledged) and return the batches made. */
+static uint64_t engine_finish(engine *e) {
+    assert_int_equal(kvreg_nats_publisher_stop(e->pub), KVREG_OK);
+    assert_int_equal(pub_stat(e, KVREG_NATS_PUB_STAT_BATCHES_UNACKED), 0);
+    assert_int_equal(pub_stat(e, KVREG_NATS_PUB_STAT_EVENTS_UNSENT), 0);
+    assert_int_equal(pub_stat(e, KVREG_NATS_PUB_STAT_ACKED), pub_stat(e, KVREG_NATS_PUB_STAT_BATCHES));
+    return pub_stat(e, KVREG_NATS_PUB_STAT_BATCHES);
+}
+
+static void engine_close(engine *e) {
+    kvreg_nats_publisher_free(e->pub);
+    kvreg_registry_free(e->reg);
+    memset(e, 0, sizeof *e);
+}
+
+/* A hash-only block (the Dynamo formats need no tokens): sequence hash h, no parent. */
+static int reg_hash(kvreg_pool *pool, uint64_t h, kvreg_block *out) {
+    kvreg_block_desc d;
+    memset(&d, 0, sizeof d);
+    d.sequence_hash = h;
+    d.block_hash = h ^ UINT64_C(0x9e3779b97f4a7c15);
+    return kvreg_register(pool, &d, out);
+}
+
+/* ------------------------------------------------------------------------------ router side */
+#define MAX_NOTICES 16
+typedef struct replica {
+    kvreg_index *idx;
+    kvreg_nats_consumer *con;
+    int n_notices;
+    uint32_t kinds[MAX_NOTICES];
+    uint32_t has_seq[MAX_NOTICES];
+    char texts[MAX_NOTICES][160];
+} replica;
+
+static void on_notice(const kvreg_nats_notice *n, void *user) {
+    replica *r = user;
+    if (r->n_notices < MAX_NOTICES) {
+        r->kinds[r->n_notices] = n->kind;
+        r->has_seq[r->n_notices] = n->has_seq;
+        snprintf(r->texts[r->n_notices], sizeof r->texts[0], "%s", n->message);
+    }
+    r->n_notices++;
+}
+
+static void replica_open(replica *r, const char *stream, const char *durable, int own_hashes,
+                         uint64_t max_msg_bytes) {
+    memset(r, 0, sizeof *r);
+    kvreg_index_config *cfg = NULL;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    if (own_hashes)
+        assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&r->idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    assert_int_equal(kvreg_nats_consumer_new(&r->con, r->idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_STREAM, stream), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_DURABLE, durable), KVREG_OK);
+    if (max_msg_bytes)
+        assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_MAX_MSG_BYTES, max_msg_bytes),
+                         KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_notice_fn(r->con, on_notice, r), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
+/* replica_open (own hashes) with the consumer's ack wait set. */
+static void replica_open_ack(replica *r, const char *stream, const char *durable, uint64_t ack_wait_ms) {
+    memset(r, 0, sizeof *r);
+    kvreg_index_config *cfg = NULL;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&r->idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    assert_int_equal(kvreg_nats_consumer_new(&r->con, r->idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_STREAM, stream), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_DURABLE, durable), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_ACK_WAIT_MS, ack_wait_ms), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
+static uint64_t con_stat(const replica *r, uint32_t stat) {
+    uint64_t v = 0;
+    assert_int_equal(kvreg_nats_consumer_stat(r->con, stat, &v), KVREG_OK);
+    return v;
+}
+
+/* Run until the replica has applied `batches` batches (bounded). */
+static void replica_catch_up(replica *r, uint64_t batches) {
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(r, KVREG_NATS_CON_STAT_BATCHES) < batches) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r->con, 50), KVREG_OK);
+    }
+    /* Nothing more than that arrives (no duplicate is applied). */
+    assert_int_equal(kvreg_nats_consumer_run(r->con, 0), KVREG_OK);
+    assert_int_equal(con_stat(r, KVREG_NATS_CON_STAT_BATCHES), batches);
+}
+
+static void replica_close(replica *r) {
+    kvreg_nats_consumer_free(r->con);
+    kvreg_index_free(r->idx);
+    memset(r, 0, sizeof *r);
+}
+
+/* Does the index name `worker` as a holder of hash h? */
+static int index_holds(const kvreg_index *idx, uint64_t h, uint64_t worker) {
+    kvreg_index_match m[4];
+    size_t n = 0;
+    assert_int_equal(kvreg_index_query_hashes(idx, &h, 1, 0, m, 4, &n), KVREG_OK);
+    for (size_t i = 0; i < n; i++)
+        if (m[i].worker_id == worker && m[i].depth >= 1) return 1;
+    return 0;
+}
+
+/* For every hash of [0, universe): the replica holds it for `worker` iff the engine does. */
+static void assert_same_as_engine(const replica *r, const engine *e, uint64_t worker, uint64_t base,
+                                  uint64_t universe) {
+    uint64_t held = 0;
+    for (uint64_t h = base; h < base + universe; h++) {
+        int present = 0;
+        assert_int_equal(kvreg_registry_contains(e->reg, h, &present), KVREG_OK);
+        held += (uint64_t)present;
+        if (index_holds(r->idx, h, worker) != present) {
+            fprintf(stderr, "hash %llu: engine %d, index %d\n", (unsigned long long)h, present, !present);
+            fail();
+        }
+    }
+    uint64_t entries = 0, engine_hashes = 0;
+    assert_int_equal(kvreg_index_stat(r->idx, KVREG_INDEX_STAT_ENTRIES, &entries), KVREG_OK);
+    assert_int_equal(kvreg_registry_stat(e->reg, KVREG_STAT_HASHES, &engine_hashes), KVREG_OK);
+    assert_int_equal(entries, engine_hashes);
+    assert_int_equal(entries, held);
+}
+
+/* ------------------------------------------------------------------------------------ tests */
+static void test_api(void **state) {
+    (void)state;
+    assert_int_equal(kvreg_nats_available(), 1);
+    kvreg_registry *inline_reg = NULL;
+    kvreg_nats_publisher *pub = NULL;
+    assert_int_equal(kvreg_registry_new(&inline_reg, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_new(&pub, inline_reg), KVREG_EINVAL); /* not POLL */
+    kvreg_registry_free(inline_reg);
+
+    engine e;
+    engine_open(&e, 1024, 0);
+    assert_int_equal(kvreg_nats_publisher_set(e.pub, KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_nats_publisher_set(e.pub, KVREG_NATS_PUB_OPT_FORMAT, KVREG_WIRE_SGLANG), KVREG_EINVAL);
+    assert_int_equal(kvreg_nats_publisher_set(e.pub, 999, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_NAMESPACE, "a.b"), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_start(e.pub), KVREG_EINVAL); /* '.' in a token */
+    engine_close(&e);
+
+    /* Nobody listens on port 1: start fails within its connect bound. */
+    engine_open(&e, 1024, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_URL, "nats://127.0.0.1:1"), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set(e.pub, KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS, 500), KVREG_OK);
+    const int64_t t0 = nats_now_ms();
+    assert_int_equal(kvreg_nats_publisher_start(e.pub), KVREG_EPROTO);
+    assert_true(nats_now_ms() - t0 < 3000);
+    assert_int_equal(kvreg_nats_publisher_stop(e.pub), KVREG_OK);
+    engine_close(&e);
+
+    /* A consumer of a stream that does not exist. */
+    kvreg_index *idx = NULL;
+    kvreg_nats_consumer *con = NULL;
+    assert_int_equal(kvreg_index_new(&idx, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_new(&con, idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_run(con, 0), KVREG_ESTATE);
+    assert_int_equal(kvreg_nats_consumer_set_string(con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(con, KVREG_NATS_STREAM, "NO_SUCH_STREAM"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(con), KVREG_EPROTO);
+    kvreg_nats_consumer_free(con);
+    kvreg_index_free(idx);
+}
+
+/* Hand-checkable, vLLM format, router hashes computed by the index from the tokens:
+ * A = tokens 1..48 (blocks A0 A1 A2), B = tokens 1..16 then 101..116 (B0 == A0, then B1).
+ * The engine registers A0 A1 A2 and B1 (B0 is A0: the pool takes another reference) and then
+ * releases A2. The index must hold exactly A0, A1, B1: prompt A matches 2 blocks, B 2 blocks,
+ * and a prompt starting with another token nothing. */
+static void test_small_vllm(void **state) {
+    (void)state;
+    uint32_t a[48], b[32];
+    for (uint32_t i = 0; i < 48; i++) a[i] = i + 1;
+    for (uint32_t i = 0; i < 16; i++) b[i] = i + 1;
+    for (uint32_t i = 0; i < 16; i++) b[16 + i] = 101 + i;
+    engine e;
+    engine_open(&e, 1024, 1);
+    engine_start(&e, "SMALL", "small.ev", KVREG_WIRE_VLLM, 7, KVREG_NATS_PUB_OPT_BLOCK_SIZE, (uint64_t)16, 0);
+    replica r1;
+    replica_open(&r1, "SMALL", "r1", 0, 0); /* this one is there from the start */
+
+    kvreg_sequence *sa = NULL, *sb = NULL;
+    assert_int_equal(kvreg_sequence_new(&sa, 16, KVREG_ROUTER_SALT), KVREG_OK);
+    assert_int_equal(kvreg_sequence_new(&sb, 16, KVREG_ROUTER_SALT), KVREG_OK);
+    assert_int_equal(kvreg_sequence_extend(sa, a, 48, NULL), KVREG_OK);
+    assert_int_equal(kvreg_sequence_extend(sb, b, 32, NULL), KVREG_OK);
+    kvreg_block ba[3], bb[2];
+    size_t n = 0;
+    assert_int_equal(kvreg_register_sequence(e.gpu, sa, 0, 3, ba, NULL, &n), KVREG_OK);
+    assert_int_equal(n, 3);
+    kvreg_block_info b0;
+    assert_int_equal(kvreg_sequence_block(sb, 0, &b0), KVREG_OK);
+    assert_int_equal(kvreg_acquire(e.gpu, b0.sequence_hash, &bb[0]), KVREG_OK);
+    assert_int_equal(kvreg_register_sequence_block(e.gpu, sb, 1, &bb[1]), KVREG_OK);
+    assert_int_equal(kvreg_release(e.gpu, ba[2]), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_SENT), 5); /* 4 Register, 1 Remove */
+
+    replica r2;
+    replica_open(&r2, "SMALL", "r2", 0, 0); /* a replica that joins after the fact */
+    replica *rs[2] = {&r1, &r2};
+    for (int i = 0; i < 2; i++) {
+        replica_catch_up(rs[i], batches);
+        uint64_t entries = 0;
+        assert_int_equal(kvreg_index_stat(rs[i]->idx, KVREG_INDEX_STAT_ENTRIES, &entries), KVREG_OK);
+        assert_int_equal(entries, 3);
+        kvreg_index_depth d[2];
+        size_t nd = 0;
+        assert_int_equal(kvreg_index_query_depths_tokens(rs[i]->idx, a, 48, d, 2, &nd), KVREG_OK);
+        assert_int_equal(nd, 1);
+        assert_int_equal(d[0].worker_id, 7);
+        assert_int_equal(d[0].depth, 2);
+        assert_int_equal(kvreg_index_query_depths_tokens(rs[i]->idx, b, 32, d, 2, &nd), KVREG_OK);
+        assert_int_equal(nd, 1);
+        assert_int_equal(d[0].depth, 2);
+        uint32_t other[16];
+        memcpy(other, a, sizeof other);
+        other[0] = 999;
+        assert_int_equal(kvreg_index_query_depths_tokens(rs[i]->idx, other, 16, d, 2, &nd), KVREG_OK);
+        assert_int_equal(nd, 0);
+        assert_int_equal(con_stat(rs[i], KVREG_NATS_CON_STAT_LOST), 0);
+        assert_int_equal(con_stat(rs[i], KVREG_NATS_CON_STAT_MALFORMED), 0);
+        assert_int_equal(rs[i]->n_notices, 0);
+    }
+    kvreg_sequence_free(sa);
+    kvreg_sequence_free(sb);
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
+/* A random workload over two pools, Dynamo msgpack, small batches; replica 1 consumes on its
+ * own thread while the engine runs, replica 2 afterwards. */
+typedef struct runner {
+    replica *r;
+    pthread_t thread;
+} runner;
+static void *run_replica(void *arg) {
+    runner *u = arg;
+    kvreg_nats_consumer_run(u->r->con, -1);
+    return NULL;
+}
+
+#define UNIVERSE 400
+static void random_workload(engine *e, uint64_t base, unsigned ops, unsigned seed) {
+    static kvreg_block held[2][UNIVERSE];
+    memset(held, 0, sizeof held);
+    uint64_t x = seed * UINT64_C(0x9e3779b97f4a7c15) + 1;
+    for (unsigned i = 0; i < ops; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        /* Each hash lives in one pool (h % 2): a hash in two pools would give a Register of
+         * one tier and a Remove of the other (the registry's events are per hash, not per
+         * pool), which no index can reconcile. */
+        const unsigned h = (unsigned)((x >> 20) % UNIVERSE), p = h & 1;
+        kvreg_pool *pool = p ? e->cpu : e->gpu;
+        if (held[p][h]) {
+            assert_int_equal(kvreg_release(pool, held[p][h]), KVREG_OK);
+            held[p][h] = 0;
+        } else {
+            assert_int_equal(reg_hash(pool, base + h, &held[p][h]), KVREG_OK);
+        }
+    }
+}
+
+static void test_random_two_replicas(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "RAND", "rand.ev", KVREG_WIRE_DYNAMO_MSGPACK, 3, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)8, KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    replica r1, r2;
+    replica_open(&r1, "RAND", "r1", 1, 0);
+    runner u = {&r1, 0};
+    assert_int_equal(pthread_create(&u.thread, NULL, run_replica, &u), 0);
+    random_workload(&e, 1000, 6000, 1);
+    const uint64_t batches = engine_finish(&e);
+    const int64_t deadline = nats_now_ms() + 10000;
+    uint64_t applied = 0;
+    while ((kvreg_nats_consumer_stat(r1.con, KVREG_NATS_CON_STAT_BATCHES, &applied), applied) < batches) {
+        assert_true(nats_now_ms() < deadline);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* polling a counter with a deadline */
+    }
+    kvreg_nats_consumer_stop(r1.con);
+    pthread_join(u.thread, NULL);
+    replica_catch_up(&r1, batches);
+    replica_open(&r2, "RAND", "r2", 1, 0);
+    replica_catch_up(&r2, batches);
+    assert_same_as_engine(&r1, &e, 3, 1000, UNIVERSE);
+    assert_same_as_engine(&r2, &e, 3, 1000, UNIVERSE);
+    uint64_t next = 0, inst = 0;
+    assert_int_equal(kvreg_nats_consumer_worker(r2.con, 3, 0, &inst, &next), KVREG_OK);
+    assert_int_equal(next, batches);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_LOST), 0);
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
+/* The registry's queue (64 events) overflows before the publisher runs: 300 registered, 236
+ * dropped. The publisher must report the loss and resync (Cleared + snapshot) so that the
+ * replicas still end with the engine's blocks. */
+static void test_loss_resync(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 64, 0);
+    kvreg_block blocks[300];
+    for (unsigned i = 0; i < 300; i++) assert_int_equal(reg_hash(e.gpu, 5000 + i, &blocks[i]), KVREG_OK);
+    uint64_t dropped = 0;
+    assert_int_equal(kvreg_registry_stat(e.reg, KVREG_STAT_EVENTS_DROPPED, &dropped), KVREG_OK);
+    assert_int_equal(dropped, 236);
+    engine_start(&e, "LOSS", "loss.ev", KVREG_WIRE_DYNAMO_MSGPACK, 11, 0);
+    for (unsigned i = 0; i < 300; i += 3) assert_int_equal(kvreg_release(e.gpu, blocks[i]), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    /* The 100 Removes may overflow the 64-event queue again before the publisher drains it:
+     * what it reports lost is the registry's drops since its start. */
+    assert_int_equal(kvreg_registry_stat(e.reg, KVREG_STAT_EVENTS_DROPPED, &dropped), KVREG_OK);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_LOST), dropped - 236);
+    assert_true(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS) >= 1);
+    replica r;
+    replica_open(&r, "LOSS", "r1", 1, 0);
+    replica_catch_up(&r, batches);
+    assert_same_as_engine(&r, &e, 11, 5000, 300);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+/* nats-server is killed (SIGKILL) mid-stream with batches in flight and restarted on its file
+ * store while the engine keeps going: every batch is in the stream exactly once, and both
+ * replicas apply every seq once and equal the engine. */
+static uint64_t stream_msgs(const char *stream) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_GetStreamInfo(&si, js, stream, NULL, NULL), NATS_OK);
+    const uint64_t n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return n;
+}
+
+static void test_server_restart(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "RESTART", "restart.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)1, KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS,
+                 (uint64_t)300, KVREG_NATS_PUB_OPT_RETRY_MS, (uint64_t)50, KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT,
+                 (uint64_t)64, KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)8000, 0);
+    kvreg_block blocks[400];
+    for (unsigned i = 0; i < 200; i++) assert_int_equal(reg_hash(e.gpu, 20000 + i, &blocks[i]), KVREG_OK);
+    nats_server_kill(&server, SIGKILL);
+    for (unsigned i = 200; i < 400; i++) assert_int_equal(reg_hash(e.gpu, 20000 + i, &blocks[i]), KVREG_OK);
+    for (unsigned i = 0; i < 200; i += 4) assert_int_equal(kvreg_release(e.gpu, blocks[i]), KVREG_OK);
+    /* The server stays away until batches in flight have timed out, so the resend path runs
+     * (a polled counter with a deadline, not a sleep). */
+    const int64_t deadline = nats_now_ms() + 5000;
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) == 0) {
+        assert_true(nats_now_ms() < deadline);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    nats_server_restart(&server);
+    const uint64_t batches = engine_finish(&e);
+    assert_true(pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES) >= 1);
+    assert_int_equal(batches, 450); /* one event a batch: 400 Register + 50 Remove */
+    fprintf(stderr, "restart: %llu batches, %llu publish failures, %llu resent, %llu acked as duplicates\n",
+            (unsigned long long)batches, (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_DUPLICATES));
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_LOST), 0);
+    assert_int_equal(stream_msgs("RESTART"), batches); /* no batch lost or stored twice */
+    replica r1, r2;
+    replica_open(&r1, "RESTART", "r1", 1, 0);
+    replica_open(&r2, "RESTART", "r2", 1, 0);
+    replica_catch_up(&r1, batches);
+    replica_catch_up(&r2, batches);
+    assert_same_as_engine(&r1, &e, 5, 20000, 400);
+    assert_same_as_engine(&r2, &e, 5, 20000, 400);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_LOST), 0);
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
+/* Garbage in the stream: no header, a header that does not parse, a valid header on a payload
+ * that does not decode, and a message over the replica's size limit. Each gets a MALFORMED
+ * notice; the replica goes on and applies the engine's batches after them. */
+static void raw_publish(jsCtx *js, const char *subject, const char *header, const void *data, int len) {
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    assert_int_equal(natsMsg_Create(&m, subject, NULL, data, len), NATS_OK);
+    if (header) assert_int_equal(natsMsgHeader_Set(m, "Kvreg-Batch", header), NATS_OK);
+    assert_int_equal(js_PublishMsg(&pa, js, m, NULL, NULL), NATS_OK);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+}
+
+static void test_garbage(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1024, 0);
+    engine_start(&e, "GARBAGE", "garbage.ev", KVREG_WIRE_DYNAMO_MSGPACK, 9, 0); /* makes the stream */
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    static const unsigned char junk[] = {0xc1, 0xff, 0x00, 'j', 'u', 'n', 'k'};
+    raw_publish(js, "garbage.ev.x", NULL, junk, sizeof junk);
+    raw_publish(js, "garbage.ev.x", "1 x 0 0 0 1", junk, sizeof junk);
+    raw_publish(js, "garbage.ev.x", "1 99 0 5 0 4", junk, sizeof junk); /* worker 99 seq 0 */
+    static char big[8192];
+    memset(big, 0x91, sizeof big);
+    raw_publish(js, "garbage.ev.x", "1 98 0 5 0 4", big, sizeof big);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    kvreg_block b[10];
+    for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 700 + i, &b[i]), KVREG_OK);
+    assert_int_equal(kvreg_release(e.gpu, b[3]), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+
+    replica r;
+    replica_open(&r, "GARBAGE", "r1", 1, 4096);
+    /* The undecodable payload of worker 99 still uses its seq: one batch (of no events). */
+    replica_catch_up(&r, batches + 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_MALFORMED), 4);
+    assert_int_equal(r.n_notices, 4);
+    int over = 0, header = 0, decode = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r.kinds[i], KVREG_NATS_NOTICE_MALFORMED);
+        over += strstr(r.texts[i], "over the limit") != NULL;
+        header += strstr(r.texts[i], "Kvreg-Batch") != NULL;
+        if (strstr(r.texts[i], "does not decode")) {
+            decode++;
+            assert_int_equal(r.has_seq[i], 1);
+        }
+    }
+    assert_int_equal(over, 1);
+    assert_int_equal(header, 2);
+    assert_int_equal(decode, 1);
+    uint64_t next = 0;
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 99, 0, NULL, &next), KVREG_OK);
+    assert_int_equal(next, 1);
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 98, 0, NULL, &next), KVREG_ENOENT);
+    assert_same_as_engine(&r, &e, 9, 700, 10);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+/* A worker's seq 1 stored before its seq 0 (what a resend after a server restart does): a new
+ * replica must hold seq 1, apply seq 0 when it comes, then seq 1 (regression: the first batch
+ * seen was taken as the start, seq 0 reported lost and then skipped as a duplicate). */
+static void encode_one(uint64_t hash, uint8_t *out, size_t *len) {
+    kvreg_wire_encoder *enc = NULL;
+    kvreg_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KVREG_EVENT_REGISTER;
+    ev.sequence_hash = hash;
+    ev.block_hash = hash + 1;
+    const uint8_t *p = NULL;
+    size_t used = 0;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_MSGPACK), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 0.0, &used, &p, len), KVREG_OK);
+    assert_true(*len <= 256);
+    memcpy(out, p, *len);
+    kvreg_wire_encoder_free(enc);
+}
+
+static void test_out_of_order_start(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    const char *subjects[1] = {"ooo.>"};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "OOO";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, js, &sc, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    uint8_t p0[256], p1[256];
+    size_t l0 = 0, l1 = 0;
+    encode_one(111, p0, &l0);
+    encode_one(222, p1, &l1);
+    raw_publish(js, "ooo.w", "1 55 0 9 1 4", p1, (int)l1);
+    raw_publish(js, "ooo.w", "1 55 0 9 0 4", p0, (int)l0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+
+    replica r;
+    replica_open(&r, "OOO", "r1", 1, 0);
+    replica_catch_up(&r, 2);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_DUPLICATES), 0);
+    assert_int_equal(index_holds(r.idx, 111, 55), 1);
+    assert_int_equal(index_holds(r.idx, 222, 55), 1);
+    uint64_t next = 0;
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 55, 0, NULL, &next), KVREG_OK);
+    assert_int_equal(next, 2);
+    replica_close(&r);
+}
+
+/* A replica's durable keeps its position: a consumer stopped part way and a new one on the
+ * same durable (RESUME) and the same index apply every batch between them exactly once. */
+static void test_resume(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1024, 0);
+    engine_start(&e, "RESUME", "resume.ev", KVREG_WIRE_DYNAMO_MSGPACK, 4, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)1, 0);
+    kvreg_block b[100];
+    for (unsigned i = 0; i < 100; i++) assert_int_equal(reg_hash(e.gpu, 900 + i, &b[i]), KVREG_OK);
+    for (unsigned i = 0; i < 100; i += 2) assert_int_equal(kvreg_release(e.gpu, b[i]), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    assert_int_equal(batches, 150);
+
+    replica r;
+    replica_open(&r, "RESUME", "r1", 1, 0);
+    kvreg_nats_consumer_free(r.con); /* set up again with a small fetch, to stop part way */
+    assert_int_equal(kvreg_nats_consumer_new(&r.con, r.idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_STREAM, "RESUME"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_DURABLE, "r1"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_FETCH_BATCH, 10), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_BATCHES) < 40) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 0), KVREG_OK);
+    }
+    const uint64_t first = con_stat(&r, KVREG_NATS_CON_STAT_BATCHES);
+    assert_true(first < batches);
+    kvreg_nats_consumer_free(r.con);
+
+    assert_int_equal(kvreg_nats_consumer_new(&r.con, r.idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_STREAM, "RESUME"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_DURABLE, "r1"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_RESUME, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    replica_catch_up(&r, batches - first);
+    assert_same_as_engine(&r, &e, 4, 900, 100);
+    uint64_t next = 0;
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 4, 0, NULL, &next), KVREG_OK);
+    assert_int_equal(next, batches);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+/* Long (suite long): the engine runs a random workload on its thread and two replicas consume
+ * on theirs while nats-server is killed (SIGKILL) and restarted 5 times on its file store.
+ * Afterwards every batch is in the stream once, no replica lost a seq, and both equal the
+ * engine. */
+typedef struct workload {
+    engine *e;
+    unsigned ops, seed;
+    int failures;
+    pthread_t thread;
+} workload;
+
+static void *run_workload(void *arg) {
+    workload *w = arg;
+    static kvreg_block held[UNIVERSE];
+    uint64_t x = w->seed * UINT64_C(0x9e3779b97f4a7c15) + 1;
+    for (unsigned i = 0; i < w->ops; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const unsigned h = (unsigned)((x >> 20) % UNIVERSE);
+        kvreg_pool *pool = (h & 1) ? w->e->cpu : w->e->gpu;
+        if (held[h]) {
+            w->failures += kvreg_release(pool, held[h]) != KVREG_OK;
+            held[h] = 0;
+        } else {
+            w->failures += reg_hash(pool, 40000 + h, &held[h]) != KVREG_OK;
+        }
+        if (i % 64 == 63) { /* an engine step: a few hundred microseconds */
+            struct timespec ts = {0, 300 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void test_restart_cycles(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 20, 0);
+    engine_start(&e, "CYCLES", "cycles.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)16, KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS, (uint64_t)300, KVREG_NATS_PUB_OPT_RETRY_MS,
+                 (uint64_t)50, KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)20000, 0);
+    replica r1, r2;
+    /* A message the server sent as it was killed is redelivered after the ack wait (1 s). */
+    replica_open_ack(&r1, "CYCLES", "r1", 1000);
+    replica_open_ack(&r2, "CYCLES", "r2", 1000);
+    runner u1 = {&r1, 0}, u2 = {&r2, 0};
+    assert_int_equal(pthread_create(&u1.thread, NULL, run_replica, &u1), 0);
+    assert_int_equal(pthread_create(&u2.thread, NULL, run_replica, &u2), 0);
+    workload w = {&e, 60000, 7, 0, 0};
+    assert_int_equal(pthread_create(&w.thread, NULL, run_workload, &w), 0);
+    for (int cycle = 0; cycle < 5; cycle++) {
+        const uint64_t made = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
+        int64_t deadline = nats_now_ms() + 10000;
+        while (pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES) < made + 50) { /* mid-stream */
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        const uint64_t errors = pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS);
+        nats_server_kill(&server, SIGKILL);
+        deadline = nats_now_ms() + 10000;
+        while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) == errors) { /* acks in flight time out */
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        nats_server_restart(&server);
+    }
+    pthread_join(w.thread, NULL);
+    assert_int_equal(w.failures, 0);
+    const uint64_t batches = engine_finish(&e);
+    fprintf(stderr, "cycles: %llu batches, %llu failures, %llu resent, %llu duplicates, %llu resyncs\n",
+            (unsigned long long)batches, (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_DUPLICATES),
+            (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS));
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_LOST), 0);
+    assert_int_equal(stream_msgs("CYCLES"), batches);
+    runner *us[2] = {&u1, &u2};
+    const int64_t deadline = nats_now_ms() + 30000;
+    for (int i = 0; i < 2; i++) {
+        uint64_t applied = 0;
+        while ((kvreg_nats_consumer_stat(us[i]->r->con, KVREG_NATS_CON_STAT_BATCHES, &applied), applied) < batches) {
+            assert_true(nats_now_ms() < deadline);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        kvreg_nats_consumer_stop(us[i]->r->con);
+        pthread_join(us[i]->thread, NULL);
+        replica_catch_up(us[i]->r, batches);
+        assert_int_equal(con_stat(us[i]->r, KVREG_NATS_CON_STAT_LOST), 0);
+        assert_same_as_engine(us[i]->r, &e, 6, 40000, UNIVERSE);
+    }
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
+static int setup(void **state) {
+    (void)state;
+    nats_server_start(&server);
+    return 0;
+}
+static int teardown(void **state) {
+    (void)state;
+    nats_server_destroy(&server);
+    nats_Close();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (!kvreg_nats_available()) {
+        const char *ci = getenv("CI");
+        fprintf(stderr, "%s: libkvreg was built without NATS (libnats-dev)\n",
+                ci && !strcmp(ci, "true") ? "FAIL" : "SKIP");
+        return ci && !strcmp(ci, "true") ? 1 : 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_small_vllm),
+        cmocka_unit_test(test_random_two_replicas),
+        cmocka_unit_test(test_loss_resync),
+        cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_out_of_order_start),
+        cmocka_unit_test(test_server_restart),
+    };
+    const struct CMUnitTest long_tests[] = {
+        cmocka_unit_test(test_restart_cycles),
+    };
+    if (argc > 1 && !strcmp(argv[1], "--long"))
+        return cmocka_run_group_tests_name("nats-long", long_tests, setup, teardown);
+    return cmocka_run_group_tests_name("nats", tests, setup, teardown);
+}
