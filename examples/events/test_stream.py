@@ -125,6 +125,11 @@ def main():
             # the same events ([1]); the timestamp ([0]) is the time of writing
             check(msgpack.unpackb(f.read(), raw=False)[1] == msgpack.unpackb(payloads[-1], raw=False)[1],
                   "the last payload file holds other events than the last record")
+        # the old habit, --wire-out DIR: refused with the way to get one file per payload
+        proc = subprocess.run([args.replay, *model, "--wire-out", outdir], capture_output=True,
+                              timeout=120)
+        check(proc.returncode != 0 and b"--wire-out-per-payload" in proc.stderr,
+              f"--wire-out on a directory: rc {proc.returncode}, {proc.stderr.decode()}")
     print("ok")
     return 0
 

@@ -59,7 +59,10 @@ int wire_out_open(wire_out *w, const char *path, int per_payload, const char *fo
         return -1;
     }
     if (!per_payload && !(w->stream = stream_file_create(path))) {
-        fprintf(stderr, "kvreg-replay: --wire-out %s: %s\n", path, strerror(errno));
+        const int e = errno;
+        fprintf(stderr, "kvreg-replay: --wire-out %s: %s%s\n", path, strerror(e),
+                e == EISDIR ? " (--wire-out writes one stream file; --wire-out-per-payload DIR "
+                              "writes one file per payload)" : "");
         return -1;
     }
     int rc = kvreg_wire_encoder_new(&w->enc, w->format);
