@@ -29,8 +29,7 @@ Cases:
                            capacities (no G2, a fixed G2, a G1 x G2 grid)
   chart                    --chart writes a well-formed SVG and a PNG of the right size
   wire-vllm                --wire vllm --wire-out-per-payload: one file per batch, numbered in
-                           order, as
-                           many as the summary counts; python3-msgpack (tests/wire/
+                           order, as many as the summary counts; python3-msgpack (tests/wire/
                            check_vllm_rules.py) checks vLLM's field rules and counts as many
                            stored / removed blocks as Register / Remove events
   wire-vllm-legacy         the same with positional events

@@ -59,6 +59,19 @@ for prog in "$P"/bin/*; do
 done
 [ "$n" -ge 2 ] || { echo "FAIL: expected kvreg-replay and kvreg-events in $P/bin, found $n programs"; exit 1; }
 
+echo "== manual pages and bash completions"
+for f in share/man/man1/kvreg-replay.1 share/man/man1/kvreg-events.1 share/man/man3/libkvreg.3 \
+         share/bash-completion/completions/kvreg-replay share/bash-completion/completions/kvreg-events; do
+    [ -s "$P/$f" ] || { echo "FAIL: not installed: $f"; exit 1; }
+done
+# man finds the pages from PATH alone (man-db maps <prefix>/bin to <prefix>/share/man)
+if command -v man >/dev/null 2>&1; then
+    page=$(env -i PATH="$P/bin:/usr/bin:/bin" man -w kvreg-events) &&
+        [ "$page" = "$P/share/man/man1/kvreg-events.1" ] ||
+        { echo "FAIL: man -w kvreg-events with $P/bin on PATH gave '${page:-}'"; exit 1; }
+fi
+echo "installed: kvreg-replay.1 kvreg-events.1 libkvreg.3 and both completions"
+
 echo "== the installed examples, built with only the installed headers and kvreg.pc"
 exdir=$P/share/doc/libkvreg/examples
 mkdir "$tmp/examples"
