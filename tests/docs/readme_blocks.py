@@ -90,6 +90,29 @@ def commands(text, first_line):
     return out
 
 
+INTERNAL = {"PWD", "OLDPWD", "SHLVL", "_", "PPID", "UID", "EUID", "GROUPS", "RANDOM", "SRANDOM",
+            "SECONDS", "LINENO", "HISTCMD", "OPTIND", "OPTERR", "IFS", "PIPESTATUS", "DIRSTACK",
+            "FUNCNAME", "HOSTNAME", "HOSTTYPE", "MACHTYPE", "OSTYPE", "PS4", "__rc"}
+
+
+def keep_variables(dump, state):
+    """The shell variables a block left (`declare -p`), exported or not, as a reader's terminal
+    keeps them, less bash's own."""
+    kept, keep = [], False
+    with open(dump, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"declare -(\S+) ([A-Za-z_][A-Za-z0-9_]*)", line)
+            if m:
+                flags, name = m.groups()
+                keep = ("r" not in flags and name not in INTERNAL and
+                        not name.startswith(("BASH", "COMP", "EPOCH")))
+            if keep:
+                kept.append(line)
+    with open(state, "w", encoding="utf-8") as f:
+        f.writelines(kept)
+    os.unlink(dump)
+
+
 def checked(text, first_line):
     """The block as a script that stops at the first command that fails, naming it."""
     parts = ["set -o pipefail"]
@@ -108,6 +131,7 @@ SELF_TESTS = [  # (README text, expected exit status): the runner itself, on sma
     ("<!-- readme-test: skip (needs root) -->\n```sh\nexit 3\n```\n"
      "```sh\nexport A=1\ncat >f <<'EOF'\nx && |\nEOF\ncd /\n```\n"
      "```bash\n[ \"$A\" = 1 ] && [ \"$PWD\" = / ] && [ -z \"$KVREG_SELF_LEAK\" ]\n```\n", 0),
+    ("```sh\nP=/x\n```\n```sh\n[ \"$P\" = /x ] && env | grep -q '^HOME=' \n```\n", 0),  # unexported too
     ("```sh\n# only a comment\n```\n```sh\nexit 4\n```\n", 1),
 ]
 
@@ -177,13 +201,15 @@ def run(src, list_only=False):
                 results.append((line, "not run (an earlier block failed)", first))
                 continue
             script = (f'. "{state}"\ncd "$(cat "{cwd}")"\n' + checked(text, line) +
-                      f'export -p >"{state}"\npwd >"{cwd}"\n')
+                      f'declare -p >"{state}.all"\npwd >"{cwd}"\n')
             print(f"== README.md:{line} (block {n})\n{text}", flush=True)
             t0 = time.monotonic()
             proc = subprocess.run(["/bin/bash", "--noprofile", "--norc", "-c", script],
                                   env={"PATH": DEBIAN_PATH}, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=3000)
             took = time.monotonic() - t0
+            if os.path.exists(state + ".all"):
+                keep_variables(state + ".all", state)
             output = proc.stdout.decode(errors="replace")
             tail = output.splitlines()[-40:]
             print("\n".join(tail), flush=True)
