@@ -58,12 +58,6 @@ fi
 echo "== go vet ./..."
 go vet ./...
 
-# The fallback without pkg-config (link_default.go): a PKG_CONFIG that always fails proves
-# it is not asked; the headers and library come from CGO_CFLAGS / CGO_LDFLAGS alone.
-echo "== go build -tags kvreg_nopkgconfig (no pkg-config)"
-PKG_CONFIG=false CGO_CFLAGS="$CGO_CFLAGS -I$srcdir/../../include -I$builddir/include" \
-    CGO_LDFLAGS="-L$builddir/src" go test -count=1 -tags kvreg_nopkgconfig -run 'TestVectorsHashBlocks' ./...
-
 # -count=1: the test cache does not notice a rebuilt libkvreg.so, so never reuse results.
 # Full pointer checking is GODEBUG=cgocheck=2 up to Go 1.20; from 1.21 the runtime refuses
 # that setting and the same checks are GOEXPERIMENT=cgocheck2 at build time.

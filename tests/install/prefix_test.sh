@@ -144,6 +144,11 @@ func main() {
 GO
     (cd "$tmp/go" && GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOCACHE="$tmp/go-cache" \
         GOPATH="$tmp/go-path" go build -o "$tmp/go-consumer" . ) && "$tmp/go-consumer"
+    # without pkg-config (bindings/go/link_default.go): PKG_CONFIG=false proves it is not asked
+    (cd "$tmp/go" && PKG_CONFIG=false CGO_CFLAGS="-I$P/include" \
+        CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local \
+        GOCACHE="$tmp/go-cache" GOPATH="$tmp/go-path" \
+        go build -tags kvreg_nopkgconfig -o "$tmp/go-consumer-nopc" . ) && "$tmp/go-consumer-nopc"
 else
     echo "skipped: go not found (Debian golang-go)"
 fi
