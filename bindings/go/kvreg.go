@@ -17,7 +17,6 @@
 package kvreg
 
 /*
-#cgo pkg-config: kvreg
 #include <kvreg.h>
 
 // The binding relies on the 0.3.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):

@@ -12,6 +12,7 @@
 #include <kvreg_wire.h>
 
 #include "commands.h"
+#include "stream_file.h"
 
 static void decode_usage(FILE *f)
 {
@@ -197,6 +198,11 @@ static int decode_file(const char *path, uint32_t format)
     if (!p) {
         fprintf(stderr, "kvreg-events: %s: cannot read\n", path);
         return EVENTS_EXIT_REJECTED;
+    }
+    if (stream_file_is(p, len)) { /* kvreg-replay --wire-out: many payloads (stream_file.c) */
+        int st = stream_file_decode(path, p, len, format, resolve_format);
+        free(p);
+        return st;
     }
     format = resolve_format(format, p, len);
     kvreg_wire_decoder *dec = NULL;

@@ -74,8 +74,11 @@ static void usage(FILE *out)
 "                            at the end; exit status 1 on a mismatch\n"
 "  --checkpoint-every N      requests between checkpoints (default 1000)\n"
 "  --verify-ignore-event ID  testing aid: the verifier drops event ID, so it must fail\n"
-"  --wire-out DIR            write each batch of events (one callback call) as the payload an\n"
-"                            engine would publish: DIR/00000000.msgpack, 00000001... in order\n"
+"  --wire-out FILE           write each batch of events (one callback call) as the payload an\n"
+"                            engine would publish, in order, into one stream file (length-\n"
+"                            prefixed records, see kvreg-replay(1)); `kvreg-events decode` reads it\n"
+"  --wire-out-per-payload DIR  instead one file per payload: DIR/00000000.msgpack, 00000001...\n"
+"                            (a long run writes tens of thousands)\n"
 "  --wire FORMAT             its encoding: vllm (KVEventBatch, map events; default),\n"
 "                            vllm-legacy (positional events), dynamo-json (.json),\n"
 "                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
@@ -231,6 +234,10 @@ int cli_parse(int argc, char **argv, replay_options *o)
             o->wire = val;
         } else if (OPTION("--wire-out")) {
             o->wire_out = val;
+            o->wire_per_payload = 0;
+        } else if (OPTION("--wire-out-per-payload")) {
+            o->wire_out = val;
+            o->wire_per_payload = 1;
         } else if (FLAG("--sweep")) {
             o->sweep = 1;
         } else if (OPTION("--sweep-g1")) {
@@ -326,7 +333,7 @@ int cli_parse(int argc, char **argv, replay_options *o)
         return CLI_USAGE;
     }
     if (o->wire && !o->wire_out) {
-        fprintf(stderr, "kvreg-replay: --wire needs --wire-out DIR\n");
+        fprintf(stderr, "kvreg-replay: --wire needs --wire-out FILE (or --wire-out-per-payload DIR)\n");
         return CLI_USAGE;
     }
     return CLI_OK;

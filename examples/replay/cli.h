@@ -24,7 +24,8 @@ typedef struct replay_options {
     uint64_t checkpoint_every; /* requests between --verify-events checkpoints */
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
-    const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out DIR (NULL: none) */
+    const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out FILE (NULL: none) */
+    int wire_per_payload;        /* --wire-out-per-payload DIR: wire_out is the DIR */
     int json, skip_bad, verify, progress;
     uint32_t workers;          /* --workers: 0 is the single-engine replay */
     int router;                /* ROUTER_* (router.h) */

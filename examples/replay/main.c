@@ -118,7 +118,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvreg-replay: out of memory\n");
         return EXIT_VERIFY_OR_LIBRARY;
     }
-    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire ? o.wire : "vllm", &sink, &nm) != 0) {
+    if (o.wire_out && wire_out_open(&wire, o.wire_out, o.wire_per_payload,
+                                    o.wire ? o.wire : "vllm", &sink, &nm) != 0) {
         wire_out_close(&wire);
         namer_free(&nm);
         event_sink_free(&sink);

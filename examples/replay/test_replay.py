@@ -28,8 +28,8 @@ Cases:
   sweep                    --sweep's CSV and JSON tables equal single runs at the same
                            capacities (no G2, a fixed G2, a G1 x G2 grid)
   chart                    --chart writes a well-formed SVG and a PNG of the right size
-  wire-vllm                --wire vllm --wire-out: one file per batch, numbered in order, as
-                           many as the summary counts; python3-msgpack (tests/wire/
+  wire-vllm                --wire vllm --wire-out-per-payload: one file per batch, numbered in
+                           order, as many as the summary counts; python3-msgpack (tests/wire/
                            check_vllm_rules.py) checks vLLM's field rules and counts as many
                            stored / removed blocks as Register / Remove events
   wire-vllm-legacy         the same with positional events
@@ -382,7 +382,7 @@ def wire_run(fmt, tmp):
     out = os.path.join(tmp, "out")
     # No G2: evicted blocks leave the registry, so the payloads carry Removes too.
     report, _ = run_json(["--conversations", "12", "--g1-blocks", "48", "--g2-blocks", "0",
-                          "--wire", fmt, "--wire-out", out, "--verify-events"])
+                          "--wire", fmt, "--wire-out-per-payload", out, "--verify-events"])
     files = sorted(os.listdir(out))
     ext = "json" if fmt == "dynamo-json" else "msgpack"
     check(files == [f"{i:08d}.{ext}" for i in range(len(files))],

@@ -8,6 +8,8 @@
 
 #include <kvreg_wire.h>
 
+#include "../events/stream_file.h"
+
 static const struct {
     const char *name, *ext;
     uint32_t format;
@@ -37,12 +39,14 @@ static const char *extension(uint32_t format)
     return "bin";
 }
 
-int wire_out_open(wire_out *w, const char *dir, const char *format_name, event_sink *sink,
-                  const namer *nm)
+int wire_out_open(wire_out *w, const char *path, int per_payload, const char *format_name,
+                  event_sink *sink, const namer *nm)
 {
+    const char *dir = path;
     memset(w, 0, sizeof *w);
     hmap_init(&w->id_of_block_hash);
     w->dir = dir;
+    w->per_payload = per_payload;
     w->format_name = format_name;
     w->sink = sink;
     w->nm = nm;
@@ -50,8 +54,15 @@ int wire_out_open(wire_out *w, const char *dir, const char *format_name, event_s
         fprintf(stderr, "kvreg-replay: --wire: unknown format '%s'\n", format_name);
         return -1;
     }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "kvreg-replay: --wire-out %s: %s\n", dir, strerror(errno));
+    if (per_payload && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kvreg-replay: --wire-out-per-payload %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (!per_payload && !(w->stream = stream_file_create(path))) {
+        const int e = errno;
+        fprintf(stderr, "kvreg-replay: --wire-out %s: %s%s\n", path, strerror(e),
+                e == EISDIR ? " (--wire-out writes one stream file; --wire-out-per-payload DIR "
+                              "writes one file per payload)" : "");
         return -1;
     }
     int rc = kvreg_wire_encoder_new(&w->enc, w->format);
@@ -67,6 +78,8 @@ int wire_out_open(wire_out *w, const char *dir, const char *format_name, event_s
 
 void wire_out_close(wire_out *w)
 {
+    if (w->stream)
+        fclose(w->stream); /* every payload was flushed (and checked) when appended */
     kvreg_wire_encoder_free(w->enc);
     hmap_free(&w->id_of_block_hash);
     free(w->scratch_bh);
@@ -138,6 +151,13 @@ static const kvreg_event *with_tokens(wire_out *w, const kvreg_event *events, si
 
 static void write_payload(wire_out *w, const uint8_t *p, size_t len)
 {
+    if (w->stream) {
+        if (stream_file_append(w->stream, p, len) != 0)
+            wire_error(w, w->dir, strerror(errno));
+        else
+            w->batches++;
+        return;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%08llu.%s", w->dir, (unsigned long long)w->batches,
              extension(w->format));

@@ -1,7 +1,9 @@
 /*
- * wire_out: --wire FORMAT --wire-out DIR. Every batch of events the registry delivers (one
- * callback call) is encoded with libkvreg's wire encoder and written to DIR/NNNNNNNN.msgpack
- * (or .json), numbered from 00000000 in order: the payloads an engine would publish.
+ * wire_out: --wire FORMAT --wire-out FILE. Every batch of events the registry delivers (one
+ * callback call) is encoded with libkvreg's wire encoder: the payloads an engine would
+ * publish, appended in order to one stream file (format: examples/events/stream_file.h), or
+ * with --wire-out-per-payload DIR written to DIR/NNNNNNNN.msgpack (or .json), numbered from
+ * 00000000. (A long run makes tens of thousands of payloads: one file each only on request.)
  *
  * The replay registers blocks by hash only (the model has no real tokens), but vLLM payloads
  * must carry each block's tokens. The tokens of a block id are a pure function of the id
@@ -13,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <kvreg.h>
 
@@ -22,7 +25,9 @@
 #include "workload.h"
 
 typedef struct wire_out {
-    const char *dir;        /* NULL: no wire output */
+    const char *dir;        /* the FILE or DIR; NULL: no wire output */
+    int per_payload;        /* 1: DIR/NNNNNNNN.ext files; 0: one stream file */
+    FILE *stream;           /* the stream file (per_payload 0) */
     uint32_t format;        /* KVREG_WIRE_* */
     const char *format_name;
     struct kvreg_wire_encoder *enc;
@@ -41,9 +46,10 @@ typedef struct wire_out {
 /* "vllm", "vllm-legacy", "dynamo-json", "dynamo-msgpack" -> KVREG_WIRE_*; -1 if unknown. */
 int wire_out_format(const char *name, uint32_t *format);
 
-/* Create DIR if needed and the encoder. 0, or -1 after printing why. */
-int wire_out_open(wire_out *w, const char *dir, const char *format_name, event_sink *sink,
-                  const namer *nm);
+/* Create the stream FILE, or DIR if needed (per_payload), and the encoder. 0, or -1 after
+ * printing why. */
+int wire_out_open(wire_out *w, const char *path, int per_payload, const char *format_name,
+                  event_sink *sink, const namer *nm);
 void wire_out_close(wire_out *w);
 
 /* Remember the block ids of a request (call before the model runs it). 0 or -1 (memory). */

@@ -26,8 +26,73 @@ echo "installed into $P; kvreg.pc in ${pc#"$P"/}"
 pkg-config --libs kvreg | grep -q -- "-Wl,-rpath,$libdir" || {
     echo "FAIL: kvreg.pc gives no rpath to $libdir: $(pkg-config --libs kvreg)"; exit 1; }
 
-echo "== kvreg-replay (installed)"
-"$P/bin/kvreg-replay" --conversations 20 --no-progress | sed -n 1,2p
+# Every installed program, with an empty environment (no PATH, HOME, LD_LIBRARY_PATH): its
+# --help and one real command. A program installed without a command here fails the test, so
+# a new tool gets checked too.
+echo "== every installed program, under env -i"
+n=0
+for prog in "$P"/bin/*; do
+    name=${prog##*/}
+    env -i "$prog" --help >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: env -i $name --help"; exit 1; }
+    grep -qi usage "$tmp/out" || { cat "$tmp/out"; echo "FAIL: $name --help prints no usage"; exit 1; }
+    case $name in
+    kvreg-replay)
+        env -i "$prog" --conversations 20 --no-progress >"$tmp/out" 2>&1 ||
+            { cat "$tmp/out"; echo "FAIL: env -i $name --conversations 20"; exit 1; }
+        grep -q 'requests' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: $name printed no report"; exit 1; } ;;
+    kvreg-events)
+        # one Dynamo RouterEvent (a Remove of block 42), decoded from stdin
+        printf '%s' '{"worker_id":1,"event":{"event_id":7,"data":{"removed":{"block_hashes":[42]}},"dp_rank":0}}' |
+            env -i "$prog" decode --format dynamo-json - >"$tmp/out" 2>&1 && rc=0 || rc=$?
+        if grep -q 'not built\|ENOTSUP\|not supported' "$tmp/out"; then
+            # a library without the wire feature: the tool still ran and said why
+            [ "$rc" = 1 ] || { cat "$tmp/out"; echo "FAIL: $name decode without wire: exit $rc, not 1"; exit 1; }
+        else
+            grep -q '"type":"BlockRemoved","block_hashes":\[42\]' "$tmp/out" && [ "$rc" = 0 ] ||
+                { cat "$tmp/out"; echo "FAIL: env -i $name decode (exit $rc)"; exit 1; }
+        fi ;;
+    *)
+        echo "FAIL: $name is installed but $0 runs no command of it: add one"; exit 1 ;;
+    esac
+    echo "$name: --help and a real command ran with an empty environment"
+    n=$((n + 1))
+done
+[ "$n" -ge 2 ] || { echo "FAIL: expected kvreg-replay and kvreg-events in $P/bin, found $n programs"; exit 1; }
+
+echo "== manual pages and bash completions"
+for f in share/man/man1/kvreg-replay.1 share/man/man1/kvreg-events.1 share/man/man3/libkvreg.3 \
+         share/bash-completion/completions/kvreg-replay share/bash-completion/completions/kvreg-events; do
+    [ -s "$P/$f" ] || { echo "FAIL: not installed: $f"; exit 1; }
+done
+# man finds the pages from PATH alone (man-db maps <prefix>/bin to <prefix>/share/man)
+if command -v man >/dev/null 2>&1; then
+    page=$(env -i PATH="$P/bin:/usr/bin:/bin" man -w kvreg-events) &&
+        [ "$page" = "$P/share/man/man1/kvreg-events.1" ] ||
+        { echo "FAIL: man -w kvreg-events with $P/bin on PATH gave '${page:-}'"; exit 1; }
+fi
+echo "installed: kvreg-replay.1 kvreg-events.1 libkvreg.3 and both completions"
+
+echo "== the installed examples, built with only the installed headers and kvreg.pc"
+exdir=$P/share/doc/libkvreg/examples
+mkdir "$tmp/examples"
+for c in "$src"/examples/*.c; do
+    name=${c##*/}
+    [ -f "$exdir/$name" ] || { echo "FAIL: examples/$name is not installed in $exdir"; exit 1; }
+done
+# only the installed copies: nothing from the source tree or a build tree on the include path
+cp "$exdir"/*.c "$exdir"/*.h "$tmp/examples/"
+for c in "$tmp"/examples/*.c; do
+    name=$(basename "$c" .c)
+    # shellcheck disable=SC2046
+    cc -std=c99 -Wall -Wextra -Werror -o "$tmp/examples/$name" "$c" $(pkg-config --cflags --libs kvreg) -ldl ||
+        { echo "FAIL: examples/$name.c does not build against $P"; exit 1; }
+done
+for name in basic tiers prefix_match batch; do
+    env -i "$tmp/examples/$name" >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: example $name"; exit 1; }
+done
+env -i "$tmp/examples/dlopen" "$libdir/libkvreg.so.0" >"$tmp/out" 2>&1 ||
+    { cat "$tmp/out"; echo "FAIL: example dlopen"; exit 1; }
+echo "built $(ls "$tmp"/examples/*.c | wc -l) examples; ran basic tiers prefix_match batch dlopen"
 
 echo "== C"
 # shellcheck disable=SC2046
@@ -79,6 +144,11 @@ func main() {
 GO
     (cd "$tmp/go" && GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOCACHE="$tmp/go-cache" \
         GOPATH="$tmp/go-path" go build -o "$tmp/go-consumer" . ) && "$tmp/go-consumer"
+    # without pkg-config (bindings/go/link_default.go): PKG_CONFIG=false proves it is not asked
+    (cd "$tmp/go" && PKG_CONFIG=false CGO_CFLAGS="-I$P/include" \
+        CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local \
+        GOCACHE="$tmp/go-cache" GOPATH="$tmp/go-path" \
+        go build -tags kvreg_nopkgconfig -o "$tmp/go-consumer-nopc" . ) && "$tmp/go-consumer-nopc"
 else
     echo "skipped: go not found (Debian golang-go)"
 fi

@@ -171,41 +171,72 @@ def _installed_libdir():
     return getattr(_config, "LIBDIR", None)
 
 
-def _load():
-    """KVREG_LIBRARY (a path) wins; then the library installed beside this package (a
-    private prefix needs no LD_LIBRARY_PATH); then the SONAME; then find_library."""
-    path = os.environ.get("KVREG_LIBRARY")
-    if path:
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            raise ImportError("kvreg: cannot load KVREG_LIBRARY=%r: %s" % (path, e)) from e
+def _pkg_config_libdir(env):
+    """`pkg-config --variable=libdir kvreg`, or None (no pkg-config, no kvreg.pc)."""
+    import subprocess
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "kvreg"], env=env,
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    libdir = out.stdout.strip()
+    return libdir if out.returncode == 0 and libdir else None
+
+
+def _in_dir(path):
+    """KVREG_LIBRARY names the library file or the directory holding it."""
+    return os.path.join(path, _SONAME) if os.path.isdir(path) else path
+
+
+def _load(env=None, cdll=None, pkg_config=None):
+    """KVREG_LIBRARY (a file, or a directory holding libkvreg.so.0) wins, and only it is tried
+    when set; else the libdir of the `meson install` that installed this package (a private
+    prefix needs no LD_LIBRARY_PATH); then `pkg-config --variable=libdir kvreg`; then the
+    dynamic loader's own search (the SONAME), then find_library. The ImportError lists every
+    try and why it failed. (Parameters: for the tests only.)"""
+    env = os.environ if env is None else env
+    cdll = ctypes.CDLL if cdll is None else cdll
+    pkg_config = _pkg_config_libdir if pkg_config is None else pkg_config
     tried = []
+
+    def attempt(label, path):
+        try:
+            return cdll(path)
+        except OSError as e:
+            tried.append("%s: %s (%s)" % (label, path, e))
+            return None
+
+    explicit = env.get("KVREG_LIBRARY")
+    if explicit:
+        lib = attempt("KVREG_LIBRARY=%s" % explicit, _in_dir(explicit))
+        if lib is not None:
+            return lib
+        raise ImportError("kvreg: cannot load the library KVREG_LIBRARY names (a file, or a "
+                          "directory holding %s); tried %s" % (_SONAME, "; ".join(tried)))
+    candidates = []
     libdir = _installed_libdir()
     if libdir:
-        beside = os.path.join(libdir, _SONAME)
-        tried.append(beside)
-        if os.path.exists(beside):
-            try:
-                return ctypes.CDLL(beside)
-            except OSError:
-                pass
-    tried.append(_SONAME)
-    try:
-        return ctypes.CDLL(_SONAME)
-    except OSError:
-        pass
+        candidates.append(("the libdir of the meson install", os.path.join(libdir, _SONAME)))
+    libdir = pkg_config(env)
+    if libdir:
+        candidates.append(("pkg-config --variable=libdir kvreg", os.path.join(libdir, _SONAME)))
+    else:
+        tried.append("pkg-config --variable=libdir kvreg: no answer (no pkg-config, or no "
+                     "kvreg.pc on PKG_CONFIG_PATH)")
+    candidates.append(("the dynamic loader's default path", _SONAME))
+    for label, path in candidates:
+        lib = attempt(label, path)
+        if lib is not None:
+            return lib
     found = ctypes.util.find_library("kvreg")
     if found:
-        tried.append(found)
-        try:
-            return ctypes.CDLL(found)
-        except OSError:
-            pass
+        lib = attempt("ctypes.util.find_library", found)
+        if lib is not None:
+            return lib
     raise ImportError(
-        "kvreg: libkvreg not found (tried %s). Build and install it (`meson setup build && "
-        "meson install -C build`, then `ldconfig` for a system prefix), or set KVREG_LIBRARY "
-        "to the path of libkvreg.so.0 (a build tree has it in build/src/)." % ", ".join(tried))
+        "kvreg: libkvreg not found; tried %s. Install it (`meson install`, then `ldconfig` "
+        "for a system prefix), put its kvreg.pc on PKG_CONFIG_PATH, or set KVREG_LIBRARY to "
+        "libkvreg.so.0 or its directory (a build tree has it in build/src/)." % "; ".join(tried))
 
 
 def _errcheck(result, func, args):

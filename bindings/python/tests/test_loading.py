@@ -3,8 +3,10 @@
 import ctypes
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import types
 import unittest
 from unittest import mock
@@ -128,3 +130,87 @@ class Refusals(unittest.TestCase):
     def test_missing_symbols_are_named(self):
         with self.assertRaisesRegex(ImportError, "kvreg_register_batch"):
             _ffi._bind(types.SimpleNamespace(_name="libkvreg.so.0"))
+
+
+def _import_env(**changes):
+    """The environment of a child that imports the package from this tree with no
+    LD_LIBRARY_PATH, no KVREG_LIBRARY and no PKG_CONFIG_PATH unless given."""
+    env = dict(os.environ, PYTHONPATH=_PKG_DIR)
+    for name in ("KVREG_LIBRARY", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"):
+        env.pop(name, None)
+    env.update(changes)
+    return env
+
+
+def _loaded_from(env):
+    return subprocess.run([sys.executable, "-c", "import kvreg; print(kvreg._ffi.lib._name)"],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+class LoaderOrder(unittest.TestCase):
+    """KVREG_LIBRARY takes a file or a directory; without it, pkg-config's libdir, then the
+    loader's default path; the error lists every try."""
+
+    def setUp(self):
+        lib = os.environ.get("KVREG_LIBRARY")
+        if not lib or not os.path.isfile(lib):
+            self.skipTest("KVREG_LIBRARY does not name the build's library file")
+        self.libdir = os.path.dirname(os.path.abspath(lib))
+        self.soname = os.path.join(self.libdir, "libkvreg.so.0")
+        if not os.path.exists(self.soname):
+            self.skipTest("no libkvreg.so.0 beside KVREG_LIBRARY")
+
+    def test_directory(self):
+        res = _loaded_from(_import_env(KVREG_LIBRARY=self.libdir))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stdout.strip(), self.soname)
+
+    def test_directory_without_library_lists_the_try(self):
+        with tempfile.TemporaryDirectory() as empty:
+            res = _loaded_from(_import_env(KVREG_LIBRARY=empty))
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("ImportError", res.stderr)
+        self.assertIn("KVREG_LIBRARY=" + empty, res.stderr)
+        self.assertIn(os.path.join(empty, "libkvreg.so.0"), res.stderr)
+
+    def test_pkg_config_libdir(self):
+        if shutil.which("pkg-config") is None:
+            self.skipTest("pkg-config not installed")
+        with tempfile.TemporaryDirectory() as pcdir:
+            with open(os.path.join(pcdir, "kvreg.pc"), "w", encoding="utf-8") as f:
+                f.write("libdir=%s\nName: kvreg\nDescription: test\nVersion: 0.4.0\n"
+                        "Libs: -L${libdir} -lkvreg\n" % self.libdir)
+            res = _loaded_from(_import_env(PKG_CONFIG_PATH=pcdir))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stdout.strip(), self.soname)
+
+    def test_error_lists_every_try(self):
+        def refuse(path):
+            raise OSError("refused %s" % path)
+
+        with mock.patch("ctypes.util.find_library", return_value=None), \
+                mock.patch.object(_ffi, "_installed_libdir", return_value=None):
+            with self.assertRaises(ImportError) as cm:
+                _ffi._load(env={}, cdll=refuse, pkg_config=lambda env: "/pc/libdir")
+            msg = str(cm.exception)
+            self.assertIn("pkg-config --variable=libdir kvreg: /pc/libdir/libkvreg.so.0 "
+                          "(refused /pc/libdir/libkvreg.so.0)", msg)
+            self.assertIn("the dynamic loader's default path: libkvreg.so.0 (refused "
+                          "libkvreg.so.0)", msg)
+            with self.assertRaises(ImportError) as cm:
+                _ffi._load(env={}, cdll=refuse, pkg_config=lambda env: None)
+            self.assertIn("pkg-config --variable=libdir kvreg: no answer", str(cm.exception))
+            self.assertIn("default path: libkvreg.so.0", str(cm.exception))
+
+    def test_explicit_setting_is_the_only_try(self):
+        calls = []
+
+        def refuse(path):
+            calls.append(path)
+            raise OSError("refused")
+
+        with self.assertRaises(ImportError) as cm:
+            _ffi._load(env={"KVREG_LIBRARY": "/x/libkvreg.so.0"}, cdll=refuse,
+                       pkg_config=lambda env: "/pc/libdir")
+        self.assertEqual(calls, ["/x/libkvreg.so.0"])
+        self.assertIn("KVREG_LIBRARY=/x/libkvreg.so.0", str(cm.exception))

@@ -1,6 +1,7 @@
-//! Finds libkvreg for linking. No vendored C and no crates: the system's `pkg-config` program
-//! is asked (as libgit2-sys does), unless `KVREG_LIB_DIR` names the directory holding
-//! libkvreg.so, which skips pkg-config entirely (cross builds, unusual layouts).
+//! Finds libkvreg for linking. No vendored C and no crates: `KVREG_LIBRARY` (libkvreg.so or
+//! its directory) or `KVREG_LIB_DIR` (the directory) wins; else the system's `pkg-config`
+//! program is asked (as libgit2-sys does); else the linker's default path. The order and the
+//! message listing the tries are in locate.rs.
 
 use std::env;
 use std::path::Path;
@@ -9,9 +10,12 @@ use std::process::Command;
 /// Oldest libkvreg whose header these declarations match.
 const MIN_VERSION: &str = "0.3.0";
 
+include!("locate.rs");
+
 fn main() {
     // Re-run when anything that changes the answer changes; otherwise cargo caches a stale path.
     for var in [
+        "KVREG_LIBRARY",
         "KVREG_LIB_DIR",
         "PKG_CONFIG",
         "PKG_CONFIG_PATH",
@@ -21,52 +25,30 @@ fn main() {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     println!("cargo:rerun-if-changed=build.rs");
-
-    if let Some(dir) = env::var_os("KVREG_LIB_DIR") {
-        let dir = dir.to_string_lossy().into_owned();
-        println!("cargo:rustc-link-search=native={}", dir);
-        println!("cargo:rustc-link-lib=dylib=kvreg");
-        return;
-    }
+    println!("cargo:rerun-if-changed=locate.rs");
 
     let pkg_config = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
-
-    // --atleast-version exits non-zero both for "too old" and "not found"; say which helps.
-    let ok = run(&pkg_config, &["--atleast-version", MIN_VERSION, "kvreg"]);
-    if ok.is_none() {
-        let found = run(&pkg_config, &["--modversion", "kvreg"]);
-        match found {
-            Some(v) => fail(&format!(
-                "libkvreg {} found by {}, but >= {} is required",
-                v.trim(),
-                pkg_config,
-                MIN_VERSION
-            )),
-            None => fail(&format!(
-                "libkvreg not found by `{} kvreg`: install it (`meson install`), set \
-                 PKG_CONFIG_PATH to the directory of its kvreg.pc (for a prefix P on Debian: \
-                 P/lib/x86_64-linux-gnu/pkgconfig; a Meson build dir has meson-uninstalled/), \
-                 or set KVREG_LIB_DIR",
-                pkg_config
-            )),
-        }
+    let plan = locate(
+        &|name| env::var(name).ok(),
+        &|| pkg_config_libs(&pkg_config),
+        &|path| Path::new(path).is_dir(),
+    );
+    for dir in &plan.search {
+        println!("cargo:rustc-link-search=native={}", dir);
     }
-
-    let libs = run(&pkg_config, &["--libs", "kvreg"])
-        .unwrap_or_else(|| fail("pkg-config --libs kvreg failed"));
-    let mut linked = false;
-    for flag in libs.split_whitespace() {
-        if let Some(dir) = flag.strip_prefix("-L") {
-            println!("cargo:rustc-link-search=native={}", dir);
-        } else if let Some(name) = flag.strip_prefix("-l") {
-            println!("cargo:rustc-link-lib={}", name);
-            linked |= name == "kvreg";
-        }
-        // Anything else (-pthread, -Wl,...) is for C linkers; the shared library carries its
-        // own dependencies, so nothing is lost by dropping it.
+    for lib in &plan.libs {
+        println!("cargo:rustc-link-lib={}", lib);
     }
-    if !linked {
-        println!("cargo:rustc-link-lib=dylib=kvreg");
+    if !plan.tried.is_empty() && plan.search.is_empty() {
+        // Nothing named a directory: the link may still work (a system install), but if it
+        // fails, cargo shows this line beside the linker's error.
+        println!(
+            "cargo:warning=kvreg-sys: linking libkvreg from {}; tried {}. If the link fails: \
+             install libkvreg, put its kvreg.pc on PKG_CONFIG_PATH (prefix P on Debian: \
+             P/lib/x86_64-linux-gnu/pkgconfig), or set KVREG_LIBRARY to libkvreg.so or its directory",
+            plan.source,
+            plan.tried.join("; ")
+        );
     }
 
     // Exposed to dependents as DEP_KVREG_INCLUDE (the `links` metadata), for crates that
@@ -83,6 +65,23 @@ fn main() {
             println!("cargo:rustc-env=KVREG_SYS_HEADER={}", Path::new(dir).join("kvreg.h").display());
         }
     }
+}
+
+/// `pkg-config --libs kvreg` for a new enough kvreg, or why not (too old, not found).
+fn pkg_config_libs(pkg_config: &str) -> Result<String, String> {
+    // --atleast-version exits non-zero both for "too old" and "not found"; say which helps.
+    if run(pkg_config, &["--atleast-version", MIN_VERSION, "kvreg"]).is_none() {
+        return Err(match run(pkg_config, &["--modversion", "kvreg"]) {
+            Some(v) => fail(&format!(
+                "libkvreg {} found by {}, but >= {} is required",
+                v.trim(),
+                pkg_config,
+                MIN_VERSION
+            )),
+            None => format!("`{} kvreg` found no kvreg.pc (or no {})", pkg_config, pkg_config),
+        });
+    }
+    run(pkg_config, &["--libs", "kvreg"]).ok_or_else(|| "pkg-config --libs kvreg failed".to_string())
 }
 
 /// Runs the program; Some(stdout) on exit status 0, None on any failure to run or succeed.
