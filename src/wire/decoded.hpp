@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kvreg_wire.h"
@@ -14,9 +15,19 @@ namespace kvreg::wire {
 
 inline constexpr size_t kNone = SIZE_MAX;
 
+// Everything about an event that kvreg_wire_event_ext reports, by index / offset.
 struct EventParts {
     size_t hashes = 0, tokens = 0, tokens_hashes = kNone; // first index in the buffers
     size_t medium_name = kNone, lora_name = kNone;        // offset in strings
+    size_t tag = kNone, cache_salt = kNone, kind = kNone; // offset in strings
+    size_t extra_keys = kNone, extra_keys_len = 0;        // offset in strings (raw bytes)
+    int64_t lora_id = 0, sliding_window = 0;
+    uint32_t shape = 0, n_fields = 0;
+    uint8_t medium_form = KVREG_WIRE_FIELD_ABSENT, lora_name_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t lora_id_form = KVREG_WIRE_FIELD_ABSENT, group_idx_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t cache_salt_form = KVREG_WIRE_FIELD_ABSENT, kind_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t sliding_form = KVREG_WIRE_FIELD_ABSENT, extra_keys_form = KVREG_WIRE_FIELD_ABSENT;
+    bool token_pairs = false;
 };
 
 class DecodedBatch {
@@ -73,13 +84,46 @@ public:
             size_t tok_end = k + 1 < parts.size() ? parts[k + 1].tokens : tokens.size();
             e.n_block_hashes = hash_end - p.hashes;
             e.block_hashes = e.n_block_hashes ? hashes.data() + p.hashes : nullptr;
-            e.n_token_ids = tok_end - p.tokens;
+            e.n_token_ids = p.token_pairs ? 0 : tok_end - p.tokens;
             e.token_ids = e.n_token_ids ? tokens.data() + p.tokens : nullptr;
             e.tokens_hashes = p.tokens_hashes != kNone ? tokens_hashes.data() + p.tokens_hashes
                                                        : nullptr;
             e.medium_name = p.medium_name != kNone ? strings.data() + p.medium_name : nullptr;
             e.lora_name = p.lora_name != kNone ? strings.data() + p.lora_name : nullptr;
         }
+    }
+
+    // The extended view of event k (after finish()); fills at most ext.struct_size bytes.
+    void ext(size_t k, kvreg_wire_event_ext &out) const noexcept {
+        const EventParts &p = parts[k];
+        size_t tok_end = k + 1 < parts.size() ? parts[k + 1].tokens : tokens.size();
+        auto str = [&](size_t off) { return off != kNone ? strings.data() + off : nullptr; };
+        kvreg_wire_event_ext x{};
+        x.struct_size = static_cast<uint32_t>(sizeof x);
+        x.shape = p.shape;
+        x.tag = str(p.tag);
+        x.n_fields = p.n_fields;
+        x.medium_form = p.medium_form;
+        x.lora_name_form = p.lora_name_form;
+        x.lora_id_form = p.lora_id_form;
+        x.lora_id = p.lora_id;
+        x.token_pairs = p.token_pairs;
+        x.group_idx_form = p.group_idx_form;
+        if (p.token_pairs && tok_end > p.tokens)
+            x.pair_token_ids = tokens.data() + p.tokens, x.n_pair_token_ids = tok_end - p.tokens;
+        x.cache_salt = str(p.cache_salt);
+        x.cache_salt_form = p.cache_salt_form;
+        x.kv_cache_spec_kind_form = p.kind_form;
+        x.kv_cache_spec_kind = str(p.kind);
+        x.sliding_window_form = p.sliding_form;
+        x.kv_cache_spec_sliding_window = p.sliding_window;
+        x.extra_keys_form = p.extra_keys_form;
+        if (p.extra_keys != kNone)
+            x.extra_keys = reinterpret_cast<const uint8_t *>(strings.data() + p.extra_keys),
+            x.extra_keys_len = p.extra_keys_len;
+        const size_t n = out.struct_size < sizeof x ? out.struct_size : sizeof x;
+        std::memcpy(&out, &x, n);
+        out.struct_size = static_cast<uint32_t>(n);
     }
 };
 
