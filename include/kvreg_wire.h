@@ -264,6 +264,17 @@ typedef struct kvreg_wire_event_ext {
                                   (a list of per-block tuples / nils; mixed types, so not
                                   decoded further); NULL when absent */
     size_t extra_keys_len;
+    /* vLLM >= 0.26 strings (str | None each): locality ("LOCAL" / "REMOTE"), ownership (a
+     * secondary tier's id), session_id (also SGLang's); NULL when absent or nil. */
+    const char *locality;
+    const char *ownership;
+    const char *session_id;
+    uint32_t locality_form;
+    uint32_t ownership_form;
+    uint32_t session_id_form;
+    uint32_t block_size_form;
+    uint32_t parent_form;     /* parent_block_hash: absent, nil, or set (has_parent) */
+    uint32_t reserved32;      /* zero */
 } kvreg_wire_event_ext;
 
 /* Fills *ext for event `index` of the last successful kvreg_wire_decode() on dec (pointers
@@ -271,6 +282,21 @@ typedef struct kvreg_wire_event_ext {
  * first two fields; KVREG_ERANGE: index past the batch. */
 KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t index,
                                            kvreg_wire_event_ext *ext) KVREG_NOEXCEPT;
+
+/* Encode the last payload dec decoded (successfully) again, from what it decoded, the way the
+ * upstream encoder that produced it writes it (msgspec's rules for vLLM and SGLang: the outer
+ * batch and positional events as arrays of the same length, map events with the same keys in
+ * the same order, every integer in its smallest form, floats as float64, None as nil): for a
+ * payload an upstream encoder wrote, the bytes are identical to the input. Bytes hashes are
+ * kept as they came (the u64 the struct holds is their last 8 bytes).
+ * *payload points into dec and stays valid until its next call or free.
+ * KVREG_ESTATE: nothing decoded yet, the last decode failed, or the payload held something the
+ * decoder does not keep (a key it does not read, an event of an unknown type, a value of
+ * another type in a position it recognises by type): re-encoding would lose it.
+ * KVREG_ENOTSUP: Dynamo formats (not supported yet). KVREG_EINVAL: NULL arguments.
+ * KVREG_ENOMEM. (0.5) */
+KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
+                                          size_t *payload_len) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -12,6 +12,7 @@
 #include "encode.hpp"
 #include "mp_write.hpp"
 #include "plan.hpp"
+#include "reencode.hpp"
 
 using namespace kvreg::wire;
 
@@ -28,6 +29,7 @@ struct kvreg_wire_decoder {
     uint32_t format;
     DecodeLimits limits;
     DecodedBatch batch;
+    MpWriter reencoded;
     std::string error;
     uint64_t stats[5] = {};
 };
@@ -232,6 +234,22 @@ KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t
     if (index >= dec->batch.events.size())
         return KVREG_ERANGE;
     dec->batch.ext(index, *ext);
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
+                                          size_t *payload_len) noexcept {
+    if (!dec || !payload || !payload_len)
+        return KVREG_EINVAL;
+    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK)
+        return KVREG_ENOTSUP;
+    if (!reencodable(dec->batch))
+        return KVREG_ESTATE;
+    reencode_vllm(dec->batch, dec->reencoded);
+    if (!dec->reencoded.ok())
+        return KVREG_ENOMEM;
+    *payload = dec->reencoded.data();
+    *payload_len = dec->reencoded.size();
     return KVREG_OK;
 }
 

@@ -37,11 +37,6 @@ uint32_t type_of(const MpHead &h) noexcept {
 // The smallest event that decodes to a kvreg_wire_event: ["BlockStored", []] (14 bytes).
 constexpr size_t kMinEventBytes = 14;
 
-// Fields of a map event, for finding repeated keys (a bit each).
-enum Field : unsigned {
-    F_TYPE, F_HASHES, F_PARENT, F_TOKENS, F_BLOCK_SIZE, F_MEDIUM, F_LORA_NAME, F_LORA_ID,
-    F_GROUP, F_EXTRA, F_KIND, F_WINDOW, F_SALT, F_COUNT
-};
 
 class VllmDecoder {
 public:
@@ -57,6 +52,8 @@ public:
         int64_t dp = 0;
         if ((h.kind == MpKind::Array || h.kind == MpKind::Map) && !r_.check_depth(h, 1))
             return false;
+        BatchShape &shape = out_.shape;
+        shape.count = static_cast<uint32_t>(h.count);
         if (h.kind == MpKind::Array) {
             if (h.count < 2)
                 return r_.fail(h.off, "the batch array needs at least 2 elements [ts, events]");
@@ -64,11 +61,15 @@ public:
                 return false;
             if (h.count >= 3 && !dp_rank(has_dp, dp))
                 return false;
+            if (h.count >= 3)
+                shape.dp_form = has_dp ? KVREG_WIRE_FIELD_SET : KVREG_WIRE_FIELD_NIL;
+            shape.lossy |= h.count > 3;
             for (size_t k = 3; k < h.count; k++)
                 if (!r_.skip(2))
                     return false;
         } else if (h.kind == MpKind::Map) {
             bool has_ts = false, has_events = false, seen_dp = false;
+            shape.map = true;
             for (size_t k = 0; k < h.count; k++) {
                 MpHead key;
                 if (!r_.head(key))
@@ -79,12 +80,14 @@ public:
                     if (!number(ts))
                         return false;
                     has_ts = true;
+                    record_key(0);
                 } else if (is(key, "events")) {
                     if (has_events)
                         return r_.fail(key.off, "a repeated key in a map");
                     if (!events())
                         return false;
                     has_events = true;
+                    record_key(1);
                 } else if (is(key, "data_parallel_rank") || is(key, "dp_rank") ||
                            is(key, "attn_dp_rank")) {
                     if (seen_dp) // the three names are one field
@@ -92,8 +95,12 @@ public:
                     if (!dp_rank(has_dp, dp))
                         return false;
                     seen_dp = true;
-                } else if (!r_.skip(2)) {
-                    return false;
+                    shape.dp_form = has_dp ? KVREG_WIRE_FIELD_SET : KVREG_WIRE_FIELD_NIL;
+                    record_key(is(key, "data_parallel_rank") ? 2 : is(key, "dp_rank") ? 3 : 4);
+                } else {
+                    shape.lossy = true;
+                    if (!r_.skip(2))
+                        return false;
                 }
             }
             if (!has_ts || !has_events)
@@ -103,6 +110,8 @@ public:
         }
         if (!r_.at_end())
             return r_.fail(r_.pos(), "bytes after the end of the batch");
+        shape.ok = true;
+        shape.ts = ts, shape.dp = dp;
         for (kvreg_wire_event &e : out_.events) {
             e.ts = ts;
             e.has_dp_rank = has_dp;
@@ -112,10 +121,18 @@ public:
     }
 
 private:
+    // The batch map's keys in wire order (each at most once: repeats are errors).
+    void record_key(uint8_t id) {
+        if (n_keys_ < 3)
+            out_.shape.key_order[n_keys_++] = id;
+    }
+
     bool number(double &v) {
         MpHead h;
         if (!r_.head(h))
             return false;
+        out_.shape.ts_int = h.kind != MpKind::Float;
+        out_.shape.lossy |= out_.shape.ts_int; // upstream always sends a float
         if (h.kind == MpKind::Float)
             v = h.f;
         else if (h.kind == MpKind::Uint)
@@ -150,12 +167,17 @@ private:
         return opt_int(has, v, "data_parallel_rank must be an integer or nil");
     }
 
-    bool hash_value(const MpHead &h, uint64_t &v) {
+    // Sets *sign for a negative int, *bin for bytes.
+    bool hash_value(const MpHead &h, uint64_t &v, bool *sign = nullptr, bool *bin = nullptr) {
         if (h.kind == MpKind::Uint) {
             v = h.u;
         } else if (h.kind == MpKind::Int) {
             v = static_cast<uint64_t>(h.i);
+            if (sign)
+                *sign = true;
         } else if (h.kind == MpKind::Bin) {
+            if (bin)
+                *bin = true;
             // the last 8 bytes, big-endian; fewer bytes are left-padded with zeros
             size_t start = h.len > 8 ? h.len - 8 : 0;
             v = 0;
@@ -167,7 +189,18 @@ private:
         return true;
     }
 
-    bool hashes() {
+    // A copy of the payload's bytes [start, r_.pos()) into strings (raw values kept for
+    // re-encoding); returns the offset.
+    size_t keep_raw(size_t start, size_t &len) {
+        const char *raw = reinterpret_cast<const char *>(r_.data()) + start;
+        len = r_.pos() - start;
+        size_t off = out_.strings.size();
+        out_.strings.insert(out_.strings.end(), raw, raw + len);
+        return off;
+    }
+
+    bool hashes(size_t idx) {
+        const size_t start = r_.pos();
         MpHead h;
         if (!r_.head(h))
             return false;
@@ -178,26 +211,40 @@ private:
         // The count is bounded by the bytes left (head() checked): sizing for it is safe.
         const size_t at = out_.hashes.size();
         out_.hashes.resize(at + h.count);
+        bool sign = false, bin = false;
         for (size_t k = 0; k < h.count; k++) {
             uint64_t &v = out_.hashes[at + k];
             if (r_.try_uint(v))
                 continue;
             MpHead e;
-            if (!r_.head(e) || !hash_value(e, v))
+            if (!r_.head(e) || !hash_value(e, v, &sign, &bin))
                 return false;
         }
+        EventParts &p = out_.parts[idx];
+        p.hashes_signed = sign;
+        if (bin)
+            p.raw_hashes = keep_raw(start, p.raw_hashes_len);
         return true;
     }
 
-    bool parent(kvreg_wire_event &ev) {
+    bool parent(size_t idx) {
+        const size_t start = r_.pos();
+        kvreg_wire_event &ev = out_.events[idx];
+        EventParts &p = out_.parts[idx];
         MpHead h;
         if (!r_.head(h))
             return false;
-        if (h.kind == MpKind::Nil)
+        if (h.kind == MpKind::Nil) {
+            p.parent_form = KVREG_WIRE_FIELD_NIL;
             return true;
-        if (!hash_value(h, ev.parent_block_hash))
+        }
+        bool bin = false;
+        if (!hash_value(h, ev.parent_block_hash, &p.parent_signed, &bin))
             return false;
+        if (bin)
+            p.raw_parent = keep_raw(start, p.raw_parent_len);
         ev.has_parent = 1;
+        p.parent_form = KVREG_WIRE_FIELD_SET;
         return true;
     }
 
@@ -257,15 +304,19 @@ private:
         return true;
     }
 
-    bool block_size(kvreg_wire_event &ev) {
+    bool block_size(size_t idx) {
         MpHead h;
         if (!r_.head(h))
             return false;
-        if (h.kind == MpKind::Nil)
+        EventParts &p = out_.parts[idx];
+        if (h.kind == MpKind::Nil) {
+            p.block_size_form = KVREG_WIRE_FIELD_NIL;
             return true;
+        }
         if (h.kind != MpKind::Uint || h.u > UINT32_MAX)
             return r_.fail(h.off, "block_size must be an integer in [0, 2^32)");
-        ev.block_size = static_cast<uint32_t>(h.u);
+        out_.events[idx].block_size = static_cast<uint32_t>(h.u);
+        p.block_size_form = KVREG_WIRE_FIELD_SET;
         return true;
     }
 
@@ -338,6 +389,7 @@ private:
     bool sglang_metadata(size_t idx, const MpHead &m) {
         if (!r_.check_depth(m, 4))
             return false;
+        out_.parts[idx].sglang_meta = true;
         bool seen = false;
         for (size_t k = 0; k < m.count; k++) {
             MpHead key;
@@ -350,8 +402,10 @@ private:
                 EventParts &p = out_.parts[idx];
                 if (!opt_str(p.cache_salt, p.cache_salt_form, "cache_salt must be a string or nil"))
                     return false;
-            } else if (!r_.skip(5)) {
-                return false;
+            } else {
+                out_.parts[idx].lossy = true;
+                if (!r_.skip(5))
+                    return false;
             }
         }
         return true;
@@ -369,7 +423,7 @@ private:
         EventParts &p = out_.parts[idx];
         if (h.kind == MpKind::Str || h.kind == MpKind::Nil)
             return opt_str(p.lora_name, p.lora_name_form, "lora_name must be a string or nil");
-        return r_.skip(4); // tolerated, as before: ignored
+        return ignore(idx); // tolerated, as before: ignored
     }
 
     bool group_idx(size_t idx) {
@@ -434,6 +488,7 @@ private:
             if (!r_.skip(4))
                 return false;
         out_.skipped++;
+        out_.shape.lossy = true; // re-encoding would drop it
         return true;
     }
 
@@ -473,6 +528,7 @@ private:
             if (!r_.head(key))
                 return false;
             if (key.kind != MpKind::Str) {
+                out_.parts[idx].lossy = true;
                 if (!r_.skip(4)) // not a field of ours
                     return false;
                 continue;
@@ -504,14 +560,23 @@ private:
                 f = F_WINDOW;
             else if (stored && is(key, "cache_salt"))
                 f = F_SALT;
+            else if (type != KVREG_WIRE_CLEARED && is(key, "locality"))
+                f = F_LOCALITY;
+            else if (is(key, "ownership"))
+                f = F_OWNERSHIP;
+            else if (stored && is(key, "session_id"))
+                f = F_SESSION;
             if (f == F_COUNT) {
-                if (!r_.skip(4)) // locality, ownership, session_id, later fields
+                out_.parts[idx].lossy = true;
+                if (!r_.skip(4)) // later fields
                     return false;
                 continue;
             }
             if (seen & (1u << f))
                 return r_.fail(key.off, "a repeated key in a map");
             seen |= 1u << f;
+            EventParts &pp = out_.parts[idx];
+            pp.order[pp.n_order++] = static_cast<uint8_t>(f);
             if (!map_field(f, idx))
                 return false;
         }
@@ -524,10 +589,10 @@ private:
         EventParts &p = out_.parts[idx];
         switch (f) {
         case F_TYPE: return r_.skip(4);
-        case F_HASHES: return hashes();
-        case F_PARENT: return parent(out_.events[idx]);
+        case F_HASHES: return hashes(idx);
+        case F_PARENT: return parent(idx);
         case F_TOKENS: return tokens(idx);
-        case F_BLOCK_SIZE: return block_size(out_.events[idx]);
+        case F_BLOCK_SIZE: return block_size(idx);
         case F_MEDIUM: return medium(idx);
         case F_LORA_NAME:
             return opt_str(p.lora_name, p.lora_name_form, "lora_name must be a string or nil");
@@ -539,6 +604,12 @@ private:
         case F_WINDOW: return sliding_window(idx);
         case F_SALT:
             return opt_str(p.cache_salt, p.cache_salt_form, "cache_salt must be a string or nil");
+        case F_LOCALITY:
+            return opt_str(p.locality, p.locality_form, "locality must be a string or nil");
+        case F_OWNERSHIP:
+            return opt_str(p.ownership, p.ownership_form, "ownership must be a string or nil");
+        case F_SESSION:
+            return opt_str(p.session, p.session_form, "session_id must be a string or nil");
         default: return r_.skip(4);
         }
     }
@@ -569,13 +640,12 @@ private:
 
     // Field `pos` of a positional event (position 0 is the tag).
     bool positional(uint32_t type, size_t idx, size_t pos) {
-        kvreg_wire_event &ev = out_.events[idx];
         if (type == KVREG_WIRE_STORED) {
             switch (pos) {
-            case 1: return hashes();
-            case 2: return parent(ev);
+            case 1: return hashes(idx);
+            case 2: return parent(idx);
             case 3: return tokens(idx);
-            case 4: return block_size(ev);
+            case 4: return block_size(idx);
             case 5: return lora_id(idx);
             case 6: return medium(idx);
             case 7: return lora_name_or_metadata(idx); // or SGLang's {"cache_salt": ...}
@@ -583,20 +653,26 @@ private:
             case 9: return trailing_group_idx(idx);
             case 10: return trailing_kind(idx);
             case 11: return trailing_window(idx);
-            default: return r_.skip(4); // later fields
+            default: return ignore(idx); // later fields
             }
         }
         if (type == KVREG_WIRE_REMOVED) {
             switch (pos) {
-            case 1: return hashes();
+            case 1: return hashes(idx);
             case 2: return medium(idx);
             case 3: return trailing_group_idx(idx);
-            default: return r_.skip(4);
+            default: return ignore(idx);
             }
         }
         // AllBlocksCleared / TierBlocksCleared: llm-d reads a medium at position 1
         if (pos == 1)
             return medium(idx);
+        return ignore(idx);
+    }
+
+    // A value this decoder does not keep: skipped, and the event cannot be re-encoded.
+    bool ignore(size_t idx) {
+        out_.parts[idx].lossy = true;
         return r_.skip(4);
     }
 
@@ -623,7 +699,7 @@ private:
             return true;
         }
         r_.seek(h.off);
-        return r_.skip(4);
+        return ignore(idx);
     }
     bool trailing_kind(size_t idx) {
         MpHead h;
@@ -632,7 +708,7 @@ private:
             return false;
         r_.seek(at);
         if (h.kind != MpKind::Str && h.kind != MpKind::Nil)
-            return r_.skip(4);
+            return ignore(idx);
         EventParts &p = out_.parts[idx];
         return opt_str(p.kind, p.kind_form, "");
     }
@@ -643,15 +719,16 @@ private:
             return false;
         r_.seek(at);
         if (h.kind != MpKind::Uint && h.kind != MpKind::Int && h.kind != MpKind::Nil)
-            return r_.skip(4);
+            return ignore(idx);
         if (h.kind == MpKind::Uint && h.u > static_cast<uint64_t>(INT64_MAX))
-            return r_.skip(4);
+            return ignore(idx);
         return sliding_window(idx);
     }
 
     MpReader &r_;
     DecodedBatch &out_;
     const DecodeLimits &lim_;
+    unsigned n_keys_ = 0; // batch map keys recorded
 };
 
 } // namespace
