@@ -329,6 +329,8 @@ private:
         if (h.kind == MpKind::Str) {
             slot = out_.keep_string(h.data, h.len);
             form = KVREG_WIRE_FIELD_SET;
+            if (std::memchr(h.data, 0, h.len)) // the C string ends early: not re-encodable
+                out_.shape.lossy = true;
             return true;
         }
         if (h.kind == MpKind::Nil) {
