@@ -10,6 +10,8 @@
 #include "doc.hpp"
 #include "media.hpp"
 
+#include <cstring>
+
 namespace kvreg::wire {
 namespace {
 
@@ -155,6 +157,10 @@ private:
             return fail(data, "KvCacheEvent.data must be a one-key object or \"cleared\"");
         }
 
+        static const char *const kTags[] = {"", "stored", "removed", "cleared"};
+        EventParts &tp = out_.parts[idx];
+        tp.tag = out_.keep_string(kTags[out_.events[idx].type], std::strlen(kTags[out_.events[idx].type]));
+        tp.shape = KVREG_WIRE_SHAPE_DYNAMO;
         kvreg_wire_event &e = out_.events[idx];
         e.worker_id = worker, e.event_id = event_id;
         e.has_dp_rank = 1, e.dp_rank = static_cast<int64_t>(dp);

@@ -275,6 +275,39 @@ static void test_ext_struct_size(void **state)
     kvreg_wire_decoder_free(dec);
 }
 
+/* Dynamo: storage_tier absent, null and set are told apart; tag and shape. */
+static void test_dynamo_ext(void **state)
+{
+    (void)state;
+    const char *js = "[{\"event\":{\"data\":\"cleared\"}},"
+                     "{\"storage_tier\":null,\"event\":{\"data\":{\"removed\":"
+                     "{\"block_hashes\":[3]}}}},"
+                     "{\"storage_tier\":\"disk\",\"event\":{\"data\":{\"stored\":"
+                     "{\"parent_hash\":null,\"blocks\":[]}}}}]";
+    kvreg_wire_decoder *dec;
+    const kvreg_wire_event *ev;
+    size_t n;
+    assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_decode(dec, js, strlen(js), &ev, &n, NULL), KVREG_OK);
+    assert_int_equal(n, 3);
+    static const char *const tags[] = {"cleared", "removed", "stored"};
+    static const uint32_t forms[] = {KVREG_WIRE_FIELD_ABSENT, KVREG_WIRE_FIELD_NIL,
+                                     KVREG_WIRE_FIELD_SET};
+    for (size_t k = 0; k < 3; k++) {
+        kvreg_wire_event_ext x;
+        x.struct_size = sizeof x;
+        assert_int_equal(kvreg_wire_decoder_event_ext(dec, k, &x), KVREG_OK);
+        assert_int_equal(x.shape, KVREG_WIRE_SHAPE_DYNAMO);
+        assert_string_equal(x.tag, tags[k]);
+        assert_int_equal(x.medium_form, forms[k]);
+    }
+    assert_int_equal(ev[0].medium, KVREG_MEDIUM_GPU);
+    assert_null(ev[0].medium_name);
+    assert_int_equal(ev[2].medium, KVREG_MEDIUM_STORAGE);
+    assert_string_equal(ev[2].medium_name, "disk");
+    kvreg_wire_decoder_free(dec);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -286,6 +319,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_reencode_refuses),
         cmocka_unit_test(test_ext_struct_size),
+        cmocka_unit_test(test_dynamo_ext),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
