@@ -10,8 +10,6 @@
 #include "doc.hpp"
 #include "media.hpp"
 
-#include <cstring>
-
 namespace kvreg::wire {
 namespace {
 
@@ -159,7 +157,7 @@ private:
 
         static const char *const kTags[] = {"", "stored", "removed", "cleared"};
         EventParts &tp = out_.parts[idx];
-        tp.tag = out_.keep_string(kTags[out_.events[idx].type], std::strlen(kTags[out_.events[idx].type]));
+        tp.tag = kTags[out_.events[idx].type];
         tp.shape = KVREG_WIRE_SHAPE_DYNAMO;
         kvreg_wire_event &e = out_.events[idx];
         e.worker_id = worker, e.event_id = event_id;

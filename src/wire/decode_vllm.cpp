@@ -34,6 +34,16 @@ uint32_t type_of(const MpHead &h) noexcept {
     return 0;
 }
 
+// The static spelling of a tag type_of() knows.
+const char *tag_name(const MpHead &h) noexcept {
+    static const char *const kTags[] = {"BlockStored", "BlockStoredWithMetadata", "BlockRemoved",
+                                        "AllBlocksCleared", "TierBlocksCleared"};
+    for (const char *t : kTags)
+        if (is(h, t))
+            return t;
+    return nullptr;
+}
+
 // The smallest event that decodes to a kvreg_wire_event: ["BlockStored", []] (14 bytes).
 constexpr size_t kMinEventBytes = 14;
 
@@ -444,7 +454,7 @@ private:
             return r_.fail(at.off, "more events than the decoder's max_events");
         idx = out_.begin(type);
         EventParts &p = out_.parts[idx];
-        p.tag = out_.keep_string(tag.data, tag.len);
+        p.tag = tag_name(tag); // a static copy: no bytes per event
         p.shape = shape;
         p.n_fields = static_cast<uint32_t>(shape == KVREG_WIRE_SHAPE_MAP ? at.count : at.count);
         return true;

@@ -27,7 +27,8 @@ static_assert(F_COUNT <= 24, "EventParts::order holds every field once");
 struct EventParts {
     size_t hashes = 0, tokens = 0, tokens_hashes = kNone; // first index in the buffers
     size_t medium_name = kNone, lora_name = kNone;        // offset in strings
-    size_t tag = kNone, cache_salt = kNone, kind = kNone; // offset in strings
+    const char *tag = nullptr;                            // a static name (known tags only)
+    size_t cache_salt = kNone, kind = kNone;              // offset in strings
     size_t extra_keys = kNone, extra_keys_len = 0;        // offset in strings (raw bytes)
     int64_t lora_id = 0, sliding_window = 0;
     uint32_t shape = 0, n_fields = 0;
@@ -138,7 +139,7 @@ public:
         kvreg_wire_event_ext x{};
         x.struct_size = static_cast<uint32_t>(sizeof x);
         x.shape = p.shape;
-        x.tag = str(p.tag);
+        x.tag = p.tag;
         x.n_fields = p.n_fields;
         x.medium_form = p.medium_form;
         x.lora_name_form = p.lora_name_form;

@@ -75,7 +75,7 @@ private:
         const kvreg_wire_event &e = b_.events[k];
         const EventParts &p = b_.parts[k];
         switch (f) {
-        case F_TYPE: w_.str(str(p.tag)); break;
+        case F_TYPE: w_.str(p.tag); break;
         case F_HASHES:
             if (p.raw_hashes != kNone) {
                 raw(p.raw_hashes, p.raw_hashes_len);
