@@ -108,7 +108,8 @@ KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *even
                                  clears every tier: safe, if more than needed. */
 
 /* Medium of a decoded event whose medium name is not one this library knows (the name is kept
- * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do. */
+ * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do;
+ * medium_name is then NULL, and kvreg_wire_event_ext.medium_form says which it was. */
 #define KVREG_MEDIUM_UNKNOWN UINT32_MAX
 
 /* One decoded event (152 bytes on LP64; tests/header pins the layout). Pointers are borrowed
