@@ -10,6 +10,8 @@
 #include "doc.hpp"
 #include "media.hpp"
 
+#include <vector>
+
 namespace kvreg::wire {
 namespace {
 
@@ -27,9 +29,19 @@ public:
             return router_event(root);
         if (root.kind != Val::Array)
             return fail(root, "a Dynamo payload is an array of RouterEvents or one RouterEvent");
-        // Room for as many events as the payload can hold, so the buffers never double while
-        // decoding (which would double the memory bound).
+        // Room for the events the array holds (at most what the payload can hold), so the
+        // buffers do not grow while decoding: growing holds the old and the new buffer at
+        // once, up to 3x the bytes needed. msgpack says the count; JSON is counted (one
+        // more pass over the array, no allocation).
+        size_t count = root.count;
+        if (count == 0) {
+            Iter it = d_.begin(root);
+            Val v;
+            while (d_.next(it, v))
+                count++;
+        }
         size_t most = len_ / kMinEventBytes;
+        most = most < count ? most : count;
         most = most < lim_.max_events ? most : lim_.max_events;
         out_.events.reserve(most), out_.parts.reserve(most);
         Iter it = d_.begin(root);
@@ -82,6 +94,32 @@ private:
         if (!have || n.kind == Val::Nil)
             return true;
         return u64(n, v, why);
+    }
+
+    // Elements of an array (msgpack says; JSON is counted, without allocating).
+    size_t count_of(const Val &a) {
+        if (a.count)
+            return a.count;
+        size_t n = 0;
+        Iter it = d_.begin(a);
+        Val v;
+        while (d_.next(it, v))
+            n++;
+        return n;
+    }
+    // Room for n more hashes at once (a large array: exactly; doubling would hold the old and
+    // the new buffer together, 3x its size), growing by half at least (many small arrays:
+    // no reallocation per event).
+    static void grow(std::vector<uint64_t> &v, size_t n) {
+        const size_t need = v.size() + n;
+        if (need > v.capacity())
+            v.reserve(need > v.capacity() + v.capacity() / 2 ? need
+                                                             : v.capacity() + v.capacity() / 2);
+    }
+    void reserve_hashes(size_t n, bool tokens_too) {
+        grow(out_.hashes, n);
+        if (tokens_too)
+            grow(out_.tokens_hashes, n);
     }
 
     bool begin_event(uint32_t type, const Val &at, size_t &idx) {
@@ -196,6 +234,7 @@ private:
         if (blocks.kind != Val::Array)
             return fail(blocks, "stored.blocks must be an array");
         out_.parts[idx].tokens_hashes = out_.tokens_hashes.size();
+        reserve_hashes(count_of(blocks), true);
         Iter it = d_.begin(blocks);
         Val b;
         while (d_.next(it, b)) {
@@ -230,6 +269,7 @@ private:
             return fail(body, "removed must be an object with block_hashes");
         if (f[0].kind != Val::Array)
             return fail(f[0], "removed.block_hashes must be an array");
+        reserve_hashes(count_of(f[0]), false);
         Iter it = d_.begin(f[0]);
         Val h;
         while (d_.next(it, h)) {

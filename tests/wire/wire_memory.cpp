@@ -193,6 +193,25 @@ std::vector<uint8_t> dynamo_many_events_msgpack(size_t size)
     return v;
 }
 
+// Dynamo msgpack removed events with one hash each, as many as the event limit allows (the
+// hash buffers grow across events: no reallocation per event, no doubling past the bound).
+std::vector<uint8_t> dynamo_many_removed_msgpack(size_t size)
+{
+    std::vector<uint8_t> ev;
+    ev.push_back(0x81), mp_str(ev, "event"), ev.push_back(0x81), mp_str(ev, "data");
+    ev.push_back(0x81), mp_str(ev, "removed"), ev.push_back(0x81), mp_str(ev, "block_hashes");
+    ev.push_back(0x91), ev.push_back(0x07);
+    size_t n = (size - 5) / ev.size();
+    if (n > KVREG_WIRE_DEC_DEFAULT_MAX_EVENTS)
+        n = KVREG_WIRE_DEC_DEFAULT_MAX_EVENTS;
+    std::vector<uint8_t> v;
+    v.push_back(0xdd);
+    be32(v, static_cast<uint32_t>(n));
+    for (size_t k = 0; k < n; k++)
+        v.insert(v.end(), ev.begin(), ev.end());
+    return v;
+}
+
 // A valid vLLM batch of the smallest stored events: ["BlockStored", [1]] (14 bytes each), as
 // many as the event limit allows (the default limit bounds their count).
 std::vector<uint8_t> vllm_many_events(size_t size)
@@ -246,6 +265,8 @@ const Case kCases[] = {
     {"Dynamo smallest events (JSON)", KVREG_WIRE_DYNAMO_JSON, dynamo_many_events_json, KVREG_OK},
     {"Dynamo smallest events (msgpack)", KVREG_WIRE_DYNAMO_MSGPACK, dynamo_many_events_msgpack,
      KVREG_OK},
+    {"Dynamo removed events, one hash each", KVREG_WIRE_DYNAMO_MSGPACK,
+     dynamo_many_removed_msgpack, KVREG_OK},
     {"vLLM smallest stored events", KVREG_WIRE_VLLM, vllm_many_events, KVREG_OK},
     {"vLLM fixint hashes", KVREG_WIRE_VLLM, vllm_many_hashes, KVREG_OK},
 };
