@@ -236,6 +236,7 @@ KVREG_API int kvreg_wire_decoder_set(kvreg_wire_decoder *dec, uint32_t option,
 #define KVREG_WIRE_SHAPE_ARRAY 2u /* a positional event ["Tag", field, ...] */
 #define KVREG_WIRE_SHAPE_DYNAMO 3u /* a Dynamo RouterEvent */
 
+/* 168 bytes on LP64 (tests/header pins it); later fields go after reserved32. */
 typedef struct kvreg_wire_event_ext {
     uint32_t struct_size;     /* in: sizeof the caller's struct; out: bytes filled */
     uint32_t shape;           /* KVREG_WIRE_SHAPE_* */

@@ -130,6 +130,10 @@ class kvreg_wire_event_ext(ctypes.Structure):
     ]
 
 
+if ctypes.sizeof(ctypes.c_void_p) == 8:
+    assert ctypes.sizeof(kvreg_wire_event_ext) == 168, ctypes.sizeof(kvreg_wire_event_ext)
+
+
 class kvreg_wire_encoder(ctypes.Structure):
     pass
 
