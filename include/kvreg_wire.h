@@ -53,8 +53,19 @@ KVREG_API void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) KVREG_NOEXCEPT; 
  * stored events whose block_size differs from theirs (default 0: not checked; each stored
  * event then carries its own blocks' token count). 0 .. 2^32-1. */
 #define KVREG_WIRE_OPT_BLOCK_SIZE 4u
+/* Dynamo formats: the event_id of the next RouterEvent encoded from snapshot events (kvreg
+ * events whose event_id is KVREG_EVENT_ID_SNAPSHOT). Each such RouterEvent takes it and it
+ * goes up by one, across calls, so a snapshot's RouterEvents carry real, contiguous ids
+ * (Dynamo's consumers order and deduplicate by event_id) instead of UINT64_MAX. Set it before
+ * encoding a snapshot, e.g. to the id after the last one this worker published; read it back
+ * with kvreg_wire_encoder_get() to continue after the snapshot. Default 0. Events with real
+ * kvreg event ids keep them (the group's first event's id), as before. (0.5) */
+#define KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID 5u
 KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t value) KVREG_NOEXCEPT;
+/* The current value of an option (KVREG_EINVAL for an unknown option or NULL). (0.5) */
+KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t option,
+                                     uint64_t *value) KVREG_NOEXCEPT;
 /* LoRA adapter name written as lora_name in stored events (NULL: nil, the default). Copied. */
 KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
                                                const char *lora_name) KVREG_NOEXCEPT;
@@ -90,10 +101,15 @@ KVREG_API int kvreg_wire_encode(kvreg_wire_encoder *enc, const kvreg_event *even
 /* ------------------------------------------------------------------------------------------ */
 #define KVREG_WIRE_STORED 1u  /* vLLM BlockStored, Dynamo stored */
 #define KVREG_WIRE_REMOVED 2u /* vLLM BlockRemoved, Dynamo removed */
-#define KVREG_WIRE_CLEARED 3u /* vLLM AllBlocksCleared, Dynamo cleared */
+#define KVREG_WIRE_CLEARED 3u /* vLLM AllBlocksCleared and TierBlocksCleared, Dynamo cleared:
+                                 a TierBlocksCleared (vLLM's tier_scoped_clear_events) clears
+                                 only its medium; kvreg_wire_event_ext tells them apart (tag
+                                 and medium_form). A consumer that reads only this struct
+                                 clears every tier: safe, if more than needed. */
 
 /* Medium of a decoded event whose medium name is not one this library knows (the name is kept
- * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do. */
+ * in medium_name). Absent or nil medium decodes as KVREG_MEDIUM_GPU, as vLLM's consumers do;
+ * medium_name is then NULL, and kvreg_wire_event_ext.medium_form says which it was. */
 #define KVREG_MEDIUM_UNKNOWN UINT32_MAX
 
 /* One decoded event (152 bytes on LP64; tests/header pins the layout). Pointers are borrowed
@@ -130,6 +146,10 @@ typedef struct kvreg_wire_decoder kvreg_wire_decoder;
  * prefixes of vLLM's, and its metadata map where vLLM has lora_name is told apart by type),
  * KVREG_WIRE_DYNAMO_JSON or KVREG_WIRE_DYNAMO_MSGPACK (an array of RouterEvents, or one).
  *
+ * A map in which a key the decoder reads appears twice is rejected (KVREG_EPROTO, the offset
+ * of the second occurrence), as serde's and msgspec's typed decoders do; repeated keys it does
+ * not read are skipped with their values.
+ *
  * What the vLLM decoder accepts: the batch as an array of 2 or more elements [ts, events,
  * dp_rank, ...] (extra ones ignored; ts an int or float; dp_rank an int or nil) or as a map
  * with "ts", "events" and "data_parallel_rank" / "dp_rank" / "attn_dp_rank"; events as maps
@@ -163,6 +183,122 @@ KVREG_API const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) KV
 #define KVREG_WIRE_STAT_SKIPPED 4u        /* events of unknown type skipped */
 KVREG_API int kvreg_wire_decoder_stat(const kvreg_wire_decoder *dec, uint32_t stat,
                                       uint64_t *value) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoder limits (0.5)                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+/* Payload bytes are untrusted, so every decoder is bounded in memory and work by its input:
+ *
+ *   what                       default      option                        past it
+ *   payload size               16 MiB       KVREG_WIRE_DEC_OPT_MAX_PAYLOAD  KVREG_EPROTO at
+ *                                           (1 .. 2^32-1)                 offset = the limit,
+ *                                                                         before any byte is read
+ *   nesting of arrays / maps   32 levels    KVREG_WIRE_DEC_OPT_MAX_DEPTH    KVREG_EPROTO at the
+ *                                           (1 .. 64)                     container past it
+ *   events in one payload      65,536       KVREG_WIRE_DEC_OPT_MAX_EVENTS   KVREG_EPROTO at the
+ *                                           (>= 1)                        event past it
+ *   elements of an array / map,  the bytes left   (not an option)           KVREG_EPROTO at
+ *   length of a string / bytes   after its head                             its head
+ *
+ * Counts and lengths are compared with the bytes that remain before anything is sized by them
+ * (every element takes at least one byte), and the Dynamo decoders read the payload in place
+ * (no parse tree), so the memory one decode uses, the decoder's buffers included, is at most
+ * KVREG_WIRE_DECODE_MEMORY_FACTOR bytes per payload byte plus KVREG_WIRE_DECODE_MEMORY_BASE
+ * (tests/wire/wire_memory.cpp measures the worst shapes: one-byte hashes, the smallest
+ * events, nested headers). Work is linear in the payload size. Rejected payloads count in
+ * KVREG_WIRE_STAT_REJECTED; nothing of them is returned. docs/limits.md has the same table. */
+#define KVREG_WIRE_DEC_OPT_MAX_PAYLOAD 1u
+#define KVREG_WIRE_DEC_OPT_MAX_DEPTH 2u
+#define KVREG_WIRE_DEC_OPT_MAX_EVENTS 3u
+#define KVREG_WIRE_DEC_DEFAULT_MAX_PAYLOAD (16u * 1024u * 1024u)
+#define KVREG_WIRE_DEC_DEFAULT_MAX_DEPTH 32u
+#define KVREG_WIRE_DEC_DEFAULT_MAX_EVENTS 65536u
+#define KVREG_WIRE_DECODE_MEMORY_FACTOR 32u
+#define KVREG_WIRE_DECODE_MEMORY_BASE (64u * 1024u)
+/* KVREG_EINVAL for an unknown option or a value out of its range. */
+KVREG_API int kvreg_wire_decoder_set(kvreg_wire_decoder *dec, uint32_t option,
+                                     uint64_t value) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoded fields beyond kvreg_wire_event (0.5)                                                */
+/* ------------------------------------------------------------------------------------------ */
+/* kvreg_wire_event's layout is fixed (ABI); what later formats carry comes through this
+ * size-versioned struct instead: set struct_size = sizeof(kvreg_wire_event_ext) and call
+ * kvreg_wire_decoder_event_ext(); the library fills the fields it knows that fit in
+ * struct_size (fields are only ever appended, so a program built against an older header gets
+ * the prefix it knows, and a newer program learns from the returned struct_size what an older
+ * library filled). */
+#define KVREG_WIRE_FIELD_ABSENT 0u /* not in the payload (map key missing, position past end) */
+#define KVREG_WIRE_FIELD_NIL 1u    /* present as nil / null */
+#define KVREG_WIRE_FIELD_SET 2u    /* present with a value */
+
+#define KVREG_WIRE_SHAPE_MAP 1u   /* a tagged map event (vLLM >= 0.24, SGLang after #37482) */
+#define KVREG_WIRE_SHAPE_ARRAY 2u /* a positional event ["Tag", field, ...] */
+#define KVREG_WIRE_SHAPE_DYNAMO 3u /* a Dynamo RouterEvent */
+
+/* 168 bytes on LP64 (tests/header pins it); later fields go after reserved32. */
+typedef struct kvreg_wire_event_ext {
+    uint32_t struct_size;     /* in: sizeof the caller's struct; out: bytes filled */
+    uint32_t shape;           /* KVREG_WIRE_SHAPE_* */
+    const char *tag;          /* the event's type name as on the wire: "BlockStored",
+                                 "BlockStoredWithMetadata", "TierBlocksCleared", "cleared", ... */
+    uint32_t n_fields;        /* vLLM / SGLang: positional length (tag included) or map keys */
+    uint32_t medium_form;     /* KVREG_WIRE_FIELD_*: kvreg_wire_event.medium is GPU both when
+                                 absent and when GPU; this tells them apart */
+    uint32_t lora_name_form;
+    uint32_t lora_id_form;
+    int64_t lora_id;          /* when lora_id_form == SET */
+    uint32_t token_pairs;     /* 1: token_ids were EAGLE bigram pairs [[a, b], ...]: they are
+                                 in pair_token_ids (2 per pair) and kvreg_wire_event.token_ids is
+                                 NULL with n_token_ids 0; 0: plain token ids */
+    uint32_t group_idx_form;
+    const uint32_t *pair_token_ids;
+    size_t n_pair_token_ids;  /* 2 * pairs */
+    const char *cache_salt;   /* SGLang's cache_salt (top-level key, or its position-7 metadata
+                                 map); NULL when absent or nil */
+    uint32_t cache_salt_form;
+    uint32_t kv_cache_spec_kind_form;
+    const char *kv_cache_spec_kind; /* "full_attention", "sliding_window", ... (hybrid models) */
+    uint32_t sliding_window_form;
+    uint32_t extra_keys_form;
+    int64_t kv_cache_spec_sliding_window;
+    const uint8_t *extra_keys; /* extra_keys as on the wire: the MessagePack bytes of its value
+                                  (a list of per-block tuples / nils; mixed types, so not
+                                  decoded further); NULL when absent */
+    size_t extra_keys_len;
+    /* vLLM >= 0.26 strings (str | None each): locality ("LOCAL" / "REMOTE"), ownership (a
+     * secondary tier's id), session_id (also SGLang's); NULL when absent or nil. */
+    const char *locality;
+    const char *ownership;
+    const char *session_id;
+    uint32_t locality_form;
+    uint32_t ownership_form;
+    uint32_t session_id_form;
+    uint32_t block_size_form;
+    uint32_t parent_form;     /* parent_block_hash: absent, nil, or set (has_parent) */
+    uint32_t reserved32;      /* zero */
+} kvreg_wire_event_ext;
+
+/* Fills *ext for event `index` of the last successful kvreg_wire_decode() on dec (pointers
+ * borrowed like kvreg_wire_event's). KVREG_EINVAL: NULL, or struct_size smaller than the
+ * first two fields; KVREG_ERANGE: index past the batch. */
+KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t index,
+                                           kvreg_wire_event_ext *ext) KVREG_NOEXCEPT;
+
+/* Encode the last payload dec decoded (successfully) again, from what it decoded, the way the
+ * upstream encoder that produced it writes it (msgspec's rules for vLLM and SGLang: the outer
+ * batch and positional events as arrays of the same length, map events with the same keys in
+ * the same order, every integer in its smallest form, floats as float64, None as nil): for a
+ * payload an upstream encoder wrote, the bytes are identical to the input. Bytes hashes are
+ * kept as they came (the u64 the struct holds is their last 8 bytes).
+ * *payload points into dec and stays valid until its next call or free.
+ * KVREG_ESTATE: nothing decoded yet, the last decode failed, or the payload held something the
+ * decoder does not keep (a key it does not read, an event of an unknown type, a value of
+ * another type in a position it recognises by type): re-encoding would lose it.
+ * KVREG_ENOTSUP: Dynamo formats (not supported yet). KVREG_EINVAL: NULL arguments.
+ * KVREG_ENOMEM. (0.5) */
+KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
+                                          size_t *payload_len) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

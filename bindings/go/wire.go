@@ -59,6 +59,9 @@ type EncoderOptions struct {
 	// drop stored events of another block size. 0: not checked.
 	BlockSize uint64
 	LoraName  string // written as lora_name in stored events ("": nil)
+	// Dynamo formats: the event_id of the first RouterEvent made of snapshot events; each
+	// takes the next one, so a snapshot's ids are contiguous (0: the default, 0). 0.5.
+	SnapshotEventID uint64
 }
 
 // Encoder turns Events into wire payloads. Not for concurrent use (the wrapper serialises
@@ -105,6 +108,9 @@ func (e *Encoder) configure(o *EncoderOptions) error {
 		return err
 	}
 	if err := set(C.KVREG_WIRE_OPT_BLOCK_SIZE, o.BlockSize, 0); err != nil {
+		return err
+	}
+	if err := set(C.KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, o.SnapshotEventID, 0); err != nil {
 		return err
 	}
 	if o.LoraName != "" {
@@ -286,6 +292,47 @@ func (d *Decoder) Close() error {
 func (d *Decoder) finalize() {
 	d.Close()
 	reportLeak(Leak{Type: "Decoder"})
+}
+
+// DecoderLimit names a decoder limit (kvreg_wire.h, "Decoder limits").
+type DecoderLimit uint32
+
+// The decoder limits: payload bytes (default 16 MiB), nesting (default 32, at most 64) and
+// events per payload (default 65536). Past one, Decode gives a *DecodeError. 0.5.
+const (
+	LimitMaxPayload DecoderLimit = C.KVREG_WIRE_DEC_OPT_MAX_PAYLOAD
+	LimitMaxDepth   DecoderLimit = C.KVREG_WIRE_DEC_OPT_MAX_DEPTH
+	LimitMaxEvents  DecoderLimit = C.KVREG_WIRE_DEC_OPT_MAX_EVENTS
+)
+
+// SetLimit sets one of the decoder's limits (ErrInvalid for a value out of its range).
+func (d *Decoder) SetLimit(limit DecoderLimit, value uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ptr == nil {
+		return closedErr("Decoder.SetLimit")
+	}
+	return wireErr("kvreg_wire_decoder_set",
+		C.kvreg_wire_decoder_set(d.ptr, C.uint32_t(limit), C.uint64_t(value)))
+}
+
+// Reencode encodes the last payload decoded again from what was decoded, the way its
+// upstream encoder wrote it (vLLM / SGLang: byte-identical to an upstream payload).
+// ErrState when nothing was decoded or the payload held something the decoder does not
+// keep; ErrNotSupported for Dynamo formats. 0.5.
+func (d *Decoder) Reencode() ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ptr == nil {
+		return nil, closedErr("Decoder.Reencode")
+	}
+	var p *C.uint8_t
+	var n C.size_t
+	if err := wireErr("kvreg_wire_decoder_reencode",
+		C.kvreg_wire_decoder_reencode(d.ptr, &p, &n)); err != nil {
+		return nil, err
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n)), nil
 }
 
 // Decode decodes one payload into its events, in order (events of unknown types are skipped

@@ -344,3 +344,32 @@ func TestWireEncodesSnapshotAndCleared(t *testing.T) {
 		t.Errorf("decoded %+v, %v", got, err)
 	}
 }
+
+func TestWireLimitsAndReencode(t *testing.T) {
+	needWire(t)
+	a := exampleA(t)
+	d := newDecoder(t, WireVLLM)
+	if _, err := d.Reencode(); !errors.Is(err, ErrState) {
+		t.Errorf("Reencode before any decode: %v", err)
+	}
+	if err := d.SetLimit(LimitMaxPayload, uint64(len(a))); err != nil {
+		t.Fatalf("SetLimit: %v", err)
+	}
+	if _, err := d.Decode(a); err != nil {
+		t.Fatalf("Decode at the limit: %v", err)
+	}
+	again, err := d.Reencode()
+	if err != nil || !bytes.Equal(again, a) {
+		t.Errorf("Reencode = %x, %v; want the input", again, err)
+	}
+	if err := d.SetLimit(LimitMaxPayload, uint64(len(a)-1)); err != nil {
+		t.Fatalf("SetLimit: %v", err)
+	}
+	var de *DecodeError
+	if _, err := d.Decode(a); !errors.As(err, &de) || de.Offset != len(a)-1 {
+		t.Errorf("Decode one past the limit: %v", err)
+	}
+	if err := d.SetLimit(LimitMaxDepth, 65); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetLimit(depth 65): %v", err)
+	}
+}

@@ -17,13 +17,18 @@
 static void decode_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvreg-events decode [--format FORMAT] FILE...\n"
+            "usage: kvreg-events decode [--format FORMAT] [--all-fields] FILE...\n"
             "\n"
             "Decode one payload per FILE ('-' reads stdin) and print one JSON object per event:\n"
             "  {\"type\", \"block_hashes\", \"parent_block_hash\", \"token_ids\", \"block_size\",\n"
             "   \"medium\", \"lora_name\", \"group_idx\", \"dp_rank\", \"ts\"}\n"
             "(Dynamo formats add \"worker_id\", \"event_id\" and \"tokens_hashes\"). Hashes are\n"
-            "exact unsigned 64-bit integers; absent fields are null.\n"
+            "exact unsigned 64-bit integers; absent fields are null (\"medium\" too: it is\n"
+            "printed only when the payload has one). With --all-fields these keys appear too,\n"
+            "each only when the payload has it: \"tag\" (the wire type name when it differs from \"type\", e.g.\n"
+            "TierBlocksCleared), \"lora_id\", \"cache_salt\", \"kv_cache_spec_kind\",\n"
+            "\"kv_cache_spec_sliding_window\", \"extra_keys_msgpack\" (hex), \"locality\",\n"
+            "\"ownership\", \"session_id\"; EAGLE bigram token_ids print as pairs [[a,b],...].\n"
             "\n"
             "FORMAT:\n"
             "  vllm            vLLM KVEventBatch, any generation (map or positional events),\n"
@@ -34,7 +39,7 @@ static void decode_usage(FILE *f)
             "  dynamo          dynamo-json if the file starts with '[' or '{', else msgpack\n"
             "\n"
             "Exit status: 0 every file decoded, 1 some file was rejected or unreadable (one\n"
-            "line each on stderr, with the byte offset), 2 bad usage.\n");
+            "line each on stderr, with the byte offset and the reason), 2 bad usage.\n");
 }
 
 #define FORMAT_DYNAMO_AUTO 0u
@@ -121,19 +126,73 @@ static const char *type_name(uint32_t type)
     }
 }
 
-/* The medium as vLLM names it when the library knows it, else as it was on the wire. */
+/* The medium as vLLM names it when the library knows it, else as it was on the wire; null
+ * when the payload has none (the decoder's KVREG_MEDIUM_GPU default is not printed as GPU). */
 static void print_medium(const kvreg_wire_event *e)
 {
     static const char *const names[KVREG_MEDIUM_COUNT] = {"GPU", "CPU", "STORAGE", "EXTERNAL"};
-    if (e->medium < KVREG_MEDIUM_COUNT)
+    if (!e->medium_name)
+        fputs("null", stdout);
+    else if (e->medium < KVREG_MEDIUM_COUNT)
         print_string(names[e->medium]);
-    else if (e->medium_name)
+    else
         print_string(e->medium_name);
+}
+
+/* ,"key":"value" / ,"key":null when the field is in the payload; nothing when absent. */
+static void print_opt_string(const char *key, const char *v, uint32_t form)
+{
+    if (form == KVREG_WIRE_FIELD_ABSENT)
+        return;
+    printf(",\"%s\":", key);
+    if (form == KVREG_WIRE_FIELD_SET && v)
+        print_string(v);
     else
         fputs("null", stdout);
 }
 
+static void print_opt_int(const char *key, int64_t v, uint32_t form)
+{
+    if (form == KVREG_WIRE_FIELD_SET)
+        printf(",\"%s\":%lld", key, (long long)v);
+    else if (form == KVREG_WIRE_FIELD_NIL)
+        printf(",\"%s\":null", key);
+}
+
+/* The fields only kvreg_wire_event_ext carries, each only when the payload has it. */
+static void print_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x)
+{
+    if (x->tag && strcmp(x->tag, type_name(e->type)) != 0) {
+        fputs(",\"tag\":", stdout);
+        print_string(x->tag);
+    }
+    print_opt_int("lora_id", x->lora_id, x->lora_id_form);
+    print_opt_string("cache_salt", x->cache_salt, x->cache_salt_form);
+    print_opt_string("kv_cache_spec_kind", x->kv_cache_spec_kind, x->kv_cache_spec_kind_form);
+    print_opt_int("kv_cache_spec_sliding_window", x->kv_cache_spec_sliding_window,
+                  x->sliding_window_form);
+    if (x->extra_keys_form != KVREG_WIRE_FIELD_ABSENT) {
+        fputs(",\"extra_keys_msgpack\":\"", stdout);
+        for (size_t i = 0; i < x->extra_keys_len; i++)
+            printf("%02x", x->extra_keys[i]);
+        putchar('"');
+    }
+    print_opt_string("locality", x->locality, x->locality_form);
+    print_opt_string("ownership", x->ownership, x->ownership_form);
+    print_opt_string("session_id", x->session_id, x->session_id_form);
+}
+
+static void events_print_event_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x,
+                                   int dynamo, const char *head);
+
 void events_print_event(const kvreg_wire_event *e, int dynamo, const char *head)
+{
+    events_print_event_ext(e, NULL, dynamo, head);
+}
+
+/* One event as a JSON line; x (may be NULL) adds the extended fields. */
+static void events_print_event_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x,
+                                   int dynamo, const char *head)
 {
     printf("{%s\"type\":\"%s\"", head ? head : "", type_name(e->type));
     print_u64s("block_hashes", e->block_hashes, e->n_block_hashes);
@@ -142,6 +201,11 @@ void events_print_event(const kvreg_wire_event *e, int dynamo, const char *head)
     else
         fputs(",\"parent_block_hash\":null", stdout);
     fputs(",\"token_ids\":[", stdout);
+    if (x && x->token_pairs) {
+        for (size_t i = 0; i + 1 < x->n_pair_token_ids; i += 2)
+            printf("%s[%lu,%lu]", i ? "," : "", (unsigned long)x->pair_token_ids[i],
+                   (unsigned long)x->pair_token_ids[i + 1]);
+    }
     for (size_t i = 0; i < e->n_token_ids; i++)
         printf("%s%lu", i ? "," : "", (unsigned long)e->token_ids[i]);
     putchar(']');
@@ -176,6 +240,8 @@ void events_print_event(const kvreg_wire_event *e, int dynamo, const char *head)
         if (e->tokens_hashes)
             print_u64s("tokens_hashes", e->tokens_hashes, e->n_block_hashes);
     }
+    if (x)
+        print_ext(e, x);
     fputs("}\n", stdout);
 }
 
@@ -190,8 +256,8 @@ static uint32_t resolve_format(uint32_t format, const uint8_t *p, size_t len)
                                                    : KVREG_WIRE_DYNAMO_MSGPACK;
 }
 
-/* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). */
-static int decode_file(const char *path, uint32_t format)
+/* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). all: --all-fields. */
+static int decode_file(const char *path, uint32_t format, int all)
 {
     size_t len = 0;
     uint8_t *p = read_all(path, &len);
@@ -218,8 +284,14 @@ static int decode_file(const char *path, uint32_t format)
     int status = EVENTS_EXIT_OK;
     if (rc == KVREG_OK) {
         int dynamo = format == KVREG_WIRE_DYNAMO_JSON || format == KVREG_WIRE_DYNAMO_MSGPACK;
-        for (size_t i = 0; i < n; i++)
-            events_print_event(&ev[i], dynamo, NULL);
+        for (size_t i = 0; i < n; i++) {
+            kvreg_wire_event_ext x;
+            x.struct_size = sizeof x;
+            if (all && kvreg_wire_decoder_event_ext(dec, i, &x) == KVREG_OK)
+                events_print_event_ext(&ev[i], &x, dynamo, NULL);
+            else
+                events_print_event(&ev[i], dynamo, NULL);
+        }
     } else if (rc == KVREG_EPROTO) {
         fprintf(stderr, "kvreg-events: %s: rejected at byte %zu: %s\n", path, off,
                 kvreg_wire_decoder_error(dec));
@@ -236,6 +308,7 @@ static int decode_file(const char *path, uint32_t format)
 int events_decode(int argc, char **argv)
 {
     uint32_t format = KVREG_WIRE_VLLM;
+    int all = 0;
     int first = 1;
     for (; first < argc; first++) {
         const char *a = argv[first];
@@ -250,6 +323,8 @@ int events_decode(int argc, char **argv)
                                 "dynamo-json or dynamo-msgpack\n");
                 return EVENTS_EXIT_USAGE;
             }
+        } else if (strcmp(a, "--all-fields") == 0) {
+            all = 1;
         } else if (strcmp(a, "--") == 0) {
             first++;
             break;
@@ -268,7 +343,7 @@ int events_decode(int argc, char **argv)
     }
     int status = EVENTS_EXIT_OK;
     for (int i = first; i < argc; i++) {
-        if (decode_file(argv[i], format) != EVENTS_EXIT_OK)
+        if (decode_file(argv[i], format, all) != EVENTS_EXIT_OK)
             status = EVENTS_EXIT_REJECTED;
     }
     fflush(stdout);

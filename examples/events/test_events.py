@@ -48,8 +48,9 @@ EXAMPLE_EVENTS = [
     {'type': 'BlockRemoved', 'block_hashes': [H2], 'parent_block_hash': None, 'token_ids': [],
      'block_size': None, 'medium': 'GPU', 'lora_name': None, 'group_idx': 0, 'dp_rank': 0,
      'ts': 1.5},
+    # the payload has no medium here: none is printed (it used to say GPU)
     {'type': 'AllBlocksCleared', 'block_hashes': [], 'parent_block_hash': None, 'token_ids': [],
-     'block_size': None, 'medium': 'GPU', 'lora_name': None, 'group_idx': None, 'dp_rank': 0,
+     'block_size': None, 'medium': None, 'lora_name': None, 'group_idx': None, 'dp_rank': 0,
      'ts': 1.5},
 ]
 
@@ -158,7 +159,7 @@ def case_dynamo(r):
          'block_size': None, 'medium': 'CPU', 'lora_name': None, 'group_idx': None, 'dp_rank': 0,
          'ts': None, 'worker_id': 7, 'event_id': 42, 'tokens_hashes': [13226331709069118873]},
         {'type': 'AllBlocksCleared', 'block_hashes': [], 'parent_block_hash': None,
-         'token_ids': [], 'block_size': None, 'medium': 'GPU', 'lora_name': None,
+         'token_ids': [], 'block_size': None, 'medium': None, 'lora_name': None,
          'group_idx': None, 'dp_rank': 0, 'ts': None, 'worker_id': 7, 'event_id': 43}]
     js = r.file(json.dumps(doc).encode())
     check(r.events('decode', '--format', 'dynamo-json', js) == want, 'dynamo json')
@@ -166,6 +167,46 @@ def case_dynamo(r):
     mp = r.file(msgpack.packb(doc, use_bin_type=True))
     check(r.events('decode', '--format', 'dynamo-msgpack', mp) == want, 'dynamo msgpack')
     check(r.events('decode', '--format', 'dynamo', mp) == want, 'dynamo auto (msgpack)')
+
+
+def case_fields(r):
+    """A medium is printed only when the payload has one; the fields of
+    kvreg_wire_event_ext only when present; bigram token ids as pairs."""
+    msgpack = need_msgpack()
+    mp = msgpack.packb([1.0, [
+        {'type': 'TierBlocksCleared', 'medium': 'CPU'},
+        {'type': 'AllBlocksCleared'},
+        {'type': 'BlockRemoved', 'block_hashes': [5], 'medium': None},
+        {'type': 'BlockStored', 'block_hashes': [1, 2], 'parent_block_hash': None,
+         'token_ids': [[1, 2], [3, 4]], 'block_size': 1, 'lora_id': 9, 'medium': 'GPU',
+         'lora_name': 'l', 'extra_keys': [None, ['mm', 0]], 'kv_cache_spec_kind': 'mamba',
+         'cache_salt': 's', 'session_id': None}], 0], use_bin_type=True)
+    ev = r.events('decode', '--all-fields', r.file(mp))
+    base = {'parent_block_hash': None, 'token_ids': [], 'block_size': None, 'lora_name': None,
+            'group_idx': None, 'dp_rank': 0, 'ts': 1.0}
+    want = [
+        dict(base, type='AllBlocksCleared', tag='TierBlocksCleared', block_hashes=[],
+             medium='CPU'),
+        dict(base, type='AllBlocksCleared', block_hashes=[], medium=None),
+        dict(base, type='BlockRemoved', block_hashes=[5], medium=None),
+        dict(base, type='BlockStored', block_hashes=[1, 2], token_ids=[[1, 2], [3, 4]],
+             block_size=1, lora_id=9, medium='GPU', lora_name='l',
+             extra_keys_msgpack=msgpack.packb([None, ['mm', 0]]).hex(),
+             kv_cache_spec_kind='mamba', cache_salt='s', session_id=None)]
+    check(ev == want, f'fields: {ev}')
+    # without --all-fields: the same keys as always (bigram ids are then not in token_ids)
+    ev = r.events('decode', r.file(mp))
+    check([sorted(e) for e in ev] == [sorted(list(base) + ['block_hashes', 'medium', 'type'])] * 4,
+          f'default keys: {ev}')
+    check([e['medium'] for e in ev] == ['CPU', None, None, 'GPU'], f'media: {ev}')
+    # a repeated key: rejected with the reason and the offset of the second key
+    bad = (b'\x93\x00\x91\x83' + msgpack.packb('type') + msgpack.packb('BlockRemoved') +
+           msgpack.packb('block_hashes') + msgpack.packb([1]))
+    second = len(bad)
+    bad += msgpack.packb('block_hashes') + msgpack.packb([2]) + b'\x00'
+    rc, out, err = r.run('decode', r.file(bad))
+    check(rc == 1 and out == '', f'exit {rc}, out {out!r}')
+    check(f'rejected at byte {second}:' in err and 'repeated key' in err, err)
 
 
 def case_rejected(r):

@@ -2,6 +2,7 @@
 #include "kvreg_wire.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -11,7 +12,7 @@
 #include "encode.hpp"
 #include "mp_write.hpp"
 #include "plan.hpp"
-#include "tree.hpp"
+#include "reencode.hpp"
 
 using namespace kvreg::wire;
 
@@ -26,8 +27,9 @@ struct kvreg_wire_encoder {
 
 struct kvreg_wire_decoder {
     uint32_t format;
+    DecodeLimits limits;
     DecodedBatch batch;
-    Tree tree;
+    MpWriter reencoded;
     std::string error;
     uint64_t stats[5] = {};
 };
@@ -70,8 +72,25 @@ KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
             return KVREG_EINVAL;
         enc->block_size = static_cast<uint32_t>(value);
         return KVREG_OK;
+    case KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID:
+        enc->opts.next_snapshot_id = value;
+        return KVREG_OK;
     default:
         return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t option,
+                                     uint64_t *value) noexcept {
+    if (!enc || !value)
+        return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_WIRE_OPT_DP_RANK: *value = enc->opts.dp_rank; return KVREG_OK;
+    case KVREG_WIRE_OPT_MAX_EVENTS: *value = enc->max_events; return KVREG_OK;
+    case KVREG_WIRE_OPT_WORKER_ID: *value = enc->opts.worker_id; return KVREG_OK;
+    case KVREG_WIRE_OPT_BLOCK_SIZE: *value = enc->block_size; return KVREG_OK;
+    case KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID: *value = enc->opts.next_snapshot_id; return KVREG_OK;
+    default: return KVREG_EINVAL;
     }
 }
 
@@ -148,14 +167,20 @@ KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, si
     bool ok;
     size_t off = 0;
     const char *why = nullptr;
-    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK) {
+    if (len > dec->limits.max_payload) {
+        // judged by its size alone: nothing of it is read
+        ok = false, off = dec->limits.max_payload;
+        why = "the payload is larger than the decoder's max_payload";
+        dec->batch.clear();
+    } else if (dec->format == KVREG_WIRE_DYNAMO_JSON ||
+               dec->format == KVREG_WIRE_DYNAMO_MSGPACK) {
         DecodeError err;
-        ok = decode_dynamo(p, len, dec->format == KVREG_WIRE_DYNAMO_JSON, dec->tree, dec->batch,
-                           err);
+        ok = decode_dynamo(p, len, dec->format == KVREG_WIRE_DYNAMO_JSON, dec->batch, err,
+                           dec->limits);
         off = err.offset, why = err.why;
     } else {
         MpReader r(p, len);
-        ok = decode_vllm(r, dec->batch, dec->format == KVREG_WIRE_SGLANG);
+        ok = decode_vllm(r, dec->batch, dec->limits);
         off = r.error_offset(), why = r.error();
     }
     if (!ok) {
@@ -175,6 +200,57 @@ KVREG_API int kvreg_wire_decode(kvreg_wire_decoder *dec, const void *payload, si
     *n_events = dec->batch.events.size();
     return KVREG_OK;
     KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_wire_decoder_set(kvreg_wire_decoder *dec, uint32_t option,
+                                     uint64_t value) noexcept {
+    if (!dec)
+        return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_WIRE_DEC_OPT_MAX_PAYLOAD:
+        if (value < 1 || value > UINT32_MAX || value > SIZE_MAX)
+            return KVREG_EINVAL;
+        dec->limits.max_payload = static_cast<size_t>(value);
+        return KVREG_OK;
+    case KVREG_WIRE_DEC_OPT_MAX_DEPTH:
+        if (value < 1 || value > MpReader::kMaxDepthCap)
+            return KVREG_EINVAL;
+        dec->limits.max_depth = static_cast<unsigned>(value);
+        return KVREG_OK;
+    case KVREG_WIRE_DEC_OPT_MAX_EVENTS:
+        if (value < 1 || value > SIZE_MAX)
+            return KVREG_EINVAL;
+        dec->limits.max_events = static_cast<size_t>(value);
+        return KVREG_OK;
+    default:
+        return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t index,
+                                           kvreg_wire_event_ext *ext) noexcept {
+    if (!dec || !ext || ext->struct_size < offsetof(kvreg_wire_event_ext, tag))
+        return KVREG_EINVAL;
+    if (index >= dec->batch.events.size())
+        return KVREG_ERANGE;
+    dec->batch.ext(index, *ext);
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
+                                          size_t *payload_len) noexcept {
+    if (!dec || !payload || !payload_len)
+        return KVREG_EINVAL;
+    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK)
+        return KVREG_ENOTSUP;
+    if (!reencodable(dec->batch))
+        return KVREG_ESTATE;
+    reencode_vllm(dec->batch, dec->reencoded);
+    if (!dec->reencoded.ok())
+        return KVREG_ENOMEM;
+    *payload = dec->reencoded.data();
+    *payload_len = dec->reencoded.size();
+    return KVREG_OK;
 }
 
 KVREG_API const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) noexcept {

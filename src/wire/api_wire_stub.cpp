@@ -37,4 +37,19 @@ KVREG_API int kvreg_wire_decoder_stat(const kvreg_wire_decoder *, uint32_t, uint
     return KVREG_ENOTSUP;
 }
 
+KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_wire_decoder_set(kvreg_wire_decoder *, uint32_t, uint64_t) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *, const uint8_t **,
+                                          size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *, size_t,
+                                           kvreg_wire_event_ext *) noexcept {
+    return KVREG_ENOTSUP;
+}
+
 } // extern "C"

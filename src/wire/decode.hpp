@@ -1,5 +1,5 @@
-// The decoders. Each returns false with the error (offset, reason) in the reader on the first
-// problem; on success the batch holds the events (finish() already called).
+// The decoders. Each returns false with the error (offset, reason) on the first problem; on
+// success the batch holds the events (finish() already called).
 #pragma once
 
 #include <cstddef>
@@ -7,22 +7,28 @@
 
 #include "decoded.hpp"
 #include "mp_read.hpp"
-#include "tree.hpp"
 
 namespace kvreg::wire {
 
-// vLLM / SGLang KVEventBatch, every generation (decode_vllm.cpp).
-bool decode_vllm(MpReader &r, DecodedBatch &out, bool sglang);
+// The decoder's limits (KVREG_WIRE_DEC_OPT_*): checked before anything is allocated for the
+// value that would pass them.
+struct DecodeLimits {
+    size_t max_payload = KVREG_WIRE_DEC_DEFAULT_MAX_PAYLOAD;
+    unsigned max_depth = KVREG_WIRE_DEC_DEFAULT_MAX_DEPTH;
+    size_t max_events = KVREG_WIRE_DEC_DEFAULT_MAX_EVENTS;
+};
 
-// Where a Dynamo decode failed (JSON text has no MpReader).
+// vLLM / SGLang KVEventBatch, every generation (decode_vllm.cpp).
+bool decode_vllm(MpReader &r, DecodedBatch &out, const DecodeLimits &lim);
+
+// Where a Dynamo decode failed.
 struct DecodeError {
     size_t offset = 0;
     const char *why = nullptr;
 };
 
 // Dynamo RouterEvent payloads (decode_dynamo.cpp): JSON text or msgpack with field names.
-// tree is scratch space the caller keeps between payloads.
-bool decode_dynamo(const uint8_t *p, size_t len, bool json, Tree &tree, DecodedBatch &out,
-                   DecodeError &err);
+bool decode_dynamo(const uint8_t *p, size_t len, bool json, DecodedBatch &out, DecodeError &err,
+                   const DecodeLimits &lim);
 
 } // namespace kvreg::wire

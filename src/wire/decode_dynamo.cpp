@@ -1,141 +1,255 @@
-// Dynamo RouterEvent payloads, JSON or msgpack with field names, read from a Tree:
+// Dynamo RouterEvent payloads, JSON or msgpack with field names, read lazily (doc.hpp):
 //   payload: an array of RouterEvents, or one RouterEvent;
 //   RouterEvent {worker_id, storage_tier = "device", event {event_id, data, dp_rank = 0}};
 //   data: {"stored": {parent_hash, blocks [{block_hash, tokens_hash, ...}]}},
 //         {"removed": {block_hashes}}, "cleared" (or {"cleared": null}); other variants are
-//         skipped and counted. Unknown keys are ignored everywhere.
+//         skipped and counted. Unknown keys are ignored everywhere; a key we read that appears
+//         twice in one map is an error (as serde's derived decoders say "duplicate field").
 // block_hash (Dynamo's sequence hash) goes to block_hashes, tokens_hash to tokens_hashes.
 #include "decode.hpp"
+#include "doc.hpp"
 #include "media.hpp"
-#include "tree.hpp"
+
+#include <vector>
 
 namespace kvreg::wire {
 namespace {
 
-class DynamoReader {
-public:
-    DynamoReader(const Tree &t, DecodedBatch &out, DecodeError &err) : t_(t), out_(out), err_(err) {}
+// The smallest RouterEvent: msgpack {"event": {"data": "cleared"}} (21 bytes).
+constexpr size_t kMinEventBytes = 21;
 
-    bool payload(const Node &root) {
-        if (root.kind == Node::Map)
+template <class Doc> class DynamoReader {
+public:
+    DynamoReader(const Doc &d, size_t len, DecodedBatch &out, DecodeError &err,
+                 const DecodeLimits &lim)
+        : d_(d), len_(len), out_(out), err_(err), lim_(lim) {}
+
+    bool payload(const Val &root) {
+        if (root.kind == Val::Map)
             return router_event(root);
-        if (root.kind != Node::Array)
+        if (root.kind != Val::Array)
             return fail(root, "a Dynamo payload is an array of RouterEvents or one RouterEvent");
-        for (size_t k = 0; k < root.count; k++)
-            if (!router_event(t_.kid(root, k)))
+        // Room for the events the array holds (at most what the payload can hold), so the
+        // buffers do not grow while decoding: growing holds the old and the new buffer at
+        // once, up to 3x the bytes needed. msgpack says the count; JSON is counted (one
+        // more pass over the array, no allocation).
+        size_t count = root.count;
+        if (count == 0) {
+            Iter it = d_.begin(root);
+            Val v;
+            while (d_.next(it, v))
+                count++;
+        }
+        size_t most = len_ / kMinEventBytes;
+        most = most < count ? most : count;
+        most = most < lim_.max_events ? most : lim_.max_events;
+        out_.events.reserve(most), out_.parts.reserve(most);
+        Iter it = d_.begin(root);
+        Val re;
+        while (d_.next(it, re))
+            if (!router_event(re))
                 return false;
         return true;
     }
 
 private:
-    bool fail(const Node &n, const char *why) {
-        err_.offset = n.off, err_.why = why;
+    bool fail(const Val &v, const char *why) {
+        err_.offset = v.off, err_.why = why;
         return false;
     }
-    bool u64(const Node *n, uint64_t &v, const char *why) {
-        if (n && n->kind == Node::Uint)
-            v = n->u;
-        else if (n && n->kind == Node::Int) // tolerated: bit-cast, as for vLLM hashes
-            v = static_cast<uint64_t>(n->i);
+
+    // One pass over a map: the values of the keys in names[0..N) into vals (kind Other when
+    // absent, have[k] false). A named key seen twice fails at its second occurrence.
+    template <size_t N>
+    bool fields(const Val &map, const char *const (&names)[N], Val (&vals)[N], bool (&have)[N]) {
+        for (size_t k = 0; k < N; k++)
+            have[k] = false, vals[k] = Val{}, vals[k].kind = Val::Other;
+        Iter it = d_.begin(map);
+        Val key, val;
+        while (d_.next(it, key)) {
+            d_.next(it, val);
+            for (size_t k = 0; k < N; k++) {
+                if (!d_.is(key, names[k]))
+                    continue;
+                if (have[k])
+                    return fail(key, "a repeated key in a map");
+                have[k] = true, vals[k] = val;
+                break;
+            }
+        }
+        return true;
+    }
+
+    bool u64(const Val &n, uint64_t &v, const char *why) {
+        if (n.kind == Val::Uint)
+            v = n.u;
+        else if (n.kind == Val::Int) // tolerated: bit-cast, as for vLLM hashes
+            v = static_cast<uint64_t>(n.i);
         else
-            return fail(*n, why);
+            return fail(n, why);
         return true;
     }
     // Optional unsigned field: absent or null leaves v.
-    bool opt_u64(const Node &map, const char *key, uint64_t &v, const char *why) {
-        const Node *n = t_.find(map, key);
-        if (!n || n->kind == Node::Nil)
+    bool opt_u64(const Val &n, bool have, uint64_t &v, const char *why) {
+        if (!have || n.kind == Val::Nil)
             return true;
         return u64(n, v, why);
     }
 
-    bool router_event(const Node &re) {
-        if (re.kind != Node::Map)
+    // Elements of an array (msgpack says; JSON is counted, without allocating).
+    size_t count_of(const Val &a) {
+        if (a.count)
+            return a.count;
+        size_t n = 0;
+        Iter it = d_.begin(a);
+        Val v;
+        while (d_.next(it, v))
+            n++;
+        return n;
+    }
+    // Room for n more hashes at once (a large array: exactly; doubling would hold the old and
+    // the new buffer together, 3x its size), growing by half at least (many small arrays:
+    // no reallocation per event).
+    static void grow(std::vector<uint64_t> &v, size_t n) {
+        const size_t need = v.size() + n;
+        if (need > v.capacity())
+            v.reserve(need > v.capacity() + v.capacity() / 2 ? need
+                                                             : v.capacity() + v.capacity() / 2);
+    }
+    void reserve_hashes(size_t n, bool tokens_too) {
+        grow(out_.hashes, n);
+        if (tokens_too)
+            grow(out_.tokens_hashes, n);
+    }
+
+    bool begin_event(uint32_t type, const Val &at, size_t &idx) {
+        if (out_.events.size() >= lim_.max_events)
+            return fail(at, "more events than the decoder's max_events");
+        idx = out_.begin(type);
+        return true;
+    }
+
+    bool router_event(const Val &re) {
+        if (re.kind != Val::Map)
             return fail(re, "a RouterEvent must be an object");
-        uint64_t worker = 0;
-        if (!opt_u64(re, "worker_id", worker, "worker_id must be an unsigned integer"))
+        static constexpr const char *kRe[] = {"worker_id", "storage_tier", "event"};
+        Val f[3];
+        bool have[3];
+        if (!fields(re, kRe, f, have))
             return false;
-        const Node *tier = t_.find(re, "storage_tier");
-        if (tier && tier->kind != Node::Str && tier->kind != Node::Nil)
-            return fail(*tier, "storage_tier must be a string");
-        const Node *ev = t_.find(re, "event");
-        if (!ev)
+        uint64_t worker = 0;
+        if (!opt_u64(f[0], have[0], worker, "worker_id must be an unsigned integer"))
+            return false;
+        const Val &tier = f[1];
+        if (have[1] && tier.kind != Val::Str && tier.kind != Val::Nil)
+            return fail(tier, "storage_tier must be a string");
+        if (!have[2])
             return fail(re, "a RouterEvent without \"event\"");
-        if (ev->kind != Node::Map)
-            return fail(*ev, "RouterEvent.event must be an object");
+        const Val &ev = f[2];
+        if (ev.kind != Val::Map)
+            return fail(ev, "RouterEvent.event must be an object");
+
+        static constexpr const char *kEv[] = {"event_id", "dp_rank", "data"};
+        Val g[3];
+        bool hg[3];
+        if (!fields(ev, kEv, g, hg))
+            return false;
         uint64_t event_id = 0, dp = 0;
-        if (!opt_u64(*ev, "event_id", event_id, "event_id must be an unsigned integer") ||
-            !opt_u64(*ev, "dp_rank", dp, "dp_rank must be an unsigned integer"))
+        if (!opt_u64(g[0], hg[0], event_id, "event_id must be an unsigned integer") ||
+            !opt_u64(g[1], hg[1], dp, "dp_rank must be an unsigned integer"))
             return false;
         if (dp > INT64_MAX)
-            return fail(*t_.find(*ev, "dp_rank"), "dp_rank out of range");
-        const Node *data = t_.find(*ev, "data");
-        if (!data)
-            return fail(*ev, "a KvCacheEvent without \"data\"");
+            return fail(g[1], "dp_rank out of range");
+        if (!hg[2])
+            return fail(ev, "a KvCacheEvent without \"data\"");
+        const Val &data = g[2];
 
         size_t idx;
-        if (t_.is(*data, "cleared")) {
-            idx = out_.begin(KVREG_WIRE_CLEARED);
-        } else if (data->kind == Node::Map && data->count == 1) {
-            const Node &variant = t_.kid(*data, 0);
-            const Node &body = t_.kid(*data, 1);
-            if (t_.is(variant, "stored")) {
-                idx = out_.begin(KVREG_WIRE_STORED);
-                if (!stored(body, idx))
+        if (d_.is(data, "cleared")) {
+            if (!begin_event(KVREG_WIRE_CLEARED, data, idx))
+                return false;
+        } else if (data.kind == Val::Map) {
+            Iter it = d_.begin(data);
+            Val variant, body, extra;
+            if (!d_.next(it, variant) || (d_.next(it, body), d_.next(it, extra)))
+                return fail(data, "KvCacheEvent.data must be a one-key object or \"cleared\"");
+            if (d_.is(variant, "stored")) {
+                if (!begin_event(KVREG_WIRE_STORED, data, idx) || !stored(body, idx))
                     return false;
-            } else if (t_.is(variant, "removed")) {
-                idx = out_.begin(KVREG_WIRE_REMOVED);
-                if (!removed(body))
+            } else if (d_.is(variant, "removed")) {
+                if (!begin_event(KVREG_WIRE_REMOVED, data, idx) || !removed(body))
                     return false;
-            } else if (t_.is(variant, "cleared")) {
-                idx = out_.begin(KVREG_WIRE_CLEARED);
+            } else if (d_.is(variant, "cleared")) {
+                if (!begin_event(KVREG_WIRE_CLEARED, data, idx))
+                    return false;
             } else {
                 out_.skipped++;
                 return true;
             }
-        } else if (data->kind == Node::Str) {
+        } else if (data.kind == Val::Str) {
             out_.skipped++; // another unit variant
             return true;
         } else {
-            return fail(*data, "KvCacheEvent.data must be a one-key object or \"cleared\"");
+            return fail(data, "KvCacheEvent.data must be a one-key object or \"cleared\"");
         }
 
+        static const char *const kTags[] = {"", "stored", "removed", "cleared"};
+        EventParts &tp = out_.parts[idx];
+        tp.tag = kTags[out_.events[idx].type];
+        tp.shape = KVREG_WIRE_SHAPE_DYNAMO;
         kvreg_wire_event &e = out_.events[idx];
         e.worker_id = worker, e.event_id = event_id;
         e.has_dp_rank = 1, e.dp_rank = static_cast<int64_t>(dp);
-        if (tier && tier->kind == Node::Str) {
-            out_.parts[idx].medium_name = out_.keep_string(t_.text.data() + tier->str, tier->len);
-            e.medium = medium_from_name(t_.text.data() + tier->str, tier->len);
+        EventParts &p = out_.parts[idx];
+        p.medium_form = !have[1] ? KVREG_WIRE_FIELD_ABSENT
+                        : tier.kind == Val::Nil ? KVREG_WIRE_FIELD_NIL
+                                                : KVREG_WIRE_FIELD_SET;
+        if (tier.kind == Val::Str && have[1]) {
+            p.medium_name = out_.strings.size();
+            d_.text(tier, out_.strings);
+            out_.strings.push_back('\0');
+            const char *name = &out_.strings[p.medium_name];
+            e.medium = medium_from_name(name, out_.strings.size() - 1 - p.medium_name);
         }
         return true;
     }
 
-    bool stored(const Node &body, size_t idx) {
-        if (body.kind != Node::Map)
+    bool stored(const Val &body, size_t idx) {
+        if (body.kind != Val::Map)
             return fail(body, "stored must be an object");
-        const Node *parent = t_.find(body, "parent_hash");
-        if (parent && parent->kind != Node::Nil) {
+        static constexpr const char *kSt[] = {"parent_hash", "blocks"};
+        Val f[2];
+        bool have[2];
+        if (!fields(body, kSt, f, have))
+            return false;
+        if (have[0] && f[0].kind != Val::Nil) {
             kvreg_wire_event &e = out_.events[idx];
-            if (!u64(parent, e.parent_block_hash, "parent_hash must be an integer or null"))
+            if (!u64(f[0], e.parent_block_hash, "parent_hash must be an integer or null"))
                 return false;
             e.has_parent = 1;
         }
-        const Node *blocks = t_.find(body, "blocks");
-        if (!blocks)
+        if (!have[1])
             return fail(body, "stored without \"blocks\"");
-        if (blocks->kind != Node::Array)
-            return fail(*blocks, "stored.blocks must be an array");
+        const Val &blocks = f[1];
+        if (blocks.kind != Val::Array)
+            return fail(blocks, "stored.blocks must be an array");
         out_.parts[idx].tokens_hashes = out_.tokens_hashes.size();
-        for (size_t k = 0; k < blocks->count; k++) {
-            const Node &b = t_.kid(*blocks, k);
-            if (b.kind != Node::Map)
+        reserve_hashes(count_of(blocks), true);
+        Iter it = d_.begin(blocks);
+        Val b;
+        while (d_.next(it, b)) {
+            if (b.kind != Val::Map)
                 return fail(b, "a stored block must be an object");
-            uint64_t h, th;
-            const Node *hn = t_.find(b, "block_hash"), *tn = t_.find(b, "tokens_hash");
-            if (!hn || !tn)
+            static constexpr const char *kBl[] = {"block_hash", "tokens_hash"};
+            Val g[2];
+            bool hg[2];
+            if (!fields(b, kBl, g, hg))
+                return false;
+            if (!hg[0] || !hg[1])
                 return fail(b, "a stored block needs block_hash and tokens_hash");
-            if (!u64(hn, h, "block_hash must be an integer") ||
-                !u64(tn, th, "tokens_hash must be an integer"))
+            uint64_t h, th;
+            if (!u64(g[0], h, "block_hash must be an integer") ||
+                !u64(g[1], th, "tokens_hash must be an integer"))
                 return false;
             out_.hashes.push_back(h);
             out_.tokens_hashes.push_back(th);
@@ -143,38 +257,52 @@ private:
         return true;
     }
 
-    bool removed(const Node &body) {
-        const Node *hashes = t_.find(body, "block_hashes");
-        if (body.kind != Node::Map || !hashes)
+    bool removed(const Val &body) {
+        if (body.kind != Val::Map)
             return fail(body, "removed must be an object with block_hashes");
-        if (hashes->kind != Node::Array)
-            return fail(*hashes, "removed.block_hashes must be an array");
-        for (size_t k = 0; k < hashes->count; k++) {
-            uint64_t h;
-            if (!u64(&t_.kid(*hashes, k), h, "a block hash must be an integer"))
+        static constexpr const char *kRm[] = {"block_hashes"};
+        Val f[1];
+        bool have[1];
+        if (!fields(body, kRm, f, have))
+            return false;
+        if (!have[0])
+            return fail(body, "removed must be an object with block_hashes");
+        if (f[0].kind != Val::Array)
+            return fail(f[0], "removed.block_hashes must be an array");
+        reserve_hashes(count_of(f[0]), false);
+        Iter it = d_.begin(f[0]);
+        Val h;
+        while (d_.next(it, h)) {
+            uint64_t v;
+            if (!u64(h, v, "a block hash must be an integer"))
                 return false;
-            out_.hashes.push_back(h);
+            out_.hashes.push_back(v);
         }
         return true;
     }
 
-    const Tree &t_;
+    const Doc &d_;
+    size_t len_;
     DecodedBatch &out_;
     DecodeError &err_;
+    const DecodeLimits &lim_;
 };
+
+template <class Doc>
+bool run(const Doc &d, size_t len, DecodedBatch &out, DecodeError &err, const DecodeLimits &lim) {
+    if (!d.validate(err.offset, err.why))
+        return false;
+    DynamoReader<Doc> r(d, len, out, err, lim);
+    return r.payload(d.read(0));
+}
 
 } // namespace
 
-bool decode_dynamo(const uint8_t *p, size_t len, bool json, Tree &tree, DecodedBatch &out,
-                   DecodeError &err) {
+bool decode_dynamo(const uint8_t *p, size_t len, bool json, DecodedBatch &out, DecodeError &err,
+                   const DecodeLimits &lim) {
     out.clear();
-    size_t root = 0;
-    bool ok = json ? parse_json(p, len, tree, root, err.offset, err.why)
-                   : parse_msgpack(p, len, tree, root, err.offset, err.why);
-    if (ok) {
-        DynamoReader r(tree, out, err);
-        ok = r.payload(tree.nodes[root]);
-    }
+    bool ok = json ? run(JsonDoc(p, len, lim.max_depth), len, out, err, lim)
+                   : run(MpDoc(p, len, lim.max_depth), len, out, err, lim);
     if (!ok) {
         out.clear();
         return false;

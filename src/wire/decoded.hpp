@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kvreg_wire.h"
@@ -14,9 +15,55 @@ namespace kvreg::wire {
 
 inline constexpr size_t kNone = SIZE_MAX;
 
+// The fields of a vLLM / SGLang map event (a bit each for finding repeated keys; recorded in
+// wire order for re-encoding).
+enum Field : unsigned {
+    F_TYPE, F_HASHES, F_PARENT, F_TOKENS, F_BLOCK_SIZE, F_MEDIUM, F_LORA_NAME, F_LORA_ID,
+    F_GROUP, F_EXTRA, F_KIND, F_WINDOW, F_SALT, F_LOCALITY, F_OWNERSHIP, F_SESSION, F_COUNT
+};
+static_assert(F_COUNT <= 24, "EventParts::order holds every field once");
+
+// Everything about an event that kvreg_wire_event_ext reports, by index / offset.
 struct EventParts {
     size_t hashes = 0, tokens = 0, tokens_hashes = kNone; // first index in the buffers
     size_t medium_name = kNone, lora_name = kNone;        // offset in strings
+    const char *tag = nullptr;                            // a static name (known tags only)
+    size_t cache_salt = kNone, kind = kNone;              // offset in strings
+    size_t extra_keys = kNone, extra_keys_len = 0;        // offset in strings (raw bytes)
+    int64_t lora_id = 0, sliding_window = 0;
+    uint32_t shape = 0, n_fields = 0;
+    uint8_t medium_form = KVREG_WIRE_FIELD_ABSENT, lora_name_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t lora_id_form = KVREG_WIRE_FIELD_ABSENT, group_idx_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t cache_salt_form = KVREG_WIRE_FIELD_ABSENT, kind_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t sliding_form = KVREG_WIRE_FIELD_ABSENT, extra_keys_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t locality_form = KVREG_WIRE_FIELD_ABSENT, ownership_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t session_form = KVREG_WIRE_FIELD_ABSENT, block_size_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t parent_form = KVREG_WIRE_FIELD_ABSENT;
+    size_t locality = kNone, ownership = kNone, session = kNone; // offset in strings
+    bool token_pairs = false;
+    // For re-encoding (reencode_vllm.cpp): map events' keys in wire order (Field ids of
+    // decode_vllm.cpp), how hashes were spelt, and whether anything was dropped.
+    uint8_t order[24] = {};
+    uint8_t n_order = 0;
+    bool lossy = false;          // a key not read, a value ignored: cannot re-encode
+    bool hashes_signed = false;  // a hash came as a negative int: >= 2^63 goes back signed
+    bool parent_signed = false;
+    bool sglang_meta = false;    // position 7 held SGLang's {"cache_salt": ...} map
+    size_t raw_hashes = kNone, raw_hashes_len = 0; // block_hashes' bytes when any was bin
+    size_t raw_parent = kNone, raw_parent_len = 0; // parent_block_hash's bytes when bin
+};
+
+// The batch around the events, for re-encoding.
+struct BatchShape {
+    bool map = false;     // the outer batch was a map
+    uint32_t count = 0;   // its elements (array) or keys (map)
+    uint8_t dp_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t key_order[3] = {}; // map: 0 ts, 1 events, 2.. dp under name index (2, 3, 4)
+    bool ts_int = false;  // ts came as an integer
+    double ts = 0;
+    int64_t dp = 0;
+    bool lossy = false;   // extra elements / unknown keys
+    bool ok = false;      // a vLLM-family payload was decoded last
 };
 
 class DecodedBatch {
@@ -28,11 +75,13 @@ public:
     std::vector<uint32_t> tokens;
     std::vector<char> strings;
     uint64_t skipped = 0; // events of unknown type in this payload
+    BatchShape shape;
 
     void clear() noexcept {
         events.clear(), parts.clear(), hashes.clear(), tokens_hashes.clear(), tokens.clear();
         strings.clear();
         skipped = 0;
+        shape = BatchShape{};
     }
 
     // Begin an event; returns its index.
@@ -73,13 +122,51 @@ public:
             size_t tok_end = k + 1 < parts.size() ? parts[k + 1].tokens : tokens.size();
             e.n_block_hashes = hash_end - p.hashes;
             e.block_hashes = e.n_block_hashes ? hashes.data() + p.hashes : nullptr;
-            e.n_token_ids = tok_end - p.tokens;
+            e.n_token_ids = p.token_pairs ? 0 : tok_end - p.tokens;
             e.token_ids = e.n_token_ids ? tokens.data() + p.tokens : nullptr;
             e.tokens_hashes = p.tokens_hashes != kNone ? tokens_hashes.data() + p.tokens_hashes
                                                        : nullptr;
             e.medium_name = p.medium_name != kNone ? strings.data() + p.medium_name : nullptr;
             e.lora_name = p.lora_name != kNone ? strings.data() + p.lora_name : nullptr;
         }
+    }
+
+    // The extended view of event k (after finish()); fills at most ext.struct_size bytes.
+    void ext(size_t k, kvreg_wire_event_ext &out) const noexcept {
+        const EventParts &p = parts[k];
+        size_t tok_end = k + 1 < parts.size() ? parts[k + 1].tokens : tokens.size();
+        auto str = [&](size_t off) { return off != kNone ? strings.data() + off : nullptr; };
+        kvreg_wire_event_ext x{};
+        x.struct_size = static_cast<uint32_t>(sizeof x);
+        x.shape = p.shape;
+        x.tag = p.tag;
+        x.n_fields = p.n_fields;
+        x.medium_form = p.medium_form;
+        x.lora_name_form = p.lora_name_form;
+        x.lora_id_form = p.lora_id_form;
+        x.lora_id = p.lora_id;
+        x.token_pairs = p.token_pairs;
+        x.group_idx_form = p.group_idx_form;
+        if (p.token_pairs && tok_end > p.tokens)
+            x.pair_token_ids = tokens.data() + p.tokens, x.n_pair_token_ids = tok_end - p.tokens;
+        x.cache_salt = str(p.cache_salt);
+        x.cache_salt_form = p.cache_salt_form;
+        x.kv_cache_spec_kind_form = p.kind_form;
+        x.kv_cache_spec_kind = str(p.kind);
+        x.sliding_window_form = p.sliding_form;
+        x.kv_cache_spec_sliding_window = p.sliding_window;
+        x.extra_keys_form = p.extra_keys_form;
+        if (p.extra_keys != kNone)
+            x.extra_keys = reinterpret_cast<const uint8_t *>(strings.data() + p.extra_keys),
+            x.extra_keys_len = p.extra_keys_len;
+        x.locality = str(p.locality), x.locality_form = p.locality_form;
+        x.ownership = str(p.ownership), x.ownership_form = p.ownership_form;
+        x.session_id = str(p.session), x.session_id_form = p.session_form;
+        x.block_size_form = p.block_size_form;
+        x.parent_form = p.parent_form;
+        const size_t n = out.struct_size < sizeof x ? out.struct_size : sizeof x;
+        std::memcpy(&out, &x, n);
+        out.struct_size = static_cast<uint32_t>(n);
     }
 };
 

@@ -16,6 +16,7 @@ struct EncodeOptions {
     uint64_t worker_id = 0;
     bool has_lora = false;
     std::string lora_name;
+    uint64_t next_snapshot_id = 0; // KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID
 };
 
 // vLLM KVEventBatch [ts, events, dp_rank]: map events (legacy = false) in msgspec's key order,
@@ -25,7 +26,8 @@ void encode_vllm(MpWriter &w, const Plan &plan, const kvreg_event *ev, double ts
 
 // Dynamo RouterEvents, one per group, as a JSON array (json = true) or a msgpack array of maps
 // with field names (rmp_serde::to_vec_named's shape).
-void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev,
-                   const EncodeOptions &o, bool json);
+// Snapshot groups take o.next_snapshot_id in turn (it advances).
+void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeOptions &o,
+                   bool json);
 
 } // namespace kvreg::wire

@@ -2,7 +2,9 @@
 // in serde's representation: data is {"stored":{parent_hash, blocks[{block_hash,
 // tokens_hash}]}}, {"removed":{block_hashes}} or the bare string "cleared" (a unit variant).
 // Our sequence hash is Dynamo's block_hash (ExternalSequenceBlockHash), our block hash its
-// tokens_hash (LocalBlockHash); event_id is the kvreg event_id of the group's first event.
+// tokens_hash (LocalBlockHash); event_id is the kvreg event_id of the group's first event, or
+// for a group of snapshot events (KVREG_EVENT_ID_SNAPSHOT) the encoder's next snapshot id,
+// so that a snapshot's RouterEvents carry contiguous ids.
 // JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
 #include "encode.hpp"
 #include "media.hpp"
@@ -135,8 +137,8 @@ void data(Sink &s, const kvreg_event *ev, const Group &g) {
 
 } // namespace
 
-void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev,
-                   const EncodeOptions &o, bool json) {
+void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeOptions &o,
+                   bool json) {
     Sink s(w, json);
     s.begin_array(plan.groups.size());
     for (const Group &g : plan.groups) {
@@ -146,7 +148,10 @@ void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev,
         s.key("storage_tier"), s.string(dynamo_tier_name(g.medium));
         s.key("event");
         s.begin_map(3);
-        s.key("event_id"), s.u64(ev[g.first].event_id, false);
+        uint64_t id = ev[g.first].event_id;
+        if (id == KVREG_EVENT_ID_SNAPSHOT)
+            id = o.next_snapshot_id++;
+        s.key("event_id"), s.u64(id, false);
         s.key("data"), data(s, ev, g);
         s.key("dp_rank"), s.u64(o.dp_rank, false);
         s.end_map();

@@ -39,6 +39,7 @@ public:
 
     size_t pos() const noexcept { return pos_; }
     size_t len() const noexcept { return len_; }
+    const uint8_t *data() const noexcept { return p_; }
     bool at_end() const noexcept { return pos_ == len_; }
     bool failed() const noexcept { return err_ != nullptr; }
     size_t error_offset() const noexcept { return err_off_; }
@@ -163,20 +164,42 @@ public:
         return true;
     }
 
-    // Skip one whole value, nested containers included. Iterative (a counter of values still
-    // to skip), so no nesting depth can exhaust the stack.
-    bool skip() noexcept {
-        uint64_t pending = 1;
+    // Skip one whole value, nested containers included. `level` is the nesting level the
+    // value has if it is a container (the payload's outermost container is level 1): a
+    // container deeper than max_depth() fails the payload. Iterative (a fixed stack of
+    // counts of values still to skip per level), so no nesting can exhaust the C++ stack.
+    bool skip(unsigned level) noexcept {
+        uint64_t pending[kMaxDepthCap + 2];
+        unsigned top = 0;
+        pending[0] = 1;
         MpHead h;
-        while (pending > 0) {
+        for (;;) {
+            while (pending[top] == 0) {
+                if (top == 0)
+                    return true;
+                top--;
+            }
             if (!head(h))
                 return false;
-            pending--;
-            if (h.kind == MpKind::Array)
-                pending += h.count;
-            else if (h.kind == MpKind::Map)
-                pending += 2 * static_cast<uint64_t>(h.count);
+            pending[top]--;
+            if (h.kind == MpKind::Array || h.kind == MpKind::Map) {
+                if (level + top > max_depth_)
+                    return fail(h.off, "nested deeper than the decoder's max_depth");
+                pending[++top] = h.kind == MpKind::Map ? 2 * static_cast<uint64_t>(h.count)
+                                                       : h.count;
+            }
         }
+    }
+
+    // Containers nested deeper than this fail (KVREG_WIRE_DEC_OPT_MAX_DEPTH).
+    static constexpr unsigned kMaxDepthCap = 64;
+    unsigned max_depth() const noexcept { return max_depth_; }
+    void set_max_depth(unsigned d) noexcept { max_depth_ = d > kMaxDepthCap ? kMaxDepthCap : d; }
+    // Fail when a container at `level` is deeper than allowed (callers that walk containers
+    // themselves rather than through skip()).
+    bool check_depth(const MpHead &h, unsigned level) noexcept {
+        if (level > max_depth_)
+            return fail(h.off, "nested deeper than the decoder's max_depth");
         return true;
     }
 
@@ -251,6 +274,7 @@ private:
     size_t pos_ = 0;
     const char *err_ = nullptr;
     size_t err_off_ = 0;
+    unsigned max_depth_ = 32;
 };
 
 } // namespace kvreg::wire

@@ -72,6 +72,8 @@ public:
     void f64(double v) noexcept { note(kvreg_mp_double(&b_, v)); }
     // Smallest form, as msgspec writes ints.
     void uint(uint64_t v) noexcept { note(kvreg_mp_uint64(&b_, v)); }
+    // Smallest form too: non-negative values as unsigned forms, as msgspec does.
+    void sint(int64_t v) noexcept { note(kvreg_mp_int64(&b_, v)); }
     // Hashes: always the 9-byte 0xcf form, so that decoders which only accept 64-bit integer
     // types as hashes (llm-d) take every value, also the ones below 2^32.
     void hash(uint64_t v) noexcept { note(kvreg_mp_fix_uint64(&b_, v)); }

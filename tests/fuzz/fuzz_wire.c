@@ -2,7 +2,9 @@
  * Dynamo JSON, Dynamo msgpack), the rest is the payload. Invariants: a decode either succeeds
  * with events whose arrays and strings can all be read, or fails with KVREG_EPROTO and an
  * offset inside the payload; nothing else. A vLLM batch that decodes is encoded again (as
- * kvreg events) and must decode to the same number of hashes. */
+ * kvreg events) and must decode to the same number of hashes. Every event's extended fields
+ * are read; a vLLM / SGLang batch the decoder can re-encode must decode again from its
+ * re-encoding to as many events, and re-encode to the same bytes (a fixed point). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +66,54 @@ static void reencode(const kvreg_wire_event *w, size_t n)
     free(ev);
 }
 
+/* The extended fields of every event, read through. */
+static uint64_t read_ext(const kvreg_wire_decoder *dec, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t k = 0; k < n; k++) {
+        kvreg_wire_event_ext x;
+        x.struct_size = sizeof x;
+        check(kvreg_wire_decoder_event_ext(dec, k, &x) == KVREG_OK, "event_ext");
+        const char *strs[] = {x.tag, x.cache_salt, x.kv_cache_spec_kind, x.locality,
+                              x.ownership, x.session_id};
+        for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+            sum += strs[i] ? strlen(strs[i]) : 0;
+        for (size_t i = 0; i < x.n_pair_token_ids; i++)
+            sum += x.pair_token_ids[i];
+        for (size_t i = 0; i < x.extra_keys_len; i++)
+            sum += x.extra_keys[i];
+        check(x.n_pair_token_ids % 2 == 0, "pairs come in twos");
+    }
+    return sum;
+}
+
+/* Re-encoding is a fixed point: decode(reencode(x)) re-encodes to the same bytes. */
+static void reencode_fixed_point(kvreg_wire_decoder *dec, uint32_t format, size_t n)
+{
+    const uint8_t *p;
+    size_t len;
+    int rc = kvreg_wire_decoder_reencode(dec, &p, &len);
+    if (rc != KVREG_OK) {
+        check(rc == KVREG_ESTATE, "reencode: status other than OK / ESTATE");
+        return;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    check(copy != NULL, "out of memory");
+    memcpy(copy, p, len);
+    kvreg_wire_decoder *again;
+    check(kvreg_wire_decoder_new(&again, format) == KVREG_OK, "decoder_new");
+    const kvreg_wire_event *w;
+    size_t m;
+    check(kvreg_wire_decode(again, copy, len, &w, &m, NULL) == KVREG_OK, "re-encoding decodes");
+    check(m == n, "re-encoding has as many events");
+    const uint8_t *p2;
+    size_t len2;
+    check(kvreg_wire_decoder_reencode(again, &p2, &len2) == KVREG_OK, "re-encodes again");
+    check(len2 == len && memcmp(p2, copy, len) == 0, "re-encoding is a fixed point");
+    kvreg_wire_decoder_free(again);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -85,7 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sum += w[k].medium_name ? strlen(w[k].medium_name) : 0;
             sum += w[k].lora_name ? strlen(w[k].lora_name) : 0;
         }
-        fuzz_sink += sum;
+        fuzz_sink += sum + read_ext(dec, n);
+        if (format == KVREG_WIRE_VLLM || format == KVREG_WIRE_SGLANG)
+            reencode_fixed_point(dec, format, n);
         if (format == KVREG_WIRE_VLLM)
             reencode(w, n);
     } else {

@@ -29,6 +29,8 @@ KVREG_CHECK(wire_event_size, sizeof(kvreg_wire_event) == 152);
 KVREG_CHECK(wire_event_ts, offsetof(kvreg_wire_event, ts) == 96);
 KVREG_CHECK(wire_event_tokens_hashes, offsetof(kvreg_wire_event, tokens_hashes) == 120);
 KVREG_CHECK(wire_event_reserved, offsetof(kvreg_wire_event, reserved) == 128);
+KVREG_CHECK(wire_event_ext_size, sizeof(kvreg_wire_event_ext) == 168);
+KVREG_CHECK(wire_event_ext_extra_len, offsetof(kvreg_wire_event_ext, extra_keys_len) == 112);
 KVREG_CHECK(sub_batch_size, sizeof(kvreg_sub_batch) == 120);
 KVREG_CHECK(sub_batch_events, offsetof(kvreg_sub_batch, events) == 72);
 KVREG_CHECK(sub_notice_size, sizeof(kvreg_sub_notice) == 80);

@@ -105,6 +105,68 @@ static void test_dynamo_json(void **state)
     kvreg_wire_encoder_free(enc);
 }
 
+/* Snapshot events (event_id KVREG_EVENT_ID_SNAPSHOT) get real, contiguous RouterEvent ids from
+ * KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, across calls; live events after them keep their own ids
+ * (issue 35: they used to go out as 18446744073709551615). */
+static void test_dynamo_snapshot_ids(void **state)
+{
+    (void)state;
+    kvreg_event ev[5];
+    memset(ev, 0, sizeof ev);
+    /* three chains (one block each: no parent links between them) on GPU, then one on CPU */
+    for (int k = 0; k < 4; k++) {
+        ev[k].kind = KVREG_EVENT_REGISTER;
+        ev[k].event_id = KVREG_EVENT_ID_SNAPSHOT;
+        ev[k].sequence_hash = 100 + (uint64_t)k;
+        ev[k].block_hash = 200 + (uint64_t)k;
+        ev[k].medium = k == 3 ? KVREG_MEDIUM_CPU : KVREG_MEDIUM_GPU;
+    }
+    ev[4].kind = KVREG_EVENT_REMOVE, ev[4].event_id = 44, ev[4].sequence_hash = 100;
+    kvreg_wire_encoder *enc;
+    const uint8_t *p;
+    size_t len, used;
+    uint64_t next = 99;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, &next),
+                     KVREG_OK);
+    assert_true(next == 0); /* the default */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, 40), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, 2), KVREG_OK);
+    const char *want[3] = {
+        "[{\"worker_id\":0,\"storage_tier\":\"device\",\"event\":{\"event_id\":40,\"data\":"
+        "{\"stored\":{\"parent_hash\":null,\"blocks\":[{\"block_hash\":100,\"tokens_hash\":200}]"
+        "}},\"dp_rank\":0}},"
+        "{\"worker_id\":0,\"storage_tier\":\"device\",\"event\":{\"event_id\":41,\"data\":"
+        "{\"stored\":{\"parent_hash\":null,\"blocks\":[{\"block_hash\":101,\"tokens_hash\":201}]"
+        "}},\"dp_rank\":0}}]",
+        "[{\"worker_id\":0,\"storage_tier\":\"device\",\"event\":{\"event_id\":42,\"data\":"
+        "{\"stored\":{\"parent_hash\":null,\"blocks\":[{\"block_hash\":102,\"tokens_hash\":202}]"
+        "}},\"dp_rank\":0}},"
+        "{\"worker_id\":0,\"storage_tier\":\"host_pinned\",\"event\":{\"event_id\":43,\"data\":"
+        "{\"stored\":{\"parent_hash\":null,\"blocks\":[{\"block_hash\":103,\"tokens_hash\":203}]"
+        "}},\"dp_rank\":0}}]",
+        /* the live event after the snapshot keeps its own id, 44: the caller chose 40 so
+         * that the snapshot's four RouterEvents, 40..43, end right before it */
+        "[{\"worker_id\":0,\"storage_tier\":\"device\",\"event\":{\"event_id\":44,\"data\":"
+        "{\"removed\":{\"block_hashes\":[100]}},\"dp_rank\":0}}]",
+    };
+    size_t at = 0;
+    for (int call = 0; call < 3; call++) {
+        assert_int_equal(kvreg_wire_encode(enc, ev + at, 5 - at, 1.0, &used, &p, &len), KVREG_OK);
+        assert_int_equal(used, call < 2 ? 2 : 1);
+        at += used;
+        assert_int_equal(len, strlen(want[call]));
+        assert_memory_equal(p, want[call], len);
+    }
+    assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, &next),
+                     KVREG_OK);
+    assert_true(next == 44);
+    assert_int_equal(kvreg_wire_encoder_get(enc, 99, &next), KVREG_EINVAL);
+    assert_int_equal(kvreg_wire_encoder_get(NULL, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, &next),
+                     KVREG_EINVAL);
+    kvreg_wire_encoder_free(enc);
+}
+
 /* A one-event Dynamo msgpack payload: the named-field maps, written out by hand. */
 static void test_dynamo_msgpack(void **state)
 {
@@ -262,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_small_hash_uses_u64_form),
         cmocka_unit_test(test_dynamo_json),
         cmocka_unit_test(test_dynamo_msgpack),
+        cmocka_unit_test(test_dynamo_snapshot_ids),
         cmocka_unit_test(test_grouping),
         cmocka_unit_test(test_max_events),
         cmocka_unit_test(test_tokenless_and_block_size),

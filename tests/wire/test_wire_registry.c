@@ -124,7 +124,8 @@ static void test_engine_calls(void **state)
         assert_true(w[0].tokens_hashes[i] == ia[i].block_hash);
     assert_string_equal(w[1].medium_name, "host_pinned");
 
-    /* a snapshot of what b re-registers: the same chain, event_id KVREG_EVENT_ID_SNAPSHOT */
+    /* a snapshot of what b re-registers: the same chain; its kvreg events have event_id
+     * KVREG_EVENT_ID_SNAPSHOT, the RouterEvent gets the encoder's next snapshot id */
     l.n = 0;
     assert_int_equal(kvreg_register_sequence(cpu, b, 0, 2, hb, NULL, NULL), KVREG_OK);
     kvreg_snapshot *snap;
@@ -133,9 +134,14 @@ static void test_engine_calls(void **state)
     assert_int_equal(kvreg_registry_snapshot(reg, &snap), KVREG_OK);
     assert_int_equal(kvreg_snapshot_events(snap, &sev, &sn), KVREG_OK);
     assert_int_equal(sn, 2);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, 7), KVREG_OK);
     w = round_trip(enc, dec, sev, sn, &n);
     assert_int_equal(n, 1);
-    assert_true(w[0].event_id == KVREG_EVENT_ID_SNAPSHOT);
+    assert_true(w[0].event_id == 7);
+    uint64_t next = 0;
+    assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, &next),
+                     KVREG_OK);
+    assert_true(next == 8);
     assert_int_equal(w[0].n_block_hashes, 2);
     assert_true(w[0].block_hashes[0] == ib[0].sequence_hash);
     assert_true(w[0].block_hashes[1] == ib[1].sequence_hash);

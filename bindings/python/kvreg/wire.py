@@ -25,7 +25,8 @@ from typing import NamedTuple, Optional, Tuple
 from . import _buffers, _ffi, errors
 from .events import Medium
 
-__all__ = ["Format", "WireEventType", "WireEvent", "Encoder", "Decoder", "MEDIUM_UNKNOWN"]
+__all__ = ["Format", "WireEventType", "WireEvent", "WireEventExt", "Encoder", "Decoder",
+           "MEDIUM_UNKNOWN"]
 
 lib = _ffi.lib
 
@@ -53,6 +54,10 @@ _OPT_DP_RANK = 1
 _OPT_MAX_EVENTS = 2
 _OPT_WORKER_ID = 3
 _OPT_BLOCK_SIZE = 4
+_OPT_SNAPSHOT_EVENT_ID = 5
+_DEC_OPTS = {"max_payload": 1, "max_depth": 2, "max_events": 3}
+_FIELD_FORMS = {0: "absent", 1: "nil", 2: "set"}
+_SHAPES = {1: "map", 2: "array", 3: "dynamo"}
 
 _STATS = {"batches": 1, "rejected": 2, "events": 3, "skipped": 4}
 
@@ -90,6 +95,45 @@ if ctypes.sizeof(ctypes.c_void_p) == 8:
     assert ctypes.sizeof(kvreg_wire_event) == 152, ctypes.sizeof(kvreg_wire_event)
 
 
+class kvreg_wire_event_ext(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _ffi.c_u32),
+        ("shape", _ffi.c_u32),
+        ("tag", ctypes.c_char_p),
+        ("n_fields", _ffi.c_u32),
+        ("medium_form", _ffi.c_u32),
+        ("lora_name_form", _ffi.c_u32),
+        ("lora_id_form", _ffi.c_u32),
+        ("lora_id", c_i64),
+        ("token_pairs", _ffi.c_u32),
+        ("group_idx_form", _ffi.c_u32),
+        ("pair_token_ids", _ffi.u32_p),
+        ("n_pair_token_ids", _ffi.c_size),
+        ("cache_salt", ctypes.c_char_p),
+        ("cache_salt_form", _ffi.c_u32),
+        ("kv_cache_spec_kind_form", _ffi.c_u32),
+        ("kv_cache_spec_kind", ctypes.c_char_p),
+        ("sliding_window_form", _ffi.c_u32),
+        ("extra_keys_form", _ffi.c_u32),
+        ("kv_cache_spec_sliding_window", c_i64),
+        ("extra_keys", ctypes.POINTER(ctypes.c_uint8)),
+        ("extra_keys_len", _ffi.c_size),
+        ("locality", ctypes.c_char_p),
+        ("ownership", ctypes.c_char_p),
+        ("session_id", ctypes.c_char_p),
+        ("locality_form", _ffi.c_u32),
+        ("ownership_form", _ffi.c_u32),
+        ("session_id_form", _ffi.c_u32),
+        ("block_size_form", _ffi.c_u32),
+        ("parent_form", _ffi.c_u32),
+        ("reserved32", _ffi.c_u32),
+    ]
+
+
+if ctypes.sizeof(ctypes.c_void_p) == 8:
+    assert ctypes.sizeof(kvreg_wire_event_ext) == 168, ctypes.sizeof(kvreg_wire_event_ext)
+
+
 class kvreg_wire_encoder(ctypes.Structure):
     pass
 
@@ -120,7 +164,17 @@ _PROTOTYPES = {
                           False),
     "kvreg_wire_decoder_error": (ctypes.c_char_p, [dec_p], False),
     "kvreg_wire_decoder_stat": (_ffi.c_int, [dec_p, _ffi.c_u32, _ffi.u64_p], True),
+    # 0.5: bound when present; an older library still serves the rest (the methods that need
+    # them raise NotSupported).
+    "kvreg_wire_encoder_get": (_ffi.c_int, [enc_p, _ffi.c_u32, _ffi.u64_p], True),
+    "kvreg_wire_decoder_set": (_ffi.c_int, [dec_p, _ffi.c_u32, _ffi.c_u64], True),
+    "kvreg_wire_decoder_event_ext": (_ffi.c_int, [dec_p, _ffi.c_size,
+                                                  ctypes.POINTER(kvreg_wire_event_ext)], True),
+    "kvreg_wire_decoder_reencode": (_ffi.c_int, [dec_p, ctypes.POINTER(u8_p), _ffi.size_p],
+                                    True),
 }
+_SINCE_05 = {"kvreg_wire_encoder_get", "kvreg_wire_decoder_set",
+             "kvreg_wire_decoder_event_ext", "kvreg_wire_decoder_reencode"}
 
 _bound = []
 _bind_lock = threading.Lock()
@@ -130,12 +184,14 @@ def _wire_lib():
     """lib with the wire prototypes installed; NotSupported when the library predates them."""
     with _bind_lock:
         if not _bound:
-            missing = [n for n in _PROTOTYPES if not hasattr(lib, n)]
+            missing = [n for n in _PROTOTYPES if n not in _SINCE_05 and not hasattr(lib, n)]
             if missing:
                 raise errors.NotSupported(
                     _ffi.ENOTSUP, "the loaded libkvreg has no wire API (%s missing; libkvreg "
                     "0.3 built with the wire feature is needed)" % ", ".join(missing))
             for name, (restype, argtypes, checked) in _PROTOTYPES.items():
+                if name in _SINCE_05 and not hasattr(lib, name):
+                    continue
                 fn = getattr(lib, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
@@ -143,6 +199,15 @@ def _wire_lib():
                     fn.errcheck = _ffi._errcheck
             _bound.append(True)
     return lib
+
+
+def _since_05(name):
+    """lib's 0.5 function `name`, or NotSupported with what is needed."""
+    w = _wire_lib()
+    if not hasattr(w, name):
+        raise errors.NotSupported(_ffi.ENOTSUP, "the loaded libkvreg has no %s (libkvreg 0.5 "
+                                  "is needed)" % name)
+    return getattr(w, name)
 
 
 def _not_built(exc):
@@ -231,7 +296,7 @@ class Encoder(_Closable):
     lora_name in stored events (default None: nil). Bad values raise InvalidArgument."""
 
     def __init__(self, format="vllm", *, dp_rank=None, max_events=None, worker_id=None,
-                 block_size=None, lora_name=None):
+                 block_size=None, lora_name=None, snapshot_event_id=None):
         w = _wire_lib()
         fmt = _format(format, {Format.VLLM, Format.VLLM_LEGACY, Format.DYNAMO_JSON,
                                Format.DYNAMO_MSGPACK})
@@ -242,7 +307,9 @@ class Encoder(_Closable):
             for opt, value, name in ((_OPT_DP_RANK, dp_rank, "dp_rank"),
                                      (_OPT_MAX_EVENTS, max_events, "max_events"),
                                      (_OPT_WORKER_ID, worker_id, "worker_id"),
-                                     (_OPT_BLOCK_SIZE, block_size, "block_size")):
+                                     (_OPT_BLOCK_SIZE, block_size, "block_size"),
+                                     (_OPT_SNAPSHOT_EVENT_ID, snapshot_event_id,
+                                      "snapshot_event_id")):
                 if value is not None:
                     w.kvreg_wire_encoder_set(h.ptr, opt, _buffers.u64(value, name))
             if lora_name is not None:
@@ -257,6 +324,20 @@ class Encoder(_Closable):
     def __repr__(self):
         return "<kvreg.wire.Encoder %s%s>" % (self.format.name.lower(),
                                               " closed" if self.closed else "")
+
+    @property
+    def snapshot_event_id(self):
+        """Dynamo formats: the event_id the next RouterEvent made of snapshot events gets (set
+        with the snapshot_event_id argument; each such RouterEvent takes one, so a snapshot's
+        ids are contiguous). Needs libkvreg 0.5."""
+        get = _since_05("kvreg_wire_encoder_get")
+        value = ctypes.c_uint64()
+        ptr = self._h.enter()
+        try:
+            get(ptr, _OPT_SNAPSHOT_EVENT_ID, ctypes.byref(value))
+        finally:
+            self._h.lock.release()
+        return value.value
 
     def encode(self, events, ts=None):
         """Encode events (in event_id order) into as many payloads as max_events needs:
@@ -343,8 +424,52 @@ class WireEvent(NamedTuple):
     tokens_hashes: Tuple[int, ...]     # Dynamo stored: each block's tokens_hash; else ()
 
 
+class WireEventExt(NamedTuple):
+    """What a decoded event carries beyond WireEvent (kvreg_wire_event_ext): each optional
+    field with its form, "absent" (not in the payload), "nil" or "set"."""
+    tag: Optional[str]                 # the type name as on the wire ("TierBlocksCleared", ...)
+    shape: str                         # "map", "array" or "dynamo"
+    n_fields: int
+    medium: str                        # form of the medium: tells an absent one from "GPU"
+    lora_name: str                     # form
+    lora_id: Tuple[str, Optional[int]]
+    pair_token_ids: Optional[Tuple[Tuple[int, int], ...]]  # EAGLE bigram token ids, or None
+    group_idx: str                     # form
+    cache_salt: Tuple[str, Optional[str]]
+    kv_cache_spec_kind: Tuple[str, Optional[str]]
+    kv_cache_spec_sliding_window: Tuple[str, Optional[int]]
+    extra_keys: Optional[bytes]        # its MessagePack bytes as on the wire; None when absent
+    locality: Tuple[str, Optional[str]]
+    ownership: Tuple[str, Optional[str]]
+    session_id: Tuple[str, Optional[str]]
+    block_size: str                    # form
+    parent_block_hash: str             # form
+
+
 def _text(raw):
     return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _ext_from_c(x):
+    f = _FIELD_FORMS.get
+    pairs = None
+    if x.token_pairs:
+        flat = x.pair_token_ids[:x.n_pair_token_ids] if x.n_pair_token_ids else []
+        pairs = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2))
+    return WireEventExt(
+        _text(x.tag), _SHAPES.get(x.shape, str(x.shape)), x.n_fields, f(x.medium_form),
+        f(x.lora_name_form),
+        (f(x.lora_id_form), x.lora_id if x.lora_id_form == 2 else None),
+        pairs, f(x.group_idx_form),
+        (f(x.cache_salt_form), _text(x.cache_salt)),
+        (f(x.kv_cache_spec_kind_form), _text(x.kv_cache_spec_kind)),
+        (f(x.sliding_window_form),
+         x.kv_cache_spec_sliding_window if x.sliding_window_form == 2 else None),
+        ctypes.string_at(x.extra_keys, x.extra_keys_len) if x.extra_keys_form else None,
+        (f(x.locality_form), _text(x.locality)),
+        (f(x.ownership_form), _text(x.ownership)),
+        (f(x.session_id_form), _text(x.session_id)),
+        f(x.block_size_form), f(x.parent_form))
 
 
 def _wire_from_c(ev):
@@ -382,14 +507,25 @@ class Decoder(_Closable):
     """Decodes payloads from engines (untrusted bytes) into WireEvent values.
 
     format: "vllm" (default; also reads SGLang and legacy positional payloads), "sglang",
-    "dynamo_json", "dynamo_msgpack" or a Format."""
+    "dynamo_json", "dynamo_msgpack" or a Format. max_payload (bytes, default 16 MiB),
+    max_depth (default 32, at most 64) and max_events (default 65536): the decoder's limits
+    (kvreg_wire.h, "Decoder limits"; libkvreg 0.5); past one, decode() raises ProtocolError."""
 
-    def __init__(self, format="vllm"):
+    def __init__(self, format="vllm", *, max_payload=None, max_depth=None, max_events=None):
         w = _wire_lib()
         fmt = _format(format, set(Format))
         self.format = Format(fmt)
-        self._h = _Handle(self, w.kvreg_wire_decoder_new, w.kvreg_wire_decoder_free, fmt,
-                          "kvreg.wire.Decoder")
+        self._h = h = _Handle(self, w.kvreg_wire_decoder_new, w.kvreg_wire_decoder_free, fmt,
+                              "kvreg.wire.Decoder")
+        try:
+            for name, value in (("max_payload", max_payload), ("max_depth", max_depth),
+                                ("max_events", max_events)):
+                if value is not None:
+                    _since_05("kvreg_wire_decoder_set")(h.ptr, _DEC_OPTS[name],
+                                                        _buffers.u64(value, name))
+        except BaseException:
+            h.close()
+            raise
 
     def __repr__(self):
         return "<kvreg.wire.Decoder %s%s>" % (self.format.name.lower(),
@@ -399,6 +535,29 @@ class Decoder(_Closable):
         """One payload (bytes-like) -> [WireEvent] in order; events of unknown types are
         skipped (counted in stats()["skipped"]). ProtocolError when it does not decode, with
         `offset` and `detail`; nothing is returned then."""
+        return self._decode(payload, False)
+
+    def decode_extended(self, payload):
+        """As decode(), as [(WireEvent, WireEventExt)]. Needs libkvreg 0.5."""
+        return self._decode(payload, True)
+
+    def reencode(self):
+        """The last payload decoded, encoded again from what was decoded, as its upstream
+        encoder wrote it (bytes identical to an upstream payload). NotSupported for Dynamo
+        formats; StateError when nothing decoded or the payload held something the decoder
+        does not keep. Needs libkvreg 0.5."""
+        fn = _since_05("kvreg_wire_decoder_reencode")
+        p = u8_p()
+        n = ctypes.c_size_t()
+        ptr = self._h.enter()
+        try:
+            fn(ptr, ctypes.byref(p), ctypes.byref(n))
+            return ctypes.string_at(p, n.value)
+        finally:
+            self._h.lock.release()
+
+    def _decode(self, payload, extended):
+        ext_fn = _since_05("kvreg_wire_decoder_event_ext") if extended else None
         buf = bytes(payload)
         evs = wire_event_p()
         n = ctypes.c_size_t()
@@ -413,7 +572,15 @@ class Decoder(_Closable):
             if st < 0:
                 raise errors.from_status(st, _ffi.strerror(st))
             # Borrowed until the decoder's next call: copy while we hold its lock.
-            return [_wire_from_c(evs[i]) for i in range(n.value)]
+            if not extended:
+                return [_wire_from_c(evs[i]) for i in range(n.value)]
+            out = []
+            for i in range(n.value):
+                x = kvreg_wire_event_ext()
+                x.struct_size = ctypes.sizeof(x)
+                ext_fn(ptr, i, ctypes.byref(x))
+                out.append((_wire_from_c(evs[i]), _ext_from_c(x)))
+            return out
         finally:
             self._h.lock.release()
 

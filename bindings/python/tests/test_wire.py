@@ -304,3 +304,54 @@ class IndependentConsumer(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@_NEEDS_WIRE
+class Fidelity(unittest.TestCase):
+    """0.5: decoder limits, the extended fields, re-encoding, snapshot event ids."""
+
+    def test_limits_at_the_edge(self):
+        with wire.Decoder(max_payload=len(EXAMPLE_A)) as dec:
+            self.assertEqual(len(dec.decode(EXAMPLE_A)), 3)
+        with wire.Decoder(max_payload=len(EXAMPLE_A) - 1) as dec:
+            with self.assertRaises(kvreg.ProtocolError) as cm:
+                dec.decode(EXAMPLE_A)
+            self.assertEqual(cm.exception.offset, len(EXAMPLE_A) - 1)
+        with wire.Decoder(max_events=2) as dec:
+            with self.assertRaises(kvreg.ProtocolError):
+                dec.decode(EXAMPLE_A)
+        with self.assertRaises(kvreg.InvalidArgument):
+            wire.Decoder(max_depth=65)
+
+    def test_extended_fields_and_reencode(self):
+        with wire.Decoder() as dec:
+            got = dec.decode_extended(EXAMPLE_A)
+            self.assertEqual(dec.reencode(), EXAMPLE_A)
+        ev, x = got[0]
+        self.assertEqual((x.tag, x.shape, x.n_fields), ("BlockStored", "map", 11))
+        self.assertEqual(x.kv_cache_spec_kind, ("set", "full_attention"))
+        self.assertEqual(x.lora_id, ("nil", None))
+        self.assertEqual(x.extra_keys, bytes.fromhex("92c0c0"))
+        self.assertEqual(x.cache_salt, ("absent", None))
+        self.assertEqual(got[2][1].medium, "absent")  # AllBlocksCleared has no medium
+        self.assertEqual(got[2][0].medium_name, None)
+
+    def test_reencode_refuses_what_it_would_lose(self):
+        with wire.Decoder() as dec:
+            with self.assertRaises(kvreg.StateError):
+                dec.reencode()
+        with wire.Decoder("dynamo_json") as dec:
+            dec.decode(b'{"event":{"data":"cleared"}}')
+            with self.assertRaises(kvreg.NotSupported):
+                dec.reencode()
+
+    def test_dynamo_snapshot_ids_are_contiguous(self):
+        with kvreg.Registry("poll", keep_tokens=True) as reg, reg.pool("g") as pool:
+            for b in pool.register_batch(support.infos(3)):
+                b.detach()
+            snap = list(reg.snapshot())
+        with wire.Encoder("dynamo_json", snapshot_event_id=10, max_events=1) as enc, \
+                wire.Decoder("dynamo_json") as dec:
+            ids = [e.event_id for p in enc.encode(snap) for e in dec.decode(p)]
+            self.assertEqual(ids, [10, 11, 12])
+            self.assertEqual(enc.snapshot_event_id, 13)

@@ -1,0 +1,15 @@
+// Re-encoding what a decoder decoded (kvreg_wire_decoder_reencode), byte-identical to the
+// upstream encoder that wrote it.
+#pragma once
+
+#include "decoded.hpp"
+#include "mp_write.hpp"
+
+namespace kvreg::wire {
+
+// Whether b (a vLLM-family decode) kept everything its payload held.
+bool reencodable(const DecodedBatch &b) noexcept;
+// b into w (cleared first). Call only when reencodable(b).
+void reencode_vllm(const DecodedBatch &b, MpWriter &w);
+
+} // namespace kvreg::wire
