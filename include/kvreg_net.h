@@ -287,6 +287,9 @@ KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 #define KVREG_SUB_STAT_RESETS 7u      /* RESET notices */
 #define KVREG_SUB_STAT_MALFORMED 8u   /* messages skipped as malformed */
 #define KVREG_SUB_STAT_DUPLICATES 9u  /* batches received twice (replay overlapping live) */
+#define KVREG_SUB_STAT_HELD_BATCHES 10u /* live batches held now, waiting for a replay (a
+                                         gauge) */
+#define KVREG_SUB_STAT_HELD_BYTES 11u   /* their payload bytes (a gauge) */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

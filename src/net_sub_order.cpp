@@ -52,6 +52,13 @@ void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t le
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
     if (s.waiting.size() >= max_waiting_) return;
     s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len), restarted});
+    count(KVREG_SUB_STAT_HELD_BATCHES);
+    count(KVREG_SUB_STAT_HELD_BYTES, len);
+}
+
+void Subscriber::unhold(const Waiting &w) {
+    uncount(KVREG_SUB_STAT_HELD_BATCHES);
+    uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
 }
 
 void Subscriber::request_replay(Stream &s, uint64_t from) {
@@ -80,7 +87,27 @@ void Subscriber::request_replay(Stream &s, uint64_t from) {
     e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
 }
 
+// Held live batches older than a replayed one come before it: the replay answer can start
+// after some of them (the ring moved on while the request was in flight), and then they are
+// the only copy. Only what is neither held nor in the answer is lost.
+void Subscriber::release_held_before(Stream &s, uint64_t seq) {
+    while (!s.waiting.empty() && s.waiting.front().seq < seq && !s.waiting.front().restarted) {
+        Waiting w = std::move(s.waiting.front());
+        s.waiting.pop_front();
+        unhold(w);
+        if (w.seq < s.next) {
+            count(KVREG_SUB_STAT_DUPLICATES);
+            continue;
+        }
+        if (w.seq > s.next)
+            notice(KVREG_SUB_LOSS, &s, s.ep, s.next, w.seq - 1,
+                   "lost: not received live and no longer in the publisher's replay ring");
+        deliver(s, w.seq, w.payload.data(), w.payload.size(), false);
+    }
+}
+
 void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    release_held_before(s, seq);
     if (seq < s.next) {
         count(KVREG_SUB_STAT_DUPLICATES);
         return;
@@ -117,6 +144,7 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
     }
     std::deque<Waiting> held;
     held.swap(s.waiting);
+    for (const Waiting &w : held) unhold(w);
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
     for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);

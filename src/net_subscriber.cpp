@@ -132,7 +132,7 @@ int Subscriber::set_notice_fn(kvreg_sub_notice_fn fn, void *ud) noexcept {
 }
 
 int Subscriber::stat(uint32_t s, uint64_t *value) const noexcept {
-    if (s < 1 || s > KVREG_SUB_STAT_DUPLICATES) return KVREG_EINVAL;
+    if (s < 1 || s > kLastStat) return KVREG_EINVAL;
     *value = stats_[s].load(std::memory_order_relaxed);
     return KVREG_OK;
 }

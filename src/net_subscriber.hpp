@@ -18,6 +18,7 @@
 namespace kvreg::net {
 
 class Frames;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_HELD_BYTES;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -84,11 +85,16 @@ class Subscriber {
     void count(uint32_t stat, uint64_t n = 1) noexcept {
         stats_[stat].fetch_add(n, std::memory_order_relaxed);
     }
+    void uncount(uint32_t stat, uint64_t n = 1) noexcept { // gauges
+        stats_[stat].fetch_sub(n, std::memory_order_relaxed);
+    }
 
     // net_sub_order.cpp
     void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
     void on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
     void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
+    void unhold(const Waiting &w);
+    void release_held_before(Stream &s, uint64_t seq);
     void request_replay(Stream &s, uint64_t from);
     void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
     void finish_replay(Stream &s, bool timed_out);
@@ -110,7 +116,7 @@ class Subscriber {
     bool in_callback_ = false;
     bool ran_ = false;
     std::atomic<bool> stop_{false};
-    std::atomic<uint64_t> stats_[KVREG_SUB_STAT_DUPLICATES + 1] = {};
+    std::atomic<uint64_t> stats_[kLastStat + 1] = {};
 };
 
 } // namespace kvreg::net
