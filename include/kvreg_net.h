@@ -87,6 +87,9 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                             <= 1000000; 0: send as soon as events come). vLLM
                                             sends one batch per engine step; an event after a
                                             quiet spell is still sent at once */
+#define KVREG_PUB_OPT_TOPIC_INSTANCE 11u /* 1: live and replayed topics end with
+                                            "|kvreg-instance=<16 hex>" (see "Publisher
+                                            instance"); default 0: topic as set */
 KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
                                   uint64_t value) KVREG_NOEXCEPT;
 
@@ -148,6 +151,7 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                              less KVREG_STAT_EVENTS_DROPPED (a queue emptied
                                              and every seq sent is not enough: events are
                                              between the two while their batch is made) */
+#define KVREG_PUB_STAT_INSTANCE 13u       /* this start's instance id (0 before start) */
 /* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
 KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
                                    uint64_t *value) KVREG_NOEXCEPT;
@@ -169,14 +173,46 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    cannot give (it starts later than asked, ends early, or does not answer within
  *    KVREG_SUB_OPT_REPLAY_TIMEOUT_MS) get a LOSS notice before delivery goes on. Without a
  *    replay endpoint a gap is a LOSS at once.
- *  - a live seq at or below the previous live seq of that publisher: it restarted (one process
- *    sends its seqs in order). A RESET notice, then the seq is taken as the start of a new
- *    stream (seq > 0 is a late join again). Consumers should drop what they know of that
- *    worker. A live seq that is only lower than expected was already delivered, by a replay
- *    whose answer overtook the live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
+ *  - a restarted publisher (see "Publisher instance" below for how it is seen): a RESET
+ *    notice, then the stream starts again (a late join: replayed from the new process's
+ *    first kept seq when there is a replay endpoint). Consumers must drop what they know of
+ *    that worker on RESET (examples/router.c: kvreg_index_clear_worker). A live seq that is
+ *    only lower than expected was already delivered, by a replay whose answer overtook the
+ *    live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
+ *  - a replay answer that starts after live batches held meanwhile (the ring moved on): the
+ *    held ones are delivered first; only seqs neither held nor answered are a LOSS.
  *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
  *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
+ *
+ * Publisher instance. Each kvreg_publisher_start() draws a random 64-bit instance id
+ * (KVREG_PUB_STAT_INSTANCE). It travels where no upstream consumer reads:
+ *   - the topic frame of the replay end marker: [id, "", "kvreg-instance=<16 hex>", ff x 8, ""]
+ *     (vLLM's marker has "" there; vLLM's example client ends on the empty payload, llm-d on
+ *     the empty third frame, neither reads the topic frame);
+ *   - with KVREG_PUB_OPT_TOPIC_INSTANCE only, the topic of every live and replayed batch:
+ *     "<topic>|kvreg-instance=<16 hex>". vLLM's and Dynamo's consumers only prefix-match the
+ *     topic, so their subscriptions still match; llm-d parses pod and model out of
+ *     "kv@<pod>@<model>" and would read a wrong model name: leave it off for llm-d.
+ *   Not carried: in the live seq frame (Dynamo requires exactly 8 bytes), in the payload
+ *   (the batch must stay a 3-element array for Dynamo and llm-d), in Dynamo-format event ids
+ *   (they are the registry's event ids, which Dynamo's consumers expect contiguous per worker).
+ * The subscriber strips the suffix from batch->topic and learns the id from end markers: it
+ * sends a probe (a replay request from the next seq, normally answered by the end marker
+ * alone; no REPLAY_DONE notice, not in KVREG_SUB_STAT_REPLAYS) when a stream starts without
+ * a replay, and again each time its SUB socket (re)connects after its first connection: a
+ * restarted process always comes back on a new connection. A restart is a RESET when:
+ *   - the live seq is at or below the previous live seq (any publisher), or
+ *   - a live topic names another instance (TOPIC_INSTANCE), whatever the seq, or
+ *   - an end marker names another instance than the one known, whatever the seq. The RESET
+ *     then comes after the batches of that answer (they were read before the marker named
+ *     their process), and a replay from 0 follows: a consumer that drops the worker on RESET
+ *     ends with exactly the new process's state.
+ * What cannot be detected: a publisher that carries no id (vLLM, SGLang, or a kvreg
+ * publisher without a replay endpoint and without TOPIC_INSTANCE) that comes back with a
+ * first seq equal to or above the one expected looks like the same process: equal continues
+ * the stream, above is a gap that is replayed (from the new process's ring) or reported
+ * lost. Only a seq at or below the previous live one shows such a restart.
  *
  * Thread-safety: one thread at a time per subscriber (it may change between runs).
  * kvreg_subscriber_stop() may be called from a callback (or from another thread). */
@@ -199,6 +235,10 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
 #define KVREG_SUB_OPT_MAX_WAITING 5u       /* live batches kept per publisher while its replay
                                               runs (default 100000, >= 1); beyond, the newest
                                               are dropped and fetched by the next replay */
+#define KVREG_SUB_OPT_MAX_MSG_SIZE 6u      /* largest frame read (a payload), in bytes
+                                              (default 16 MiB; 0 = no limit). libzmq closes a
+                                              connection whose frame is larger from its size
+                                              header, before reading it: a DISCONNECTED notice */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -245,6 +285,9 @@ typedef void (*kvreg_sub_batch_fn)(const kvreg_sub_batch *batch, void *user_data
 #define KVREG_SUB_REPLAY_DONE 4u  /* a replay ended: count = batches it delivered */
 #define KVREG_SUB_MALFORMED 5u    /* a message was skipped: message says why; first = its seq
                                      when it had one (has_seq) */
+#define KVREG_SUB_DISCONNECTED 6u /* a SUB connection closed: the publisher went away or sent a
+                                     message over KVREG_SUB_OPT_MAX_MSG_SIZE (libzmq tells
+                                     them apart to nobody); a connecting SUB reconnects */
 typedef struct kvreg_sub_notice {
     uint32_t kind;            /* KVREG_SUB_* */
     uint32_t publisher;
@@ -290,6 +333,9 @@ KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 #define KVREG_SUB_STAT_HELD_BATCHES 10u /* live batches held now, waiting for a replay (a
                                          gauge) */
 #define KVREG_SUB_STAT_HELD_BYTES 11u   /* their payload bytes (a gauge) */
+#define KVREG_SUB_STAT_DISCONNECTS 12u  /* connections of the SUB sockets that closed: a
+                                         publisher went away, or libzmq cut one whose message
+                                         was over KVREG_SUB_OPT_MAX_MSG_SIZE */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -22,6 +22,7 @@ void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t
     }
     if (seq == s.next) {
         deliver(s, seq, p, len, false);
+        probe(s); // learn the publisher's instance id once the stream runs
     } else if (seq > s.next) {
         on_gap(s, seq, p, len);
     } else {
@@ -79,7 +80,7 @@ void Subscriber::request_replay(Stream &s, uint64_t from) {
         e.replay_deadline = Clock::now();
         return;
     }
-    count(KVREG_SUB_STAT_REPLAYS);
+    if (!s.probing) count(KVREG_SUB_STAT_REPLAYS);
     s.wants_replay = false;
     s.replaying = true;
     s.replay_count = 0;
@@ -118,10 +119,50 @@ void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p
     deliver(s, seq, p, len, true);
 }
 
-void Subscriber::finish_replay(Stream &s, bool timed_out) {
+// A probe: a replay request from the next seq, whose answer is normally just the end marker,
+// which names the publisher's instance when it is a kvreg publisher. Once per stream, and
+// again after its endpoint reconnects (read_monitor).
+void Subscriber::probe(Stream &s) {
+    const Endpoint &e = eps_[s.ep];
+    if (s.probed || !e.has_replay || !e.dealer || s.replaying || s.wants_replay ||
+        Clock::now() < e.no_replay_until)
+        return;
+    s.probed = true;
+    s.probing = true;
+    request_replay(s, s.next);
+}
+
+// The end marker named another instance than the one this stream knew: the publisher
+// restarted (whatever its seqs look like). The consumer is told (RESET: drop what you know of
+// it), what is held is dropped (it may be the old process's), and the stream starts again
+// from the new process's first kept seq.
+void Subscriber::restarted_instance(Stream &s, uint64_t instance) {
+    notice(KVREG_SUB_RESET, &s, s.ep, s.next, s.next, "the publisher's instance id changed: it restarted");
+    for (const Waiting &w : s.waiting) unhold(w);
+    s.waiting.clear();
+    s.instance = instance;
+    s.started = false;
+    s.next = 0;
+    s.live_seen = false;
+    s.probed = true;
+    request_replay(s, 0);
+}
+
+void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
     Endpoint &e = eps_[s.ep];
     e.replay_owner = nullptr;
     s.replaying = false;
+    const bool was_probe = s.probing;
+    s.probing = false;
+    if (!timed_out) {
+        s.probed = true;
+        if (instance && s.instance && instance != s.instance) {
+            if (!was_probe) notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
+            restarted_instance(s, instance);
+            return;
+        }
+        if (instance) s.instance = instance;
+    }
     if (timed_out) {
         // The ROUTER is gone or stuck: a fresh DEALER, so that a late answer to the abandoned
         // request cannot be mistaken for the next one, and no replay for a while.
@@ -131,7 +172,7 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
         if (!e.dealer) e.has_replay = false;
         e.no_replay_until = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_) * 5;
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay timed out", false, false);
-    } else {
+    } else if (!was_probe) {
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
     }
     // A timed-out replay leaves what it did not give lost. After an answer, the held batches

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "net_endpoint.hpp"
+#include "net_instance.hpp"
 #include "net_zmq.hpp"
 
 namespace kvreg::net {
@@ -16,10 +17,12 @@ namespace {
 // publishers), and the longest a run waits without checking the stop flag.
 constexpr int kDrainPerSocket = 1024;
 constexpr long kStopCheckMs = 100;
+constexpr int kMonitorEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED;
 } // namespace
 
 Subscriber::~Subscriber() {
     for (Endpoint &e : eps_) {
+        if (e.monitor) zmq_close(e.monitor);
         if (e.sub) zmq_close(e.sub);
         if (e.dealer) zmq_close(e.dealer);
     }
@@ -58,6 +61,10 @@ int Subscriber::set(uint32_t option, uint64_t v) noexcept {
         if (v > INT_MAX) return KVREG_EINVAL;
         rcvhwm_ = v;
         return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_MSG_SIZE:
+        if (v > INT64_MAX) return KVREG_EINVAL;
+        max_msg_size_ = v == 0 ? -1 : static_cast<int64_t>(v);
+        return KVREG_OK;
     case KVREG_SUB_OPT_MAX_WAITING:
         if (v < 1) return KVREG_EINVAL;
         max_waiting_ = v;
@@ -81,6 +88,7 @@ bool Subscriber::open_dealer(Endpoint &e) {
     // Replay answers are bounded by the publisher's ring: no receive limit that could drop
     // part of one. Linger 0: an abandoned replay's frames are not worth waiting for.
     if (!e.dealer || !set_int(e.dealer, ZMQ_RCVHWM, 0) || !set_int(e.dealer, ZMQ_LINGER, 0) ||
+        zmq_setsockopt(e.dealer, ZMQ_MAXMSGSIZE, &max_msg_size_, sizeof max_msg_size_) != 0 ||
         !open_endpoint(e.dealer, e.replay_endpoint, false, actual)) {
         if (e.dealer) zmq_close(e.dealer);
         e.dealer = nullptr;
@@ -98,16 +106,36 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     e.has_replay = replay != nullptr;
     if (replay) e.replay_endpoint = replay;
     e.sub = zmq_socket(ctx_, ZMQ_SUB);
+    // MAXMSGSIZE: libzmq drops a connection whose next message is larger, from its size
+    // header, before reading the body (a peer cannot make us hold it).
     bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, static_cast<int>(rcvhwm_)) &&
               set_int(e.sub, ZMQ_LINGER, 0) &&
-              zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0 &&
-              open_endpoint(e.sub, e.endpoint, false, e.actual);
+              zmq_setsockopt(e.sub, ZMQ_MAXMSGSIZE, &max_msg_size_, sizeof max_msg_size_) == 0 &&
+              zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0;
+    if (ok) {
+        // The monitor exists before the first connection, so that connection is event 1 and
+        // any later one (a reconnect: maybe a restarted publisher) is seen as such. Its
+        // events also report connections libzmq closed (a message over MAX_MSG_SIZE).
+        const std::string mon = "inproc://kvreg-sub-monitor-" + std::to_string(eps_.size() - 1);
+        ok = zmq_socket_monitor(e.sub, mon.c_str(), kMonitorEvents) == 0 &&
+             (e.monitor = zmq_socket(ctx_, ZMQ_PAIR)) != nullptr && set_int(e.monitor, ZMQ_LINGER, 0) &&
+             zmq_connect(e.monitor, mon.c_str()) == 0;
+    }
+    ok = ok && open_endpoint(e.sub, e.endpoint, false, e.actual);
     if (ok && e.has_replay) ok = open_dealer(e);
     if (!ok) {
+        if (e.monitor) zmq_close(e.monitor);
+        if (e.dealer) zmq_close(e.dealer);
         if (e.sub) zmq_close(e.sub);
         eps_.pop_back();
         return KVREG_EINVAL;
     }
+    // libzmq attaches a new connection's pipe (and sends it our subscription) only when this
+    // thread next touches the socket: touch it now, so that a bound socket's first peers
+    // are not left without a subscription until the first run (see kvreg_net.h).
+    int events = 0;
+    size_t elen = sizeof events;
+    zmq_getsockopt(e.sub, ZMQ_EVENTS, &events, &elen);
     if (index) *index = static_cast<uint32_t>(eps_.size() - 1);
     return KVREG_OK;
 }
@@ -143,6 +171,7 @@ void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t firs
     if (kind == KVREG_SUB_GAP) count(KVREG_SUB_STAT_GAPS);
     if (kind == KVREG_SUB_RESET) count(KVREG_SUB_STAT_RESETS);
     if (kind == KVREG_SUB_MALFORMED) count(KVREG_SUB_STAT_MALFORMED);
+    if (kind == KVREG_SUB_DISCONNECTED) count(KVREG_SUB_STAT_DISCONNECTS);
     if (!notice_fn_) return;
     kvreg_sub_notice n{};
     n.kind = kind;
@@ -164,8 +193,7 @@ void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t firs
     in_callback_ = false;
 }
 
-Subscriber::Stream &Subscriber::stream_for(size_t ep, const unsigned char *topic, size_t len) {
-    const std::string_view t(reinterpret_cast<const char *>(topic), len);
+Subscriber::Stream &Subscriber::stream_for(size_t ep, std::string_view t) {
     Stream *unknown = nullptr;
     for (auto &s : streams_) {
         if (s->ep != ep) continue;
@@ -211,9 +239,21 @@ void Subscriber::read_live(size_t ep, Frames &f) {
                false);
         return;
     }
-    Stream &s = stream_for(ep, f.data(0), f.size(0));
+    std::string_view topic(reinterpret_cast<const char *>(f.data(0)), f.size(0));
+    const uint64_t instance = strip_topic_instance(topic);
+    Stream &s = stream_for(ep, topic);
     const uint64_t seq = get_be64(f.data(1));
-    const bool restarted = s.live_seen && seq <= s.live_last;
+    // A new instance id is a restart whatever the seq; without ids, only a seq that went back.
+    bool restarted = s.live_seen && seq <= s.live_last;
+    if (instance) {
+        if (s.instance && instance != s.instance) restarted = true;
+        s.instance = instance;
+    } else if (restarted) {
+        // A foreign (or untagged) publisher went back: whatever id was known is the old
+        // process's; learn the new one from the next end marker.
+        s.instance = 0;
+        s.probed = false;
+    }
     s.live_seen = true;
     s.live_last = seq;
     on_live(s, seq, f.data(2), f.size(2), restarted);
@@ -232,12 +272,45 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
     if (!s) return; // an answer nobody waits for (cannot happen: a given-up DEALER is closed)
     const uint64_t seq = get_be64(f.data(n - 2));
     if (seq == UINT64_MAX && f.size(n - 1) == 0) {
-        finish_replay(*s, false);
+        // A kvreg publisher names its instance in the marker's topic frame (else 0).
+        const uint64_t instance =
+            n == 4 ? parse_instance_tag({reinterpret_cast<const char *>(f.data(1)), f.size(1)}) : 0;
+        finish_replay(*s, false, instance);
         return;
     }
-    if (n == 4 && !s->topic_known) stream_for(ep, f.data(1), f.size(1)); // adopts s
+    if (n == 4 && !s->topic_known) {
+        std::string_view topic(reinterpret_cast<const char *>(f.data(1)), f.size(1));
+        strip_topic_instance(topic);
+        stream_for(ep, topic); // adopts s
+    }
     eps_[ep].replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
     on_replay_batch(*s, seq, f.data(n - 1), f.size(n - 1));
+}
+
+void Subscriber::read_monitor(size_t ep) {
+    // [event u16 + value u32, address]. Every connection after the first may be a new
+    // publisher process on the same address: ask each stream's replay ROUTER for its id.
+    Endpoint &e = eps_[ep];
+    Frames f;
+    while (e.monitor && f.recv(e.monitor, ZMQ_DONTWAIT)) {
+        if (f.count() < 1 || f.size(0) < 6) continue;
+        const uint16_t event = static_cast<uint16_t>(f.data(0)[0] | f.data(0)[1] << 8); // host order (LE)
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            // libzmq reports a message over ZMQ_MAXMSGSIZE only by closing the connection.
+            notice(KVREG_SUB_DISCONNECTED, nullptr, ep, 0, 0,
+                   "a connection closed: its publisher went away, or sent a message over "
+                   "KVREG_SUB_OPT_MAX_MSG_SIZE (dropped unread)",
+                   false, false);
+            continue;
+        }
+        if (event != ZMQ_EVENT_CONNECTED && event != ZMQ_EVENT_ACCEPTED) continue;
+        if (++e.connects < 2 || !e.has_replay) continue;
+        for (auto &s : streams_)
+            if (s->ep == ep) {
+                s->probed = false;
+                probe(*s);
+            }
+    }
 }
 
 void Subscriber::check_replay_timeouts() {
@@ -267,6 +340,7 @@ int Subscriber::run(int timeout_ms) {
     Frames frames;
     std::vector<zmq_pollitem_t> items;
     std::vector<std::pair<size_t, bool>> owners; // (endpoint, is the DEALER)
+    std::vector<size_t> monitors;                // items that are monitor sockets
     for (bool first = true;; first = false) {
         if (stop_.exchange(false, std::memory_order_acq_rel)) break;
         const auto now = Clock::now();
@@ -276,9 +350,15 @@ int Subscriber::run(int timeout_ms) {
         if (first && timeout_ms == 0) wait = 0;
         items.clear();
         owners.clear();
+        monitors.clear();
         for (size_t i = 0; i < eps_.size(); i++) {
             items.push_back({eps_[i].sub, 0, ZMQ_POLLIN, 0});
             owners.push_back({i, false});
+            if (eps_[i].monitor) {
+                items.push_back({eps_[i].monitor, 0, ZMQ_POLLIN, 0});
+                owners.push_back({i, true});
+                monitors.push_back(items.size() - 1);
+            }
             if (eps_[i].dealer) {
                 items.push_back({eps_[i].dealer, 0, ZMQ_POLLIN, 0});
                 owners.push_back({i, true});
@@ -298,6 +378,10 @@ int Subscriber::run(int timeout_ms) {
         for (size_t k = 0; k < items.size(); k++) {
             if (!(items[k].revents & ZMQ_POLLIN)) continue;
             const auto [ep, dealer] = owners[k];
+            if (std::find(monitors.begin(), monitors.end(), k) != monitors.end()) {
+                read_monitor(ep);
+                continue;
+            }
             void *sock = dealer ? eps_[ep].dealer : eps_[ep].sub;
             // A replay that ends may close and reopen this DEALER: stop reading it then.
             for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub); m++) {

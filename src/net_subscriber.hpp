@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvreg_net.h"
@@ -18,7 +19,7 @@
 namespace kvreg::net {
 
 class Frames;
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_HELD_BYTES;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_DISCONNECTS;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -63,6 +64,12 @@ class Subscriber {
         // overtake the live one, and then a live batch arrives after the replay delivered it.
         bool live_seen = false;
         uint64_t live_last = 0;
+        // The publisher's instance id (net_instance.hpp; 0: not known, e.g. a foreign
+        // publisher). probed: a replay end marker was read since the stream began or its
+        // endpoint last reconnected; until then a short replay request (a probe) asks for one.
+        uint64_t instance = 0;
+        bool probed = false;
+        bool probing = false; // the running replay is a probe: no REPLAY_DONE notice
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -71,6 +78,10 @@ class Subscriber {
         Stream *replay_owner = nullptr;
         Clock::time_point replay_deadline{};
         Clock::time_point no_replay_until{}; // after a replay timed out
+        // Connection events of the SUB socket (with a replay endpoint only): a reconnect may
+        // be a restarted publisher, so its streams are probed again.
+        void *monitor = nullptr;
+        uint64_t connects = 0;
     };
 
     // net_subscriber.cpp
@@ -79,7 +90,7 @@ class Subscriber {
     void read_replay(size_t ep, Frames &f);
     void check_replay_timeouts();
     void start_from_seq();
-    Stream &stream_for(size_t ep, const unsigned char *topic, size_t len);
+    Stream &stream_for(size_t ep, std::string_view topic);
     void notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
                 const char *message, bool replay_requested = false, bool has_seq = true);
     void count(uint32_t stat, uint64_t n = 1) noexcept {
@@ -97,12 +108,16 @@ class Subscriber {
     void release_held_before(Stream &s, uint64_t seq);
     void request_replay(Stream &s, uint64_t from);
     void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
-    void finish_replay(Stream &s, bool timed_out);
+    void finish_replay(Stream &s, bool timed_out, uint64_t instance = 0);
+    void probe(Stream &s);
+    void restarted_instance(Stream &s, uint64_t instance);
+    void read_monitor(size_t ep);
     void deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed);
 
     // Options.
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000;
+    int64_t max_msg_size_ = INT64_C(16) << 20;
     std::string topic_;
     // State.
     void *ctx_ = nullptr;
