@@ -239,6 +239,16 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               (default 16 MiB; 0 = no limit). libzmq closes a
                                               connection whose frame is larger from its size
                                               header, before reading it: a DISCONNECTED notice */
+#define KVREG_SUB_OPT_MAX_PUBLISHERS 7u    /* publishers ((endpoint, topic) streams) kept
+                                              (default 10000, >= 1); past it the least recently
+                                              active is dropped (EVICTED notice) */
+#define KVREG_SUB_OPT_IDLE_MS 8u           /* a publisher without a message this long is
+                                              dropped when a new one comes (default 600000;
+                                              0 = never) */
+#define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
+                                              all publishers together (default 256 MiB);
+                                              past it newer ones are not kept (the next replay
+                                              fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -288,6 +298,9 @@ typedef void (*kvreg_sub_batch_fn)(const kvreg_sub_batch *batch, void *user_data
 #define KVREG_SUB_DISCONNECTED 6u /* a SUB connection closed: the publisher went away or sent a
                                      message over KVREG_SUB_OPT_MAX_MSG_SIZE (libzmq tells
                                      them apart to nobody); a connecting SUB reconnects */
+#define KVREG_SUB_EVICTED 7u      /* a publisher's state was dropped (idle, or over
+                                     KVREG_SUB_OPT_MAX_PUBLISHERS), or a new one's message was
+                                     (topic ""): if it sends again it is a new stream */
 typedef struct kvreg_sub_notice {
     uint32_t kind;            /* KVREG_SUB_* */
     uint32_t publisher;
@@ -336,6 +349,10 @@ KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 #define KVREG_SUB_STAT_DISCONNECTS 12u  /* connections of the SUB sockets that closed: a
                                          publisher went away, or libzmq cut one whose message
                                          was over KVREG_SUB_OPT_MAX_MSG_SIZE */
+#define KVREG_SUB_STAT_PUBLISHERS 13u   /* publishers tracked now (a gauge) */
+#define KVREG_SUB_STAT_EVICTED 14u      /* publishers dropped (EVICTED notices with a topic) */
+#define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
+                                         MAX_HELD_BYTES (fetched by the next replay) */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -51,7 +51,11 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
 
 void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
-    if (s.waiting.size() >= max_waiting_) return;
+    if (s.waiting.size() >= max_waiting_ ||
+        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_) {
+        count(KVREG_SUB_STAT_HELD_DROPPED);
+        return;
+    }
     s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len), restarted});
     count(KVREG_SUB_STAT_HELD_BATCHES);
     count(KVREG_SUB_STAT_HELD_BYTES, len);
@@ -85,6 +89,7 @@ void Subscriber::request_replay(Stream &s, uint64_t from) {
     s.replaying = true;
     s.replay_count = 0;
     e.replay_owner = &s;
+    e.replay_grace = false;
     e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
 }
 
@@ -191,12 +196,11 @@ void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
     for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
     // Another stream of this endpoint waited for the DEALER.
     if (!e.replay_owner) {
-        for (auto &o : streams_) {
-            if (o->ep == s.ep && o->wants_replay) {
-                request_replay(*o, o->replay_from);
-                break;
-            }
-        }
+        Stream *waiting = nullptr;
+        for_each_stream([&](Stream &o) {
+            if (!waiting && o.ep == s.ep && o.wants_replay) waiting = &o;
+        });
+        if (waiting) request_replay(*waiting, waiting->replay_from);
     }
 }
 

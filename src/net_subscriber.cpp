@@ -65,6 +65,16 @@ int Subscriber::set(uint32_t option, uint64_t v) noexcept {
         if (v > INT64_MAX) return KVREG_EINVAL;
         max_msg_size_ = v == 0 ? -1 : static_cast<int64_t>(v);
         return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_PUBLISHERS:
+        if (v < 1) return KVREG_EINVAL;
+        max_publishers_ = v;
+        return KVREG_OK;
+    case KVREG_SUB_OPT_IDLE_MS:
+        idle_ms_ = v;
+        return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_HELD_BYTES:
+        max_held_bytes_ = v;
+        return KVREG_OK;
     case KVREG_SUB_OPT_MAX_WAITING:
         if (v < 1) return KVREG_EINVAL;
         max_waiting_ = v;
@@ -193,24 +203,82 @@ void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t firs
     in_callback_ = false;
 }
 
-Subscriber::Stream &Subscriber::stream_for(size_t ep, std::string_view t) {
-    Stream *unknown = nullptr;
-    for (auto &s : streams_) {
-        if (s->ep != ep) continue;
-        if (s->topic_known && s->topic == t) return *s;
-        if (!s->topic_known) unknown = s.get();
+Subscriber::Stream *Subscriber::stream_for(size_t ep, std::string_view t) {
+    const auto now = Clock::now();
+    key_.assign(reinterpret_cast<const char *>(&ep), sizeof ep);
+    key_.append(t);
+    const auto it = streams_.find(key_);
+    if (it != streams_.end()) {
+        Stream &s = *it->second;
+        s.last_active = now;
+        lru_.splice(lru_.begin(), lru_, s.lru);
+        return &s;
     }
-    Stream *s = unknown;
-    if (!s) {
-        streams_.push_back(std::make_unique<Stream>());
-        s = streams_.back().get();
-        s->ep = ep;
-        s->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
+    // A FROM_SEQ stream of this endpoint learns its topic, or a new publisher.
+    std::unique_ptr<Stream> up;
+    for (auto u = unknown_.begin(); u != unknown_.end(); ++u)
+        if ((*u)->ep == ep) {
+            up = std::move(*u);
+            unknown_.erase(u);
+            break;
+        }
+    if (!up) {
+        if (!make_room()) {
+            notice(KVREG_SUB_EVICTED, nullptr, ep, 0, 0,
+                   "message of a new publisher dropped: KVREG_SUB_OPT_MAX_PUBLISHERS reached and "
+                   "the oldest are busy with replays",
+                   false, false);
+            return nullptr;
+        }
+        up = std::make_unique<Stream>();
+        up->ep = ep;
+        up->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
     }
+    Stream *s = up.get();
     s->topic.assign(t);
     s->topic_known = true;
     parse_topic(s->topic, s->pod, s->model);
-    return *s;
+    s->last_active = now;
+    lru_.push_front(s);
+    s->lru = lru_.begin();
+    streams_.emplace(key_, std::move(up));
+    count(KVREG_SUB_STAT_PUBLISHERS);
+    return s;
+}
+
+// Before a new stream is made: drop the ones idle for IDLE_MS, and the least recently active
+// one when MAX_PUBLISHERS are kept. A stream with a replay running or asked for, or batches
+// held, is never dropped (its state is in use); only a few of the oldest are looked at.
+bool Subscriber::make_room() {
+    const auto now = Clock::now();
+    const auto idle = std::chrono::milliseconds(idle_ms_);
+    auto it = lru_.end();
+    for (int looked = 0; it != lru_.begin() && looked < 8; looked++) {
+        --it;
+        Stream *old = *it;
+        const bool over = streams_.size() >= max_publishers_;
+        const bool stale = idle_ms_ && now - old->last_active >= idle;
+        if (!over && !stale) return true;
+        if (old->replaying || old->wants_replay || !old->waiting.empty()) continue;
+        const size_t ep = old->ep;
+        // Reported before it goes: the notice names its topic.
+        notice(KVREG_SUB_EVICTED, old, ep, old->next, old->next,
+               stale ? "publisher state dropped after KVREG_SUB_OPT_IDLE_MS without a message; "
+                       "if it sends again it is a new stream"
+                     : "publisher state dropped: KVREG_SUB_OPT_MAX_PUBLISHERS reached; if it "
+                       "sends again it is a new stream",
+               false, false);
+        auto next = std::next(it);
+        key_.assign(reinterpret_cast<const char *>(&ep), sizeof ep);
+        key_.append(old->topic);
+        lru_.erase(it);
+        streams_.erase(key_);
+        uncount(KVREG_SUB_STAT_PUBLISHERS);
+        count(KVREG_SUB_STAT_EVICTED);
+        it = next;
+        looked--; // an eviction does not use up the look-ahead
+    }
+    return streams_.size() < max_publishers_;
 }
 
 // With FROM_SEQ, every publisher with a replay endpoint is asked for its history before any
@@ -219,8 +287,8 @@ void Subscriber::start_from_seq() {
     if (from_seq_ == UINT64_MAX) return;
     for (size_t i = 0; i < eps_.size(); i++) {
         if (!eps_[i].has_replay) continue;
-        streams_.push_back(std::make_unique<Stream>());
-        Stream &s = *streams_.back();
+        unknown_.push_back(std::make_unique<Stream>());
+        Stream &s = *unknown_.back();
         s.ep = i;
         s.topic_known = false;
         s.next = from_seq_;
@@ -241,7 +309,9 @@ void Subscriber::read_live(size_t ep, Frames &f) {
     }
     std::string_view topic(reinterpret_cast<const char *>(f.data(0)), f.size(0));
     const uint64_t instance = strip_topic_instance(topic);
-    Stream &s = stream_for(ep, topic);
+    Stream *sp = stream_for(ep, topic);
+    if (!sp) return;
+    Stream &s = *sp;
     const uint64_t seq = get_be64(f.data(1));
     // A new instance id is a restart whatever the seq; without ids, only a seq that went back.
     bool restarted = s.live_seen && seq <= s.live_last;
@@ -281,10 +351,16 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
     if (n == 4 && !s->topic_known) {
         std::string_view topic(reinterpret_cast<const char *>(f.data(1)), f.size(1));
         strip_topic_instance(topic);
-        stream_for(ep, topic); // adopts s
+        if (!stream_for(ep, topic)) return; // adopts s (always has room: s exists)
     }
-    eps_[ep].replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+    // The deadline runs from the request; only progress (a seq not delivered before) moves
+    // it: a peer that repeats itself cannot keep the gap open.
+    const uint64_t before = s->next;
     on_replay_batch(*s, seq, f.data(n - 1), f.size(n - 1));
+    if (s->next > before && eps_[ep].replay_owner == s) {
+        eps_[ep].replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+        eps_[ep].replay_grace = false;
+    }
 }
 
 void Subscriber::read_monitor(size_t ep) {
@@ -305,11 +381,11 @@ void Subscriber::read_monitor(size_t ep) {
         }
         if (event != ZMQ_EVENT_CONNECTED && event != ZMQ_EVENT_ACCEPTED) continue;
         if (++e.connects < 2 || !e.has_replay) continue;
-        for (auto &s : streams_)
-            if (s->ep == ep) {
-                s->probed = false;
-                probe(*s);
-            }
+        for_each_stream([&](Stream &s) {
+            if (s.ep != ep) return;
+            s.probed = false;
+            probe(s);
+        });
     }
 }
 
@@ -321,7 +397,11 @@ void Subscriber::check_replay_timeouts() {
         // busy elsewhere) are not a timeout.
         int events = 0;
         size_t len = sizeof events;
-        if (e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
+        // Once per deadline: a flood of duplicates also leaves answers waiting, and must not
+        // hold the gap open for ever.
+        if (!e.replay_grace && e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 &&
+            (events & ZMQ_POLLIN)) {
+            e.replay_grace = true;
             e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
             continue;
         }
@@ -389,7 +469,11 @@ int Subscriber::run(int timeout_ms) {
                 if (dealer) read_replay(ep, frames);
                 else read_live(ep, frames);
                 if (stop_.load(std::memory_order_relaxed)) break;
+                // run(timeout) ends on time whatever keeps arriving (a message is at most
+                // MAX_MSG_SIZE: one decode is the most it can overrun).
+                if (timeout_ms > 0 && Clock::now() >= until) break;
             }
+            if (timeout_ms > 0 && Clock::now() >= until) break;
         }
         check_replay_timeouts();
         if (timeout_ms == 0) break;

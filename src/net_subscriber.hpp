@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <list>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,7 +21,7 @@
 namespace kvreg::net {
 
 class Frames;
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_DISCONNECTS;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_HELD_DROPPED;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -70,6 +72,9 @@ class Subscriber {
         uint64_t instance = 0;
         bool probed = false;
         bool probing = false; // the running replay is a probe: no REPLAY_DONE notice
+        // Recency, for idle eviction and the MAX_PUBLISHERS bound (net_subscriber.cpp).
+        Clock::time_point last_active{};
+        std::list<Stream *>::iterator lru{};
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -77,6 +82,7 @@ class Subscriber {
         void *sub = nullptr, *dealer = nullptr;
         Stream *replay_owner = nullptr;
         Clock::time_point replay_deadline{};
+        bool replay_grace = false; // the deadline was moved once for answers waiting unread
         Clock::time_point no_replay_until{}; // after a replay timed out
         // Connection events of the SUB socket (with a replay endpoint only): a reconnect may
         // be a restarted publisher, so its streams are probed again.
@@ -90,7 +96,12 @@ class Subscriber {
     void read_replay(size_t ep, Frames &f);
     void check_replay_timeouts();
     void start_from_seq();
-    Stream &stream_for(size_t ep, std::string_view topic);
+    Stream *stream_for(size_t ep, std::string_view topic); // nullptr: no room (a notice said so)
+    bool make_room();
+    template <class F> void for_each_stream(F f) {
+        for (auto &kv : streams_) f(*kv.second);
+        for (auto &u : unknown_) f(*u);
+    }
     void notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
                 const char *message, bool replay_requested = false, bool has_seq = true);
     void count(uint32_t stat, uint64_t n = 1) noexcept {
@@ -118,12 +129,18 @@ class Subscriber {
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000;
     int64_t max_msg_size_ = INT64_C(16) << 20;
+    uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
     std::string topic_;
     // State.
     void *ctx_ = nullptr;
     kvreg_wire_decoder *dec_ = nullptr;
     std::vector<Endpoint> eps_;
-    std::vector<std::unique_ptr<Stream>> streams_;
+    // Streams by (endpoint, topic) key: O(1) per message. lru_ orders them by last message
+    // (front: newest); unknown_ holds FROM_SEQ streams until their topic is known.
+    std::unordered_map<std::string, std::unique_ptr<Stream>> streams_;
+    std::list<Stream *> lru_;
+    std::vector<std::unique_ptr<Stream>> unknown_;
+    std::string key_; // reused: no allocation per message to look a stream up
     kvreg_sub_batch_fn batch_fn_ = nullptr;
     void *batch_ud_ = nullptr;
     kvreg_sub_notice_fn notice_fn_ = nullptr;
