@@ -334,6 +334,13 @@ KVREG_API int kvreg_subscriber_run(kvreg_subscriber *sub, int timeout_ms) KVREG_
  * Safe from any thread. */
 KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 
+/* The instance id (see "Publisher instance") of the publisher (endpoint index, topic as in
+ * kvreg_sub_batch.topic) into *instance: 0 while not known (a foreign publisher, or no end
+ * marker read yet). KVREG_ENOENT: no such publisher is tracked (never seen, or evicted).
+ * KVREG_EINVAL: NULL argument. Same thread rules as run (callbacks may call it). */
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t publisher,
+                                        const char *topic, uint64_t *instance) KVREG_NOEXCEPT;
+
 #define KVREG_SUB_STAT_BATCHES 1u     /* batches delivered (live and replayed) */
 #define KVREG_SUB_STAT_EVENTS 2u      /* decoded events delivered */
 #define KVREG_SUB_STAT_REPLAYED 3u    /* batches delivered from replays */

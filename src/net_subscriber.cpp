@@ -175,6 +175,16 @@ int Subscriber::stat(uint32_t s, uint64_t *value) const noexcept {
     return KVREG_OK;
 }
 
+int Subscriber::instance(uint32_t publisher, const char *topic, uint64_t *value) const {
+    const size_t ep = publisher;
+    std::string key(reinterpret_cast<const char *>(&ep), sizeof ep);
+    key.append(topic);
+    const auto it = streams_.find(key);
+    if (it == streams_.end()) return KVREG_ENOENT;
+    *value = it->second->instance;
+    return KVREG_OK;
+}
+
 void Subscriber::notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
                         const char *message, bool replay_requested, bool has_seq) {
     if (kind == KVREG_SUB_LOSS) count(KVREG_SUB_STAT_LOST, last - first + 1);
@@ -269,10 +279,11 @@ bool Subscriber::make_room() {
                        "sends again it is a new stream",
                false, false);
         auto next = std::next(it);
-        key_.assign(reinterpret_cast<const char *>(&ep), sizeof ep);
-        key_.append(old->topic);
+        // Not key_: it holds the key of the stream being made.
+        std::string key(reinterpret_cast<const char *>(&ep), sizeof ep);
+        key.append(old->topic);
         lru_.erase(it);
-        streams_.erase(key_);
+        streams_.erase(key);
         uncount(KVREG_SUB_STAT_PUBLISHERS);
         count(KVREG_SUB_STAT_EVICTED);
         it = next;

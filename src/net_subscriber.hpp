@@ -41,6 +41,7 @@ class Subscriber {
     int run(int timeout_ms);                               // throws bad_alloc
     void stop() noexcept { stop_.store(true, std::memory_order_release); }
     int stat(uint32_t stat, uint64_t *value) const noexcept;
+    int instance(uint32_t publisher, const char *topic, uint64_t *value) const; // throws bad_alloc
 
   private:
     struct Waiting {
