@@ -214,6 +214,38 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  * the stream, above is a gap that is replayed (from the new process's ring) or reported
  * lost. Only a seq at or below the previous live one shows such a restart.
  *
+ * Limits (what a peer can make the subscriber hold or spend; docs/limits.md, "Subscriber"):
+ *   what                        default      option                 past it
+ *   one frame (a payload)       16 MiB       OPT_MAX_MSG_SIZE       libzmq closes the
+ *                                                                   connection before reading
+ *                                                                   it: DISCONNECTED notice
+ *   libzmq receive queue        100000 msgs  OPT_RCVHWM             libzmq drops newer ones:
+ *     per connection            (x 16 MiB)                          a GAP, replayed or LOSS
+ *   live batches held for       256 MiB,     OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
+ *     replays (all publishers)  100000/pub   OPT_MAX_WAITING        DROPPED): the next replay
+ *                                                                   fetches them or LOSS
+ *   publishers tracked          10000        OPT_MAX_PUBLISHERS     least recently active one
+ *                                                                   dropped: EVICTED notice
+ *   publisher without messages  10 min       OPT_IDLE_MS            dropped when a new one
+ *                                                                   comes: EVICTED notice
+ *   a replay's silence          2000 ms      OPT_REPLAY_TIMEOUT_MS  from the request; only a
+ *                                                                   new seq moves it (not
+ *                                                                   duplicates), plus one
+ *                                                                   grace when answers wait
+ *                                                                   unread: REPLAY_DONE
+ *                                                                   "timed out", LOSS
+ *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
+ *                                                                   in hand (one decode of at
+ *                                                                   most MAX_MSG_SIZE)
+ * libzmq counts its queue in messages, not bytes: its byte bound is RCVHWM x MAX_MSG_SIZE
+ * per connection while run() is not reading; lower either for a tighter one.
+ *
+ * A bound SUB socket: libzmq gives a publisher that connects our subscription only when the
+ * caller's thread next touches the socket (kvreg_subscriber_add touches it once, and every
+ * run does). What a publisher sends between connecting and that moment is dropped by its
+ * own PUB socket: the first seq the subscriber sees is then > 0, a late join, replayed from
+ * 0 when the endpoint has a replay endpoint (nothing lost), else named in a LOSS notice.
+ *
  * Thread-safety: one thread at a time per subscriber (it may change between runs).
  * kvreg_subscriber_stop() may be called from a callback (or from another thread). */
 typedef struct kvreg_subscriber kvreg_subscriber;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <zmq.h>
 
 #include "net_fixture.h"
 #include "net_peer.h"
@@ -226,11 +227,73 @@ static void gap_and_replay_race(void **state) {
     assert_true(total_lost_small > 0);
 }
 
+/* A bound SUB socket: a publisher that connects and sends at once loses what goes out before
+ * the subscriber's thread hands it our subscription (kvreg_net.h says exactly that); with a
+ * replay endpoint the first seq seen is a late join, replayed from 0: nothing is lost. The
+ * peer's XPUB connects here, as vLLM's connect branch does, and sends 0..49 before any run. */
+static void bound_socket_loses_nothing(void **state) {
+    (void)state;
+    net_peer peer;
+    net_peer_open(&peer, 1, NULL); /* its XPUB is bound too, unused; the ROUTER is the replay */
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000), KVREG_OK);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, "tcp://127.0.0.1:*", peer.replay, NULL), KVREG_OK);
+    char ep[256];
+    assert_int_equal(kvreg_subscriber_endpoint(sub, 0, ep, sizeof ep, NULL), KVREG_OK);
+    void *pub = zmq_socket(peer.ctx, ZMQ_XPUB);
+    int zero = 0;
+    zmq_setsockopt(pub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(pub, ZMQ_SNDHWM, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(pub, ep), 0);
+    uint8_t buf[256];
+    uint64_t seq = 0;
+    for (; seq < 50; seq++) {
+        const size_t len = net_payload(HASH(seq), buf, sizeof buf);
+        unsigned char s8[8];
+        net_be64(s8, seq);
+        zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
+        zmq_send(pub, s8, 8, ZMQ_SNDMORE);
+        zmq_send(pub, buf, len, 0);
+    }
+    /* Keep publishing until the subscriber has seen something, answering its replay from the
+     * peer's ring (everything sent so far). */
+    const int64_t deadline = net_now_ms() + 10000;
+    while (c.n < seq && net_now_ms() < deadline) {
+        const size_t len = net_payload(HASH(seq), buf, sizeof buf);
+        unsigned char s8[8];
+        net_be64(s8, seq);
+        zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
+        zmq_send(pub, s8, 8, ZMQ_SNDMORE);
+        zmq_send(pub, buf, len, 0);
+        seq++;
+        assert_int_equal(kvreg_subscriber_run(sub, 2), KVREG_OK);
+        if (net_peer_has_request(&peer)) {
+            const uint64_t start = net_peer_request(&peer, sub);
+            for (uint64_t s = start; s < seq; s++) replayed(&peer, s);
+            net_peer_replay_end(&peer, "");
+        }
+    }
+    assert_true(c.n >= 50);
+    for (size_t i = 0; i < c.n; i++) {
+        assert_int_equal(c.recs[i].seq, i);
+        assert_int_equal(c.recs[i].first_hash, HASH(i));
+    }
+    assert_int_equal(c.lost, 0);
+    zmq_close(pub);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&peer);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replay_starting_after_held_keeps_them),
         cmocka_unit_test(replay_overlapping_held_delivers_once),
         cmocka_unit_test(gap_and_replay_race),
+        cmocka_unit_test(bound_socket_loses_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
