@@ -25,6 +25,22 @@
 #include "net_fixture.h"
 #include "net_peer.h"
 
+/* Under ASan (quarantine, shadow memory) and TSan resident memory says nothing about the
+ * subscriber, and time runs several times slower: the memory bound is checked only in plain
+ * builds and time bounds are scaled. The other checks hold everywhere. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifdef SANITIZED
+#define TIME_SCALE 5
+#else
+#define TIME_SCALE 1
+#endif
+
 static const char good_topic[] = "kv@pod-good@model";
 #define GOOD_HASH(seq) (UINT64_C(0x600000) + (seq))
 enum { GOOD_N = 2000 };
@@ -115,8 +131,13 @@ static void finish(attack *a, uint64_t max_growth_mib, int64_t max_ms) {
         assert_int_equal(a->c.recs[i].first_hash, GOOD_HASH(seq));
         seq++;
     }
+#ifdef SANITIZED
+    (void)max_growth_mib;
+    printf("attack %s: memory bound not checked in a sanitizer build\n", a->name);
+#else
     assert_true(growth <= max_growth_mib * 1024);
-    assert_true(ms <= max_ms);
+#endif
+    assert_true(ms <= max_ms * TIME_SCALE);
     kvreg_subscriber_free(a->sub);
     net_collect_free(&a->c);
     net_peer_close(&a->good);
@@ -183,20 +204,22 @@ static void attack_bigmsg(void) {
     assert_non_null(buf);
     memset(buf, 0x5a, big); /* resident before the baseline */
     setup(&a, 0, 0, 0);
+    /* All 50 at once: libzmq's I/O thread reads them off the socket whether or not run() is
+     * reading (before the bound, about 1 GB queued in the subscriber). */
+    for (int i = 0; i < 50; i++) send_zero_copy(a.bad.pub, "kv@attacker@model", (uint64_t)i, buf, big);
     int64_t worst = 0;
-    for (int i = 0; i < 50; i++) {
-        send_zero_copy(a.bad.pub, "kv@attacker@model", (uint64_t)i, buf, big);
-        good_send(&a, 40);
+    for (int k = 0; k < 6; k++) {
+        good_send(&a, 100);
         const int64_t t = net_now_ms();
-        assert_int_equal(kvreg_subscriber_run(a.sub, i % 10 == 0 ? 500 : 20), KVREG_OK);
-        const int64_t took = net_now_ms() - t - (i % 10 == 0 ? 500 : 20);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 500), KVREG_OK);
+        const int64_t took = net_now_ms() - t - 500;
         if (took > worst) worst = took;
     }
     printf("bigmsg: run(timeout) overran its timeout by at most %lld ms\n", (long long)worst);
-    assert_true(worst <= 100);
+    assert_true(worst <= 100 * TIME_SCALE);
     CHECK_FIX(a.c.notices[KVREG_SUB_DISCONNECTED] >= 1);
     for (size_t i = 0; i < a.c.n; i++) assert_int_not_equal(a.c.recs[i].publisher, a.bad_idx);
-    finish(&a, 64, 60000);
+    finish(&a, 16, 60000); /* after: about 1.5 MiB; before the bound: 78 MiB */
     free(buf);
 }
 
@@ -223,7 +246,7 @@ static void attack_dupreplay(void) {
     }
     printf("dupreplay: gap reported %lld ms after the request (timeout 500 ms)\n", (long long)reported);
     assert_true(reported >= 400);
-    assert_true(reported <= 1500);
+    assert_true(reported <= 1500 * TIME_SCALE);
     assert_true(stat_of(a.sub, KVREG_SUB_STAT_DUPLICATES) > 0);
     CHECK_FIX(a.c.notices[KVREG_SUB_REPLAY_DONE] >= 1);
     finish(&a, 32, 60000);
