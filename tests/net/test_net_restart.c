@@ -147,6 +147,52 @@ static void foreign_equal_seq_restart_is_not_seen(void **state) {
     net_peer_close(&a);
 }
 
+typedef struct topic_seen {
+    char topic[128];
+    uint64_t instance;
+    kvreg_subscriber *sub;
+    size_t n;
+} topic_seen;
+static void topic_batch_fn(const kvreg_sub_batch *b, void *ud) {
+    topic_seen *t = ud;
+    snprintf(t->topic, sizeof t->topic, "%s", b->topic);
+    assert_int_equal(kvreg_subscriber_instance(t->sub, b->publisher, b->topic, &t->instance), KVREG_OK);
+    t->n++;
+}
+
+/* The real publisher: its instance id is a stat, nonzero and new per start; with
+ * TOPIC_INSTANCE its topics carry it, the subscriber strips it from batch->topic and answers
+ * it from kvreg_subscriber_instance from the first batch on. */
+static void publisher_carries_its_instance(void **state) {
+    (void)state;
+    net_pub p, q;
+    net_pub_open(&p, 0, NULL, 100, KVREG_PUB_OPT_TOPIC_INSTANCE, (uint64_t)1, 0u);
+    net_pub_open(&q, 0, NULL, 100, 0u);
+    uint64_t ip = 0, iq = 0;
+    assert_int_equal(kvreg_publisher_stat(p.pub, KVREG_PUB_STAT_INSTANCE, &ip), KVREG_OK);
+    assert_int_equal(kvreg_publisher_stat(q.pub, KVREG_PUB_STAT_INSTANCE, &iq), KVREG_OK);
+    assert_true(ip != 0 && iq != 0 && ip != iq);
+    assert_int_equal(kvreg_publisher_set(q.pub, KVREG_PUB_OPT_TOPIC_INSTANCE, 2), KVREG_ESTATE);
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    topic_seen t = {.sub = sub};
+    assert_int_equal(kvreg_subscriber_set_batch_fn(sub, topic_batch_fn, &t), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, NULL, NULL), KVREG_OK);
+    uint64_t none = 1;
+    assert_int_equal(kvreg_subscriber_instance(sub, 0, "kv@pod-a@model-x", &none), KVREG_ENOENT);
+    const int64_t deadline = net_now_ms() + 10000;
+    while (t.n == 0 && net_now_ms() < deadline) {
+        net_pub_register(&p, 1);
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    }
+    assert_true(t.n > 0);
+    assert_string_equal(t.topic, "kv@pod-a@model-x");
+    assert_int_equal(t.instance, ip);
+    kvreg_subscriber_free(sub);
+    net_pub_close(&p);
+    net_pub_close(&q);
+}
+
 static void restart_lower(void **state) { (void)state; restart_at(1); }
 static void restart_equal(void **state) { (void)state; restart_at(3); }
 static void restart_higher(void **state) { (void)state; restart_at(50); }
@@ -158,6 +204,7 @@ int main(void) {
         cmocka_unit_test(restart_higher),
         cmocka_unit_test(live_topic_instance_detects_equal_seq),
         cmocka_unit_test(foreign_equal_seq_restart_is_not_seen),
+        cmocka_unit_test(publisher_carries_its_instance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
