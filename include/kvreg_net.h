@@ -180,7 +180,10 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    only lower than expected was already delivered, by a replay whose answer overtook the
  *    live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
  *  - a replay answer that starts after live batches held meanwhile (the ring moved on): the
- *    held ones are delivered first; only seqs neither held nor answered are a LOSS.
+ *    held ones are delivered first; only seqs neither held nor answered are a LOSS. A live batch
+ *    still in flight on the SUB connection when such an answer is read (the two connections
+ *    have no order between them) is not held yet: it is named lost, and counted as a
+ *    duplicate when it comes.
  *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
  *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
@@ -392,6 +395,7 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_EVICTED 14u      /* publishers dropped (EVICTED notices with a topic) */
 #define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
                                          MAX_HELD_BYTES (fetched by the next replay) */
+#define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -309,6 +309,7 @@ void Subscriber::start_from_seq() {
 
 void Subscriber::read_live(size_t ep, Frames &f) {
     // [topic, seq as 8 bytes big-endian, payload], as vLLM sends and its consumers require.
+    count(KVREG_SUB_STAT_LIVE_READ);
     if (f.count() != 3) {
         notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message without exactly 3 frames", false, false);
         return;

@@ -21,7 +21,7 @@
 namespace kvreg::net {
 
 class Frames;
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_HELD_DROPPED;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_LIVE_READ;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
