@@ -116,7 +116,7 @@ static void finish(attack *a, uint64_t max_growth_mib, int64_t max_ms) {
         good_send(a, 50);
         assert_int_equal(kvreg_subscriber_run(a->sub, 0), KVREG_OK);
     }
-    const int64_t deadline = net_now_ms() + 20000;
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
     while (good_received(a) < GOOD_N && net_now_ms() < deadline)
         assert_int_equal(kvreg_subscriber_run(a->sub, 10), KVREG_OK);
     const int64_t ms = net_now_ms() - a->t0;
@@ -183,7 +183,7 @@ static void attack_topics(void) {
         }
     }
     /* Every attacker message read: 50,000 topics seen (one batch each, all delivered). */
-    const int64_t deadline = net_now_ms() + 30000;
+    const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
     uint64_t from_bad = 0;
     while (net_now_ms() < deadline) {
         from_bad = 0;
@@ -231,7 +231,7 @@ static void attack_bigmsg(void) {
  * reported (LOSS) within the deadline and at most one grace period. */
 static void attack_dupreplay(void) {
     attack a = {.name = "dupreplay"};
-    setup(&a, 1, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500);
+    setup(&a, 1, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500 * TIME_SCALE);
     uint8_t buf[256];
     const size_t len = net_payload(7, buf, sizeof buf);
     net_peer_live(&a.bad, "kv@attacker@model", 5, buf, len); /* a late join: seqs 0..4 asked for */
@@ -248,7 +248,7 @@ static void attack_dupreplay(void) {
         }
     }
     printf("dupreplay: gap reported %lld ms after the request (timeout 500 ms)\n", (long long)reported);
-    assert_true(reported >= 400);
+    assert_true(reported >= 400 * TIME_SCALE);
     assert_true(reported <= 1500 * TIME_SCALE);
     assert_true(stat_of(a.sub, KVREG_SUB_STAT_DUPLICATES) > 0);
     CHECK_FIX(a.c.notices[KVREG_SUB_REPLAY_DONE] >= 1);
@@ -273,7 +273,7 @@ static void attack_heldbytes(void) {
         good_send(&a, 10);
         assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
     }
-    const int64_t deadline = net_now_ms() + 20000;
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
     while (stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) + stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) < 201 &&
            net_now_ms() < deadline)
         assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
