@@ -60,11 +60,16 @@ static void on_batch(const kvreg_sub_batch *batch, void *user_data)
         kvreg_subscriber_stop(r->sub);
 }
 
-/* Gaps, replays, resets and malformed messages: never silent. */
+/* Gaps, replays, resets and malformed messages: never silent. A RESET is a restarted engine
+ * (its seq went back or its instance id changed): what the index holds for it is the old
+ * process's, so drop it; the subscriber resyncs the new one by replay from its start. */
 static void on_notice(const kvreg_sub_notice *notice, void *user_data)
 {
-    (void)user_data;
+    router *r = user_data;
     fprintf(stderr, "router: %s: %s\n", notice->endpoint, notice->message);
+    if (notice->kind == KVREG_SUB_RESET &&
+        kvreg_index_clear_worker(r->index, notice->publisher, 0, KVREG_INDEX_SEQ_NONE) != KVREG_OK)
+        r->failed = 1;
 }
 
 /* Route one prompt: the best engine and how much of the prompt it holds (0 if none). The
@@ -116,7 +121,7 @@ int main(int argc, char **argv)
     CHECK_OK(kvreg_subscriber_set(r.sub, KVREG_SUB_OPT_FROM_SEQ, 0)); /* everything, via replay */
     CHECK_OK(kvreg_subscriber_set_string(r.sub, KVREG_SUB_TOPIC, "kv@"));
     CHECK_OK(kvreg_subscriber_set_batch_fn(r.sub, on_batch, &r));
-    CHECK_OK(kvreg_subscriber_set_notice_fn(r.sub, on_notice, NULL));
+    CHECK_OK(kvreg_subscriber_set_notice_fn(r.sub, on_notice, &r));
     rc = kvreg_subscriber_add(r.sub, argv[1], argv[2], NULL);
     if (rc != KVREG_OK) {
         fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", argv[1], argv[2],

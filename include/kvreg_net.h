@@ -87,6 +87,9 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                             <= 1000000; 0: send as soon as events come). vLLM
                                             sends one batch per engine step; an event after a
                                             quiet spell is still sent at once */
+#define KVREG_PUB_OPT_TOPIC_INSTANCE 11u /* 1: live and replayed topics end with
+                                            "|kvreg-instance=<16 hex>" (see "Publisher
+                                            instance"); default 0: topic as set */
 KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
                                   uint64_t value) KVREG_NOEXCEPT;
 
@@ -148,6 +151,7 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                              less KVREG_STAT_EVENTS_DROPPED (a queue emptied
                                              and every seq sent is not enough: events are
                                              between the two while their batch is made) */
+#define KVREG_PUB_STAT_INSTANCE 13u       /* this start's instance id (0 before start) */
 /* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
 KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
                                    uint64_t *value) KVREG_NOEXCEPT;
@@ -169,14 +173,81 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    cannot give (it starts later than asked, ends early, or does not answer within
  *    KVREG_SUB_OPT_REPLAY_TIMEOUT_MS) get a LOSS notice before delivery goes on. Without a
  *    replay endpoint a gap is a LOSS at once.
- *  - a live seq at or below the previous live seq of that publisher: it restarted (one process
- *    sends its seqs in order). A RESET notice, then the seq is taken as the start of a new
- *    stream (seq > 0 is a late join again). Consumers should drop what they know of that
- *    worker. A live seq that is only lower than expected was already delivered, by a replay
- *    whose answer overtook the live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
+ *  - a restarted publisher (see "Publisher instance" below for how it is seen): a RESET
+ *    notice, then the stream starts again (a late join: replayed from the new process's
+ *    first kept seq when there is a replay endpoint). Consumers must drop what they know of
+ *    that worker on RESET (examples/router.c: kvreg_index_clear_worker). A live seq that is
+ *    only lower than expected was already delivered, by a replay whose answer overtook the
+ *    live copy: counted in KVREG_SUB_STAT_DUPLICATES and skipped.
+ *  - a replay answer that starts after live batches held meanwhile (the ring moved on): the
+ *    held ones are delivered first; only seqs neither held nor answered are a LOSS. A live batch
+ *    still in flight on the SUB connection when such an answer is read (the two connections
+ *    have no order between them) is not held yet: it is named lost, and counted as a
+ *    duplicate when it comes.
  *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
  *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
+ *
+ * Publisher instance. Each kvreg_publisher_start() draws a random 64-bit instance id
+ * (KVREG_PUB_STAT_INSTANCE). It travels where no upstream consumer reads:
+ *   - the topic frame of the replay end marker: [id, "", "kvreg-instance=<16 hex>", ff x 8, ""]
+ *     (vLLM's marker has "" there; vLLM's example client ends on the empty payload, llm-d on
+ *     the empty third frame, neither reads the topic frame);
+ *   - with KVREG_PUB_OPT_TOPIC_INSTANCE only, the topic of every live and replayed batch:
+ *     "<topic>|kvreg-instance=<16 hex>". vLLM's and Dynamo's consumers only prefix-match the
+ *     topic, so their subscriptions still match; llm-d parses pod and model out of
+ *     "kv@<pod>@<model>" and would read a wrong model name: leave it off for llm-d.
+ *   Not carried: in the live seq frame (Dynamo requires exactly 8 bytes), in the payload
+ *   (the batch must stay a 3-element array for Dynamo and llm-d), in Dynamo-format event ids
+ *   (they are the registry's event ids, which Dynamo's consumers expect contiguous per worker).
+ * The subscriber strips the suffix from batch->topic and learns the id from end markers: it
+ * sends a probe (a replay request from the next seq, normally answered by the end marker
+ * alone; no REPLAY_DONE notice, not in KVREG_SUB_STAT_REPLAYS) when a stream starts without
+ * a replay, and again each time its SUB socket (re)connects after its first connection: a
+ * restarted process always comes back on a new connection. A restart is a RESET when:
+ *   - the live seq is at or below the previous live seq (any publisher), or
+ *   - a live topic names another instance (TOPIC_INSTANCE), whatever the seq, or
+ *   - an end marker names another instance than the one known, whatever the seq. The RESET
+ *     then comes after the batches of that answer (they were read before the marker named
+ *     their process), and a replay from 0 follows: a consumer that drops the worker on RESET
+ *     ends with exactly the new process's state.
+ * What cannot be detected: a publisher that carries no id (vLLM, SGLang, or a kvreg
+ * publisher without a replay endpoint and without TOPIC_INSTANCE) that comes back with a
+ * first seq equal to or above the one expected looks like the same process: equal continues
+ * the stream, above is a gap that is replayed (from the new process's ring) or reported
+ * lost. Only a seq at or below the previous live one shows such a restart.
+ *
+ * Limits (what a peer can make the subscriber hold or spend; docs/limits.md, "Subscriber"):
+ *   what                        default      option                 past it
+ *   one frame (a payload)       16 MiB       OPT_MAX_MSG_SIZE       libzmq closes the
+ *                                                                   connection before reading
+ *                                                                   it: DISCONNECTED notice
+ *   libzmq receive queue        100000 msgs  OPT_RCVHWM             libzmq drops newer ones:
+ *     per connection            (x 16 MiB)                          a GAP, replayed or LOSS
+ *   live batches held for       256 MiB,     OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
+ *     replays (all publishers)  100000/pub   OPT_MAX_WAITING        DROPPED): the next replay
+ *                                                                   fetches them or LOSS
+ *   publishers tracked          10000        OPT_MAX_PUBLISHERS     least recently active one
+ *                                                                   dropped: EVICTED notice
+ *   publisher without messages  10 min       OPT_IDLE_MS            dropped when a new one
+ *                                                                   comes: EVICTED notice
+ *   a replay's silence          2000 ms      OPT_REPLAY_TIMEOUT_MS  from the request; only a
+ *                                                                   new seq moves it (not
+ *                                                                   duplicates), plus one
+ *                                                                   grace when answers wait
+ *                                                                   unread: REPLAY_DONE
+ *                                                                   "timed out", LOSS
+ *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
+ *                                                                   in hand (one decode of at
+ *                                                                   most MAX_MSG_SIZE)
+ * libzmq counts its queue in messages, not bytes: its byte bound is RCVHWM x MAX_MSG_SIZE
+ * per connection while run() is not reading; lower either for a tighter one.
+ *
+ * A bound SUB socket: libzmq gives a publisher that connects our subscription only when the
+ * caller's thread next touches the socket (kvreg_subscriber_add touches it once, and every
+ * run does). What a publisher sends between connecting and that moment is dropped by its
+ * own PUB socket: the first seq the subscriber sees is then > 0, a late join, replayed from
+ * 0 when the endpoint has a replay endpoint (nothing lost), else named in a LOSS notice.
  *
  * Thread-safety: one thread at a time per subscriber (it may change between runs).
  * kvreg_subscriber_stop() may be called from a callback (or from another thread). */
@@ -199,6 +270,20 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
 #define KVREG_SUB_OPT_MAX_WAITING 5u       /* live batches kept per publisher while its replay
                                               runs (default 100000, >= 1); beyond, the newest
                                               are dropped and fetched by the next replay */
+#define KVREG_SUB_OPT_MAX_MSG_SIZE 6u      /* largest frame read (a payload), in bytes
+                                              (default 16 MiB; 0 = no limit). libzmq closes a
+                                              connection whose frame is larger from its size
+                                              header, before reading it: a DISCONNECTED notice */
+#define KVREG_SUB_OPT_MAX_PUBLISHERS 7u    /* publishers ((endpoint, topic) streams) kept
+                                              (default 10000, >= 1); past it the least recently
+                                              active is dropped (EVICTED notice) */
+#define KVREG_SUB_OPT_IDLE_MS 8u           /* a publisher without a message this long is
+                                              dropped when a new one comes (default 600000;
+                                              0 = never) */
+#define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
+                                              all publishers together (default 256 MiB);
+                                              past it newer ones are not kept (the next replay
+                                              fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -245,6 +330,12 @@ typedef void (*kvreg_sub_batch_fn)(const kvreg_sub_batch *batch, void *user_data
 #define KVREG_SUB_REPLAY_DONE 4u  /* a replay ended: count = batches it delivered */
 #define KVREG_SUB_MALFORMED 5u    /* a message was skipped: message says why; first = its seq
                                      when it had one (has_seq) */
+#define KVREG_SUB_DISCONNECTED 6u /* a SUB connection closed: the publisher went away or sent a
+                                     message over KVREG_SUB_OPT_MAX_MSG_SIZE (libzmq tells
+                                     them apart to nobody); a connecting SUB reconnects */
+#define KVREG_SUB_EVICTED 7u      /* a publisher's state was dropped (idle, or over
+                                     KVREG_SUB_OPT_MAX_PUBLISHERS), or a new one's message was
+                                     (topic ""): if it sends again it is a new stream */
 typedef struct kvreg_sub_notice {
     uint32_t kind;            /* KVREG_SUB_* */
     uint32_t publisher;
@@ -278,6 +369,13 @@ KVREG_API int kvreg_subscriber_run(kvreg_subscriber *sub, int timeout_ms) KVREG_
  * Safe from any thread. */
 KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 
+/* The instance id (see "Publisher instance") of the publisher (endpoint index, topic as in
+ * kvreg_sub_batch.topic) into *instance: 0 while not known (a foreign publisher, or no end
+ * marker read yet). KVREG_ENOENT: no such publisher is tracked (never seen, or evicted).
+ * KVREG_EINVAL: NULL argument. Same thread rules as run (callbacks may call it). */
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t publisher,
+                                        const char *topic, uint64_t *instance) KVREG_NOEXCEPT;
+
 #define KVREG_SUB_STAT_BATCHES 1u     /* batches delivered (live and replayed) */
 #define KVREG_SUB_STAT_EVENTS 2u      /* decoded events delivered */
 #define KVREG_SUB_STAT_REPLAYED 3u    /* batches delivered from replays */
@@ -287,6 +385,17 @@ KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) KVREG_NOEXCEPT;
 #define KVREG_SUB_STAT_RESETS 7u      /* RESET notices */
 #define KVREG_SUB_STAT_MALFORMED 8u   /* messages skipped as malformed */
 #define KVREG_SUB_STAT_DUPLICATES 9u  /* batches received twice (replay overlapping live) */
+#define KVREG_SUB_STAT_HELD_BATCHES 10u /* live batches held now, waiting for a replay (a
+                                         gauge) */
+#define KVREG_SUB_STAT_HELD_BYTES 11u   /* their payload bytes (a gauge) */
+#define KVREG_SUB_STAT_DISCONNECTS 12u  /* connections of the SUB sockets that closed: a
+                                         publisher went away, or libzmq cut one whose message
+                                         was over KVREG_SUB_OPT_MAX_MSG_SIZE */
+#define KVREG_SUB_STAT_PUBLISHERS 13u   /* publishers tracked now (a gauge) */
+#define KVREG_SUB_STAT_EVICTED 14u      /* publishers dropped (EVICTED notices with a topic) */
+#define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
+                                         MAX_HELD_BYTES (fetched by the next replay) */
+#define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -142,6 +142,14 @@ KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat, 
     return sub->impl.stat(stat, value);
 }
 
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t publisher, const char *topic,
+                                        uint64_t *instance) noexcept {
+    if (!sub || !topic || !instance) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return sub->impl.instance(publisher, topic, instance);
+    KVREG_GUARD_END
+}
+
 } // extern "C"
 
 #else // !KVREG_WITH_ZMQ
@@ -189,6 +197,9 @@ KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *, kvreg_sub_notic
 KVREG_API int kvreg_subscriber_run(kvreg_subscriber *, int) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *, uint32_t, const char *, uint64_t *) noexcept {
     return KVREG_ENOTSUP;
 }
 

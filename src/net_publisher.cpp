@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "net_endpoint.hpp"
+#include "net_instance.hpp"
 #include "net_zmq.hpp"
 
 namespace kvreg::net {
@@ -57,6 +58,10 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_PUB_OPT_REPLAY_POLL_MS:
         if (v < 1 || v > 1000) return KVREG_EINVAL;
         replay_poll_ms_ = v;
+        return KVREG_OK;
+    case KVREG_PUB_OPT_TOPIC_INSTANCE:
+        if (v > 1) return KVREG_EINVAL;
+        topic_instance_ = v == 1;
         return KVREG_OK;
     default:
         return KVREG_EINVAL;
@@ -128,6 +133,10 @@ int Publisher::start() {
             return rc;
         }
     }
+    // A new id per start: what lets subscribers see this process is not the one before.
+    instance_.store(new_instance(), std::memory_order_relaxed);
+    end_topic_ = instance_tag(instance_.load(std::memory_order_relaxed));
+    if (topic_instance_) topic_ += kInstanceSep + end_topic_;
     ring_ = ReplayRing(static_cast<size_t>(buffer_steps_));
     kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);
     try {
@@ -174,6 +183,10 @@ int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
     static const Stat map[] = {n_stats, sent, dropped, events_sent, replays, replay_batches,
                                bad_requests, next_seq, n_stats /* lost */, unsent, send_errors,
                                skipped, handled};
+    if (s == KVREG_PUB_STAT_INSTANCE) {
+        *value = instance_.load(std::memory_order_relaxed);
+        return KVREG_OK;
+    }
     if (s == KVREG_PUB_STAT_EVENTS_LOST) {
         uint64_t now = dropped_at_start_;
         if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
@@ -309,7 +322,7 @@ void Publisher::answer(const Frames &req) noexcept {
         if (ok) count(replay_batches);
         return ok;
     });
-    if (ok && head() && zmq_send(router_, "", 0, ZMQ_SNDMORE) >= 0 &&
+    if (ok && head() && zmq_send(router_, end_topic_.data(), end_topic_.size(), ZMQ_SNDMORE) >= 0 &&
         zmq_send(router_, kEndSeq, 8, ZMQ_SNDMORE) >= 0 && zmq_send(router_, "", 0, 0) >= 0)
         count(replays);
 }

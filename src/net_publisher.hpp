@@ -50,7 +50,10 @@ class Publisher {
     uint64_t replay_linger_ms_ = 0, max_events_ = 1024, format_ = KVREG_WIRE_VLLM, replay_poll_ms_ = 5;
     uint64_t block_size_ = 0, batch_us_ = 1000;
     std::string endpoint_ = "tcp://*:5557", replay_endpoint_, topic_, lora_name_;
-    bool has_replay_ = false, has_lora_ = false;
+    bool has_replay_ = false, has_lora_ = false, topic_instance_ = false;
+    // This start's instance id (net_instance.hpp), and the end marker's topic frame naming it.
+    std::atomic<uint64_t> instance_{0};
+    std::string end_topic_;
     // Running state. The sockets and the encoder belong to the sender thread between start()
     // and the join in stop(); start() and stop() touch them only outside that window.
     std::atomic<State> state_{State::fresh}; // read by stat() on any thread

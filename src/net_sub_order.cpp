@@ -22,6 +22,7 @@ void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t
     }
     if (seq == s.next) {
         deliver(s, seq, p, len, false);
+        probe(s); // learn the publisher's instance id once the stream runs
     } else if (seq > s.next) {
         on_gap(s, seq, p, len);
     } else {
@@ -50,8 +51,19 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
 
 void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
-    if (s.waiting.size() >= max_waiting_) return;
+    if (s.waiting.size() >= max_waiting_ ||
+        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_) {
+        count(KVREG_SUB_STAT_HELD_DROPPED);
+        return;
+    }
     s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len), restarted});
+    count(KVREG_SUB_STAT_HELD_BATCHES);
+    count(KVREG_SUB_STAT_HELD_BYTES, len);
+}
+
+void Subscriber::unhold(const Waiting &w) {
+    uncount(KVREG_SUB_STAT_HELD_BATCHES);
+    uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
 }
 
 void Subscriber::request_replay(Stream &s, uint64_t from) {
@@ -72,15 +84,36 @@ void Subscriber::request_replay(Stream &s, uint64_t from) {
         e.replay_deadline = Clock::now();
         return;
     }
-    count(KVREG_SUB_STAT_REPLAYS);
+    if (!s.probing) count(KVREG_SUB_STAT_REPLAYS);
     s.wants_replay = false;
     s.replaying = true;
     s.replay_count = 0;
     e.replay_owner = &s;
+    e.replay_grace = false;
     e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
 }
 
+// Held live batches older than a replayed one come before it: the replay answer can start
+// after some of them (the ring moved on while the request was in flight), and then they are
+// the only copy. Only what is neither held nor in the answer is lost.
+void Subscriber::release_held_before(Stream &s, uint64_t seq) {
+    while (!s.waiting.empty() && s.waiting.front().seq < seq && !s.waiting.front().restarted) {
+        Waiting w = std::move(s.waiting.front());
+        s.waiting.pop_front();
+        unhold(w);
+        if (w.seq < s.next) {
+            count(KVREG_SUB_STAT_DUPLICATES);
+            continue;
+        }
+        if (w.seq > s.next)
+            notice(KVREG_SUB_LOSS, &s, s.ep, s.next, w.seq - 1,
+                   "lost: not received live and no longer in the publisher's replay ring");
+        deliver(s, w.seq, w.payload.data(), w.payload.size(), false);
+    }
+}
+
 void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+    release_held_before(s, seq);
     if (seq < s.next) {
         count(KVREG_SUB_STAT_DUPLICATES);
         return;
@@ -91,10 +124,50 @@ void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p
     deliver(s, seq, p, len, true);
 }
 
-void Subscriber::finish_replay(Stream &s, bool timed_out) {
+// A probe: a replay request from the next seq, whose answer is normally just the end marker,
+// which names the publisher's instance when it is a kvreg publisher. Once per stream, and
+// again after its endpoint reconnects (read_monitor).
+void Subscriber::probe(Stream &s) {
+    const Endpoint &e = eps_[s.ep];
+    if (s.probed || !e.has_replay || !e.dealer || s.replaying || s.wants_replay ||
+        Clock::now() < e.no_replay_until)
+        return;
+    s.probed = true;
+    s.probing = true;
+    request_replay(s, s.next);
+}
+
+// The end marker named another instance than the one this stream knew: the publisher
+// restarted (whatever its seqs look like). The consumer is told (RESET: drop what you know of
+// it), what is held is dropped (it may be the old process's), and the stream starts again
+// from the new process's first kept seq.
+void Subscriber::restarted_instance(Stream &s, uint64_t instance) {
+    notice(KVREG_SUB_RESET, &s, s.ep, s.next, s.next, "the publisher's instance id changed: it restarted");
+    for (const Waiting &w : s.waiting) unhold(w);
+    s.waiting.clear();
+    s.instance = instance;
+    s.started = false;
+    s.next = 0;
+    s.live_seen = false;
+    s.probed = true;
+    request_replay(s, 0);
+}
+
+void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
     Endpoint &e = eps_[s.ep];
     e.replay_owner = nullptr;
     s.replaying = false;
+    const bool was_probe = s.probing;
+    s.probing = false;
+    if (!timed_out) {
+        s.probed = true;
+        if (instance && s.instance && instance != s.instance) {
+            if (!was_probe) notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
+            restarted_instance(s, instance);
+            return;
+        }
+        if (instance) s.instance = instance;
+    }
     if (timed_out) {
         // The ROUTER is gone or stuck: a fresh DEALER, so that a late answer to the abandoned
         // request cannot be mistaken for the next one, and no replay for a while.
@@ -104,7 +177,7 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
         if (!e.dealer) e.has_replay = false;
         e.no_replay_until = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_) * 5;
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay timed out", false, false);
-    } else {
+    } else if (!was_probe) {
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
     }
     // A timed-out replay leaves what it did not give lost. After an answer, the held batches
@@ -117,17 +190,17 @@ void Subscriber::finish_replay(Stream &s, bool timed_out) {
     }
     std::deque<Waiting> held;
     held.swap(s.waiting);
+    for (const Waiting &w : held) unhold(w);
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
     for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
     // Another stream of this endpoint waited for the DEALER.
     if (!e.replay_owner) {
-        for (auto &o : streams_) {
-            if (o->ep == s.ep && o->wants_replay) {
-                request_replay(*o, o->replay_from);
-                break;
-            }
-        }
+        Stream *waiting = nullptr;
+        for_each_stream([&](Stream &o) {
+            if (!waiting && o.ep == s.ep && o.wants_replay) waiting = &o;
+        });
+        if (waiting) request_replay(*waiting, waiting->replay_from);
     }
 }
 

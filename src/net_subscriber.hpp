@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <list>
+#include <unordered_map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvreg_net.h"
@@ -18,6 +21,7 @@
 namespace kvreg::net {
 
 class Frames;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_LIVE_READ;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -37,6 +41,7 @@ class Subscriber {
     int run(int timeout_ms);                               // throws bad_alloc
     void stop() noexcept { stop_.store(true, std::memory_order_release); }
     int stat(uint32_t stat, uint64_t *value) const noexcept;
+    int instance(uint32_t publisher, const char *topic, uint64_t *value) const; // throws bad_alloc
 
   private:
     struct Waiting {
@@ -62,6 +67,15 @@ class Subscriber {
         // overtake the live one, and then a live batch arrives after the replay delivered it.
         bool live_seen = false;
         uint64_t live_last = 0;
+        // The publisher's instance id (net_instance.hpp; 0: not known, e.g. a foreign
+        // publisher). probed: a replay end marker was read since the stream began or its
+        // endpoint last reconnected; until then a short replay request (a probe) asks for one.
+        uint64_t instance = 0;
+        bool probed = false;
+        bool probing = false; // the running replay is a probe: no REPLAY_DONE notice
+        // Recency, for idle eviction and the MAX_PUBLISHERS bound (net_subscriber.cpp).
+        Clock::time_point last_active{};
+        std::list<Stream *>::iterator lru{};
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -69,7 +83,12 @@ class Subscriber {
         void *sub = nullptr, *dealer = nullptr;
         Stream *replay_owner = nullptr;
         Clock::time_point replay_deadline{};
+        bool replay_grace = false; // the deadline was moved once for answers waiting unread
         Clock::time_point no_replay_until{}; // after a replay timed out
+        // Connection events of the SUB socket (with a replay endpoint only): a reconnect may
+        // be a restarted publisher, so its streams are probed again.
+        void *monitor = nullptr;
+        uint64_t connects = 0;
     };
 
     // net_subscriber.cpp
@@ -78,31 +97,51 @@ class Subscriber {
     void read_replay(size_t ep, Frames &f);
     void check_replay_timeouts();
     void start_from_seq();
-    Stream &stream_for(size_t ep, const unsigned char *topic, size_t len);
+    Stream *stream_for(size_t ep, std::string_view topic); // nullptr: no room (a notice said so)
+    bool make_room();
+    template <class F> void for_each_stream(F f) {
+        for (auto &kv : streams_) f(*kv.second);
+        for (auto &u : unknown_) f(*u);
+    }
     void notice(uint32_t kind, const Stream *s, size_t ep, uint64_t first, uint64_t last,
                 const char *message, bool replay_requested = false, bool has_seq = true);
     void count(uint32_t stat, uint64_t n = 1) noexcept {
         stats_[stat].fetch_add(n, std::memory_order_relaxed);
+    }
+    void uncount(uint32_t stat, uint64_t n = 1) noexcept { // gauges
+        stats_[stat].fetch_sub(n, std::memory_order_relaxed);
     }
 
     // net_sub_order.cpp
     void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
     void on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
     void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
+    void unhold(const Waiting &w);
+    void release_held_before(Stream &s, uint64_t seq);
     void request_replay(Stream &s, uint64_t from);
     void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
-    void finish_replay(Stream &s, bool timed_out);
+    void finish_replay(Stream &s, bool timed_out, uint64_t instance = 0);
+    void probe(Stream &s);
+    void restarted_instance(Stream &s, uint64_t instance);
+    void read_monitor(size_t ep);
     void deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed);
 
     // Options.
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000;
+    int64_t max_msg_size_ = INT64_C(16) << 20;
+    uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
     std::string topic_;
     // State.
     void *ctx_ = nullptr;
     kvreg_wire_decoder *dec_ = nullptr;
     std::vector<Endpoint> eps_;
-    std::vector<std::unique_ptr<Stream>> streams_;
+    // Streams by (endpoint, topic) key: O(1) per message. lru_ orders them by last message
+    // (front: newest); unknown_ holds FROM_SEQ streams until their topic is known.
+    std::unordered_map<std::string, std::unique_ptr<Stream>> streams_;
+    std::list<Stream *> lru_;
+    std::vector<std::unique_ptr<Stream>> unknown_;
+    std::string key_; // reused: no allocation per message to look a stream up
     kvreg_sub_batch_fn batch_fn_ = nullptr;
     void *batch_ud_ = nullptr;
     kvreg_sub_notice_fn notice_fn_ = nullptr;
@@ -110,7 +149,7 @@ class Subscriber {
     bool in_callback_ = false;
     bool ran_ = false;
     std::atomic<bool> stop_{false};
-    std::atomic<uint64_t> stats_[KVREG_SUB_STAT_DUPLICATES + 1] = {};
+    std::atomic<uint64_t> stats_[kLastStat + 1] = {};
 };
 
 } // namespace kvreg::net

@@ -1,7 +1,8 @@
 /*
  * kvreg-events sub: subscribe to KV-event publishers over ZeroMQ (libkvreg's, vLLM's,
  * SGLang's) and print every decoded event as one JSON line: the fields of
- * `kvreg-events decode` plus "publisher" (endpoint index), "seq" and "replayed". Gaps,
+ * `kvreg-events decode` plus "publisher" (endpoint index), "topic", "instance" (the
+ * publisher's instance id), "seq" and "replayed". Gaps,
  * replays, losses, resets and malformed messages are reported on stderr. A kcat for KV events.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -26,8 +27,11 @@ static void sub_usage(FILE *f)
             "\n"
             "Subscribe to each ENDPOINT (connects, or binds for a '*' host, ipc and inproc, as\n"
             "vLLM does) and print one JSON object per decoded event, in each publisher's order:\n"
-            "  {\"publisher\", \"seq\", \"replayed\", \"type\", \"block_hashes\", ... as in\n"
-            "   `kvreg-events decode`}\n"
+            "  {\"publisher\", \"topic\", \"instance\", \"seq\", \"replayed\", \"type\",\n"
+            "   \"block_hashes\", ... as in `kvreg-events decode`}\n"
+            "  publisher is the ENDPOINT's index, topic the batch's topic, instance the\n"
+            "  publisher's instance id as 16 hex digits (a kvreg publisher names it in its\n"
+            "  replay answers; null when not known: a foreign publisher, or none read yet)\n"
             "  --replay EP      the replay (ROUTER) endpoint of the ENDPOINT in the same position\n"
             "                   (give one per ENDPOINT, in order); gaps and late joins are then\n"
             "                   filled from it\n"
@@ -39,11 +43,12 @@ static void sub_usage(FILE *f)
             "stderr gets one line per gap, replay, loss, reset and malformed message.\n"
             "\n"
             "Exit status: 0 done (count reached, timeout or interrupt without --count),\n"
-            "1 --count not reached or a library error, 2 bad usage.\n");
+            "1 nothing arrived before --timeout, --count not reached, or a library error\n"
+            "(with a message on stderr), 2 bad usage.\n");
 }
 
 typedef struct sub_state {
-    unsigned long long printed, count;
+    unsigned long long printed, count, batches;
     kvreg_subscriber *sub;
 } sub_state;
 
@@ -54,12 +59,38 @@ static void on_signal(int sig)
     interrupted = 1;
 }
 
+/* s as a JSON string body (quotes and backslashes escaped, control bytes as \u00XX) into
+ * out[0..cap), cut short if it does not fit. */
+static void json_body(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = 0;
+}
+
 static void on_batch(const kvreg_sub_batch *b, void *ud)
 {
     sub_state *st = ud;
-    char head[96];
-    snprintf(head, sizeof head, "\"publisher\":%u,\"seq\":%llu,\"replayed\":%s,", b->publisher,
-             (unsigned long long)b->seq, b->replayed ? "true" : "false");
+    char head[1536], topic[1024], instance[24] = "null";
+    uint64_t id = 0;
+    st->batches++;
+    json_body(b->topic, topic, sizeof topic);
+    /* The publisher's instance id (a kvreg publisher names it; 0: not known yet or foreign). */
+    if (kvreg_subscriber_instance(st->sub, b->publisher, b->topic, &id) == KVREG_OK && id)
+        snprintf(instance, sizeof instance, "\"%016llx\"", (unsigned long long)id);
+    snprintf(head, sizeof head,
+             "\"publisher\":%u,\"topic\":\"%s\",\"instance\":%s,\"seq\":%llu,\"replayed\":%s,",
+             b->publisher, topic, instance, (unsigned long long)b->seq, b->replayed ? "true" : "false");
     for (size_t i = 0; i < b->n_events; i++) {
         if (st->count && st->printed >= st->count)
             break;
@@ -73,7 +104,8 @@ static void on_batch(const kvreg_sub_batch *b, void *ud)
 static void on_notice(const kvreg_sub_notice *n, void *ud)
 {
     (void)ud;
-    static const char *const kinds[] = {"?", "gap", "loss", "reset", "replay", "malformed"};
+    static const char *const kinds[] = {"?",         "gap",          "loss",   "reset",
+                                        "replay",    "malformed",    "disconnected", "evicted"};
     const char *kind = n->kind < sizeof kinds / sizeof kinds[0] ? kinds[n->kind] : "?";
     fprintf(stderr, "kvreg-events: %s: publisher %u (%s%s%s)", kind, n->publisher, n->endpoint,
             n->topic[0] ? ", topic " : "", n->topic);
@@ -160,7 +192,7 @@ int events_sub(int argc, char **argv)
         return EVENTS_EXIT_USAGE;
     }
 
-    sub_state st = {0, count, NULL};
+    sub_state st = {0, count, 0, NULL};
     int rc = kvreg_subscriber_new(&st.sub);
     if (rc == KVREG_OK)
         rc = kvreg_subscriber_set(st.sub, KVREG_SUB_OPT_FORMAT, format);
@@ -209,5 +241,11 @@ int events_sub(int argc, char **argv)
     }
     fflush(stdout);
     kvreg_subscriber_free(st.sub);
+    if (!interrupted && st.batches == 0) {
+        fprintf(stderr, "kvreg-events sub: nothing arrived in %g s\n", timeout_s);
+        return EVENTS_EXIT_REJECTED;
+    }
+    if (count && st.printed < count)
+        fprintf(stderr, "kvreg-events sub: %llu of %llu events arrived\n", st.printed, count);
     return count && st.printed < count ? EVENTS_EXIT_REJECTED : EVENTS_EXIT_OK;
 }

@@ -10,6 +10,7 @@ as its Remove events, each publisher's seqs in order. Output is read until compl
 Usage: test_events_sub.py KVREG_REPLAY KVREG_EVENTS
 """
 import json
+import re
 import subprocess
 import sys
 import time
@@ -56,6 +57,11 @@ def main():
             if e["publisher"] != 0 or e["seq"] < last_seq:
                 fail(f"out of order: {line}")
             last_seq = e["seq"]
+            if e["topic"] != "kv@pod-r@model-r":
+                fail(f"topic: {line}")
+            # The instance id is known once an end marker named it: null before, then hex.
+            if e["instance"] is not None and re.fullmatch(r"[0-9a-f]{16}", e["instance"]) is None:
+                fail(f"instance: {line}")
             if e["type"] == "BlockStored":
                 stored += len(e["block_hashes"])
                 if len(e["token_ids"]) != len(e["block_hashes"]) * e["block_size"]:
@@ -67,6 +73,13 @@ def main():
         if (stored, removed) != (want_stored, want_removed):
             fail(f"stored/removed {stored}/{removed}, the run had {want_stored}/{want_removed}")
         print(f"ok: {stored} stored and {removed} removed hashes up to seq {last_seq}")
+
+        # Nothing published: exit status 1 and a message once the timeout passes.
+        quiet = subprocess.run([events, "sub", "tcp://127.0.0.1:1", "--timeout", "0.3"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=20)
+        if quiet.returncode != 1 or "nothing arrived" not in quiet.stderr or quiet.stdout:
+            fail(f"a silent endpoint: status {quiet.returncode}, stderr {quiet.stderr!r}")
+        print("ok: nothing arrived -> status 1")
     finally:
         for p in (sub, rp):
             if p and p.poll() is None:

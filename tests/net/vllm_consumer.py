@@ -10,6 +10,7 @@ helper's report of what it registered (hashes), never from decoding with libkvre
 
 Usage: vllm_consumer.py HELPER
 """
+import re
 import subprocess
 import sys
 import time
@@ -146,7 +147,12 @@ def main():
         frames = dealer.recv_multipart()
         check(len(frames) == 4 and frames[0] == b"", f"[b'', topic, seq, payload]: {len(frames)} frames")
         if frames[2] == END_SEQ:
-            check(frames[1] == b"" and frames[3] == b"", "end marker [b'', b'', ff x 8, b'']")
+            # vLLM's marker has an empty topic frame; ours names the publisher's instance
+            # there (a frame vLLM's and llm-d's consumers do not read: they end on the empty
+            # payload / the empty third frame).
+            check(frames[3] == b"", "end marker [b'', tag, ff x 8, b'']")
+            check(re.fullmatch(rb"kvreg-instance=[0-9a-f]{16}", frames[1]) is not None,
+                  f"end marker topic frame names the instance: {frames[1]!r}")
             break
         check(frames[1] == TOPIC, "replay carries the topic (vLLM >= 0.26)")
         replayed.append((int.from_bytes(frames[2], "big"), frames[3]))

@@ -1,0 +1,309 @@
+/* One attack per run (argv[1]), suite net: a hostile peer on 127.0.0.1 attacks a subscriber
+ * while a well-behaved publisher (its own endpoint) keeps sending to the same subscriber.
+ * Each asserts the subscriber's resident memory stays bounded (VmHWM growth over the
+ * process's VmRSS once set up, from /proc/self/status), that it takes bounded time, that a
+ * notice or stat says what happened, and that the well-behaved stream arrives complete.
+ *   topics     50,000 topics, one batch each
+ *   bigmsg     50 messages of 20 MB, and run(500) must return within 500 ms + 100 ms
+ *   dupreplay  a replay ROUTER that answers a gap by repeating one batch and never ends
+ *   heldbytes  a gap whose replay never answers, then 200 live batches of 1 MB (held)
+ * The attacker's large buffers are sent zero-copy from one static buffer, part of the
+ * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
+ * record. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zmq.h>
+
+#include "net_fixture.h"
+#include "net_peer.h"
+
+/* Under ASan (quarantine, shadow memory) and TSan resident memory says nothing about the
+ * subscriber, and time runs several times slower: the memory bound is checked only in plain
+ * builds and time bounds are scaled. The other checks hold everywhere. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifdef SANITIZED
+#define TIME_SCALE 5
+#else
+#define TIME_SCALE 1
+#endif
+
+static const char good_topic[] = "kv@pod-good@model";
+#define GOOD_HASH(seq) (UINT64_C(0x600000) + (seq))
+enum { GOOD_N = 2000 };
+
+typedef struct attack {
+    const char *name;
+    net_peer good, bad;
+    kvreg_subscriber *sub;
+    net_collect c;
+    uint32_t good_idx, bad_idx;
+    uint64_t good_sent;
+    uint64_t base_kib;
+    int64_t t0;
+    uint8_t payload[256];
+    size_t payload_len;
+} attack;
+
+static void noop_free(void *data, void *hint) {
+    (void)data;
+    (void)hint;
+}
+
+/* Send [topic, seq, buf[0..len)] without copying buf (it outlives the sockets). */
+static void send_zero_copy(void *sock, const char *topic, uint64_t seq, void *buf, size_t len) {
+    unsigned char s8[8];
+    net_be64(s8, seq);
+    assert_true(zmq_send(sock, topic, strlen(topic), ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(sock, s8, 8, ZMQ_SNDMORE) >= 0);
+    zmq_msg_t m;
+    assert_int_equal(zmq_msg_init_data(&m, buf, len, noop_free, NULL), 0);
+    assert_true(zmq_msg_send(&m, sock, 0) >= 0);
+}
+
+static void good_send(attack *a, int n) {
+    for (int i = 0; i < n && a->good_sent < GOOD_N; i++) {
+        uint8_t buf[256];
+        const size_t len = net_payload(GOOD_HASH(a->good_sent), buf, sizeof buf);
+        net_peer_live(&a->good, good_topic, a->good_sent++, buf, len);
+    }
+}
+
+static size_t good_received(const attack *a) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->c.n; i++) n += a->c.recs[i].publisher == a->good_idx;
+    return n;
+}
+
+static void setup(attack *a, int bad_replay, uint64_t opt, uint64_t value) {
+    net_peer_open(&a->good, 0, NULL);
+    net_peer_open(&a->bad, bad_replay, NULL);
+    assert_int_equal(kvreg_subscriber_new(&a->sub), KVREG_OK);
+    /* A slow (sanitizer) build must not time a replay out where the attack needs it running;
+     * dupreplay sets its own. */
+    assert_int_equal(kvreg_subscriber_set(a->sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000), KVREG_OK);
+#ifdef KVREG_ATTACK_BEFORE
+    if (opt) (void)kvreg_subscriber_set(a->sub, (uint32_t)opt, value);
+#else
+    if (opt) assert_int_equal(kvreg_subscriber_set(a->sub, (uint32_t)opt, value), KVREG_OK);
+#endif
+    net_collect_init(&a->c, a->sub);
+    assert_int_equal(kvreg_subscriber_add(a->sub, a->good.endpoint, NULL, &a->good_idx), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_add(a->sub, a->bad.endpoint, bad_replay ? a->bad.replay : NULL, &a->bad_idx),
+                     KVREG_OK);
+    net_peer_wait_subscribed(&a->good, a->sub, 1);
+    net_peer_wait_subscribed(&a->bad, a->sub, 1);
+    a->base_kib = net_rss_kib();
+    a->t0 = net_now_ms();
+}
+
+/* The rest of the good stream, then the checks every attack shares. */
+static void finish(attack *a, uint64_t max_growth_mib, int64_t max_ms) {
+    while (a->good_sent < GOOD_N) {
+        good_send(a, 50);
+        assert_int_equal(kvreg_subscriber_run(a->sub, 0), KVREG_OK);
+    }
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (good_received(a) < GOOD_N && net_now_ms() < deadline)
+        assert_int_equal(kvreg_subscriber_run(a->sub, 10), KVREG_OK);
+    const int64_t ms = net_now_ms() - a->t0;
+    const uint64_t hwm = net_hwm_kib();
+    const uint64_t growth = hwm > a->base_kib ? hwm - a->base_kib : 0;
+    const size_t got = good_received(a);
+    printf("attack %s: memory growth %llu KiB, %lld ms, well-behaved stream %zu/%d\n", a->name,
+           (unsigned long long)growth, (long long)ms, got, GOOD_N);
+    /* The well-behaved stream: complete, in order, its own contents. */
+    assert_int_equal(got, GOOD_N);
+    uint64_t seq = 0;
+    for (size_t i = 0; i < a->c.n; i++) {
+        if (a->c.recs[i].publisher != a->good_idx) continue;
+        assert_int_equal(a->c.recs[i].seq, seq);
+        assert_int_equal(a->c.recs[i].first_hash, GOOD_HASH(seq));
+        seq++;
+    }
+#ifdef SANITIZED
+    (void)max_growth_mib;
+    printf("attack %s: memory bound not checked in a sanitizer build\n", a->name);
+#else
+    assert_true(growth <= max_growth_mib * 1024);
+#endif
+    assert_true(ms <= max_ms * TIME_SCALE);
+    kvreg_subscriber_free(a->sub);
+    net_collect_free(&a->c);
+    net_peer_close(&a->good);
+    net_peer_close(&a->bad);
+}
+
+/* KVREG_ATTACK_BEFORE: built against the library before issue 36's subscriber changes, to
+ * measure it. The stats and notices it lacks read as 0 and their checks are skipped; the
+ * memory, time and completeness checks stay (and fail there). */
+#ifdef KVREG_ATTACK_BEFORE
+#define CHECK_FIX(x) ((void)0)
+#else
+#define CHECK_FIX(x) assert_true(x)
+#endif
+
+static uint64_t stat_of(kvreg_subscriber *sub, uint32_t s) {
+    uint64_t v = 0;
+    const int rc = kvreg_subscriber_stat(sub, s, &v);
+#ifdef KVREG_ATTACK_BEFORE
+    if (rc != KVREG_OK) return 0;
+#endif
+    assert_int_equal(rc, KVREG_OK);
+    return v;
+}
+
+/* 50,000 topics: the subscriber keeps at most MAX_PUBLISHERS (default 10,000) of them, says
+ * which it dropped, and a message costs the same after all of them. */
+static void attack_topics(void) {
+    attack a = {.name = "topics"};
+    setup(&a, 0, 0, 0);
+    uint8_t buf[256];
+    const size_t len = net_payload(42, buf, sizeof buf);
+    char topic[64];
+    for (int i = 0; i < 50000; i++) {
+        snprintf(topic, sizeof topic, "kv@attacker-%d@model", i);
+        net_peer_live(&a.bad, topic, 0, buf, len);
+        if (i % 25 == 0) {
+            good_send(&a, 1);
+            assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
+        }
+    }
+    /* Every attacker message read: 50,000 topics seen (one batch each, all delivered). */
+    const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
+    uint64_t from_bad = 0;
+    while (net_now_ms() < deadline) {
+        from_bad = 0;
+        for (size_t i = 0; i < a.c.n; i++) from_bad += a.c.recs[i].publisher == a.bad_idx;
+        if (from_bad == 50000) break;
+        assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
+    }
+    assert_int_equal(from_bad, 50000);
+    CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS) <= 10000);
+    CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_EVICTED) >= 40000 - 1);
+    CHECK_FIX(a.c.notices[KVREG_SUB_EVICTED] >= 40000 - 1);
+    finish(&a, 32, 60000);
+}
+
+/* 50 messages of 20 MB: over the 16 MiB MAX_MSG_SIZE, libzmq cuts the connection from the
+ * size header; a DISCONNECTED notice; run(500) stays on time. */
+static void attack_bigmsg(void) {
+    attack a = {.name = "bigmsg"};
+    const size_t big = 20u * 1000 * 1000;
+    char *buf = malloc(big);
+    assert_non_null(buf);
+    memset(buf, 0x5a, big); /* resident before the baseline */
+    setup(&a, 0, 0, 0);
+    /* All 50 at once: libzmq's I/O thread reads them off the socket whether or not run() is
+     * reading (before the bound, about 1 GB queued in the subscriber). */
+    for (int i = 0; i < 50; i++) send_zero_copy(a.bad.pub, "kv@attacker@model", (uint64_t)i, buf, big);
+    int64_t worst = 0;
+    for (int k = 0; k < 6; k++) {
+        good_send(&a, 100);
+        const int64_t t = net_now_ms();
+        assert_int_equal(kvreg_subscriber_run(a.sub, 500), KVREG_OK);
+        const int64_t took = net_now_ms() - t - 500;
+        if (took > worst) worst = took;
+    }
+    printf("bigmsg: run(timeout) overran its timeout by at most %lld ms\n", (long long)worst);
+    assert_true(worst <= 100 * TIME_SCALE);
+    CHECK_FIX(a.c.notices[KVREG_SUB_DISCONNECTED] >= 1);
+    for (size_t i = 0; i < a.c.n; i++) assert_int_not_equal(a.c.recs[i].publisher, a.bad_idx);
+    finish(&a, 16, 60000); /* after: about 1.5 MiB; before the bound: 78 MiB */
+    free(buf);
+}
+
+/* A replay peer that repeats one batch and never sends the end marker: the deadline runs from
+ * the request (REPLAY_TIMEOUT_MS 500), the duplicates do not move it, and the gap is
+ * reported (LOSS) within the deadline and at most one grace period. */
+static void attack_dupreplay(void) {
+    attack a = {.name = "dupreplay"};
+    setup(&a, 1, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500 * TIME_SCALE);
+    uint8_t buf[256];
+    const size_t len = net_payload(7, buf, sizeof buf);
+    net_peer_live(&a.bad, "kv@attacker@model", 5, buf, len); /* a late join: seqs 0..4 asked for */
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0);
+    const int64_t asked = net_now_ms();
+    int64_t reported = -1;
+    while (net_now_ms() - asked < 10000) {
+        for (int i = 0; i < 20; i++) net_peer_replay(&a.bad, "kv@attacker@model", 0, buf, len);
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        if (a.c.notices[KVREG_SUB_LOSS] > 0) {
+            reported = net_now_ms() - asked;
+            break;
+        }
+    }
+    printf("dupreplay: gap reported %lld ms after the request (timeout 500 ms)\n", (long long)reported);
+    assert_true(reported >= 400 * TIME_SCALE);
+    assert_true(reported <= 1500 * TIME_SCALE);
+    assert_true(stat_of(a.sub, KVREG_SUB_STAT_DUPLICATES) > 0);
+    CHECK_FIX(a.c.notices[KVREG_SUB_REPLAY_DONE] >= 1);
+    finish(&a, 32, 60000);
+}
+
+/* Held batches bounded in bytes: a gap whose replay is never answered, then 200 live batches
+ * of 1 MB. With MAX_HELD_BYTES 32 MiB at most 32 MiB are kept, the rest counted as not held. */
+static void attack_heldbytes(void) {
+    attack a = {.name = "heldbytes"};
+    const size_t one = 1u << 20;
+    char *buf = malloc(one);
+    assert_non_null(buf);
+    memset(buf, 0x33, one);
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20);
+    uint8_t p[256];
+    const size_t len = net_payload(9, p, sizeof p);
+    net_peer_live(&a.bad, "kv@attacker@model", 5, p, len);
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* never answered */
+    for (uint64_t s = 6; s < 206; s++) {
+        send_zero_copy(a.bad.pub, "kv@attacker@model", s, buf, one);
+        good_send(&a, 10);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
+    }
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) + stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) < 201 &&
+           net_now_ms() < deadline)
+        assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
+    printf("heldbytes: held %llu bytes in %llu batches, %llu not held\n",
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BYTES),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED));
+    CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_HELD_BYTES) <= (UINT64_C(32) << 20));
+    CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) >= 150);
+    /* The bound (32 MiB) plus what libzmq holds in flight before it is read. */
+    finish(&a, 32 + 64, 60000); /* before the bound: 211 MiB */
+    free(buf);
+}
+
+static const char *which;
+static void run_attack(void **state) {
+    (void)state;
+    if (strcmp(which, "topics") == 0) attack_topics();
+    else if (strcmp(which, "bigmsg") == 0) attack_bigmsg();
+    else if (strcmp(which, "dupreplay") == 0) attack_dupreplay();
+    else if (strcmp(which, "heldbytes") == 0) attack_heldbytes();
+    else fail_msg("unknown attack %s", which);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes\n");
+        return 2;
+    }
+    which = argv[1];
+    const struct CMUnitTest tests[] = {cmocka_unit_test(run_attack)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
