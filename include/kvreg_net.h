@@ -74,7 +74,7 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
  * never read make the publisher hold at most REPLAY_MAX_BYTES (plus, for a slot whose share
  * is smaller than one batch, that batch) beyond its ring, and cannot slow its live batches;
  * while they hold every slot, other requesters are answered busy. A request frame larger
- * than 256 bytes disconnects its sender (ZMQ_MAXMSGSIZE); at most 64 requests wait per
+ * than 4 KiB disconnects its sender (ZMQ_MAXMSGSIZE); at most 64 requests wait per
  * requester (ZMQ_RCVHWM). docs/limits-publisher.md has the table.
  *
  * Thread-safety: configure, start, stop and free from one thread (or with your own locking);

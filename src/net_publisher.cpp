@@ -15,10 +15,12 @@ namespace {
 constexpr size_t kPollBatch = KVREG_EVENTS_PER_CALL;
 // The replay ROUTER's per-requester queues, in messages (one batch or marker each): with
 // the byte share of net_replay.hpp they bound what a requester that does not read can make
-// libzmq hold. Requests are 8 bytes: anything larger disconnects its sender.
+// libzmq hold. A request's frames are at most 8 bytes: a frame past 4 KiB disconnects its
+// sender (not less: the limit applies to the handshake's READY command too, which carries a
+// routing id of up to 255 bytes and the socket's metadata).
 constexpr int kReplaySndHwm = 64;
 constexpr int kReplayRcvHwm = 64;
-constexpr int64_t kReplayMaxMsgSize = 256;
+constexpr int64_t kReplayMaxMsgSize = 4096;
 } // namespace
 
 int Publisher::set(uint32_t option, uint64_t v) noexcept {

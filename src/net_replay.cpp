@@ -20,10 +20,15 @@ struct Lease {
     ReplayEntry *entry;
     ReplayServer::Tally *tally;
     uint64_t len;
+    // Stored (release) once the lease is complete, read (acquire) by release(): libzmq hands
+    // the message to its I/O thread through atomics a race detector cannot see, so this is
+    // the hand-over it sees (the sender's writes to the lease, tally and entry come before).
+    std::atomic<bool> handed{false};
 };
 
 void release(void *, void *hint) noexcept {
     Lease *l = static_cast<Lease *>(hint);
+    (void)l->handed.load(std::memory_order_acquire);
     l->tally->bytes.fetch_sub(l->len, std::memory_order_release);
     l->tally->counters->queued.fetch_sub(l->len, std::memory_order_relaxed);
     l->entry->unref();
@@ -74,7 +79,7 @@ bool ReplayServer::send_marker(const std::string &id, const char *topic, bool &g
 }
 
 ReplayServer::Sent ReplayServer::send_batch(Stream &s, uint64_t seq, ReplayEntry *e) noexcept {
-    Lease *l = new (std::nothrow) Lease{e, s.tally, e->len};
+    Lease *l = new (std::nothrow) Lease{e, s.tally, e->len, {false}};
     if (!l) return Sent::later; // out of memory: tried again at the next step
     zmq_msg_t payload;
     if (zmq_msg_init_data(&payload, e->data(), e->len, release, l) != 0) {
@@ -86,6 +91,7 @@ ReplayServer::Sent ReplayServer::send_batch(Stream &s, uint64_t seq, ReplayEntry
     s.tally->refs.fetch_add(1, std::memory_order_relaxed);
     s.tally->bytes.fetch_add(l->len, std::memory_order_relaxed);
     c_.queued.fetch_add(l->len, std::memory_order_relaxed);
+    l->handed.store(true, std::memory_order_release);
     unsigned char seq8[8];
     put_be64(seq8, seq);
     bool gone_peer = false;

@@ -33,13 +33,41 @@
 #include <zmq.h>
 
 #include "net_fixture.h"
+#include "replay_probe.h"
+
+/* ThreadSanitizer builds: libzmq is not instrumented, but TSan's interceptors (memcpy, send,
+ * recv) still check what its I/O thread does, and every batch it copies or sends looks like a
+ * race with the thread that wrote it (the hand-over goes through atomics TSan cannot see).
+ * Each is a suppressed report (tests/net/tsan-libzmq.supp), but finding and symbolising one
+ * per 8 KB batch made this test run for minutes; ignoring interceptor calls made from libzmq
+ * drops exactly those reports, and our own code stays checked. */
+#if defined(__SANITIZE_THREAD__)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "ignore_noninstrumented_modules=1"; }
+#endif
 
 #define CLIENTS 30
 #define RING 1000        /* batches the ring keeps */
 #define PER_BATCH 16     /* events per batch (MAX_EVENTS) */
-#define TOKENS 64        /* tokens per event: 5 bytes each, so a batch is about 8 KB */
 #define LIVE 2000        /* batches published during the attack */
 #define GROWTH_MIB 64    /* the bound on resident growth (issue 36's target) */
+
+/* Sanitizer builds: resident memory there is mostly the sanitizer's (shadow memory, ASan's
+ * quarantine of freed blocks), so the bound is checked on the publisher's own exact count of
+ * what its answers queue (KVREG_PUB_STAT_REPLAY_QUEUED_BYTES, sampled all along) instead of
+ * VmRSS; and everything runs several times slower, so the deadlines are longer. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifdef SANITIZED
+#define SLOW 6
+#else
+#define SLOW 1
+#endif
 
 static const char *client_path;
 
@@ -54,80 +82,6 @@ static uint64_t rss_kib(void) {
     assert_true(kib > 0);
     return kib;
 }
-
-/* n events of TOKENS tokens each (values past 2^24: 5 bytes apiece in msgpack). */
-static void register_big(net_pub *p, size_t n) {
-    uint32_t tokens[TOKENS];
-    for (size_t i = 0; i < n; i++) {
-        for (uint32_t t = 0; t < TOKENS; t++) tokens[t] = 0x10000000u + (uint32_t)p->next_hash * 131u + t;
-        kvreg_block_desc d;
-        memset(&d, 0, sizeof d);
-        d.sequence_hash = p->next_hash;
-        d.block_hash = p->next_hash ^ UINT64_C(0x5555);
-        d.block_size = TOKENS;
-        d.tokens = tokens;
-        d.n_tokens = TOKENS;
-        p->next_hash++;
-        kvreg_block b;
-        assert_int_equal(kvreg_register(p->pool, &d, &b), KVREG_OK);
-    }
-}
-
-/* ---- raw replay clients (DEALER) ----------------------------------------------------------- */
-static void *dealer(void *ctx, const char *ep, int rcvhwm, int rcvbuf) {
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    assert_non_null(s);
-    const int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    if (rcvhwm >= 0) zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    if (rcvbuf > 0) zmq_setsockopt(s, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    assert_int_equal(zmq_connect(s, ep), 0);
-    return s;
-}
-
-static void request(void *s, uint64_t start) {
-    unsigned char s8[8];
-    for (int i = 0; i < 8; i++) s8[i] = (unsigned char)(start >> (56 - 8 * i));
-    assert_true(zmq_send(s, "", 0, ZMQ_SNDMORE) == 0);
-    assert_true(zmq_send(s, s8, 8, 0) == 8);
-}
-
-typedef struct answer {
-    char topic[64];
-    uint64_t seq;
-    size_t payload;
-} answer;
-
-/* One answer message [ "", topic, seq8, payload ] within timeout_ms; 0 if none came. */
-static int read_answer(void *s, answer *a, int timeout_ms) {
-    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, 1, timeout_ms) != 1) return 0;
-    zmq_msg_t m[4];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        assert_true(zmq_msg_recv(&part, s, 0) >= 0);
-        more = zmq_msg_more(&part);
-        assert_true(n < 4);
-        m[n++] = part;
-    }
-    assert_int_equal(n, 4);
-    assert_int_equal(zmq_msg_size(&m[0]), 0);
-    const size_t tl = zmq_msg_size(&m[1]);
-    assert_true(tl < sizeof a->topic);
-    memcpy(a->topic, zmq_msg_data(&m[1]), tl);
-    a->topic[tl] = 0;
-    assert_int_equal(zmq_msg_size(&m[2]), 8);
-    const unsigned char *s8 = zmq_msg_data(&m[2]);
-    a->seq = 0;
-    for (int i = 0; i < 8; i++) a->seq = (a->seq << 8) | s8[i];
-    a->payload = zmq_msg_size(&m[3]);
-    for (int i = 0; i < n; i++) zmq_msg_close(&m[i]);
-    return 1;
-}
-
-static int is_end(const answer *a) { return a->seq == UINT64_MAX && a->payload == 0; }
 
 /* ---- the attacker process ------------------------------------------------------------------ */
 typedef struct attacker {
@@ -200,7 +154,7 @@ static void flood(void **state) {
     net_collect_init(&c, sub);
     assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, NULL, NULL), KVREG_OK);
     /* Joined once a batch arrives (the first ones may go before the subscription is up). */
-    int64_t deadline = net_now_ms() + 10000;
+    int64_t deadline = net_now_ms() + 10000 * SLOW;
     while (c.n == 0 && net_now_ms() < deadline) {
         register_big(&p, PER_BATCH);
         assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
@@ -210,7 +164,7 @@ static void flood(void **state) {
     register_big(&p, (size_t)RING * PER_BATCH);
     net_pub_settle(&p);
     uint64_t next = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
-    while (c.n && c.recs[c.n - 1].seq + 1 < next && net_now_ms() < deadline + 20000)
+    while (c.n && c.recs[c.n - 1].seq + 1 < next && net_now_ms() < deadline + 20000 * SLOW)
         assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
     assert_int_equal(c.recs[c.n - 1].seq + 1, next);
     const uint64_t lost_before = c.lost;
@@ -221,7 +175,7 @@ static void flood(void **state) {
     /* The attack: 30 requests for everything from seq 0, never read. */
     attacker a;
     attacker_start(&a, p.replay, CLIENTS, 0);
-    const uint64_t busy = wait_stat(&p, KVREG_PUB_STAT_REPLAYS_BUSY, CLIENTS - 8, 20);
+    const uint64_t busy = wait_stat(&p, KVREG_PUB_STAT_REPLAYS_BUSY, CLIENTS - 8, 20 * SLOW);
     if (rss_kib() > peak) peak = rss_kib();
     assert_int_equal(busy, CLIENTS - 8); /* default KVREG_PUB_OPT_REPLAY_MAX: 8 */
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_ACTIVE), 8);
@@ -231,7 +185,7 @@ static void flood(void **state) {
     void *probe = dealer(ctx, p.replay, -1, 0);
     request(probe, 0);
     answer ans;
-    assert_true(read_answer(probe, &ans, 10000));
+    assert_true(read_answer(probe, &ans, 10000 * SLOW));
     assert_true(is_end(&ans));
     assert_string_equal(ans.topic, KVREG_PUB_REPLAY_BUSY);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_BUSY), CLIENTS - 8 + 1);
@@ -241,11 +195,14 @@ static void flood(void **state) {
     register_big(&p, (size_t)LIVE * PER_BATCH);
     net_pub_settle(&p);
     next = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
-    deadline = t0 + 15000;
+    deadline = t0 + 15000 * SLOW;
+    uint64_t queued_peak = 0;
     while (c.recs[c.n - 1].seq + 1 < next && net_now_ms() < deadline) {
         assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
         const uint64_t r = rss_kib();
         if (r > peak) peak = r;
+        const uint64_t q = net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES);
+        if (q > queued_peak) queued_peak = q;
     }
     const int64_t live_ms = net_now_ms() - t0;
     fprintf(stderr, "flood: active %llu served %llu gone %llu batches %llu\n",
@@ -256,15 +213,17 @@ static void flood(void **state) {
     const uint64_t r = rss_kib();
     if (r > peak) peak = r;
     fprintf(stderr, "flood: resident %llu KiB before, peak %llu KiB (+%llu KiB); %llu live batches in %lld ms;"
-                    " replay bytes queued %llu\n",
+                    " replay bytes queued at most %llu\n",
             (unsigned long long)base, (unsigned long long)peak, (unsigned long long)(peak - base),
             (unsigned long long)(next - c.recs[n_before].seq), (long long)live_ms,
-            (unsigned long long)net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES));
+            (unsigned long long)queued_peak);
     assert_int_equal(c.recs[c.n - 1].seq + 1, next);
     assert_int_equal(c.lost, lost_before);
     for (size_t i = n_before; i < c.n; i++) assert_int_equal(c.recs[i].seq, c.recs[i - 1].seq + 1);
+#ifndef SANITIZED
     assert_true(peak - base < (uint64_t)GROWTH_MIB * 1024);
-    assert_true(net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES) <= 32u << 20);
+#endif
+    assert_true(queued_peak <= 32u << 20); /* the default KVREG_PUB_OPT_REPLAY_MAX_BYTES */
 
 
     /* The ring moved on by twice its length meanwhile: none of the eight answers could be
@@ -273,7 +232,7 @@ static void flood(void **state) {
     assert_true(net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_GONE) <= 8);
     /* The requesters go: libzmq drops what was queued for them, and the slots come back. */
     attacker_stop(&a);
-    deadline = net_now_ms() + 10000;
+    deadline = net_now_ms() + 10000 * SLOW;
     while ((net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_ACTIVE) || net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES)) &&
            net_now_ms() < deadline) {
         struct timespec ts = {0, 2000000};
@@ -287,7 +246,7 @@ static void flood(void **state) {
     const uint64_t newest = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ) - 1;
     uint64_t expect = newest + 1 - RING, got = 0;
     for (;;) {
-        assert_true(read_answer(probe, &ans, 10000));
+        assert_true(read_answer(probe, &ans, 10000 * SLOW));
         if (is_end(&ans)) break;
         assert_int_equal(ans.seq, expect);
         expect++;
@@ -318,7 +277,7 @@ static void gone(void **state) {
     void *s = dealer(ctx, p.replay, 1, 4096);
     request(s, first);
     /* It has begun and is stuck: the reader does not read. */
-    const int64_t deadline = net_now_ms() + 10000;
+    const int64_t deadline = net_now_ms() + 10000 * SLOW;
     while (net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_BATCHES) == 0 && net_now_ms() < deadline) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
@@ -330,14 +289,14 @@ static void gone(void **state) {
     uint64_t expect = first;
     answer ans;
     for (;;) {
-        assert_true(read_answer(s, &ans, 10000));
+        assert_true(read_answer(s, &ans, 10000 * SLOW));
         if (is_end(&ans)) break;
         assert_int_equal(ans.seq, expect);
         expect++;
     }
     assert_string_equal(ans.topic, KVREG_PUB_REPLAY_GONE);
     assert_true(expect > first && expect < first + 2 * RING);
-    assert_int_equal(wait_stat(&p, KVREG_PUB_STAT_REPLAYS_GONE, 1, 10), 1);
+    assert_int_equal(wait_stat(&p, KVREG_PUB_STAT_REPLAYS_GONE, 1, 10 * SLOW), 1);
     zmq_close(s);
     zmq_ctx_term(ctx);
     net_pub_close(&p);
