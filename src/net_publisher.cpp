@@ -1,8 +1,8 @@
 // The publisher's sender thread and its setup/teardown (see net_publisher.hpp).
 #include "net_publisher.hpp"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <system_error>
 

@@ -409,8 +409,8 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att) {
     // One timed pass: seconds until the subscriber has every event. A sampler thread reads
     // the resident memory and the publisher's queued replay bytes every 2 ms meanwhile (in
     // both kinds of pass alike), for their peaks.
-    auto pass = [&](uint64_t &growth_kib, uint64_t &queued_peak, double &cpu) {
-        const uint64_t r0 = rss_kib();
+    // Growth is measured from r0 (for the attacked pass: before the requests were sent).
+    auto pass = [&](uint64_t r0, uint64_t &growth_kib, uint64_t &queued_peak, double &cpu) {
         std::atomic<bool> done{false};
         uint64_t peak = r0, qpeak = 0;
         std::thread sampler([&] {
@@ -434,7 +434,7 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att) {
         cpu = std::min(cpu, cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0); // the sampler's share is alike in both
         done.store(true, std::memory_order_release);
         sampler.join();
-        growth_kib = std::max(growth_kib, std::max(peak, rss_kib()) - r0);
+        growth_kib = std::max(growth_kib, std::max({peak, rss_kib(), r0}) - r0);
         queued_peak = std::max(queued_peak, qpeak);
         return dt;
     };
@@ -442,24 +442,34 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att) {
     uint64_t growth_plain = 0, growth_attacked = 0, queued_peak = 0, busy = 0, before_kib = 0, during_kib = 0;
     for (size_t r = 0; r < reps; r++) {
         uint64_t unused = 0;
-        best_plain = std::min(best_plain, pass(growth_plain, unused, cpu_plain));
-        before_kib = std::max(before_kib, rss_kib());
+        best_plain = std::min(best_plain, pass(rss_kib(), growth_plain, unused, cpu_plain));
+        const uint64_t r_go = rss_kib();
+        before_kib = std::max(before_kib, r_go);
+        // Every request taken: answered busy, whole or gone, or holding a slot (an older
+        // library, without the busy and slot stats, answers each one whole at once). A
+        // finished answer whose bytes are still queued counts twice: close enough to start.
+        auto taken = [&]() {
+            uint64_t b = 0, s = 0, g = 0;
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &b);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_SERVED, &s);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_GONE, &g);
+            return b + s + g;
+        };
+        const uint64_t taken0 = taken();
+        uint64_t busy0 = 0;
+        pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &busy0);
         att.send(std::string("go ") + rep_ep);
-        // Every request taken: answered busy or holding a slot (an older library, which
-        // answers each one whole at once, counts them as served).
         const double deadline = now_s() + 30;
         for (;;) {
-            uint64_t b = 0, a = 0, s = 0;
-            const bool counted = pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &b) &&
-                                 pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a);
-            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_SERVED, &s);
-            if ((counted ? b - busy + a : s) >= kRequesters) {
-                busy = b;
-                break;
-            }
+            uint64_t a = 0;
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a);
+            if (taken() - taken0 + a >= kRequesters) break;
             if (now_s() > deadline) die("replay requests not taken", KVREG_ESTATE);
             std::this_thread::sleep_for(std::chrono::milliseconds(1)); // polling a condition
         }
+        uint64_t b = 0;
+        pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &b);
+        busy += b - busy0;
         if (getenv("KVREG_BENCH_VERBOSE")) {
             uint64_t q = 0, a = 0, g = 0, rb = 0;
             pub_stat(link.pub, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES, &q);
@@ -469,7 +479,7 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att) {
             std::fprintf(stderr, "attack: queued %lu active %lu gone %lu batches %lu\n", static_cast<unsigned long>(q),
                          static_cast<unsigned long>(a), static_cast<unsigned long>(g), static_cast<unsigned long>(rb));
         }
-        best_attacked = std::min(best_attacked, pass(growth_attacked, queued_peak, cpu_attacked));
+        best_attacked = std::min(best_attacked, pass(r_go, growth_attacked, queued_peak, cpu_attacked));
         during_kib = std::max(during_kib, rss_kib());
         att.send("stop");
         // The slots come back once ZeroMQ has dropped what it queued for them.
