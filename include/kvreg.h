@@ -348,8 +348,11 @@ KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, si
                                        size_t *n_events, int timeout_ms) KVREG_NOEXCEPT;
 
 /* Make every kvreg_registry_poll_wait() sleeping on reg now return (with what is queued, maybe
- * nothing), and the next one too if none is sleeping (the wake-up is not lost). For shutting
- * down a consumer thread. Safe from any thread and from a callback. KVREG_EINVAL if reg NULL. */
+ * nothing), and the next one too if none is sleeping (the wake-up is not lost). Wake-ups merge:
+ * any number of calls made before the wait they end returns end that one wait, and the wait
+ * after it sleeps as usual. To stop several consumer threads with one call, have each
+ * consumer that stops call kvreg_registry_wakeup() again, for the next. For shutting down a
+ * consumer thread. Safe from any thread and from a callback. KVREG_EINVAL if reg NULL. */
 KVREG_API int kvreg_registry_wakeup(kvreg_registry *reg) KVREG_NOEXCEPT;
 
 /* Wait until every event emitted before this call began has been delivered: handed to the

@@ -11,6 +11,19 @@
  *             is answered with [id, "", topic, seq8, payload] for every kept batch with
  *             seq >= start, in order, then the end marker [id, "", "", ff x 8, ""] (the shape of
  *             vLLM >= 0.26). If start is no longer kept, the answer starts at the oldest kept.
+ *             Two more end markers, ours, differ from it only in the frame after "" (the
+ *             topic frame, which vLLM leaves empty in its marker), so a client that knows
+ *             only vLLM's marker still sees an answer that ends:
+ *               [id, "", KVREG_PUB_REPLAY_BUSY, ff x 8, ""]  busy: too many replays in flight
+ *                   (KVREG_PUB_OPT_REPLAY_MAX); sent at once instead of any batch. Ask again
+ *                   later (back off: a client that asks again at once is refused again).
+ *               [id, "", KVREG_PUB_REPLAY_GONE, ff x 8, ""]  gone: the answer stops early,
+ *                   after the batches already sent (contiguous from the start), because the
+ *                   ring overwrote the next one before the requester read that far. The seqs
+ *                   after the last one received are lost unless a new request finds them.
+ *             A requester has one answer at a time: a request it sends while its answer is
+ *             streaming is answered after it (at most 4 wait; more are ignored and counted
+ *             as bad requests).
  *   endpoints a socket binds when its endpoint contains "*" or "::" or is ipc:// or inproc://,
  *             and connects otherwise (vLLM's rule); the replay ROUTER always binds.
  *             Data-parallel rank r moves a tcp port p to p + r and names an ipc/inproc
@@ -51,12 +64,28 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
  *
  * Replay requests are served by the same thread between batches; when it is idle it checks
  * for them every KVREG_PUB_OPT_REPLAY_POLL_MS (it cannot sleep on the registry and the
- * socket at once).
+ * socket at once). An answer is streamed from the ring without copying it: each round of the
+ * thread queues at most 256 replayed batches (and reads at most 64 requests), so live batches
+ * never wait behind a replay, and no send waits for a requester: one that does not read keeps
+ * at most 64 messages (ZeroMQ's SNDHWM of the ROUTER) and its share of
+ * KVREG_PUB_OPT_REPLAY_MAX_BYTES queued, and its answer waits. A replay holds one of
+ * KVREG_PUB_OPT_REPLAY_MAX slots from its request until its answer is written to the network
+ * (or its requester disconnects): requests past that get the busy marker. So requesters that
+ * never read make the publisher hold at most REPLAY_MAX_BYTES (plus, for a slot whose share
+ * is smaller than one batch, that batch) beyond its ring, and cannot slow its live batches;
+ * while they hold every slot, other requesters are answered busy. A request frame larger
+ * than 4 KiB disconnects its sender (ZMQ_MAXMSGSIZE); at most 64 requests wait per
+ * requester (ZMQ_RCVHWM). docs/limits-publisher.md has the table.
  *
  * Thread-safety: configure, start, stop and free from one thread (or with your own locking);
  * kvreg_publisher_stat() and kvreg_publisher_endpoint() may be called from any thread while
  * the publisher runs. Lifetime: the registry is borrowed and must outlive the publisher. */
 typedef struct kvreg_publisher kvreg_publisher;
+
+/* The topic frame of the replay end markers that are not vLLM's plain one (see "replay" at
+ * the top): compare the frame's bytes (no NUL is sent) with these. */
+#define KVREG_PUB_REPLAY_BUSY "kvreg-replay-busy"
+#define KVREG_PUB_REPLAY_GONE "kvreg-replay-gone"
 
 /* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. Nothing is opened
  * and no thread starts until kvreg_publisher_start(). */
@@ -90,6 +119,13 @@ KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_OPT_TOPIC_INSTANCE 11u /* 1: live and replayed topics end with
                                             "|kvreg-instance=<16 hex>" (see "Publisher
                                             instance"); default 0: topic as set */
+#define KVREG_PUB_OPT_REPLAY_MAX 20u     /* replays in flight (default 8, 1 .. 1024): past it a
+                                            request gets the busy end marker. A replay is in
+                                            flight until its answer left the publisher */
+#define KVREG_PUB_OPT_REPLAY_MAX_BYTES 21u /* bytes of replay answers queued in ZeroMQ, all
+                                            replays together (default 32 MiB, 64 KiB .. 2^40);
+                                            each replay may queue REPLAY_MAX_BYTES / REPLAY_MAX
+                                            (at least one batch), then waits for its reader */
 KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
                                   uint64_t value) KVREG_NOEXCEPT;
 
@@ -132,7 +168,7 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_STAT_BATCHES_DROPPED 2u /* batches the PUB socket refused at the high-water
                                              mark (their seqs were used: a gap downstream) */
 #define KVREG_PUB_STAT_EVENTS_SENT 3u     /* kvreg events in the batches sent */
-#define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay requests answered */
+#define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay answers sent whole (to the plain end marker) */
 #define KVREG_PUB_STAT_REPLAY_BATCHES 5u  /* batches sent in replay answers */
 #define KVREG_PUB_STAT_BAD_REQUESTS 6u    /* replay requests ignored (not [id, "", start8]) */
 #define KVREG_PUB_STAT_NEXT_SEQ 7u        /* seq the next batch gets (= batches made) */
@@ -152,6 +188,11 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
                                              and every seq sent is not enough: events are
                                              between the two while their batch is made) */
 #define KVREG_PUB_STAT_INSTANCE 13u       /* this start's instance id (0 before start) */
+#define KVREG_PUB_STAT_REPLAYS_BUSY 20u   /* replay requests answered busy (REPLAY_MAX) */
+#define KVREG_PUB_STAT_REPLAYS_GONE 21u   /* replay answers ended gone (reader behind the ring) */
+#define KVREG_PUB_STAT_REPLAYS_ACTIVE 22u /* replays in flight now (<= REPLAY_MAX) */
+#define KVREG_PUB_STAT_REPLAY_QUEUED_BYTES 23u /* bytes of replayed batches ZeroMQ holds now
+                                             (<= REPLAY_MAX_BYTES, see the option) */
 /* KVREG_EINVAL for an unknown stat. Each value is read atomically; not all at one instant. */
 KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
                                    uint64_t *value) KVREG_NOEXCEPT;

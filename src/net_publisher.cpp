@@ -1,6 +1,7 @@
 // The publisher's sender thread and its setup/teardown (see net_publisher.hpp).
 #include "net_publisher.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <system_error>
@@ -13,7 +14,14 @@ namespace kvreg::net {
 
 namespace {
 constexpr size_t kPollBatch = KVREG_EVENTS_PER_CALL;
-const unsigned char kEndSeq[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+// The replay ROUTER's per-requester queues, in messages (one batch or marker each): with
+// the byte share of net_replay.hpp they bound what a requester that does not read can make
+// libzmq hold. A request's frames are at most 8 bytes: a frame past 4 KiB disconnects its
+// sender (not less: the limit applies to the handshake's READY command too, which carries a
+// routing id of up to 255 bytes and the socket's metadata).
+constexpr int kReplaySndHwm = 64;
+constexpr int kReplayRcvHwm = 64;
+constexpr int64_t kReplayMaxMsgSize = 4096;
 } // namespace
 
 int Publisher::set(uint32_t option, uint64_t v) noexcept {
@@ -62,6 +70,14 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_PUB_OPT_TOPIC_INSTANCE:
         if (v > 1) return KVREG_EINVAL;
         topic_instance_ = v == 1;
+        return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_MAX:
+        if (v < 1 || v > 1024) return KVREG_EINVAL;
+        replay_max_ = v;
+        return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_MAX_BYTES:
+        if (v < (UINT64_C(64) << 10) || v > (UINT64_C(1) << 40)) return KVREG_EINVAL;
+        replay_max_bytes_ = v;
         return KVREG_OK;
     default:
         return KVREG_EINVAL;
@@ -124,10 +140,14 @@ int Publisher::start() {
     }
     if (has_replay_) {
         router_ = zmq_socket(ctx_, ZMQ_ROUTER);
-        // No send limit on answers: the ring bounds them, and a replay that drops frames at
-        // the high-water mark is the failure a replay exists to repair. MANDATORY: an answer
-        // to a client that went away fails at once instead of queueing.
-        if (!router_ || !set_int(router_, ZMQ_SNDHWM, 0) || !set_int(router_, ZMQ_ROUTER_MANDATORY, 1) ||
+        // MANDATORY: at a requester's high-water mark a send fails (EAGAIN) instead of
+        // dropping part of an answer, and an answer to a requester that went away fails
+        // (EHOSTUNREACH) instead of queueing; SNDTIMEO 0: no send ever waits.
+        const int64_t max_msg = kReplayMaxMsgSize;
+        if (!router_ || !set_int(router_, ZMQ_SNDHWM, kReplaySndHwm) ||
+            !set_int(router_, ZMQ_RCVHWM, kReplayRcvHwm) || !set_int(router_, ZMQ_ROUTER_MANDATORY, 1) ||
+            !set_int(router_, ZMQ_SNDTIMEO, 0) ||
+            zmq_setsockopt(router_, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg) != 0 ||
             !set_int(router_, ZMQ_LINGER, 0) || !open_endpoint(router_, rep, true, actual_replay_)) {
             close_all();
             return rc;
@@ -138,6 +158,7 @@ int Publisher::start() {
     end_topic_ = instance_tag(instance_.load(std::memory_order_relaxed));
     if (topic_instance_) topic_ += kInstanceSep + end_topic_;
     ring_ = ReplayRing(static_cast<size_t>(buffer_steps_));
+    replay_.configure(router_, &topic_, &end_topic_, replay_max_, replay_max_bytes_);
     kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);
     try {
         thread_ = std::thread(&Publisher::run, this);
@@ -175,14 +196,15 @@ void Publisher::close_all() noexcept {
     pub_ = router_ = nullptr;
     if (ctx_) zmq_ctx_term(ctx_); // waits up to the PUB's linger for frames still queued
     ctx_ = nullptr;
+    replay_.reset(); // libzmq has released every batch the answers queued
     kvreg_wire_encoder_free(enc_);
     enc_ = nullptr;
 }
 
 int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
-    static const Stat map[] = {n_stats, sent, dropped, events_sent, replays, replay_batches,
-                               bad_requests, next_seq, n_stats /* lost */, unsent, send_errors,
-                               skipped, handled};
+    static const Stat map[] = {n_stats, sent, dropped, events_sent, n_stats /* replay */,
+                               n_stats /* replay */, n_stats /* replay */, next_seq, n_stats /* lost */,
+                               unsent, send_errors, skipped, handled};
     if (s == KVREG_PUB_STAT_INSTANCE) {
         *value = instance_.load(std::memory_order_relaxed);
         return KVREG_OK;
@@ -192,6 +214,17 @@ int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
         if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
         *value = now - dropped_at_start_;
         return KVREG_OK;
+    }
+    const ReplayServer::Counters &r = replay_.counters();
+    switch (s) {
+    case KVREG_PUB_STAT_REPLAYS_SERVED: *value = r.served.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_REPLAY_BATCHES: *value = r.batches.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_BAD_REQUESTS: *value = r.bad.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_REPLAYS_BUSY: *value = r.busy.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_REPLAYS_GONE: *value = r.gone.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_REPLAYS_ACTIVE: *value = r.slots.load(std::memory_order_relaxed); return KVREG_OK;
+    case KVREG_PUB_STAT_REPLAY_QUEUED_BYTES: *value = r.queued.load(std::memory_order_relaxed); return KVREG_OK;
+    default: break;
     }
     if (s == 0 || s >= sizeof map / sizeof map[0]) return KVREG_EINVAL;
     *value = stats_[map[s]].load(std::memory_order_relaxed);
@@ -207,11 +240,12 @@ void Publisher::run() noexcept {
         return; // stop() still works; nothing was sent
     }
     Frames frames;
+    bool replay_ready = false; // a replay can send more at once: do not wait
     for (;;) {
         const bool stopping = stopping_.load(std::memory_order_acquire);
         // Idle with a replay socket: wake now and then to answer requests (the registry's
         // wait and the socket cannot be waited on together).
-        const int timeout = stopping ? 0 : router_ ? static_cast<int>(replay_poll_ms_) : -1;
+        const int timeout = stopping || replay_ready ? 0 : router_ ? static_cast<int>(replay_poll_ms_) : -1;
         size_t n = 0;
         kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
         if (n) {
@@ -221,7 +255,8 @@ void Publisher::run() noexcept {
             // what says the events are done.
             count(handled, n);
         }
-        if (router_) serve_replays(frames);
+        // One bounded step of the replays per round: live batches never wait behind more.
+        if (router_) replay_ready = serve_replays(frames);
         if (stopping && (n == 0 || std::chrono::steady_clock::now() >= deadline_)) break;
         // The queue is drained: let events gather for a moment instead of waking for each
         // one. Fewer, fuller batches cost the engine's threads fewer wake-ups and the
@@ -235,9 +270,12 @@ void Publisher::run() noexcept {
     if (router_ && replay_linger_ms_) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(replay_linger_ms_);
         for (auto now = std::chrono::steady_clock::now(); now < until; now = std::chrono::steady_clock::now()) {
+            if (serve_replays(frames)) continue;
+            // Every answer waits for its requester: sleep until a request comes, retrying
+            // the waiting answers every REPLAY_POLL_MS.
             zmq_pollitem_t item = {router_, 0, ZMQ_POLLIN, 0};
             const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
-            if (zmq_poll(&item, 1, static_cast<long>(ms) + 1) > 0) serve_replays(frames);
+            zmq_poll(&item, 1, static_cast<long>(std::min<int64_t>(ms + 1, static_cast<int64_t>(replay_poll_ms_))));
         }
     }
 }
@@ -295,36 +333,6 @@ void Publisher::send_batch(const unsigned char *payload, size_t len, size_t n_ev
     count(events_sent, n_events);
 }
 
-void Publisher::serve_replays(Frames &frames) noexcept {
-    while (frames.recv(router_, ZMQ_DONTWAIT)) answer(frames);
-}
-
-void Publisher::answer(const Frames &req) noexcept {
-    // [identity, "", start8] (a REQ client, or a DEALER that sends the empty delimiter itself).
-    if (req.count() != 3 || req.size(1) != 0 || req.size(2) != 8) {
-        count(bad_requests);
-        return;
-    }
-    const uint64_t start = get_be64(req.data(2));
-    const void *id = req.data(0);
-    const size_t id_len = req.size(0);
-    // With ROUTER_MANDATORY the identity frame fails (EHOSTUNREACH) when the client is gone;
-    // later frames of a message whose first frame went out do not fail.
-    auto head = [&]() {
-        return zmq_send(router_, id, id_len, ZMQ_SNDMORE) >= 0 && zmq_send(router_, "", 0, ZMQ_SNDMORE) >= 0;
-    };
-    bool ok = true;
-    ring_.for_each_from(start, [&](uint64_t seq, const unsigned char *p, size_t len) {
-        unsigned char seq8[8];
-        put_be64(seq8, seq);
-        ok = head() && zmq_send(router_, topic_.data(), topic_.size(), ZMQ_SNDMORE) >= 0 &&
-             zmq_send(router_, seq8, 8, ZMQ_SNDMORE) >= 0 && zmq_send(router_, p, len, 0) >= 0;
-        if (ok) count(replay_batches);
-        return ok;
-    });
-    if (ok && head() && zmq_send(router_, end_topic_.data(), end_topic_.size(), ZMQ_SNDMORE) >= 0 &&
-        zmq_send(router_, kEndSeq, 8, ZMQ_SNDMORE) >= 0 && zmq_send(router_, "", 0, 0) >= 0)
-        count(replays);
-}
+bool Publisher::serve_replays(Frames &frames) noexcept { return replay_.step(ring_, seq_, frames); }
 
 } // namespace kvreg::net

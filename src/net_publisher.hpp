@@ -1,6 +1,7 @@
 // The publisher behind kvreg_publisher (see kvreg_net.h for the contract): one sender thread
 // takes the registry's events (POLL mode), encodes them into batches, numbers them and sends
-// them on a PUB socket, keeping them in a replay ring it serves on a ROUTER socket.
+// them on a PUB socket, keeping them in a replay ring it serves on a ROUTER socket
+// (net_replay.hpp: bounded streams, served by the same thread between batches).
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kvreg_net.h"
+#include "net_replay.hpp"
 #include "net_replay_ring.hpp"
 
 namespace kvreg::net {
@@ -33,14 +35,12 @@ class Publisher {
 
   private:
     enum class State { fresh, running, stopped };
-    enum Stat { sent, dropped, events_sent, replays, replay_batches, bad_requests, next_seq,
-                unsent, send_errors, skipped, handled, n_stats };
+    enum Stat { sent, dropped, events_sent, next_seq, unsent, send_errors, skipped, handled, n_stats };
 
     void run() noexcept;                                  // the sender thread
     void publish(const kvreg_event *events, size_t n) noexcept;
     void send_batch(const unsigned char *payload, size_t len, size_t n_events) noexcept;
-    void serve_replays(Frames &frames) noexcept;          // answer every request waiting
-    void answer(const Frames &request) noexcept;
+    bool serve_replays(Frames &frames) noexcept;          // one bounded step (net_replay.hpp)
     void close_all() noexcept;
     void count(Stat s, uint64_t n = 1) noexcept { stats_[s].fetch_add(n, std::memory_order_relaxed); }
 
@@ -49,6 +49,7 @@ class Publisher {
     uint64_t hwm_ = 100000, dp_rank_ = 0, buffer_steps_ = 10000, linger_ms_ = 2000;
     uint64_t replay_linger_ms_ = 0, max_events_ = 1024, format_ = KVREG_WIRE_VLLM, replay_poll_ms_ = 5;
     uint64_t block_size_ = 0, batch_us_ = 1000;
+    uint64_t replay_max_ = 8, replay_max_bytes_ = UINT64_C(32) << 20;
     std::string endpoint_ = "tcp://*:5557", replay_endpoint_, topic_, lora_name_;
     bool has_replay_ = false, has_lora_ = false, topic_instance_ = false;
     // This start's instance id (net_instance.hpp), and the end marker's topic frame naming it.
@@ -61,6 +62,7 @@ class Publisher {
     kvreg_wire_encoder *enc_ = nullptr;
     std::string actual_endpoint_, actual_replay_;
     ReplayRing ring_;
+    ReplayServer replay_; // its counters are read by stat() on any thread
     uint64_t seq_ = 0;             // sender thread
     uint64_t dropped_at_start_ = 0; // the registry's KVREG_STAT_EVENTS_DROPPED at start()
     std::chrono::steady_clock::time_point deadline_; // written before stopping_ is set

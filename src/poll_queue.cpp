@@ -121,7 +121,7 @@ int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
 
 void PollQueue::wait_for_events(int timeout_ms) noexcept {
     // The bounded spin first (kWaitSpins). A wakeup() meanwhile finds no waiter and is kept in
-    // pending_wakeups_, which the locked path below takes: late by the spin, never lost.
+    // wakeup_pending_, which the locked path below takes: late by the spin, never lost.
     for (unsigned spins = 0; spins < kWaitSpins; spins++) {
         if (size() > 0) return;
 #if defined(__x86_64__) || defined(__i386__)
@@ -130,8 +130,8 @@ void PollQueue::wait_for_events(int timeout_ms) noexcept {
         if (spins % kYieldEvery == kYieldEvery - 1) std::this_thread::yield();
     }
     std::unique_lock<std::mutex> lk(wmu_);
-    if (pending_wakeups_ > 0) {
-        pending_wakeups_--;
+    if (wakeup_pending_) {
+        wakeup_pending_ = false;
         return;
     }
     const uint64_t seen = wakeups_;
@@ -143,7 +143,12 @@ void PollQueue::wait_for_events(int timeout_ms) noexcept {
     else if (timeout_ms > 0)
         cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
     waiters_.fetch_sub(1, std::memory_order_relaxed);
-    if (wakeups_ == seen) waiting_--; // ended by an event or the timeout, not by wakeup()
+    if (wakeups_ == seen) {
+        waiting_--; // ended by an event or the timeout, not by wakeup()
+    } else if (wakeups_ == seen + 1 && unseen_ > 0) {
+        unseen_--; // ended by the last wakeup(): once all it ended are back, a call counts again
+    }
+    // (Ended by an older bump, wakeups_ moved on since: unseen_ belongs to the newer one.)
 }
 
 void PollQueue::wakeup() noexcept {
@@ -151,10 +156,12 @@ void PollQueue::wakeup() noexcept {
         std::lock_guard<std::mutex> lk(wmu_);
         if (waiting_ > 0) {
             wakeups_++; // every current wait ends
+            unseen_ = waiting_;
             waiting_ = 0;
-        } else if (pending_wakeups_ < UINT32_MAX) {
-            pending_wakeups_++; // for the next waiter
+        } else if (unseen_ == 0) {
+            wakeup_pending_ = true; // for the next waiter; more calls before it merge
         }
+        // else: waits this call would end are already ending: it merges into their wake-up.
     }
     cv_.notify_all();
 }

@@ -63,6 +63,8 @@ public:
     int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
     // Sleep until an event is queued, wakeup() is called, or timeout_ms passes (-1: no limit).
     // Returns at once when events are queued (and then leaves a pending wakeup() pending).
+    // wakeup() ends every wait sleeping now, or else the next wait; calls made before that
+    // wait returns merge into it.
     void wait_for_events(int timeout_ms) noexcept;
     void wakeup() noexcept;
     size_t size() const noexcept {
@@ -134,14 +136,18 @@ private:
 
     // Sleeping consumers. wakeup() with waiters bumps wakeups_, which ends every current wait
     // (waiting_ counts the waits it has not ended yet); with none, it is kept in
-    // pending_wakeups_ for a later waiter, so a wakeup is never lost. waiters_ is waiting_ as
+    // wakeup_pending_ for the next waiter, so a wakeup is never lost. Wake-ups merge: one not
+    // yet taken (pending, or ending sleepers that have not returned: unseen_) absorbs the
+    // calls after it, so any number of calls end one wait, not one wait each (they were
+    // counted, and after N calls the next N waits returned at once). waiters_ is waiting_ as
     // the producer reads it without the mutex.
     alignas(64) std::atomic<uint32_t> waiters_{0};
     std::mutex wmu_;
     std::condition_variable cv_;
     uint64_t wakeups_ = 0;
     uint32_t waiting_ = 0;
-    uint32_t pending_wakeups_ = 0;
+    uint32_t unseen_ = 0;         // waits ended by the last wakeups_ bump that have not returned
+    bool wakeup_pending_ = false; // for the next wait
 };
 
 template <class Make> size_t PollQueue::push_each(size_t n, Make make) noexcept {

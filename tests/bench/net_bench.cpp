@@ -9,15 +9,25 @@
 //   register_release  register + release ops/s of one thread, with a started publisher (and
 //            a subscriber thread reading it) against a plain registry without one.
 //            Target: ratio >= 0.8.
+//   attacked-replay  (issue 36) live kvreg events/s reaching a subscriber, and the resident
+//            memory of the process holding the publisher, with and without 30 replay
+//            requesters (another process) that each ask for the whole ring and never read,
+//            in one run. Targets: ratio >= 0.9; growth over the unattacked run <= 64 MiB.
+//            cpu_ratio: the process's CPU seconds per pass, unattacked over attacked (what the
+//            requesters cost us, less sensitive than wall time to a busy machine).
+//            The ring keeps one register_release pass (filled first); batches of 64 events.
+// --workload NAME: run only pubsub, register_release or attacked-replay (default: all).
 // --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
 // side moves the payloads that setting gives), default 1024.
 // Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
-//   [--max-events N]
+//   [--max-events N] [--workload NAME]
 #include <kvreg.h>
 #include <kvreg_net.h>
 #include <zmq.h>
 
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -140,9 +150,14 @@ struct Link {
     std::atomic<bool> stop{false};
     std::thread th;
 
-    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true) {
+    // ring > 0: the publisher also serves replays from a ring of that many batches.
+    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true, size_t ring = 0) {
         check(kvreg_publisher_new(&pub, reg), "publisher");
         check(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://127.0.0.1:*"), "endpoint");
+        if (ring) {
+            check(kvreg_publisher_set_string(pub, KVREG_PUB_REPLAY_ENDPOINT, "tcp://127.0.0.1:*"), "replay");
+            check(kvreg_publisher_set(pub, KVREG_PUB_OPT_BUFFER_STEPS, ring), "ring");
+        }
         check(kvreg_publisher_set(pub, KVREG_PUB_OPT_HWM, 0), "hwm");
         check(kvreg_publisher_set(pub, KVREG_PUB_OPT_MAX_EVENTS, max_events), "max events");
         check(kvreg_publisher_start(pub), "start");
@@ -288,28 +303,255 @@ double decode_all(const std::vector<std::string> &payloads) {
     return dt;
 }
 
+// ---------------------------------------------------------------------------- attacked-replay
+uint64_t rss_kib() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmRSS: %lu kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib;
+}
+
+// The requesters, in a child process forked before this one starts any thread or ZeroMQ
+// context (what they hold must not count in our resident memory). Commands on a pipe:
+// "go <endpoint>" opens kRequesters DEALERs (a receive queue of one message, a 4 KB kernel
+// buffer), each asking for everything from seq 0, and never reads; "stop" closes them. Each
+// command is acknowledged with one byte.
+constexpr int kRequesters = 30;
+
+struct Attacker {
+    pid_t pid = -1;
+    int cmd = -1, ack = -1;
+
+    static void child(int cmd_fd, int ack_fd) {
+        FILE *in = fdopen(cmd_fd, "r");
+        void *ctx = zmq_ctx_new();
+        std::vector<void *> socks;
+        char line[512];
+        while (in && std::fgets(line, sizeof line, in)) {
+            line[std::strcspn(line, "\n")] = 0;
+            if (!std::strncmp(line, "go ", 3)) {
+                for (int i = 0; i < kRequesters; i++) {
+                    void *s = zmq_socket(ctx, ZMQ_DEALER);
+                    const int one = 1, zero = 0, small = 4096;
+                    zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);
+                    zmq_setsockopt(s, ZMQ_RCVBUF, &small, sizeof small);
+                    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+                    zmq_connect(s, line + 3);
+                    const unsigned char start[8] = {0};
+                    zmq_send(s, "", 0, ZMQ_SNDMORE);
+                    zmq_send(s, start, 8, 0);
+                    socks.push_back(s);
+                }
+            } else if (!std::strcmp(line, "stop")) {
+                for (void *s : socks) zmq_close(s);
+                socks.clear();
+            }
+            if (write(ack_fd, "k", 1) != 1) break;
+        }
+        for (void *s : socks) zmq_close(s);
+        zmq_ctx_term(ctx);
+        _exit(0);
+    }
+    void start() {
+        int c[2], a[2];
+        if (pipe(c) != 0 || pipe(a) != 0) die("pipe", KVREG_ENOMEM);
+        pid = fork();
+        if (pid < 0) die("fork", KVREG_ENOMEM);
+        if (pid == 0) {
+            close(c[1]);
+            close(a[0]);
+            child(c[0], a[1]);
+        }
+        close(c[0]);
+        close(a[1]);
+        cmd = c[1];
+        ack = a[0];
+    }
+    void send(const std::string &line) {
+        const std::string l = line + "\n";
+        char k;
+        if (write(cmd, l.data(), l.size()) != static_cast<ssize_t>(l.size()) || read(ack, &k, 1) != 1)
+            die("attacker", KVREG_ESTATE);
+    }
+    void finish() {
+        if (pid <= 0) return;
+        close(cmd);
+        close(ack);
+        waitpid(pid, nullptr, 0);
+        pid = -1;
+    }
+};
+
+// A stat of the publisher; false when the library does not have it (an older build).
+bool pub_stat(kvreg_publisher *pub, uint32_t stat, uint64_t *v) { return kvreg_publisher_stat(pub, stat, v) == KVREG_OK; }
+
+void attacked_replay(const Input &in, size_t reps, Attacker &att) {
+    constexpr size_t kMaxEvents = 64;
+    const uint64_t events = 2 * in.descs.size();
+    const size_t ring = (events + kMaxEvents - 1) / kMaxEvents; // about one pass of batches
+    kvreg_registry *reg = poll_registry();
+    kvreg_pool *pool = nullptr;
+    check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+    auto *owned = new Link(reg, kMaxEvents, true, ring); // freed before the registry
+    Link &link = *owned;
+    link.sync(pool);
+    char rep_ep[256];
+    check(kvreg_publisher_endpoint(link.pub, KVREG_PUB_REPLAY_ENDPOINT, rep_ep, sizeof rep_ep, nullptr), "replay");
+    // One pass to fill the ring: the state every measured pass starts from.
+    uint64_t base = link.count.events.load();
+    register_release(pool, in);
+    link.wait_for(base + events, 120);
+
+    // One timed pass: seconds until the subscriber has every event. A sampler thread reads
+    // the resident memory and the publisher's queued replay bytes every 2 ms meanwhile (in
+    // both kinds of pass alike), for their peaks.
+    // Growth is measured from r0 (for the attacked pass: before the requests were sent).
+    auto pass = [&](uint64_t r0, uint64_t &growth_kib, uint64_t &queued_peak, double &cpu) {
+        std::atomic<bool> done{false};
+        uint64_t peak = r0, qpeak = 0;
+        std::thread sampler([&] {
+            while (!done.load(std::memory_order_acquire)) {
+                peak = std::max(peak, rss_kib());
+                uint64_t q = 0;
+                if (pub_stat(link.pub, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES, &q)) qpeak = std::max(qpeak, q);
+                std::this_thread::sleep_for(std::chrono::milliseconds(2)); // sampling period
+            }
+        });
+        base = link.count.events.load();
+        const double t = now_s();
+        const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+        register_release(pool, in);
+        const double deadline = t + 120;
+        while (link.count.events.load(std::memory_order_acquire) < base + events) {
+            if (now_s() > deadline) die("events missing at the subscriber", KVREG_ESTATE);
+            std::this_thread::yield();
+        }
+        const double dt = now_s() - t;
+        cpu = std::min(cpu, cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0); // the sampler's share is alike in both
+        done.store(true, std::memory_order_release);
+        sampler.join();
+        growth_kib = std::max(growth_kib, std::max({peak, rss_kib(), r0}) - r0);
+        queued_peak = std::max(queued_peak, qpeak);
+        return dt;
+    };
+    double best_plain = 1e9, best_attacked = 1e9, cpu_plain = 1e9, cpu_attacked = 1e9;
+    uint64_t growth_plain = 0, growth_attacked = 0, queued_peak = 0, busy = 0, before_kib = 0, during_kib = 0;
+    for (size_t r = 0; r < reps; r++) {
+        uint64_t unused = 0;
+        best_plain = std::min(best_plain, pass(rss_kib(), growth_plain, unused, cpu_plain));
+        const uint64_t r_go = rss_kib();
+        before_kib = std::max(before_kib, r_go);
+        // Every request taken: answered busy, whole or gone, or holding a slot (an older
+        // library, without the busy and slot stats, answers each one whole at once). A
+        // finished answer whose bytes are still queued counts twice: close enough to start.
+        auto taken = [&]() {
+            uint64_t b = 0, s = 0, g = 0;
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &b);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_SERVED, &s);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_GONE, &g);
+            return b + s + g;
+        };
+        const uint64_t taken0 = taken();
+        uint64_t busy0 = 0;
+        pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &busy0);
+        att.send(std::string("go ") + rep_ep);
+        const double deadline = now_s() + 30;
+        for (;;) {
+            uint64_t a = 0;
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a);
+            if (taken() - taken0 + a >= kRequesters) break;
+            if (now_s() > deadline) die("replay requests not taken", KVREG_ESTATE);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1)); // polling a condition
+        }
+        uint64_t b = 0;
+        pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_BUSY, &b);
+        busy += b - busy0;
+        if (getenv("KVREG_BENCH_VERBOSE")) {
+            uint64_t q = 0, a = 0, g = 0, rb = 0;
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAY_QUEUED_BYTES, &q);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_GONE, &g);
+            pub_stat(link.pub, KVREG_PUB_STAT_REPLAY_BATCHES, &rb);
+            std::fprintf(stderr, "attack: queued %lu active %lu gone %lu batches %lu\n", static_cast<unsigned long>(q),
+                         static_cast<unsigned long>(a), static_cast<unsigned long>(g), static_cast<unsigned long>(rb));
+        }
+        best_attacked = std::min(best_attacked, pass(r_go, growth_attacked, queued_peak, cpu_attacked));
+        during_kib = std::max(during_kib, rss_kib());
+        att.send("stop");
+        // The slots come back once ZeroMQ has dropped what it queued for them.
+        const double until = now_s() + 30;
+        uint64_t a = 0;
+        while (pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a) && a > 0 && now_s() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1)); // polling a condition
+    }
+    std::printf("{\"workload\":\"attacked-replay\",\"requesters\":%d,\"events\":%llu,\"ring_batches\":%zu,"
+                "\"events_per_s\":%.0f,\"events_per_s_attacked\":%.0f,\"ratio\":%.3f,\"target\":0.9,\"cpu_ratio\":%.3f,"
+                "\"rss_growth_mib\":%.1f,\"rss_growth_attacked_mib\":%.1f,\"growth_over_unattacked_mib\":%.1f,"
+                "\"rss_before_mib\":%.1f,\"rss_attacked_mib\":%.1f,\"target_mib\":64,"
+                "\"replays_busy\":%llu,\"replay_queued_peak_mib\":%.1f}\n",
+                kRequesters, static_cast<unsigned long long>(events), ring, events / best_plain,
+                events / best_attacked, best_plain / best_attacked, cpu_plain / cpu_attacked, growth_plain / 1024.0,
+                growth_attacked / 1024.0,
+                (static_cast<double>(growth_attacked) - static_cast<double>(growth_plain)) / 1024.0,
+                before_kib / 1024.0, during_kib / 1024.0, static_cast<unsigned long long>(busy),
+                queued_peak / 1048576.0);
+    delete owned;
+    kvreg_registry_free(reg);
+}
+
+} // namespace
+
+namespace {
+void pubsub(const Input &in, uint64_t events, size_t reps, size_t max_events);
+void register_release_with(const Input &in, size_t reps, size_t max_events);
 } // namespace
 
 int main(int argc, char **argv) {
     size_t seqs = 2000, len = 512, reps = 3, max_events = 1024;
+    std::string workload = "all";
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
-        if (!std::strcmp(argv[i], "--seqs")) seqs = v;
+        if (!std::strcmp(argv[i], "--workload")) workload = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--seqs")) seqs = v;
         else if (!std::strcmp(argv[i], "--len")) len = v;
         else if (!std::strcmp(argv[i], "--reps")) reps = v;
         else if (!std::strcmp(argv[i], "--max-events")) max_events = v;
         else {
-            std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]\n");
+            std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]"
+                                 " [--workload all|pubsub|register_release|attacked-replay]\n");
             return 2;
         }
     }
+    const bool all = workload == "all";
+    if (!all && workload != "pubsub" && workload != "register_release" && workload != "attacked-replay") {
+        std::fprintf(stderr, "kvreg-net-bench: unknown workload %s\n", workload.c_str());
+        return 2;
+    }
+    // Forked first, before any thread or ZeroMQ context exists here.
+    Attacker attacker;
+    if (all || workload == "attacked-replay") attacker.start();
     if ((kvreg_features() & KVREG_FEATURE_ZMQ) == 0 || (kvreg_features() & KVREG_FEATURE_WIRE) == 0) {
         std::printf("{\"skipped\":\"library built without zmq or wire\"}\n");
         return 77;
     }
     const Input in = make_input(seqs, len);
     const uint64_t events = 2 * in.descs.size(); // one Register and one Remove per block
+    if (all || workload == "attacked-replay") attacked_replay(in, reps, attacker);
+    attacker.finish();
+    if (workload == "attacked-replay") return 0;
 
+    if (all || workload == "pubsub") pubsub(in, events, reps, max_events);
+    if (all || workload == "register_release") register_release_with(in, reps, max_events);
+    return 0;
+}
+
+namespace {
+
+void pubsub(const Input &in, uint64_t events, size_t reps, size_t max_events) {
     // pubsub: best of reps for each side, alternating so both see the same machine load.
     double encode_s = 0;
     const std::vector<std::string> payloads = encode_pass(in, max_events, encode_s);
@@ -358,7 +600,9 @@ int main(int argc, char **argv) {
                 static_cast<unsigned long long>(events), max_events, payloads.size(), bytes,
                 events / best_ours, events / best_raw, best_raw / best_ours, events / encode_s,
                 events / decode_s, cpu_raw / cpu_ours, events / best_make, best_raw / best_make);
+}
 
+void register_release_with(const Input &in, size_t reps, size_t max_events) {
     // register_release with and without a publisher.
     double best_with = 1e9, best_without = 1e9, best_pub_only = 1e9;
     double cpu_with = 1e9, cpu_without = 1e9; // the registering thread's own CPU time
@@ -424,5 +668,6 @@ int main(int argc, char **argv) {
                 in.descs.size(), ops / best_without, ops / best_with, best_without / best_with,
                 ops / best_pub_only, best_without / best_pub_only, cpu_without / cpu_with,
                 ops / best_poll, cpu_without / cpu_poll);
-    return 0;
 }
+
+} // namespace

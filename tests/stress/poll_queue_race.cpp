@@ -76,8 +76,7 @@ void producer(Shared &s) {
         if (done == 0) std::this_thread::yield(); // full: the pollers are behind
     }
     s.stop.store(true, std::memory_order_release);
-    s.q.wakeup();
-    s.q.wakeup();
+    s.q.wakeup(); // wake-ups merge: a poller that stops passes it on to the other
 }
 
 void poller(Shared &s, uint64_t seed) {
@@ -107,7 +106,10 @@ void poller(Shared &s, uint64_t seed) {
                 }
         }
         s.taken += n;
-        if (stopping && n == 0) return; // stop was set before this take: it took the last
+        if (stopping && n == 0) { // stop was set before this take: it took the last
+            s.q.wakeup(); // for the other poller, maybe asleep (one wake-up ends one wait)
+            return;
+        }
     }
 }
 

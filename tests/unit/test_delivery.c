@@ -349,6 +349,16 @@ static void test_poll_wait_wakeup_and_timeouts(void **state) {
     kvreg_registry_free(inl);
 }
 
+/* As wait_poll, then pass the wake-up on: wake-ups merge (one ends every wait sleeping now,
+ * or else only the next wait), so stopping several consumers with one call needs each to
+ * wake the next as it stops (kvreg.h). */
+static void *wait_poll_and_forward(void *p) {
+    waiter *w = p;
+    w->rc = kvreg_registry_poll_wait(w->reg, w->ev, 8, &w->n, w->timeout_ms);
+    kvreg_registry_wakeup(w->reg);
+    return NULL;
+}
+
 static void test_wakeup_reaches_every_waiter(void **state) {
     (void)state;
     kvreg_registry *reg = poll_registry();
@@ -357,17 +367,52 @@ static void test_wakeup_reaches_every_waiter(void **state) {
     for (int i = 0; i < 3; i++) {
         waiter init = {reg, -1, 99, 99, {{0}}};
         w[i] = init;
-        job_start(&j[i], wait_poll, &w[i]);
+        job_start(&j[i], wait_poll_and_forward, &w[i]);
     }
-    /* Each waiter either sleeps when the wakeups come or, if it has not started waiting yet,
-     * takes the one kept for the next waiter: three wakeups end three waits either way, and
-     * one wakeup ends every wait already sleeping. */
-    for (int i = 0; i < 3; i++) assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK);
+    /* Each waiter either sleeps when the wakeup comes (and it ends every such wait at once) or
+     * has not started waiting yet, and then takes the one kept for the next wait, or the one a
+     * stopping waiter passed on: one wakeup ends all three waits in every interleaving. */
+    assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK);
     for (int i = 0; i < 3; i++) {
         assert_true(job_finish(&j[i]));
         assert_int_equal(w[i].rc, KVREG_OK);
         assert_int_equal(w[i].n, 0);
     }
+    kvreg_registry_free(reg);
+}
+
+static int64_t mono_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Wake-ups merge: any number of kvreg_registry_wakeup calls made while no wait sleeps end
+ * exactly one later wait; the wait after it sleeps its full timeout. (They used to be counted:
+ * after N wake-ups, N later waits each returned at once.) A wait that returned early cannot be
+ * told from one that timed out by its result (both give KVREG_OK, n 0), so the second wait is
+ * timed: it must last at least its timeout (a timed condition-variable wait never ends early
+ * unless woken). No thread: the calls are sequential, so this is deterministic. */
+static void test_wakeups_before_a_wait_merge_into_one(void **state) {
+    (void)state;
+    kvreg_registry *reg = poll_registry();
+    kvreg_event ev[2];
+    size_t n = 99;
+    for (int round = 0; round < 3; round++) {
+        const int wakeups = round == 0 ? 1 : round == 1 ? 5 : 1000;
+        for (int i = 0; i < wakeups; i++) assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK);
+        /* No limit: only the kept wake-up can end it (nothing is queued). */
+        assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, -1), KVREG_OK);
+        assert_int_equal(n, 0);
+        const int64_t t0 = mono_ms();
+        n = 99;
+        assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, 30), KVREG_OK);
+        assert_int_equal(n, 0);
+        assert_true(mono_ms() - t0 >= 30); /* timed out: the other wake-ups were merged */
+    }
+    /* A merged wake-up still is not lost: the next call ends the next wait again. */
+    assert_int_equal(kvreg_registry_wakeup(reg), KVREG_OK);
+    assert_int_equal(kvreg_registry_poll_wait(reg, ev, 2, &n, -1), KVREG_OK);
     kvreg_registry_free(reg);
 }
 
@@ -618,6 +663,7 @@ int main(void) {
         cmocka_unit_test(test_poll_wait_wakes_on_event),
         cmocka_unit_test(test_poll_wait_wakeup_and_timeouts),
         cmocka_unit_test(test_wakeup_reaches_every_waiter),
+        cmocka_unit_test(test_wakeups_before_a_wait_merge_into_one),
         cmocka_unit_test(test_deliverer_hands_over_to_a_producer),
         cmocka_unit_test(test_set_event_fn_hands_over_to_a_producer),
         cmocka_unit_test(test_setter_is_not_starved_by_a_producer),
