@@ -23,6 +23,7 @@ typedef struct replay_options {
     uint64_t ignore_event;     /* testing aid, EVENTS_IGNORE_NONE normally */
     const char *dump_trace;
     const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out DIR (NULL: none) */
+    int events_per_tier;       /* --events per-tier: KVREG_EVENTS_PER_TIER (else global) */
     int json, skip_bad, verify, progress;
     uint32_t workers;          /* --workers: 0 is the single-engine replay */
     int router;                /* ROUTER_* (router.h) */
