@@ -16,9 +16,9 @@
  * requests) and at the end: in per-tier mode each consumer's entries per medium are exactly
  * the blocks the engine holds on that medium; in global mode each consumer holds one entry per
  * hash the engine holds anywhere and none other; and no Remove ever names an absent entry. A
- * consumer that applied each global-mode Remove at the medium of the pool that let go last
- * (which is what the events said before the Remove carried its Register's medium) is kept
- * beside them, to show what that cost.
+ * consumer that applies each global-mode Remove at the medium of the pool that let go last,
+ * instead of the medium the Remove carries, is kept beside them: its leftovers are what pairing
+ * a Remove with its Register's medium prevents.
  *
  * argv[1]: the directory of the traces; argv[2]: requests per trace (0: all). */
 #include <setjmp.h>
