@@ -32,10 +32,11 @@ struct Record {
     uint32_t pool_prev; // the pool's previous / next record in this shard
     uint32_t pool_next;
     // gen: bumped on every free; handles carry it (see kGenLimit). The 5 bits above it hold
-    // media (KVREG_MEDIUM_*, 2 bits each), so the record stays 48 bytes: `tier` is the medium
-    // of this record's pool (the per-tier event mode asks whether another member of the chain
-    // is on the same medium, and a pool id alone cannot tell without the pool table, which
-    // the shard lock does not guard); `event_tier`, in a head, is the medium the hash's
+    // media (KVREG_MEDIUM_*, 2 bits each), so the record stays 48 bytes: `tier`, set in the
+    // per-tier event mode only, is the medium of this record's pool (that mode asks whether
+    // another member of the chain is on the same medium, and a pool id alone cannot tell
+    // without the pool table, which the shard lock does not guard); `event_tier`, in a head, is
+    // the medium the hash's
     // Register carried in the global event mode, so its Remove carries the same one (a new
     // head takes it from the old head).
     uint32_t gen : 27;

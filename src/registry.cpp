@@ -271,7 +271,9 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         __atomic_store_n(&r.seq, d.sequence_hash, __ATOMIC_RELAXED);
         r.refcount = 1;
         r.pool = p->id;
-        r.tier = medium & 3u; // kvreg_pool_new_medium checked it is below KVREG_MEDIUM_COUNT
+        // Read in the per-tier mode only: the global mode's registrations skip the store (a
+        // read-modify-write of the word gen shares). kvreg_pool_new_medium checked medium < 4.
+        if (per_tier_) r.tier = medium & 3u;
         // Onto the front of the pool's list in this shard.
         set_pool_prev(r, kvreg::kNil);
         r.pool_next = p->shard[sn].first;
