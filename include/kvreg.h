@@ -186,8 +186,8 @@ KVREG_API int kvreg_sequence_partial_tokens(const kvreg_sequence *seq, const uin
 /* ------------------------------------------------------------------------------------------ */
 /* Events                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-#define KVREG_EVENT_REGISTER 1u /* the hash became registered in some pool (first holder) */
-#define KVREG_EVENT_REMOVE 2u   /* the hash left its last pool */
+#define KVREG_EVENT_REGISTER 1u /* the hash entered its first pool (per medium: KVREG_OPT_EVENT_MODE) */
+#define KVREG_EVENT_REMOVE 2u   /* the hash left its last pool (per medium: KVREG_OPT_EVENT_MODE) */
 #define KVREG_EVENT_CLEARED 3u  /* kvreg_registry_clear(): every hash left every pool at once;
                                    no Remove is sent for them (vLLM's AllBlocksCleared) */
 
@@ -212,7 +212,7 @@ typedef struct kvreg_event {
     uint32_t has_parent;
     uint32_t n_tokens;        /* 0 when the tokens are not known (see below) */
     const uint32_t *tokens;   /* borrowed: valid during the callback / until the next poll */
-    uint32_t medium;          /* KVREG_MEDIUM_* of the pool whose call caused it (0 for Cleared) */
+    uint32_t medium;          /* KVREG_MEDIUM_* of the entry (0 for Cleared): KVREG_OPT_EVENT_MODE */
     uint32_t reserved32;      /* zero */
     uint64_t reserved[3];     /* zero */
 } kvreg_event;
@@ -283,6 +283,30 @@ typedef struct kvreg_config kvreg_config;
  * 4096 * (2^24 - 2); kvreg_registry_new: KVREG_EINVAL if one shard's share would be more than
  * a shard holds (see kvreg_register), KVREG_ENOMEM if the memory cannot be had. */
 #define KVREG_OPT_RESERVE_BLOCKS 5u
+/* What a Register and a Remove stand for when pools on different media (tiers) hold a hash.
+ * Both modes keep this promise to a consumer that keys its entries by (sequence hash, medium):
+ * every Remove names an entry an earlier Register (or the snapshot) made, and whenever no call
+ * is in progress its entries are exactly what the registry holds.
+ * KVREG_EVENTS_GLOBAL (default): one Register when a hash first enters any pool, one Remove
+ *   when it leaves the last one, whatever pools hold it in between. The Remove carries the
+ *   medium its Register carried (the medium of the pool that first registered the hash), not
+ *   that of the pool that let go last: the pair names one entry, so a consumer keyed by
+ *   (hash, medium) removes what it stored. The medium then says where the hash was first
+ *   stored, not where it is now; consumers that need the tiers use the per-tier mode.
+ * KVREG_EVENTS_PER_TIER: a Register for medium M when a hash enters the first pool of medium M,
+ *   a Remove for M when the last pool of medium M lets go, while copies on other media stay
+ *   (as vLLM's offloading connector and Dynamo's block manager emit: a block offloaded from a
+ *   GPU pool to a CPU pool gives a Register for CPU; evicted from the GPU pool, a Remove for
+ *   GPU while the CPU copy stays). A hash on n media emits n Registers and n Removes; its
+ *   events carry the hash's block and parent hashes, and the Register for a further medium
+ *   carries the tokens given to that registration (or, with none, the stored ones).
+ * In both modes kvreg_registry_clear emits one Cleared event (every entry on every medium
+ * goes), and a snapshot holds one Register per entry the mode's stream would have made: per
+ * hash in the global mode (with its Register's medium), per (hash, medium) held in the
+ * per-tier mode. kvreg_config_set: KVREG_EINVAL for another value. */
+#define KVREG_OPT_EVENT_MODE 6u
+#define KVREG_EVENTS_GLOBAL 0u
+#define KVREG_EVENTS_PER_TIER 1u
 
 KVREG_API int kvreg_config_new(kvreg_config **out) KVREG_NOEXCEPT;
 KVREG_API void kvreg_config_free(kvreg_config *cfg) KVREG_NOEXCEPT; /* NULL-safe */
@@ -381,8 +405,10 @@ KVREG_API int kvreg_registry_clear(kvreg_registry *reg) KVREG_NOEXCEPT;
 
 /* Snapshot: the registered set at one position of the event stream, for a consumer that
  * joined late or lost events (Dynamo's dump_events). It holds one Register event per hash
- * registered in any pool, parents before children (when the parent is in the snapshot too),
- * with event_id KVREG_EVENT_ID_SNAPSHOT, the pool_id and medium of a pool holding it and
+ * registered in any pool (per medium it is held on in KVREG_EVENTS_PER_TIER mode), parents
+ * before children (when the parent is in the snapshot too), with event_id
+ * KVREG_EVENT_ID_SNAPSHOT, the pool_id of a pool holding it, the medium as
+ * KVREG_OPT_EVENT_MODE says and
  * (KEEP_TOKENS) its tokens, owned by the snapshot. Its position P is a clean cut: applying the
  * snapshot, then every event with event_id >= P, gives the registry's state (P counts events
  * emitted, whether or not they were delivered, polled or dropped yet). It is taken with every

@@ -7,13 +7,17 @@
  *
  * A worker is (worker_id, dp_rank): each data-parallel rank of an engine publishes its own
  * event stream and holds its own cache. The index keeps one entry per (router hash, worker)
- * with the tiers (KVREG_MEDIUM_*) holding it.
+ * with the tiers (KVREG_MEDIUM_*) holding it. It consumes either event mode of kvreg.h
+ * (KVREG_OPT_EVENT_MODE): global events make one tier entry per hash, per-tier events one per
+ * (hash, tier) held, and both are removed by the Remove that names them.
  *
  * Engine hashes and router hashes. vLLM and SGLang name blocks with their own hashes. In the
  * default mode (KVREG_INDEX_HASHES_ENGINE) the index computes libkvreg's sequence hashes from
  * each stored event's token_ids, chaining from the router hash of the event's parent, and
  * keeps each worker's engine -> router mapping, so that later Removes (engine hashes only) and
- * children (whose parent is an engine hash) find their entries. Queries then use router hashes,
+ * children (whose parent is an engine hash) find their entries; several engine hashes of one
+ * worker may name the same content (a tier holds it while any of them is stored there, however
+ * many: the count is exact). Queries then use router hashes,
  * the ones kvreg_hash_blocks() (profile DYNAMO) gives for the prompt's tokens. Engines built on
  * libkvreg already publish router hashes: KVREG_INDEX_HASHES_OWN uses the events' hashes as
  * they are (no tokens needed, no mapping kept).

@@ -48,6 +48,10 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
         if (value > uint64_t{4096} * kvreg::RecordSlab::kMaxRecords) return KVREG_EINVAL;
         o.reserve_blocks = value;
         return KVREG_OK;
+    case KVREG_OPT_EVENT_MODE:
+        if (value != KVREG_EVENTS_GLOBAL && value != KVREG_EVENTS_PER_TIER) return KVREG_EINVAL;
+        o.per_tier_events = value == KVREG_EVENTS_PER_TIER;
+        return KVREG_OK;
     default:
         return KVREG_EINVAL;
     }

@@ -31,7 +31,18 @@ struct Record {
     uint32_t next;      // next membership of the same hash, or the free-list link
     uint32_t pool_prev; // the pool's previous / next record in this shard
     uint32_t pool_next;
-    uint32_t gen;       // bumped on every free; handles carry it (see kGenLimit)
+    // gen: bumped on every free; handles carry it (see kGenLimit). The 5 bits above it hold
+    // media (KVREG_MEDIUM_*, 2 bits each), so the record stays 48 bytes: `tier`, set in the
+    // per-tier event mode only, is the medium of this record's pool (that mode asks whether
+    // another member of the chain is on the same medium, and a pool id alone cannot tell
+    // without the pool table, which the shard lock does not guard); `event_tier`, in a head, is
+    // the medium the hash's
+    // Register carried in the global event mode, so its Remove carries the same one (a new
+    // head takes it from the old head).
+    uint32_t gen : 27;
+    uint32_t tier : 2;
+    uint32_t event_tier : 2;
+    uint32_t : 1;
     uint16_t pool;      // pool id 1..65535 (0 when free)
     uint16_t flags;     // kHasParent, kHead; in a head also the member filter (kMembers):
                         // member_bit() of every pool in the chain, and maybe of others. A
@@ -54,7 +65,7 @@ struct Record {
 
     // Handles have 27 bits for the generation. A slot whose generation reaches the limit is
     // retired (never handed out again), so no handle can ever name a later block in that slot.
-    static constexpr uint32_t kGenBits = 27;
+    static constexpr uint32_t kGenBits = 27; // the width of `gen`
     static constexpr uint32_t kGenLimit = (1u << kGenBits) - 1;
 };
 static_assert(sizeof(Record) == 48, "Record layout is part of the memory budget");

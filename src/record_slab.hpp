@@ -114,7 +114,7 @@ public:
     // (which retires it).
     bool renew(uint32_t idx) noexcept {
         Record &r = at(idx);
-        if (r.gen + 1 >= Record::kGenLimit) return false;
+        if (r.gen + 1u >= Record::kGenLimit) return false; // gen is a bit-field: 1u keeps it unsigned
         blank(idx);
         r.gen++;
         return true;
@@ -126,7 +126,7 @@ public:
         Record &r = at(idx);
         blank(idx);
         live_--;
-        if (++r.gen >= Record::kGenLimit) {
+        if (static_cast<uint32_t>(++r.gen) >= Record::kGenLimit) {
             retired_++; // never reused: see record.hpp; it keeps its chunk (live stays counted)
             in.has_retired = true;
             return;
@@ -237,7 +237,7 @@ private:
     void give_back(uint32_t c) noexcept {
         uint32_t next_gen = 0;
         for (uint32_t i = 0; i < kChunk; i++)
-            if (chunks_[c][i].gen > next_gen) next_gen = chunks_[c][i].gen;
+            if (static_cast<uint32_t>(chunks_[c][i].gen) > next_gen) next_gen = chunks_[c][i].gen;
         // Every record's gen was bumped when it was freed, so next_gen is above every handle
         // ever given out for this chunk. A chunk near the limit is never made again.
         chunks_[c].reset();

@@ -32,7 +32,8 @@ uint32_t log2_exact(uint32_t v) {
 } // namespace
 
 kvreg_registry::kvreg_registry(const kvreg::Options &opt)
-    : log(opt.poll_mode, opt.poll_capacity, opt.callback), keep_tokens_(opt.keep_tokens) {
+    : log(opt.poll_mode, opt.poll_capacity, opt.callback), keep_tokens_(opt.keep_tokens),
+      per_tier_(opt.per_tier_events) {
     shard_bits_ = log2_exact(opt.shards);
     nshards_ = 1u << shard_bits_;
     shards_.reset(new Shard[nshards_]);
@@ -118,14 +119,15 @@ void kvreg_registry::pool_free(kvreg_pool *p) noexcept {
             while (p->shard[sn].first != kvreg::kNil) {
                 const uint32_t idx = p->shard[sn].first - 1;
                 Record &r = s.slab.at(idx);
-                const bool emits = is_last_member(r);
-                if (emits) (void)batch.reserve_tokens(token_count(s, idx)); // else: no tokens
+                uint32_t head = idx;
+                const bool emits = emits_remove(s, idx, &head);
+                if (emits) (void)batch.reserve_tokens(token_count(s, head)); // else: no tokens
                 if (emits && !lose_events && !batch.take_credit()) {
                     need_credit = true;
                     break;
                 }
                 r.refcount = 0;
-                unlink(s, sn, idx, p, emits && !lose_events ? &batch : nullptr);
+                unlink(s, sn, idx, p, emits, head, lose_events ? nullptr : &batch);
             }
             if (!need_credit) {
                 // The pool's spares go back to the slab: a freed pool holds no memory, and
@@ -220,6 +222,7 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
     const uint64_t m = kvreg::mix(d.sequence_hash);
     const uint32_t sn = shard_of(m);
     Shard &s = shards_[sn];
+    const uint32_t medium = p->medium.load(std::memory_order_relaxed); // fixed while p is live
     for (;;) {
         std::unique_lock<kvreg::ShardLock> lk(s.mu);
         if (!p->live.load(std::memory_order_acquire)) return KVREG_ESTALE;
@@ -227,8 +230,20 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
         const uint32_t head = s.index.find(d.sequence_hash, m, s.slab, nullptr, &free_pos);
         const bool first_anywhere = head == kNotFound;
         if (!first_anywhere && chain_find(s, head, p->id) != kNotFound) return KVREG_EEXIST;
-        if (first_anywhere && !batch.reserve_tokens(static_cast<uint32_t>(d.n_tokens))) return KVREG_ENOMEM;
-        if (first_anywhere && !batch.take_credit()) {
+        // A Register: the hash is new, or (per-tier mode) new on this pool's medium.
+        const bool emits = first_anywhere || (per_tier_ && !chain_has_tier(s, head, medium));
+        // A new tier's Register carries the caller's tokens, else the stored ones.
+        const uint32_t *ev_tokens = d.tokens;
+        uint32_t ev_nt = static_cast<uint32_t>(d.n_tokens);
+        if (!first_anywhere && emits && ev_nt == 0) {
+            const uint32_t tref = s.slab.token_ref(head);
+            if (tref != kvreg::RecordSlab::kNoTokens) {
+                ev_tokens = s.tokens.tokens(tref);
+                ev_nt = s.tokens.size(tref);
+            }
+        }
+        if (emits && !batch.reserve_tokens(ev_nt)) return KVREG_ENOMEM;
+        if (emits && !batch.take_credit()) {
             // A Register must go out and the ring is full: wait with no lock held, then redo
             // the lookup (the hash may have changed meanwhile).
             lk.unlock();
@@ -250,12 +265,15 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             }
         }
         // Nothing fails from here on: take the event id before our stores (see take_id()).
-        const uint64_t event_id = first_anywhere ? batch.take_id() : 0;
+        const uint64_t event_id = emits ? batch.take_id() : 0;
         Record &r = s.slab.at(idx);
         // Atomic (relaxed, a plain store on x86): prefetch_release() reads it without the lock.
         __atomic_store_n(&r.seq, d.sequence_hash, __ATOMIC_RELAXED);
         r.refcount = 1;
         r.pool = p->id;
+        // Read in the per-tier mode only: the global mode's registrations skip the store (a
+        // read-modify-write of the word gen shares). kvreg_pool_new_medium checked medium < 4.
+        if (per_tier_) r.tier = medium & 3u;
         // Onto the front of the pool's list in this shard.
         set_pool_prev(r, kvreg::kNil);
         r.pool_next = p->shard[sn].first;
@@ -270,7 +288,8 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             r.parent = d.has_parent ? d.parent_sequence_hash : 0;
             r.flags = static_cast<uint16_t>(Record::kHead | (d.has_parent ? Record::kHasParent : 0) |
                                             Record::member_bit(p->id));
-            batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block, r.parent, d.has_parent != 0,
+            r.event_tier = medium & 3u; // the global mode's Remove carries it (record.hpp)
+            batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, medium, r.seq, r.block, r.parent, d.has_parent != 0,
                          d.tokens, nt);
             if (free_pos != kNotFound)
                 s.index.insert_at(free_pos, m, idx);
@@ -286,6 +305,11 @@ int kvreg_registry::register_block(kvreg_pool *p, const kvreg_block_desc &d, kvr
             if (h.next != kvreg::kNil) s.slab.at(h.next - 1).chain_prev = idx + 1;
             h.next = idx + 1;
             h.flags |= Record::member_bit(p->id);
+            if (emits) { // per-tier mode: the hash's first pool on this medium
+                const bool hp = (h.flags & Record::kHasParent) != 0;
+                batch.add_as(event_id, KVREG_EVENT_REGISTER, p->id, medium, r.seq, h.block, hp ? h.parent : 0, hp,
+                             ev_tokens, ev_nt);
+            }
         }
         std::atomic<uint32_t> &count = p->shard[sn].count;
         count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -320,21 +344,62 @@ int kvreg_registry::release(kvreg_pool *p, kvreg_block b, kvreg::EventBatch &bat
             r->refcount--;
             return KVREG_OK;
         }
-        const bool emits = is_last_member(*r);
-        if (emits && !batch.reserve_tokens(token_count(s, d.idx))) return KVREG_ENOMEM;
+        uint32_t head = d.idx;
+        const bool emits = emits_remove(s, d.idx, &head);
+        if (emits && !batch.reserve_tokens(token_count(s, head))) return KVREG_ENOMEM;
         if (emits && !batch.take_credit()) {
             lk.unlock();
             if (!batch.wait_credit()) return KVREG_ENOMEM; // nothing changed
             continue;
         }
         r->refcount = 0;
-        unlink(s, d.shard, d.idx, p, emits ? &batch : nullptr);
+        unlink(s, d.shard, d.idx, p, emits, head, &batch);
         return KVREG_OK;
     }
 }
 
-void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, kvreg::EventBatch *batch) noexcept {
+bool kvreg_registry::chain_has_tier(Shard &s, uint32_t head, uint32_t tier) noexcept {
+    for (uint32_t link = head + 1; link != kvreg::kNil;) {
+        const Record &m = s.slab.at(link - 1);
+        if (m.tier == tier) return true;
+        link = m.next;
+    }
+    return false;
+}
+
+bool kvreg_registry::tier_shared(Shard &s, uint32_t idx, uint32_t *head) noexcept {
+    const Record &r = s.slab.at(idx);
+    bool shared = false;
+    uint32_t h = idx;
+    while (!(s.slab.at(h).flags & Record::kHead)) { // back to the head (it has no chain_prev)
+        h = s.slab.at(h).chain_prev - 1;
+        shared |= s.slab.at(h).tier == r.tier;
+    }
+    *head = h;
+    for (uint32_t link = r.next; link != kvreg::kNil && !shared;) {
+        const Record &m = s.slab.at(link - 1);
+        shared = m.tier == r.tier;
+        link = m.next;
+    }
+    return shared;
+}
+
+void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, bool emits, uint32_t head,
+                            kvreg::EventBatch *batch) noexcept {
     Record &r = s.slab.at(idx);
+    if (emits) {
+        // Global mode: the hash leaves its last pool (head == idx), and the Remove carries the
+        // medium its Register carried. Per-tier mode: it leaves its last pool on r's medium.
+        const Record &h = s.slab.at(head);
+        const uint32_t tref = s.slab.token_ref(head);
+        const bool has_tok = tref != kvreg::RecordSlab::kNoTokens;
+        if (batch)
+            batch->add(KVREG_EVENT_REMOVE, p->id, per_tier_ ? r.tier : h.event_tier, r.seq, r.block, h.parent,
+                       (h.flags & Record::kHasParent) != 0, has_tok ? s.tokens.tokens(tref) : nullptr,
+                       has_tok ? s.tokens.size(tref) : 0);
+        else
+            log.count_lost();
+    }
     // Off the pool's list.
     if (r.pool_prev != kvreg::kNil)
         s.slab.at(r.pool_prev - 1).pool_next = r.pool_next;
@@ -348,15 +413,8 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
         s.index.find(r.seq, kvreg::mix(r.seq), s.slab, &pos); // the head is in the index
         const uint32_t tref = s.slab.token_ref(idx);
         if (r.next == kvreg::kNil) {
-            // The hash leaves its last pool: Remove (the batch holds a credit for it).
-            const bool has_tok = tref != kvreg::RecordSlab::kNoTokens;
-            if (batch)
-                batch->add(KVREG_EVENT_REMOVE, p->id, p->medium.load(std::memory_order_relaxed), r.seq, r.block,
-                           r.parent, (r.flags & Record::kHasParent) != 0, has_tok ? s.tokens.tokens(tref) : nullptr,
-                           has_tok ? s.tokens.size(tref) : 0);
-            else
-                log.count_lost();
-            if (has_tok) s.tokens.release(tref);
+            // The hash leaves its last pool (its Remove went out above).
+            if (tref != kvreg::RecordSlab::kNoTokens) s.tokens.release(tref);
             s.index.erase_at(pos);
             s.index.maybe_shrink(s.slab, kvreg::mix); // give memory back after a large drop
         } else {
@@ -366,6 +424,7 @@ void kvreg_registry::unlink(Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, 
             Record &n = s.slab.at(nh);
             n.flags = r.flags;   // head, parent and the filter, which has n's own bit
             n.parent = r.parent; // was its chain_prev (this record): a head has none
+            n.event_tier = r.event_tier; // the medium of the hash's Register (global mode)
             if (keep_tokens_) s.slab.set_token_ref(nh, tref);
             s.index.replace_at(pos, nh);
         }

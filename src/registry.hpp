@@ -79,6 +79,7 @@ struct Options {
     uint64_t poll_capacity = 65536;
     uint32_t shards = 64;
     uint64_t reserve_blocks = 0; // KVREG_OPT_RESERVE_BLOCKS
+    bool per_tier_events = false; // KVREG_OPT_EVENT_MODE == KVREG_EVENTS_PER_TIER
     CallbackRef callback;
     uint32_t first_gen = 0; // tests only (internal): start record generations here
 };
@@ -186,13 +187,29 @@ private:
     // Free every live record of shard sn (their handles go stale), its index and its tokens.
     void wipe(kvreg::Shard &s) noexcept;
     // snapshot()'s copy, every shard lock held.
-    void copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots);
+    void copy_heads(kvreg::EventCopies &out, uint64_t *position);
     // Every write of a record's pool_prev: prefetch_release() reads it without the lock.
     // (Relaxed: a plain store on x86.)
     static void set_pool_prev(kvreg::Record &r, uint32_t v) noexcept { __atomic_store_n(&r.pool_prev, v, __ATOMIC_RELAXED); }
-    // True when dropping record idx would take its hash out of the last pool (a Remove).
+    // True when dropping record idx would take its hash out of the last pool.
     static bool is_last_member(const kvreg::Record &r) noexcept {
         return (r.flags & kvreg::Record::kHead) && r.next == kvreg::kNil;
+    }
+    // Record idx's chain head, and whether a member other than idx has idx's tier (a walk of
+    // the chain both ways from idx; chains are as long as the pools holding the hash).
+    static bool tier_shared(kvreg::Shard &s, uint32_t idx, uint32_t *head) noexcept;
+    // True when the chain headed by `head` has a member on medium `tier`.
+    static bool chain_has_tier(kvreg::Shard &s, uint32_t head, uint32_t tier) noexcept;
+    // True when dropping live record idx emits a Remove: global mode, it is the hash's last
+    // membership; per-tier mode, also when no other member is on its medium. *head: its
+    // chain's head, whose tokens the Remove carries. Caller holds the shard lock.
+    bool emits_remove(kvreg::Shard &s, uint32_t idx, uint32_t *head) const noexcept {
+        const kvreg::Record &r = s.slab.at(idx);
+        if (is_last_member(r)) {
+            *head = idx;
+            return true;
+        }
+        return per_tier_ && !tier_shared(s, idx, head);
     }
     // Tokens stored for record idx's hash (0 without KEEP_TOKENS); idx heads its chain.
     uint32_t token_count(kvreg::Shard &s, uint32_t idx) const noexcept {
@@ -206,12 +223,14 @@ private:
     static uint32_t pop_spare(kvreg::Shard &s, kvreg_pool::PerShard &ps) noexcept;
     // Free record idx (out of every list): kept as one of p's spares, else to the slab.
     void free_record(kvreg::Shard &s, uint32_t sn, kvreg_pool *p, uint32_t idx) noexcept;
-    // Drop record idx (refcount already 0) from its chain and its pool's list; a Remove when it
-    // was the hash's last membership, through batch (which holds a credit for it) or, with
-    // batch null, only counted as lost. Caller holds the shard lock.
-    void unlink(kvreg::Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, kvreg::EventBatch *batch) noexcept;
+    // Drop record idx (refcount already 0) from its chain and its pool's list. With `emits`
+    // (emits_remove() said so; `head` is what it gave), a Remove through batch (which holds a
+    // credit for it) or, with batch null, only counted as lost. Caller holds the shard lock.
+    void unlink(kvreg::Shard &s, uint32_t sn, uint32_t idx, kvreg_pool *p, bool emits, uint32_t head,
+                kvreg::EventBatch *batch) noexcept;
 
     const bool keep_tokens_;
+    const bool per_tier_; // KVREG_EVENTS_PER_TIER: Register / Remove per (hash, medium)
     bool pinned_ = false; // reserve() pinned the shards' chunks: prefetch_release() can work
     uint32_t shard_bits_ = 0;
     uint32_t nshards_ = 1;

@@ -75,7 +75,7 @@ void kvreg_registry::snapshot(kvreg::EventCopies &out, uint64_t *position) {
     std::vector<kvreg_pool *> slots;
     lock_all_with_pools(slots);
     try {
-        copy_heads(out, position, slots);
+        copy_heads(out, position);
     } catch (...) {
         unlock_all();
         throw;
@@ -83,7 +83,7 @@ void kvreg_registry::snapshot(kvreg::EventCopies &out, uint64_t *position) {
     unlock_all();
 }
 
-void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position, const std::vector<kvreg_pool *> &slots) {
+void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position) {
     // Every id below this was taken (and its state change made) under a shard lock we now
     // hold after its owner let go; every later id will be taken after we let go.
     *position = log.stat_next_id();
@@ -99,9 +99,8 @@ void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position, con
             kvreg_event e{};
             e.kind = KVREG_EVENT_REGISTER;
             e.pool_id = r->pool; // the chain's head: a pool holding it
-            // The pool cannot be retired and reused meanwhile: it still holds this record,
-            // so its kvreg_pool_free has not swept this shard yet.
-            e.medium = slots[r->pool - 1u]->medium.load(std::memory_order_relaxed);
+            // Global mode: the medium of the hash's Register, which its Remove will carry.
+            e.medium = r->event_tier;
             e.event_id = KVREG_EVENT_ID_SNAPSHOT;
             e.sequence_hash = r->seq;
             e.block_hash = r->block;
@@ -112,7 +111,23 @@ void kvreg_registry::copy_heads(kvreg::EventCopies &out, uint64_t *position, con
                 e.n_tokens = s.tokens.size(tref);
                 e.tokens = s.tokens.tokens(tref);
             }
-            out.push(e); // copies the tokens
+            if (!per_tier_) {
+                out.push(e); // copies the tokens
+                continue;
+            }
+            // Per-tier mode: one Register per medium the hash is held on, from its first
+            // member there, as the live stream would have sent it.
+            uint32_t seen = 0;
+            for (uint32_t link = idx + 1; link != kvreg::kNil;) {
+                const Record &m = s.slab.at(link - 1);
+                if (!(seen & (1u << m.tier))) {
+                    seen |= 1u << m.tier;
+                    e.pool_id = m.pool;
+                    e.medium = m.tier;
+                    out.push(e);
+                }
+                link = m.next;
+            }
         }
     }
 }

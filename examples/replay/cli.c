@@ -26,6 +26,15 @@ static const char cluster_usage[] =
 "                            (default inproc), or zmq: a publisher per worker tier on\n"
 "                            127.0.0.1 and one subscriber (same routing, over the network)\n";
 
+static const char events_usage[] =
+"  --events global|per-tier  the registry's event mode (KVREG_OPT_EVENT_MODE) for --wire-out,\n"
+"                            --publish and --verify-events: global (default) sends one\n"
+"                            Register / Remove pair per hash, whatever tiers hold it; per-tier\n"
+"                            one pair per (hash, tier): G1 and G2 each announce what they\n"
+"                            hold, as vLLM's offloading connector does. --verify-events then\n"
+"                            checks each (hash, tier) against the pools. The cluster replay\n"
+"                            always uses per-tier, so that its router sees tiers\n";
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -83,12 +92,13 @@ static void usage(FILE *out)
 "                            vllm-legacy (positional events), dynamo-json (.json),\n"
 "                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
 "%s"
+"%s"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
             REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, cluster_usage, compare_usage, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
-            publish_usage);
+            events_usage, publish_usage);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -232,6 +242,15 @@ int cli_parse(int argc, char **argv, replay_options *o)
             router_given = 1;
         } else if (OPTION("--wire")) {
             o->wire = val;
+        } else if (OPTION("--events")) {
+            if (strcmp(val, "global") == 0) {
+                o->events_per_tier = 0;
+            } else if (strcmp(val, "per-tier") == 0) {
+                o->events_per_tier = 1;
+            } else {
+                fprintf(stderr, "kvreg-replay: --events: expected global or per-tier, got '%s'\n", val);
+                return CLI_USAGE;
+            }
         } else if (OPTION("--wire-out")) {
             o->wire_out = val;
             o->wire_per_payload = 0;

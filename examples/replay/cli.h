@@ -26,6 +26,7 @@ typedef struct replay_options {
     const char *dump_trace;
     const char *wire, *wire_out; /* --wire FORMAT (NULL: vllm), --wire-out FILE (NULL: none) */
     int wire_per_payload;        /* --wire-out-per-payload DIR: wire_out is the DIR */
+    int events_per_tier;         /* --events per-tier: KVREG_EVENTS_PER_TIER (else global) */
     int json, skip_bad, verify, progress;
     uint32_t workers;          /* --workers: 0 is the single-engine replay */
     int router;                /* ROUTER_* (router.h) */

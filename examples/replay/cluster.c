@@ -62,11 +62,16 @@ static uint64_t times(uint64_t blocks, uint32_t n)
     return blocks == CACHE_UNLIMITED || blocks == 0 ? blocks : blocks * n;
 }
 
-/* fn NULL and poll: POLL delivery (a publisher takes the events, --transport zmq). */
+/* fn NULL and poll: POLL delivery (a publisher takes the events, --transport zmq). Events per
+ * tier (KVREG_EVENTS_PER_TIER), so that the router's index sees each tier's blocks: every
+ * tier has a registry of its own here, where the modes agree, and the mode keeps that true
+ * for tiers sharing one. */
 static int new_registry(kvreg_registry **out, kvreg_event_fn fn, void *user_data, int poll)
 {
     kvreg_config *cfg = NULL;
     int rc = kvreg_config_new(&cfg);
+    if (rc == KVREG_OK)
+        rc = kvreg_config_set(cfg, KVREG_OPT_EVENT_MODE, KVREG_EVENTS_PER_TIER);
     if (rc == KVREG_OK && fn)
         rc = kvreg_config_set_event_fn(cfg, fn, user_data, NULL);
     if (rc == KVREG_OK && poll)

@@ -11,6 +11,9 @@ void event_sink_init(event_sink *s, int verify, uint64_t ignore_event)
     s->stream_errors = 0;
     s->ignore_event = ignore_event;
     s->checkpoints = 0;
+    s->per_tier = 0;
+    for (size_t m = 0; m < KVREG_MEDIUM_COUNT; m++)
+        s->pools[m] = NULL;
 }
 
 void event_sink_free(event_sink *s)
@@ -45,14 +48,21 @@ void event_sink_fn(const kvreg_event *events, size_t n_events, void *user_data)
         s->next_event_id = ev->event_id + 1;
         if (ev->event_id == s->ignore_event)
             continue;
-        if (ev->kind == KVREG_EVENT_REGISTER) {
-            if (hmap_put(&s->live, ev->sequence_hash, 1, &inserted) != 0)
+        const uint64_t bit = ev->medium < KVREG_MEDIUM_COUNT ? UINT64_C(1) << ev->medium : 0;
+        uint64_t *media = hmap_get(&s->live, ev->sequence_hash);
+        if (!bit) {
+            stream_error(s, ev, "unknown medium");
+        } else if (ev->kind == KVREG_EVENT_REGISTER) {
+            /* Global mode: one entry per hash. Per-tier: one per (hash, medium). */
+            if (media && (s->per_tier ? (*media & bit) != 0 : 1))
+                stream_error(s, ev, "Register for an entry that is already registered");
+            else if (hmap_put(&s->live, ev->sequence_hash, (media ? *media : 0) | bit, &inserted) != 0)
                 stream_error(s, ev, "out of memory in the verifier");
-            else if (!inserted)
-                stream_error(s, ev, "Register for a hash that is already registered");
         } else if (ev->kind == KVREG_EVENT_REMOVE) {
-            if (!hmap_del(&s->live, ev->sequence_hash))
-                stream_error(s, ev, "Remove for a hash that is not registered");
+            if (!media || !(*media & bit))
+                stream_error(s, ev, "Remove for an entry that is not registered (hash and medium)");
+            else if ((*media &= ~bit) == 0)
+                hmap_del(&s->live, ev->sequence_hash);
         } else {
             stream_error(s, ev, "unknown event kind");
         }
@@ -91,6 +101,33 @@ int event_sink_check(event_sink *s, const kvreg_registry *reg, const char *when)
             if (missing++ < 10)
                 fprintf(stderr, "kvreg-replay: verify (%s): hash %016llx registered per events, "
                         "not in the registry\n", when, (unsigned long long)s->live.keys[i]);
+        }
+    }
+    /* Per-tier: every entry is held by its medium's pool, and each pool holds no more blocks
+     * than the entries of its medium (with the check above, the sets are equal). */
+    if (s->per_tier) {
+        uint64_t per_medium[KVREG_MEDIUM_COUNT] = {0};
+        for (i = 0; i < s->live.cap; i++) {
+            if (!s->live.used[i])
+                continue;
+            for (unsigned m = 0; m < KVREG_MEDIUM_COUNT; m++) {
+                int present = 0;
+                if (!(s->live.vals[i] & (UINT64_C(1) << m)))
+                    continue;
+                per_medium[m]++;
+                if (!s->pools[m] || kvreg_pool_contains(s->pools[m], s->live.keys[i], &present) != KVREG_OK || !present) {
+                    if (missing++ < 10)
+                        fprintf(stderr, "kvreg-replay: verify (%s): hash %016llx registered on medium %u per "
+                                "events, not in that pool\n", when, (unsigned long long)s->live.keys[i], m);
+                }
+            }
+        }
+        for (unsigned m = 0; m < KVREG_MEDIUM_COUNT; m++) {
+            if (s->pools[m] && kvreg_pool_size(s->pools[m]) != per_medium[m]) {
+                fprintf(stderr, "kvreg-replay: verify (%s): events say %llu blocks on medium %u, its pool "
+                        "holds %zu\n", when, (unsigned long long)per_medium[m], m, kvreg_pool_size(s->pools[m]));
+                ok = 0;
+            }
         }
     }
     if (missing) {

@@ -133,6 +133,13 @@ int main(int argc, char **argv)
      * writer with --wire-out), or POLL delivery to the publisher with --publish. */
     rc = kvreg_config_new(&cfg);
     if (rc == KVREG_OK)
+        rc = kvreg_config_set(cfg, KVREG_OPT_EVENT_MODE,
+                              o.events_per_tier ? KVREG_EVENTS_PER_TIER : KVREG_EVENTS_GLOBAL);
+    /* Published per tier, G2's Registers (offloads, by hash only) and onboards need tokens for
+     * vLLM's format: the registry keeps the ones G1 registered with, and such Registers carry them. */
+    if (rc == KVREG_OK && o.publish.endpoint && o.events_per_tier)
+        rc = kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, 1);
+    if (rc == KVREG_OK)
         rc = o.publish.endpoint ? publish_configure(cfg)
              : o.wire_out       ? kvreg_config_set_event_fn(cfg, wire_out_fn, &wire, NULL)
                                 : kvreg_config_set_event_fn(cfg, event_sink_fn, &sink, NULL);
@@ -147,6 +154,11 @@ int main(int argc, char **argv)
     cc.with_tokens = o.publish.endpoint != NULL;
     if (rc == KVREG_OK)
         rc = cache_init(&model, reg, &cc);
+    if (rc == KVREG_OK) { /* the verifier's per-tier checks ask the pools */
+        sink.per_tier = o.events_per_tier;
+        sink.pools[KVREG_MEDIUM_GPU] = model.g1;
+        sink.pools[KVREG_MEDIUM_CPU] = model.g2;
+    }
     if (rc != KVREG_OK) {
         fprintf(stderr, "kvreg-replay: cannot set up the registry: %s\n", kvreg_strerror(rc));
         return EXIT_VERIFY_OR_LIBRARY;

@@ -563,6 +563,35 @@ def case_chart():
     print("SVG parses; PNG 760x460")
 
 
+def case_verify_per_tier():
+    """--events per-tier: one Register / Remove pair per (hash, tier), checked per tier."""
+    g1, g2 = 256, 1024
+    size = ["--conversations", "2000", "--inflight", "4", "--checkpoint-every", "200"]
+    r, _ = run_json(size + ["--events", "per-tier", "--verify-events", "--g1-blocks", str(g1),
+                            "--g2-blocks", str(g2)])
+    check(r["verify"]["ok"] is True and r["verify"]["checkpoints"] >= 2, f"verify: {r['verify']}")
+    check(r["g1_evictions"] > 0 and r["g2_evictions"] > 0 and r["onboards"] > 0, "tiers unused")
+    # Each tier is one pool: every block leaving G1 or G2 is a Remove for that tier, and what
+    # is left registered is what the two tiers hold.
+    check(r["events"]["remove"] == r["g1_evictions"] + r["g2_evictions"],
+          f"Remove {r['events']['remove']} != G1 + G2 evictions")
+    check(r["events"]["register"] - r["events"]["remove"] ==
+          r["final"]["g1_blocks"] + r["final"]["g2_blocks"], "Register - Remove != blocks held")
+    glob, _ = run_json(size + ["--events", "global", "--verify-events", "--g1-blocks", str(g1),
+                               "--g2-blocks", str(g2)])
+    check(glob["verify"]["ok"] is True, "global mode verify")
+    check(glob["hit_blocks"] == r["hit_blocks"], "the event mode changed the cache's behaviour")
+    check(glob["events"]["remove"] < r["events"]["remove"], "global mode sent a Remove per tier")
+    # The verifier checks (hash, tier) in per-tier mode: a dropped event is noticed.
+    bad, err = run_json(size + ["--events", "per-tier", "--verify-events", "--g1-blocks", str(g1),
+                                "--g2-blocks", str(g2), "--verify-ignore-event", "10"], expect_rc=1)
+    check(bad["verify"]["ok"] is False and "disagree" in err, "per-tier verify missed a lost event")
+    _, _, err = run(["--events", "both"], expect_rc=2)
+    check("global or per-tier" in err, f"bad --events value: {err!r}")
+    print(f"per-tier: Register {r['events']['register']}, Remove {r['events']['remove']} "
+          f"(global: {glob['events']['register']}, {glob['events']['remove']}); verify passed")
+
+
 CASES = {
     "help": case_help,
     "default-text": case_default_text,
@@ -570,6 +599,7 @@ CASES = {
     "verify-tiers": case_verify_tiers,
     "verify-g1-only": case_verify_g1_only,
     "verify-detects-mismatch": case_verify_detects_mismatch,
+    "verify-per-tier": case_verify_per_tier,
     "progress": case_progress,
     "malformed": case_malformed,
     "skip-bad": case_skip_bad,

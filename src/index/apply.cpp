@@ -14,10 +14,31 @@ constexpr size_t kAhead = 4;
 uint32_t tier_bit(unsigned tier) noexcept { return uint32_t{1} << tier; }
 uint32_t one(unsigned tier) noexcept { return uint32_t{1} << (8 * tier); }
 
-// Count one more (or one less) stored copy of a hash in a tier. A byte saturates at 255: it
-// would take 255 engine hashes of one worker naming the same content to reach it.
-uint32_t count_up(uint32_t c, unsigned tier) noexcept { return tier_byte(c, tier) == 255 ? c : c + one(tier); }
-uint32_t count_down(uint32_t c, unsigned tier) noexcept { return tier_byte(c, tier) == 0 ? c : c - one(tier); }
+// One more (or one less) of a worker's engine hashes naming router hash rh in a tier (ENGINE
+// mode). The table's byte counts up to 255; past that, the worker's overflow counts the rest
+// (workers.hpp), and a count down takes from the overflow first. Throws std::bad_alloc only
+// when the entry is new or the overflow must grow; either way nothing changed.
+void count_up(HolderTable &table, Worker &w, uint64_t rh, uint32_t slot, unsigned tier) {
+    bool full = false;
+    table.update(rh, slot, [tier, &full](uint32_t c) {
+        full = tier_byte(c, tier) == 255;
+        return full ? c : c + one(tier);
+    });
+    if (full) w.overflow[rh][tier]++; // the table did not change: a throw here loses nothing
+}
+void count_down(HolderTable &table, Worker &w, uint64_t rh, uint32_t slot, unsigned tier) noexcept {
+    if (!w.overflow.empty()) {
+        const auto it = w.overflow.find(rh);
+        if (it != w.overflow.end() && it->second[tier]) {
+            it->second[tier]--;
+            bool empty = true;
+            for (const uint64_t n : it->second) empty &= n == 0;
+            if (empty) w.overflow.erase(it);
+            return;
+        }
+    }
+    table.update(rh, slot, [tier](uint32_t c) { return tier_byte(c, tier) == 0 ? c : c - one(tier); });
+}
 
 bool arrays_ok(const kvreg_wire_event &ev) noexcept {
     return (ev.block_hashes || ev.n_block_hashes == 0) && (ev.token_ids || ev.n_token_ids == 0);
@@ -72,6 +93,7 @@ void Index::drop_entries(Worker &w, uint32_t slot) noexcept {
     w.map.for_each([&](const EngineMap::Entry &e) { table_.update(e.router, slot, [](uint32_t) { return 0u; }); });
     mapped_.fetch_sub(w.map.size(), std::memory_order_relaxed);
     w.map.clear();
+    w.overflow.clear();
 }
 
 void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
@@ -113,14 +135,13 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
         if (e && e->router != rh) {
             // The engine reuses the hash for other content: forget what it named before.
             for (unsigned t = 0; t < kTiers; t++)
-                if (e->tiers & tier_bit(t))
-                    table_.update(e->router, slot, [t](uint32_t c) { return count_down(c, t); });
+                if (e->tiers & tier_bit(t)) count_down(table_, w, e->router, slot, t);
             w.map.erase(e);
             mapped_.fetch_sub(1, std::memory_order_relaxed);
             e = nullptr;
         }
         if (!e || !(e->tiers & tier_bit(tier))) {
-            table_.update(rh, slot, [tier](uint32_t c) { return count_up(c, tier); }); // may throw
+            count_up(table_, w, rh, slot, tier); // may throw (nothing of this block changed)
             if (e) {
                 e->tiers |= tier_bit(tier);
             } else {
@@ -148,7 +169,7 @@ void Index::apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, 
                 return c & ~(0xffu << (8 * tier));
             });
         } else if (EngineMap::Entry *e = w.map.find(ev.block_hashes[j]); e && (e->tiers & tier_bit(tier))) {
-            table_.update(e->router, slot, [tier](uint32_t c) { return count_down(c, tier); });
+            count_down(table_, w, e->router, slot, tier);
             e->tiers &= ~tier_bit(tier);
             if (e->tiers == 0) {
                 w.map.erase(e);

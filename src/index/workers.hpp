@@ -6,6 +6,7 @@
 // oldest first, so a query still holding a just-freed slot number almost never sees it reused.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 
 #include "engine_map.hpp"
+#include "kvreg.h"
 
 namespace kvreg::index {
 
@@ -48,6 +50,11 @@ struct Worker {
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
     EngineMap map;             // ENGINE mode only
+    // ENGINE mode: the holder table counts a worker's engine hashes naming one router hash in
+    // a byte per tier. Past 255 the byte stays at 255 and the rest are counted here, per
+    // router hash and tier, so a count never saturates (almost always empty: it takes 256
+    // engine hashes of one worker naming the same content).
+    std::unordered_map<uint64_t, std::array<uint64_t, KVREG_MEDIUM_COUNT>> overflow;
 };
 
 class Workers {

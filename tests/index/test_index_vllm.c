@@ -306,6 +306,74 @@ static void test_worker_churn(void **state)
     kvreg_index_free(idx);
 }
 
+/* ENGINE mode counts, per (router hash, worker, tier), how many of the worker's engine hashes
+ * name the content: past 255 (a byte's worth) the count stays exact. 300 engine hashes with the
+ * same tokens on the GPU and 300 on the CPU; the content stays matched on a tier until the
+ * last of them there is removed. */
+static void test_engine_counts_past_255(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    kvreg_index *idx = make(2, 0, KVREG_INDEX_PROFILE_DYNAMO, KVREG_INDEX_HASHES_ENGINE);
+    static uint64_t gpu[N], cpu[N];
+    const uint32_t tokens[2] = {5, 6};
+    kvreg_index_apply_info info;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < N; i++) {
+        gpu[i] = 1000 + i;
+        cpu[i] = 5000 + i;
+        kvreg_wire_event ev[2] = {stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU),
+                                  stored(&cpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_CPU)};
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, ev, 2, &info), KVREG_OK);
+        assert_int_equal(info.blocks_stored, 2);
+    }
+    kvreg_index_match m[2];
+    size_t n = 0;
+    /* Remove all but one on the GPU (N - 1 >= 255): still held on both tiers. */
+    for (size_t i = 0; i + 1 < N; i++) {
+        kvreg_wire_event ev = removed(&gpu[i], 1, KVREG_MEDIUM_GPU);
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &ev, 1, &info), KVREG_OK);
+        assert_int_equal(info.blocks_removed, 1);
+        assert_int_equal(kvreg_index_query_tokens(idx, tokens, 2, 0, m, 2, &n), KVREG_OK);
+        assert_int_equal(n, 1);
+        assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_GPU], 1);
+        assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_CPU], 1);
+    }
+    kvreg_wire_event last = removed(&gpu[N - 1], 1, KVREG_MEDIUM_GPU);
+    assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &last, 1, &info), KVREG_OK);
+    assert_int_equal(kvreg_index_query_tokens(idx, tokens, 2, 0, m, 2, &n), KVREG_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_GPU], 0);
+    assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_CPU], 1);
+    for (size_t i = 0; i < N; i++) {
+        kvreg_wire_event ev = removed(&cpu[i], 1, KVREG_MEDIUM_CPU);
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &ev, 1, &info), KVREG_OK);
+        assert_int_equal(kvreg_index_query_tokens(idx, tokens, 2, 0, m, 2, &n), KVREG_OK);
+        assert_int_equal(n, i + 1 < N ? 1 : 0);
+    }
+    uint64_t entries = 1;
+    assert_int_equal(kvreg_index_stat(idx, KVREG_INDEX_STAT_ENTRIES, &entries), KVREG_OK);
+    assert_int_equal(entries, 0);
+
+    /* Past 255 again, then the worker cleared: nothing of it is left to resurface. */
+    for (size_t i = 0; i < N; i++) {
+        kvreg_wire_event ev = stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU);
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &ev, 1, &info), KVREG_OK);
+    }
+    assert_int_equal(kvreg_index_clear_worker(idx, 7, 0, seq), KVREG_OK);
+    for (size_t i = 0; i < 2; i++) {
+        kvreg_wire_event ev = stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU);
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &ev, 1, &info), KVREG_OK);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        kvreg_wire_event ev = removed(&gpu[i], 1, KVREG_MEDIUM_GPU);
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, &ev, 1, &info), KVREG_OK);
+    }
+    assert_int_equal(kvreg_index_query_tokens(idx, tokens, 2, 0, m, 2, &n), KVREG_OK);
+    assert_int_equal(n, 0);
+    kvreg_index_free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_worker_churn),
+        cmocka_unit_test(test_engine_counts_past_255),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,8 @@
 //     hash that must be absent, Remove removes one that must be present, Cleared empties) it
 //     never contradicts itself: a Cleared whose id were not a clean cut would let a Remove of a
 //     hash registered before it, or a Register of one still present, through;
-//   - each event names the medium of its pool (Cleared: pool 0, medium 0);
+//   - a Register names the medium of its pool, and the hash's Remove the same medium
+//     (Cleared: pool 0, medium 0); a snapshot names each hash with its Register's medium;
 //   - the replayed set equals the registry's final set (kvreg_registry_contains over the whole
 //     universe, and KVREG_STAT_HASHES);
 //   - each snapshot equals the replayed set at its position P (events < P), lists parents
@@ -47,11 +48,12 @@ struct Ev {
     uint64_t id;
     uint64_t seq;
     uint32_t kind;
+    uint32_t medium;
 };
 
 struct Snap {
     uint64_t position;
-    std::vector<uint64_t> hashes; // sorted
+    std::vector<uint64_t> hashes; // hash * 4 + medium, sorted
 };
 
 struct World {
@@ -71,11 +73,12 @@ void consume(World &w, const kvreg_event *ev, size_t n) {
         if (e.event_id != w.stream.size()) fail("event id (a), expected (b)", e.event_id, w.stream.size());
         if (e.kind == KVREG_EVENT_CLEARED) {
             if (e.pool_id != 0 || e.medium != 0 || e.sequence_hash != 0) fail("Cleared event with a pool or hash");
-        } else if (e.pool_id == 0 || e.pool_id > KVREG_MAX_POOLS || e.medium != w.medium_of_id[e.pool_id]) {
-            fail("event of pool (a) with medium (b)", e.pool_id, e.medium);
+        } else if (e.pool_id == 0 || e.pool_id > KVREG_MAX_POOLS || e.medium >= KVREG_MEDIUM_COUNT ||
+                   (e.kind == KVREG_EVENT_REGISTER && e.medium != w.medium_of_id[e.pool_id])) {
+            fail("event of pool (a) with medium (b)", e.pool_id, e.medium); // a Remove's: see apply()
         }
         if (e.reserved32 || e.reserved[0] || e.reserved[1] || e.reserved[2]) fail("reserved word not zero");
-        w.stream.push_back(Ev{e.event_id, e.sequence_hash, e.kind});
+        w.stream.push_back(Ev{e.event_id, e.sequence_hash, e.kind, e.medium});
     }
 }
 
@@ -132,7 +135,7 @@ void writer(World &w, uint64_t seed) {
 }
 
 // Check a snapshot's own shape and keep it as a sorted set.
-void keep_snapshot(World &w, kvreg_snapshot *s, std::vector<Snap> &out) {
+void keep_snapshot(kvreg_snapshot *s, std::vector<Snap> &out) {
     const kvreg_event *ev = nullptr;
     size_t n = 0;
     if (kvreg_snapshot_events(s, &ev, &n) != KVREG_OK) fail("kvreg_snapshot_events");
@@ -140,7 +143,7 @@ void keep_snapshot(World &w, kvreg_snapshot *s, std::vector<Snap> &out) {
     for (size_t i = 0; i < n; i++) {
         const kvreg_event &e = ev[i];
         if (e.kind != KVREG_EVENT_REGISTER || e.event_id != KVREG_EVENT_ID_SNAPSHOT) fail("snapshot event kind/id");
-        if (e.medium != w.medium_of_id[e.pool_id]) fail("snapshot medium (a) for pool (b)", e.medium, e.pool_id);
+        if (e.medium >= KVREG_MEDIUM_COUNT) fail("snapshot medium (a) for pool (b)", e.medium, e.pool_id);
         if (!at.emplace(e.sequence_hash, i).second) fail("hash (a) twice in a snapshot", e.sequence_hash);
     }
     for (size_t i = 0; i < n; i++) {
@@ -149,7 +152,7 @@ void keep_snapshot(World &w, kvreg_snapshot *s, std::vector<Snap> &out) {
         if (it != at.end() && it->second > i) fail("child (a) before its parent (b)", ev[i].sequence_hash, it->first);
     }
     Snap snap{kvreg_snapshot_position(s), {}};
-    for (size_t i = 0; i < n; i++) snap.hashes.push_back(ev[i].sequence_hash);
+    for (size_t i = 0; i < n; i++) snap.hashes.push_back(ev[i].sequence_hash * 4 + ev[i].medium);
     std::sort(snap.hashes.begin(), snap.hashes.end());
     out.push_back(std::move(snap));
 }
@@ -165,7 +168,7 @@ void clearer(World &w, uint64_t seed, std::vector<Snap> &snaps, unsigned long *n
         } else if (snaps.size() < kMaxSnapshots) {
             kvreg_snapshot *s = nullptr;
             if (kvreg_registry_snapshot(w.reg, &s) != KVREG_OK) fail("kvreg_registry_snapshot");
-            keep_snapshot(w, s, snaps);
+            keep_snapshot(s, snaps);
             kvreg_snapshot_free(s);
         }
         std::this_thread::yield(); // let writers refill between whole-registry operations
@@ -191,10 +194,11 @@ void poller(World &w) {
     }
 }
 
-std::vector<uint64_t> sorted_set(const std::vector<char> &present) {
+// present[h]: 0, or 1 + the medium of h's Register. with_medium: as Snap::hashes, else hashes.
+std::vector<uint64_t> sorted_set(const std::vector<char> &present, bool with_medium = false) {
     std::vector<uint64_t> v;
     for (uint64_t h = 1; h <= kUniverse; h++)
-        if (present[h]) v.push_back(h);
+        if (present[h]) v.push_back(with_medium ? h * 4 + static_cast<uint64_t>(present[h] - 1) : h);
     return v;
 }
 
@@ -206,10 +210,11 @@ void apply(std::vector<char> &present, size_t &count, const Ev &e) {
         fail("event for unknown hash (a)", e.seq);
     } else if (e.kind == KVREG_EVENT_REGISTER) {
         if (present[e.seq]) fail("Register of (a) already present (event (b))", e.seq, e.id);
-        present[e.seq] = 1;
+        present[e.seq] = static_cast<char>(1 + e.medium);
         count++;
     } else {
         if (!present[e.seq]) fail("Remove of (a) not present (event (b))", e.seq, e.id);
+        if (present[e.seq] != static_cast<char>(1 + e.medium)) fail("Remove of (a) under another medium than its Register", e.seq, e.id);
         present[e.seq] = 0;
         count--;
     }
@@ -292,7 +297,7 @@ int main(int argc, char **argv) {
     uint64_t clears_seen = 0;
     for (size_t i = 0; i <= w.stream.size(); i++) {
         while (si < snaps.size() && snaps[si].position == i) {
-            if (snaps[si].hashes != sorted_set(present)) fail("snapshot at (a) differs from the stream there", i);
+            if (snaps[si].hashes != sorted_set(present, true)) fail("snapshot at (a) differs from the stream there", i);
             si++;
         }
         if (i < w.stream.size()) {
@@ -308,7 +313,7 @@ int main(int argc, char **argv) {
         const Snap &s = snaps[k];
         std::vector<char> p2(kUniverse + 1, 0);
         size_t c2 = 0;
-        for (uint64_t h : s.hashes) p2[h] = 1, c2++;
+        for (uint64_t hm : s.hashes) p2[hm / 4] = static_cast<char>(1 + hm % 4), c2++;
         for (size_t i = s.position; i < w.stream.size(); i++) apply(p2, c2, w.stream[i]);
         if (sorted_set(p2) != final_set) fail("snapshot at (a) + later events != final set", s.position);
     }

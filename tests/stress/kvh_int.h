@@ -6,6 +6,7 @@
 
 #include "kvh.h"
 
+#define KVH_GROUP_MEDIA 256
 #define KVH_NH 14    /* hashes in the universe: few, so pools collide on them often */
 #define KVH_NP 5     /* pool slots */
 #define KVH_STALE 64 /* recently invalidated handles kept to replay as stale */
@@ -16,6 +17,7 @@ typedef struct kvh_hash {
     kvreg_block_desc desc; /* tokens point into tok when has_tokens */
     uint32_t tok[4];
     int has_tokens;
+    uint32_t reg_medium; /* the medium its last Register carried: its Remove carries it too */
 } kvh_hash;
 
 enum { KVH_EMPTY, KVH_LIVE, KVH_FREED };
@@ -80,6 +82,10 @@ struct kvh {
     int unordered;     /* this op's events may come in any order (kvreg_pool_free) */
     unsigned group;    /* group number given to events emitted now (0: none) */
     unsigned ngroups;
+    /* The medium of each Remove a group emitted, queued or dropped (the last KVH_GROUP_MEDIA):
+     * which of a group's Removes the poll queue kept is the library's choice. */
+    struct { unsigned group; uint64_t seq; uint32_t medium; } group_media[KVH_GROUP_MEDIA];
+    unsigned n_group_media;
 
     kvh_ud ud[KVH_NUD];
     int nud;

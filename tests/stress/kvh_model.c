@@ -116,12 +116,21 @@ static void evlist_push(kvh *h, kvh_evlist *l, const kvreg_event *ev)
 
 static void emit(kvh *h, uint32_t kind, int s, int hi)
 {
-    const kvh_hash *x = &h->hash[hi];
+    kvh_hash *x = &h->hash[hi];
     kvreg_event ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = kind;
     ev.pool_id = h->slot[s].id;
-    ev.medium = h->slot[s].medium;
+    /* Global event mode: the Remove names the entry its Register made (kvreg.h). */
+    if (kind == KVREG_EVENT_REGISTER)
+        x->reg_medium = h->slot[s].medium;
+    ev.medium = kind == KVREG_EVENT_REGISTER ? h->slot[s].medium : x->reg_medium;
+    if (kind == KVREG_EVENT_REMOVE && h->group) {
+        const unsigned k = h->n_group_media++ % KVH_GROUP_MEDIA;
+        h->group_media[k].group = h->group;
+        h->group_media[k].seq = x->desc.sequence_hash;
+        h->group_media[k].medium = ev.medium;
+    }
     ev.event_id = h->next_id++;
     ev.sequence_hash = x->desc.sequence_hash;
     ev.block_hash = x->desc.block_hash;

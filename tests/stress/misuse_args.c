@@ -133,7 +133,8 @@ static void t_config_args(void **state)
     assert_int_equal(kvreg_config_set_event_fn(NULL, NULL, NULL, NULL), KVREG_EINVAL);
     assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
     assert_int_equal(kvreg_config_set(cfg, 0, 0), KVREG_EINVAL);
-    assert_int_equal(kvreg_config_set(cfg, 6, 0), KVREG_EINVAL); /* the first unknown option */
+    assert_int_equal(kvreg_config_set(cfg, 7, 0), KVREG_EINVAL); /* the first unknown option */
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_EVENT_MODE, 2), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, UINT32_MAX, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, 2), KVREG_EINVAL);
     assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_KEEP_TOKENS, 2), KVREG_EINVAL);

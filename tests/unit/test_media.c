@@ -1,6 +1,6 @@
-/* Media (tiers): every pool has a KVREG_MEDIUM_*, kvreg_pool_new makes GPU pools, and every
- * Register / Remove event carries the medium of the pool whose call caused it, on every path an
- * event takes: the ring straight to the callback, events a callback's own calls cause (nested),
+/* Media (tiers): every pool has a KVREG_MEDIUM_*, kvreg_pool_new makes GPU pools, and (in the
+ * default global event mode) a Register carries the medium of the pool whose call caused it and
+ * the hash's Remove the same medium, on every path an event takes: the ring straight to the callback, events a callback's own calls cause (nested),
  * events spilled out of a full ring inside a callback, and the POLL queue. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,8 +48,8 @@ static void test_pool_medium_values(void **state) {
 }
 
 /* INLINE: Register carries the medium of the pool that registered first; the second pool
- * taking the hash emits nothing; the Remove carries the medium of the pool whose release
- * (or kvreg_pool_free) took the hash out of its last pool. */
+ * taking the hash emits nothing; the Remove, caused by the pool whose release (or
+ * kvreg_pool_free) took the hash out of its last pool, carries the Register's medium. */
 static void test_inline_events_carry_medium(void **state) {
     (void)state;
     recorder *rec = calloc(1, sizeof *rec);
@@ -73,7 +73,7 @@ static void test_inline_events_carry_medium(void **state) {
     assert_int_equal(kvreg_release(disk, b), KVREG_OK);
     assert_int_equal(rec->n, 2);
     assert_int_equal(rec->events[1].kind, KVREG_EVENT_REMOVE);
-    assert_int_equal(rec->events[1].medium, KVREG_MEDIUM_STORAGE);
+    assert_int_equal(rec->events[1].medium, KVREG_MEDIUM_CPU); /* the Register's, not disk's */
     assert_int_equal(rec->events[1].pool_id, kvreg_pool_id(disk));
     assert_reserved_zero(&rec->events[1]);
 
@@ -114,7 +114,8 @@ static void test_poll_events_carry_medium(void **state) {
     assert_int_equal(ev[0].kind, KVREG_EVENT_REGISTER);
     assert_int_equal(ev[0].medium, KVREG_MEDIUM_EXTERNAL);
     assert_int_equal(ev[1].kind, KVREG_EVENT_REMOVE);
-    assert_int_equal(ev[1].medium, KVREG_MEDIUM_CPU);
+    assert_int_equal(ev[1].medium, KVREG_MEDIUM_EXTERNAL); /* the Register's; cpu let go last */
+    assert_int_equal(ev[1].pool_id, kvreg_pool_id(cpu));
     assert_reserved_zero(&ev[0]);
     assert_reserved_zero(&ev[1]);
     kvreg_registry_free(reg);

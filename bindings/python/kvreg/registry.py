@@ -246,13 +246,17 @@ class Registry:
     Default: "inline" when a callback is given, else "poll".
     reserve_blocks: blocks (one pool's hold on a hash) to set memory aside for now; up to
     that many held, registering allocates nothing (KVREG_OPT_RESERVE_BLOCKS).
+    events: "global" (default: one Register / Remove pair per hash, whatever pools hold it)
+    or "per-tier" (one pair per (hash, medium)); see KVREG_OPT_EVENT_MODE in kvreg.h.
 
     Close it explicitly (close() or a with block). A Registry garbage collected while open
     is freed (no events) with a ResourceWarning.
     """
 
     def __init__(self, delivery=None, *, keep_tokens=False, poll_capacity=None, shards=None,
-                 callback=None, reserve_blocks=None):
+                 callback=None, reserve_blocks=None, events=None):
+        if events not in (None, "global", "per-tier"):
+            raise ValueError("events must be 'global' or 'per-tier', not %r" % (events,))
         if delivery is None:
             delivery = "inline" if callback is not None else "poll"
         if delivery not in _DELIVERY:
@@ -275,6 +279,9 @@ class Registry:
             if reserve_blocks is not None:
                 lib.kvreg_config_set(cfg, _ffi.OPT_RESERVE_BLOCKS,
                                      _buffers.u64(reserve_blocks, "reserve_blocks"))
+            if events is not None:
+                lib.kvreg_config_set(cfg, _ffi.OPT_EVENT_MODE, _ffi.EVENTS_PER_TIER
+                                     if events == "per-tier" else _ffi.EVENTS_GLOBAL)
             cfunc = core.make_cfunc(callback)
             if cfunc is not None:
                 lib.kvreg_config_set_event_fn(cfg, cfunc, None, _ffi.DESTROY_FN())

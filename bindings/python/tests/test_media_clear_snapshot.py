@@ -42,6 +42,35 @@ class Media(unittest.TestCase):
         self.assertEqual(self.reg.stat("pools"), 0)
 
 
+class EventModes(unittest.TestCase):
+    """events="global": the Remove carries its Register's medium; "per-tier": a pair per tier."""
+
+    def run_offload(self, events):
+        with kvreg.Registry("poll", events=events) as reg:
+            gpu = reg.pool("gpu")
+            cpu = reg.pool("cpu", medium=Medium.CPU)
+            (info, toks), = support.infos(1)
+            g = gpu.register(info, toks)
+            c = cpu.register(info)  # offloaded
+            gpu.release(g)          # evicted from the GPU
+            cpu.release(c)
+            return [(e.kind, e.medium) for e in reg.poll()]
+
+    def test_global_remove_carries_register_medium(self):
+        self.assertEqual(self.run_offload(None), [(EventKind.REGISTER, Medium.GPU),
+                                                  (EventKind.REMOVE, Medium.GPU)])
+        self.assertEqual(self.run_offload("global"), self.run_offload(None))
+
+    def test_per_tier(self):
+        self.assertEqual(self.run_offload("per-tier"),
+                         [(EventKind.REGISTER, Medium.GPU), (EventKind.REGISTER, Medium.CPU),
+                          (EventKind.REMOVE, Medium.GPU), (EventKind.REMOVE, Medium.CPU)])
+
+    def test_bad_mode(self):
+        with self.assertRaises(ValueError):
+            kvreg.Registry("poll", events="tiers")
+
+
 class Clear(unittest.TestCase):
     def setUp(self):
         self.reg = kvreg.Registry("poll", keep_tokens=True)
