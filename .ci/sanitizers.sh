@@ -64,7 +64,7 @@ meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbui
 meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
   tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  examples/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed \
+  tools/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed \
   tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race \
   tests/stress/kvreg-tier-race tests/unit/test_event_modes tests/index/test_index_route \
   tests/net/test_net_order tests/net/test_net_restart tests/net/test_replay_flood \

@@ -1,8 +1,8 @@
 // Applying a worker's event batches: sequence checks, engine -> router hashes, tiers.
 #include <climits>
 
-#include "../hash.hpp"
-#include "index.hpp"
+#include "core/hash.hpp"
+#include "index/index.hpp"
 
 namespace kvreg::index {
 

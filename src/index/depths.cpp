@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "index.hpp"
-#include "query_scratch.hpp"
+#include "index/index.hpp"
+#include "index/query_scratch.hpp"
 
 namespace kvreg::index {
 

@@ -1,4 +1,4 @@
-#include "holder_table.hpp"
+#include "index/holder_table.hpp"
 
 #include <cstdlib>
 #include <memory>

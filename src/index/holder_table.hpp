@@ -22,6 +22,7 @@
 // because a reader may still be walking one; they add at most the live size (growth doubles).
 #pragma once
 
+#include "util/cpu_relax.hpp"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -154,9 +155,7 @@ private:
 // more threads than cores the holder of a window may be descheduled.
 inline void backoff(unsigned &spins) noexcept {
     if (++spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        kvreg::cpu_relax();
     } else {
         std::this_thread::yield();
     }

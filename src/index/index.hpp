@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "holder_table.hpp"
+#include "index/holder_table.hpp"
 #include "kvreg_index.h"
-#include "workers.hpp"
+#include "index/workers.hpp"
 
 namespace kvreg::index {
 

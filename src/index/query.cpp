@@ -11,8 +11,8 @@
 #include <cstring>
 #include <memory>
 
-#include "index.hpp"
-#include "query_scratch.hpp"
+#include "index/index.hpp"
+#include "index/query_scratch.hpp"
 
 namespace kvreg::index {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "holder_table.hpp"
+#include "index/holder_table.hpp"
 
 namespace kvreg::index {
 

@@ -1,4 +1,4 @@
-#include "workers.hpp"
+#include "index/workers.hpp"
 
 namespace kvreg::index {
 

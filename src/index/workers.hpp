@@ -15,7 +15,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "engine_map.hpp"
+#include "index/engine_map.hpp"
 #include "kvreg.h"
 
 namespace kvreg::index {

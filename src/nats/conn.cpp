@@ -1,5 +1,5 @@
 // Connection, stream and header helpers shared by the NATS publisher and consumer.
-#include "conn.hpp"
+#include "nats/conn.hpp"
 
 #include <cerrno>
 #include <cinttypes>

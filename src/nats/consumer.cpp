@@ -1,5 +1,5 @@
 // The NATS consumer: durable setup, fetch loop, per-worker ordering (see consumer.hpp).
-#include "consumer.hpp"
+#include "nats/consumer.hpp"
 
 #include <cinttypes>
 #include <cstdio>

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "conn.hpp"
+#include "nats/conn.hpp"
 #include "kvreg_nats.h"
 
 namespace kvreg::nats {

@@ -1,5 +1,5 @@
 // The NATS publisher's setup, sender thread and ack handling (see publisher.hpp).
-#include "publisher.hpp"
+#include "nats/publisher.hpp"
 
 #include <algorithm>
 #include <climits>

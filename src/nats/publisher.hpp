@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "conn.hpp"
+#include "nats/conn.hpp"
 #include "kvreg_nats.h"
 
 namespace kvreg::nats {

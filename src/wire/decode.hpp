@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "decoded.hpp"
-#include "mp_read.hpp"
+#include "wire/decoded.hpp"
+#include "wire/mp_read.hpp"
 
 namespace kvreg::wire {
 

@@ -6,9 +6,9 @@
 //         skipped and counted. Unknown keys are ignored everywhere; a key we read that appears
 //         twice in one map is an error (as serde's derived decoders say "duplicate field").
 // block_hash (Dynamo's sequence hash) goes to block_hashes, tokens_hash to tokens_hashes.
-#include "decode.hpp"
-#include "doc.hpp"
-#include "media.hpp"
+#include "wire/decode.hpp"
+#include "wire/doc.hpp"
+#include "wire/media.hpp"
 
 #include <vector>
 

@@ -11,8 +11,8 @@
 // the caller gets the offset of that value. So does a key we read appearing twice in one map.
 // Nesting levels (for the depth limit): the batch is level 1, its events array 2, an event 3,
 // an event's field values 4.
-#include "decode.hpp"
-#include "media.hpp"
+#include "wire/decode.hpp"
+#include "wire/media.hpp"
 
 #include <cstring>
 

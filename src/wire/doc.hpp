@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "mp_read.hpp"
+#include "wire/mp_read.hpp"
 
 namespace kvreg::wire {
 

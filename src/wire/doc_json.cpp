@@ -1,7 +1,7 @@
 // JsonDoc (doc.hpp): validate a JSON document with a fixed-size bracket stack, then read it by
 // offset. Nothing here allocates except text(), which appends one string to the caller's
 // buffer.
-#include "doc.hpp"
+#include "wire/doc.hpp"
 
 #include <cstdlib>
 

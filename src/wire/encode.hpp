@@ -6,8 +6,8 @@
 #include <string>
 
 #include "kvreg.h"
-#include "mp_write.hpp"
-#include "plan.hpp"
+#include "wire/mp_write.hpp"
+#include "wire/plan.hpp"
 
 namespace kvreg::wire {
 

@@ -6,8 +6,8 @@
 // for a group of snapshot events (KVREG_EVENT_ID_SNAPSHOT) the encoder's next snapshot id,
 // so that a snapshot's RouterEvents carry contiguous ids.
 // JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
-#include "encode.hpp"
-#include "media.hpp"
+#include "wire/encode.hpp"
+#include "wire/media.hpp"
 
 #include "kvreg_wire.h"
 

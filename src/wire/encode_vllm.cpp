@@ -4,8 +4,8 @@
 // every declared field as msgspec's array_like structs do (12 for BlockStored, 4 for
 // BlockRemoved). Values are what vLLM itself sends for a plain model: lora_id nil, extra_keys
 // one nil per block, group_idx 0, kv_cache_spec_kind "full_attention".
-#include "encode.hpp"
-#include "media.hpp"
+#include "wire/encode.hpp"
+#include "wire/media.hpp"
 
 #include "kvreg_wire.h"
 

@@ -1,4 +1,4 @@
-#include "media.hpp"
+#include "wire/media.hpp"
 
 #include "kvreg_wire.h"
 

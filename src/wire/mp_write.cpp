@@ -1,4 +1,4 @@
-#include "mp_write.hpp"
+#include "wire/mp_write.hpp"
 
 namespace kvreg::wire {
 

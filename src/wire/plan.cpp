@@ -1,4 +1,4 @@
-#include "plan.hpp"
+#include "wire/plan.hpp"
 
 #include "kvreg_wire.h"
 

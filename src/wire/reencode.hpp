@@ -2,8 +2,8 @@
 // upstream encoder that wrote it.
 #pragma once
 
-#include "decoded.hpp"
-#include "mp_write.hpp"
+#include "wire/decoded.hpp"
+#include "wire/mp_write.hpp"
 
 namespace kvreg::wire {
 

@@ -4,7 +4,7 @@
 // and msgpack-c's choice alike), floats as float64, None as nil. The decoder records what the
 // struct alone cannot say (decoded.hpp: key order, nil vs absent, signed hashes, bytes hashes'
 // bytes); a payload with anything the decoder dropped is refused rather than re-encoded short.
-#include "reencode.hpp"
+#include "wire/reencode.hpp"
 
 namespace kvreg::wire {
 namespace {

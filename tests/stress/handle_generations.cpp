@@ -13,7 +13,7 @@
 //
 // The handle layout is restated here, not taken from the library, so a change to it shows up
 // as a failure: raw = handle ^ pool key, raw = gen:27 | parity:1 | shard:12 | idx:24
-// (src/registry.cpp). One shard and one pool, so the free list is the only source of slots.
+// (src/core/registry.cpp). One shard and one pool, so the free list is the only source of slots.
 #include <kvreg.h>
 
 #include <cstdint>
@@ -21,9 +21,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "record.hpp"
+#include "core/record.hpp"
 #include "internal_check.hpp"
-#include "registry.hpp"
+#include "core/registry.hpp"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "internal_check.hpp"
-#include "registry.hpp"
+#include "core/registry.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "internal_check.hpp"
-#include "poll_queue.hpp"
+#include "events/poll_queue.hpp"
 
 namespace {
 

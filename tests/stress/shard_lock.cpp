@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "internal_check.hpp"
-#include "shard_lock.hpp"
+#include "util/shard_lock.hpp"
 
 namespace {
 

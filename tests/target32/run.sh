@@ -1,5 +1,5 @@
 #!/bin/sh
-# Build tests/target32/poll_capacity_32.c with src/api_config.cpp for a 32-bit target and run it.
+# Build tests/target32/poll_capacity_32.c with src/api/config.cpp for a 32-bit target and run it.
 # Usage: run.sh C_COMPILER CXX_COMPILER SOURCE_ROOT BUILD_INCLUDE_DIR
 # Skips (exit 77, with the reason) when the compilers cannot build 32-bit programs, or when
 # the kernel cannot run them and qemu-i386 is not installed, unless KVREG_REQUIRE_M32=1 (set
@@ -32,7 +32,7 @@ if ! "$tmp/probe" 2>/dev/null; then
     fi
 fi
 $cxx -m32 -std=c++20 -DKVREG_BUILDING_LIBRARY -I"$src/include" -I"$inc" -I"$src/src" \
-    -c "$src/src/api_config.cpp" -o "$tmp/config.o"
+    -c "$src/src/api/config.cpp" -o "$tmp/config.o"
 $cc -m32 -std=c99 -I"$src/include" -I"$inc" -c "$src/tests/target32/poll_capacity_32.c" -o "$tmp/test.o"
 $cxx -m32 "$tmp/test.o" "$tmp/config.o" -o "$tmp/test"
 $run "$tmp/test"

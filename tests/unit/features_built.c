@@ -1,4 +1,4 @@
-/* kvreg_features() reports exactly the KVREG_WITH_* defines src/api_errors.cpp was compiled
+/* kvreg_features() reports exactly the KVREG_WITH_* defines src/api/errors.cpp was compiled
  * with (absent means 0). Linked with that one source file, built once per combination by
  * tests/unit/meson.build; EXPECTED is the answer written out. */
 #include <kvreg.h>

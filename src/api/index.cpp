@@ -1,0 +1,150 @@
+// C entry points of kvreg_index.h: argument checks and the exception firewall around Index.
+#include <vector>
+
+#include "api/guard.hpp"
+#include "index/index.hpp"
+
+struct kvreg_index_config {
+    kvreg::index::Options opt;
+};
+
+struct kvreg_index {
+    explicit kvreg_index(const kvreg::index::Options &o) : impl(o) {}
+    kvreg::index::Index impl;
+};
+
+
+extern "C" {
+
+KVREG_API int kvreg_index_config_new(kvreg_index_config **out) noexcept {
+    if (!out) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_index_config();
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_index_config_free(kvreg_index_config *cfg) noexcept { delete cfg; }
+
+KVREG_API int kvreg_index_config_set(kvreg_index_config *cfg, uint32_t option, uint64_t value) noexcept {
+    if (!cfg) return KVREG_EINVAL;
+    kvreg::index::Options &o = cfg->opt;
+    switch (option) {
+    case KVREG_INDEX_OPT_BLOCK_SIZE:
+        if (value < 1 || value > (1u << 20)) return KVREG_EINVAL;
+        o.block_size = static_cast<uint32_t>(value);
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_HASHES:
+        if (value != KVREG_INDEX_HASHES_ENGINE && value != KVREG_INDEX_HASHES_OWN) return KVREG_EINVAL;
+        o.own_hashes = value == KVREG_INDEX_HASHES_OWN;
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_PROFILE:
+        if (value != KVREG_INDEX_PROFILE_DYNAMO && value != KVREG_INDEX_PROFILE_KV_ROUTER) return KVREG_EINVAL;
+        o.kv_router_profile = value == KVREG_INDEX_PROFILE_KV_ROUTER;
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_SALT:
+        o.salt = value;
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_SHARDS:
+        if (value < 1 || value > kvreg::index::HolderTable::kMaxShards || (value & (value - 1)) != 0)
+            return KVREG_EINVAL;
+        o.shards = static_cast<uint32_t>(value);
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_EXPECTED_ENTRIES:
+        if (value > (UINT64_C(1) << 32)) return KVREG_EINVAL;
+        o.expected_entries = value;
+        return KVREG_OK;
+    default:
+        if (option >= KVREG_INDEX_OPT_WEIGHT && option < KVREG_INDEX_OPT_WEIGHT + KVREG_MEDIUM_COUNT) {
+            if (value > 1000000) return KVREG_EINVAL;
+            o.weight[option - KVREG_INDEX_OPT_WEIGHT] = static_cast<uint32_t>(value);
+            return KVREG_OK;
+        }
+        return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_index_new(kvreg_index **out, const kvreg_index_config *cfg) noexcept {
+    if (!out) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_index(cfg ? cfg->opt : kvreg::index::Options{});
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_index_free(kvreg_index *idx) noexcept { delete idx; }
+
+KVREG_API int kvreg_index_apply(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank, uint64_t seq,
+                                const kvreg_wire_event *events, size_t n, kvreg_index_apply_info *info) noexcept {
+    if (!idx || (!events && n > 0)) return KVREG_EINVAL;
+    kvreg_index_apply_info local;
+    KVREG_GUARD_BEGIN
+    const int rc = idx->impl.apply(worker_id, dp_rank, seq, events, n, info ? *info : local);
+    return rc;
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_clear_worker(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank,
+                                       uint64_t next_seq) noexcept {
+    if (!idx) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.clear_worker(worker_id, dp_rank, next_seq);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_remove_worker(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank) noexcept {
+    if (!idx) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.remove_worker(worker_id, dp_rank);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_hashes(const kvreg_index *idx, const uint64_t *hashes, size_t n, size_t top_k,
+                                       kvreg_index_match *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.query(hashes, n, top_k, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_tokens(const kvreg_index *idx, const uint32_t *tokens, size_t n_tokens,
+                                       size_t top_k, kvreg_index_match *out, size_t cap,
+                                       size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > SIZE_MAX / 4) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> hashes;
+    idx->impl.hash_tokens(tokens, n_tokens, hashes);
+    return idx->impl.query(hashes.data(), hashes.size(), top_k, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_depths(const kvreg_index *idx, const uint64_t *hashes, size_t n,
+                                       kvreg_index_depth *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.depths(hashes, n, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint32_t *tokens, size_t n_tokens,
+                                              kvreg_index_depth *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > SIZE_MAX / 4) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> hashes;
+    idx->impl.hash_tokens(tokens, n_tokens, hashes);
+    return idx->impl.depths(hashes.data(), hashes.size(), out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat, uint64_t *value) noexcept {
+    if (!idx || !value) return KVREG_EINVAL;
+    bool known = false;
+    const uint64_t v = idx->impl.stat(stat, &known);
+    if (!known) return KVREG_EINVAL;
+    *value = v;
+    return KVREG_OK;
+}
+
+} // extern "C"

@@ -1,0 +1,104 @@
+// C entry points of kvreg_nats.h, built with libnats (see nats_stub.cpp for the build without).
+#include "kvreg_nats.h"
+
+#include "api/guard.hpp"
+#include "api/internal.hpp"
+#include "nats/consumer.hpp"
+#include "nats/publisher.hpp"
+
+struct kvreg_nats_publisher {
+    explicit kvreg_nats_publisher(kvreg_registry *reg) : impl(reg) {}
+    kvreg::nats::Publisher impl;
+};
+struct kvreg_nats_consumer {
+    explicit kvreg_nats_consumer(kvreg_index *idx) : impl(idx) {}
+    kvreg::nats::Consumer impl;
+};
+
+extern "C" {
+
+KVREG_API int kvreg_nats_available(void) noexcept { return 1; }
+
+KVREG_API int kvreg_nats_publisher_new(kvreg_nats_publisher **out, kvreg_registry *reg) noexcept {
+    if (!out || !reg || !reg->log.poll_mode()) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_nats_publisher(reg);
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) noexcept { delete pub; }
+KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t option, uint64_t value) noexcept {
+    return pub ? pub->impl.set(option, value) : KVREG_EINVAL;
+}
+KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *pub, uint32_t option,
+                                              const char *value) noexcept {
+    if (!pub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return pub->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_publisher_start(kvreg_nats_publisher *pub) noexcept {
+    if (!pub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return pub->impl.start();
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) noexcept {
+    return pub ? pub->impl.stop() : KVREG_EINVAL;
+}
+KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *pub, uint32_t stat,
+                                        uint64_t *value) noexcept {
+    if (!pub || !value) return KVREG_EINVAL;
+    return pub->impl.stat(stat, value);
+}
+
+KVREG_API int kvreg_nats_consumer_new(kvreg_nats_consumer **out, kvreg_index *idx) noexcept {
+    if (!out || !idx) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_nats_consumer(idx);
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) noexcept { delete con; }
+KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option, uint64_t value) noexcept {
+    return con ? con->impl.set(option, value) : KVREG_EINVAL;
+}
+KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t option,
+                                             const char *value) noexcept {
+    if (!con) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return con->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con, kvreg_nats_notice_fn fn,
+                                                void *user_data) noexcept {
+    return con ? con->impl.set_notice_fn(fn, user_data) : KVREG_EINVAL;
+}
+KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *con) noexcept {
+    if (!con) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return con->impl.start();
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_consumer_run(kvreg_nats_consumer *con, int timeout_ms) noexcept {
+    if (!con) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return con->impl.run(timeout_ms);
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) noexcept {
+    return con ? con->impl.stop() : KVREG_EINVAL;
+}
+KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t stat,
+                                       uint64_t *value) noexcept {
+    if (!con || !value) return KVREG_EINVAL;
+    return con->impl.stat(stat, value);
+}
+KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *con, uint64_t worker_id,
+                                         uint32_t dp_rank, uint64_t *instance,
+                                         uint64_t *next_seq) noexcept {
+    if (!con) return KVREG_EINVAL;
+    return con->impl.worker(worker_id, dp_rank, instance, next_seq);
+}
+
+} // extern "C"

@@ -1,0 +1,208 @@
+// C entry points of kvreg_net.h. Without libzmq (KVREG_WITH_ZMQ unset) the same symbols exist
+// and return KVREG_ENOTSUP, so programs link against either build.
+#include "kvreg_net.h"
+
+#include "api/guard.hpp"
+
+#if defined(KVREG_WITH_ZMQ) && KVREG_WITH_ZMQ
+#include "api/internal.hpp"
+#include "net/endpoint.hpp"
+#include "net/publisher.hpp"
+#include "net/subscriber.hpp"
+
+struct kvreg_publisher {
+    explicit kvreg_publisher(kvreg_registry *reg) : impl(reg) {}
+    kvreg::net::Publisher impl;
+};
+struct kvreg_subscriber {
+    kvreg::net::Subscriber impl;
+};
+
+extern "C" {
+
+KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, char *buf, size_t cap,
+                                        size_t *len) noexcept {
+    if (!endpoint || (!buf && cap > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::string out;
+    if (!kvreg::net::offset_endpoint(endpoint, rank, out)) return KVREG_EINVAL;
+    return kvreg::net::copy_out(out, buf, cap, len);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_publisher_new(kvreg_publisher **out, kvreg_registry *reg) noexcept {
+    if (!out || !reg || !reg->log.poll_mode()) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = new kvreg_publisher(reg);
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) noexcept { delete pub; }
+
+KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option, uint64_t value) noexcept {
+    return pub ? pub->impl.set(option, value) : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_publisher_set_string(kvreg_publisher *pub, uint32_t option, const char *value) noexcept {
+    if (!pub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return pub->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_publisher_start(kvreg_publisher *pub) noexcept {
+    if (!pub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return pub->impl.start();
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_publisher_endpoint(const kvreg_publisher *pub, uint32_t which, char *buf, size_t cap,
+                                       size_t *len) noexcept {
+    if (!pub || (!buf && cap > 0)) return KVREG_EINVAL;
+    return pub->impl.endpoint(which, buf, cap, len);
+}
+
+KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) noexcept {
+    return pub ? pub->impl.stop() : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat, uint64_t *value) noexcept {
+    if (!pub || !value) return KVREG_EINVAL;
+    return pub->impl.stat(stat, value);
+}
+
+KVREG_API int kvreg_subscriber_new(kvreg_subscriber **out) noexcept {
+    if (!out) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    auto *sub = new kvreg_subscriber();
+    const int rc = sub->impl.init();
+    if (rc != KVREG_OK) {
+        delete sub;
+        return rc;
+    }
+    *out = sub;
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) noexcept { delete sub; }
+
+KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option, uint64_t value) noexcept {
+    return sub ? sub->impl.set(option, value) : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *sub, uint32_t option, const char *value) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return sub->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_subscriber_add(kvreg_subscriber *sub, const char *endpoint, const char *replay_endpoint,
+                                   uint32_t *index) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return sub->impl.add(endpoint, replay_endpoint, index);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *sub, uint32_t index, char *buf, size_t cap,
+                                        size_t *len) noexcept {
+    if (!sub || (!buf && cap > 0)) return KVREG_EINVAL;
+    return sub->impl.endpoint(index, buf, cap, len);
+}
+
+KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
+                                            void *user_data) noexcept {
+    return sub ? sub->impl.set_batch_fn(fn, user_data) : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,
+                                             void *user_data) noexcept {
+    return sub ? sub->impl.set_notice_fn(fn, user_data) : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_subscriber_run(kvreg_subscriber *sub, int timeout_ms) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return sub->impl.run(timeout_ms);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *sub) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    sub->impl.stop();
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat, uint64_t *value) noexcept {
+    if (!sub || !value) return KVREG_EINVAL;
+    return sub->impl.stat(stat, value);
+}
+
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t publisher, const char *topic,
+                                        uint64_t *instance) noexcept {
+    if (!sub || !topic || !instance) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return sub->impl.instance(publisher, topic, instance);
+    KVREG_GUARD_END
+}
+
+} // extern "C"
+
+#else // !KVREG_WITH_ZMQ
+
+struct kvreg_publisher {};
+struct kvreg_subscriber {};
+
+extern "C" {
+
+KVREG_API int kvreg_net_offset_endpoint(const char *, uint32_t, char *, size_t, size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_publisher_new(kvreg_publisher **, kvreg_registry *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API void kvreg_publisher_free(kvreg_publisher *) noexcept {}
+KVREG_API int kvreg_publisher_set(kvreg_publisher *, uint32_t, uint64_t) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_publisher_set_string(kvreg_publisher *, uint32_t, const char *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_publisher_start(kvreg_publisher *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_publisher_endpoint(const kvreg_publisher *, uint32_t, char *, size_t, size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_publisher_stop(kvreg_publisher *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_publisher_stat(const kvreg_publisher *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_new(kvreg_subscriber **) noexcept { return KVREG_ENOTSUP; }
+KVREG_API void kvreg_subscriber_free(kvreg_subscriber *) noexcept {}
+KVREG_API int kvreg_subscriber_set(kvreg_subscriber *, uint32_t, uint64_t) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *, uint32_t, const char *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_add(kvreg_subscriber *, const char *, const char *, uint32_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *, uint32_t, char *, size_t, size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *, kvreg_sub_batch_fn, void *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *, kvreg_sub_notice_fn, void *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_run(kvreg_subscriber *, int) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_subscriber_stop(kvreg_subscriber *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *, uint32_t, const char *, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+
+} // extern "C"
+
+#endif

@@ -1,0 +1,70 @@
+// libzmq helpers (see net_zmq.hpp). Compiled only with KVREG_WITH_ZMQ.
+#include "net/zmq.hpp"
+
+#include <cstring>
+
+#include "net/endpoint.hpp"
+
+#ifdef KVREG_NET_TSAN
+extern "C" void __tsan_ignore_thread_begin(void);
+extern "C" void __tsan_ignore_thread_end(void);
+#endif
+
+namespace kvreg::net {
+
+Frames::Frames() {
+    for (auto &m : msgs_) zmq_msg_init(&m);
+}
+
+Frames::~Frames() {
+    for (auto &m : msgs_) zmq_msg_close(&m);
+}
+
+bool Frames::recv(void *socket, int flags) {
+    count_ = 0;
+    zmq_msg_t extra;
+    zmq_msg_init(&extra);
+    for (;;) {
+        zmq_msg_t *m = count_ < kMaxFrames ? &msgs_[count_] : &extra;
+        if (zmq_msg_recv(m, socket, count_ == 0 ? flags : 0) < 0) {
+            // After the first frame the rest of the message is already here: only a closed
+            // context makes this fail, and the message is then abandoned.
+            zmq_msg_close(&extra);
+            count_ = 0;
+            return false;
+        }
+        count_++;
+        if (!zmq_msg_more(m)) break;
+    }
+    zmq_msg_close(&extra);
+#ifdef KVREG_NET_TSAN
+    for (size_t i = 0; i < count_ && i < kMaxFrames; i++) {
+        const auto *p = static_cast<const unsigned char *>(zmq_msg_data(&msgs_[i]));
+        copies_[i].resize(zmq_msg_size(&msgs_[i]) + 1); // + 1: data() is never null
+        __tsan_ignore_thread_begin();
+        std::memcpy(copies_[i].data(), p, zmq_msg_size(&msgs_[i]));
+        __tsan_ignore_thread_end();
+    }
+#endif
+    return true;
+}
+
+bool open_endpoint(void *socket, const std::string &endpoint, bool force_bind, std::string &actual) {
+    if (force_bind || endpoint_binds(endpoint)) {
+        if (zmq_bind(socket, endpoint.c_str()) != 0) return false;
+        char buf[1024];
+        size_t len = sizeof buf;
+        if (zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, buf, &len) != 0 || len == 0) return false;
+        actual.assign(buf, strnlen(buf, len));
+        return true;
+    }
+    if (zmq_connect(socket, endpoint.c_str()) != 0) return false;
+    actual = endpoint;
+    return true;
+}
+
+bool set_int(void *socket, int option, int value) {
+    return zmq_setsockopt(socket, option, &value, sizeof value) == 0;
+}
+
+} // namespace kvreg::net
