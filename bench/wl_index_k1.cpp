@@ -1,6 +1,5 @@
 // Workload `index_k1` (kvreg-only): Dynamo's gen-2 indexer benchmark (INDEXER_BENCH on the
-// conversation trace) rebuilt as ../shared/spec/index-benchmarks.md describes it (§1.6 and §6,
-// "K1"), so that the router-side index stands beside Dynamo's published numbers on the same
+// conversation trace) rebuilt from Dynamo's published description of it ("K1"; bench/README.md), so that the router-side index stands beside Dynamo's published numbers on the same
 // trace and the same corpus.
 //
 // Corpus (built before any clock starts): the trace's requests split at random (splitmix64,

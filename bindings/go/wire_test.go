@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// exampleA is shared/spec/wire-formats.md §1.7 example A, written out by hand from the spec:
+// exampleA is a vLLM KVEventBatch written out by hand from vLLM's msgspec rules (as
+// tests/wire/wire_examples.h has it):
 // [1.5, [BlockStored(H1, H2; tokens 1..4; block_size 2; GPU), BlockRemoved([H2], GPU),
 // AllBlocksCleared], 0] with current vLLM's map events, 285 bytes.
 const exampleAHex = "93 cb 3f f8 00 00 00 00 00 00 93" +

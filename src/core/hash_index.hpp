@@ -89,7 +89,7 @@ public:
     // what reserve() set aside). A reserved table at its floor is purged instead once a
     // quarter of it is tombstones: it is never rebuilt smaller, and a lookup of a missing key
     // would otherwise walk the tombstones of every hash it ever held (kvreg-bench
-    // register_release --reserve-blocks auto, second pass: 272-295 ns/op with them). Never
+    // register_release --reserve-blocks auto, second pass, shows it). Never
     // throws: without memory for the new table, the old one stays.
     void maybe_shrink(const RecordSlab &slab, uint64_t (*mix)(uint64_t)) noexcept {
         if (uint64_t{size_} * 16 > cap_) return;

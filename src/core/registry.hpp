@@ -48,9 +48,8 @@ struct kvreg_pool {
     // there (index + 1, linked through Record::next). The slab's free list and its chunk
     // bookkeeping are shared by every thread using the shard, so taking a record from it moves
     // those lines, and the record's, from the core that freed it; an engine's pool is mostly
-    // used by one thread, and its spares stay on that thread's core. `kvreg-bench --workload
-    // disjoint --threads 2`: RecordSlab::allocate 10% -> 2% of perf samples, ops/s +7.5%
-    // (median of seven A/B series, -2.5% to +19%). At most kSpares per shard (64 shards: 256
+    // used by one thread, and its spares stay on that thread's core. (`kvreg-bench --workload
+    // disjoint --threads 2` spends far less time in RecordSlab::allocate.) At most kSpares per shard (64 shards: 256
     // records a pool, which can keep as many of the slab's 12 KB chunks from being given back
     // after a large drop), handed back to the slab by kvreg_pool_free.
     static constexpr uint32_t kSpares = 4;

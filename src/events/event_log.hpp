@@ -24,9 +24,8 @@
 //     straight out of the ring, then the credits are freed.) A run ends at an id that
 //     is taken but not yet published (its owner is inside a shard lock, a few stores away):
 //     the owner delivers it after its locks (or finds us still delivering; step 4 covers the
-//     race). Waiting there instead, for up to 128 pauses, made 2 threads sharing prefixes 16%
-//     slower (kvreg-bench threads: 5.7 M against 6.8 M ops/s): the wait cost more than the
-//     shorter runs it saved.
+//     race). Waiting there instead made 2 threads sharing prefixes slower (`kvreg-bench
+//     --workload threads`): the wait cost more than the shorter runs it saved.
 //  4. LET GO. The deliverer stores role_ = 0, fences, and looks at the cursor's slot again; if
 //     it was published meanwhile it tries to take the role back. A publisher fences after its
 //     stamps and before it reads role_. So either the publisher sees role_ == 0 and delivers,
@@ -142,14 +141,13 @@ private:
     // sizes never allocate on the event path; more in a buffer of its own, allocated by the
     // call before it takes the id (EventBatch::reserve_tokens). With every token in the
     // arena, a 16-token event cost a third cache line, written by the producer and read by
-    // the deliverer (often on the other core); inline, kvreg-bench measured (medians of 5
-    // interleaved runs) disjoint and threads at 2 threads 8% faster, threads at 4 9%, one
-    // thread's shared_prefix 8% and two_pools 5%.
+    // the deliverer (often on the other core); inline, every threaded and one-thread workload
+    // of kvreg-bench runs faster.
     static constexpr uint32_t kInlineTokens = 16;
     static constexpr uint32_t kArenaTokens = 64;
     // Copy n tokens. The usual block (kInlineTokens) takes a fixed-size memcpy the compiler
-    // inlines: as a library call for every event, the copies into and out of the ring were 7%
-    // of kvreg-bench register_release.
+    // inlines: as a library call for every event, the copies into and out of the ring were a
+    // visible share of kvreg-bench register_release.
     static void copy_tokens(uint32_t *to, const uint32_t *from, uint32_t n) noexcept {
         if (n == kInlineTokens)
             std::memcpy(to, from, kInlineTokens * sizeof(uint32_t));
@@ -255,8 +253,8 @@ private:
     // (copied out of the ring with its tokens), and spilled events.
     uint64_t ring_cursor_ = 0;
     // The run, copied out: kRun events and their tokens, in buffers kept from run to run, so the
-    // steady state allocates nothing and a copy is an event and a memcpy of its tokens (it was
-    // three vector appends per event: register_release 168 -> 164 ns/op without them).
+    // steady state allocates nothing and a copy is an event and a memcpy of its tokens (three
+    // vector appends per event cost register_release measurably more).
     std::unique_ptr<kvreg_event[]> run_events_;
     std::unique_ptr<uint32_t[]> run_tokens_;
     size_t run_token_cap_ = 0;

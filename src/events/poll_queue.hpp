@@ -80,14 +80,13 @@ private:
     static constexpr uint32_t kChunk = 256;          // events a chunk holds
     static constexpr uint32_t kFirstBudget = 16;     // tokens per event in the first chunk: a block
     static constexpr uint32_t kMaxBudget = 256;      // more per event gets a chunk of its own size
-    // A consumer that finds the queue empty spins this many pauses (about 12 µs on the 2-core
-    // VM) before it sleeps. A consumer draining as fast as it can used to sleep after nearly
-    // every take, and the producer paid a futex wake for nearly every push: kvreg-net-bench's
-    // register_release with such a consumer ran 2.7-3.3 M ops/s, and 4.2-5.9 M with the spin
-    // (4 interleaved runs each). Every kYieldEvery pauses it yields its CPU: with more threads
+    // A consumer that finds the queue empty spins this many pauses (microseconds) before it
+    // sleeps. A consumer draining as fast as it can used to sleep after nearly
+    // every take, and the producer paid a futex wake for nearly every push, which the spin
+    // avoids (kvreg-net-bench's register_release). Every kYieldEvery pauses it yields its CPU: with more threads
     // than CPUs (two workers and the consumer on 2 vCPUs, kvreg-bench disjoint --delivery poll)
-    // a spinning consumer held a CPU the workers needed; yielding made the 2-thread run 1.22x
-    // as fast (ab.py, 8 pairs) and, on this guest, the 1-thread run 1.15x too.
+    // a spinning consumer held a CPU the workers needed; yielding lets them run (bench/ab.py
+    // compares the two).
     static constexpr unsigned kWaitSpins = 512;
     static constexpr unsigned kYieldEvery = 64;
 

@@ -23,7 +23,7 @@ HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
     // One region for all first tables, aligned for huge pages when it spans one: a query's
     // lookups land on random lines of the whole table, and with 4 KB pages nearly every one
     // also missed the TLB (the prefetch of the next block's line stalled on the page walk).
-    // kvreg-bench --workload index: query_vs_limit 0.49 -> 0.52. The advice may be ignored
+    // Huge pages lift kvreg-bench --workload index's query_vs_limit. The advice may be ignored
     // (transparent huge pages off): then it is a plain allocation.
     constexpr size_t kHuge = size_t{2} << 20;
     const size_t bytes = slots * sizeof(Slot) * n_shards_;

@@ -13,8 +13,8 @@ namespace kvreg::index {
 constexpr size_t kInline = 64;
 
 // Load two blocks ahead: a walk is a chain of cache misses the core cannot overlap by itself
-// (each block's work is long), so the table's lines are requested early. Measured on the
-// conversation trace (kvreg-bench --workload index): 2 beats 1, 3, 4 and 6; further ahead, more
+// (each block's work is long), so the table's lines are requested early. Two ahead
+// measured best on the conversation trace (kvreg-bench --workload index); further ahead, more
 // of the lines are for blocks past where the walk ends.
 constexpr size_t kAhead = 2;
 

@@ -37,7 +37,7 @@ inline uint32_t gen_of(uint32_t tag) noexcept { return tag >> kSlotBits; }
 // Who holds a slot, as queries read it without a lock: apart from the worker's state, 16 bytes
 // a slot side by side, because an answer of thousands of workers reads thousands of these
 // (beside the state, whose lock and mapping spread them over a line or two each, writing the
-// identities was a third of such a query: kvreg-bench --workload index_k1).
+// identities was a large share of such a query: kvreg-bench --workload index_k1).
 struct WorkerIdent {
     std::atomic<uint64_t> id{0};
     std::atomic<uint32_t> dp{0};

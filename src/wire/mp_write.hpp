@@ -1,7 +1,7 @@
 // MessagePack writing for the encoders. The packing code is msgpack-c's own (its
 // pack_template.h, the code behind msgpack_pack_*), instantiated here over a growable byte
 // buffer that it appends to directly: the stock msgpack_packer calls its write callback through
-// a function pointer for every value, which cost 3x the time of the rest of the encoder on a
+// a function pointer for every value, which cost more than the rest of the encoder on a
 // token-heavy stream (kvreg-bench --workload wire). Same bytes, same library.
 //
 // Failures (only when the buffer cannot grow) are remembered (ok()) instead of checked after

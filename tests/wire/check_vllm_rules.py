@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent consumer of libkvreg's vLLM payloads: Debian's python3-msgpack decodes each
-file and the checks are vLLM's own field rules (shared/spec/wire-formats.md §1.8) plus the
+file and the checks are vLLM's own field rules (docs/design/wire.md) plus the
 safe profile (§6) libkvreg promises.
 
 Usage: check_vllm_rules.py [--legacy] [--block-size N] FILE_OR_DIR...

@@ -1,5 +1,5 @@
-/* The worked examples of the wire-format spec (shared/spec/wire-formats.md §1.7), copied from
- * its byte listing: ts 1.5, DP rank 0; BlockStored of H1, H2 (block size 2, tokens 1 2 3 4, no
+/* Worked examples of vLLM's KVEventBatch, written out byte by byte by hand from vLLM's msgspec
+ * rules (docs/design/wire.md): ts 1.5, DP rank 0; BlockStored of H1, H2 (block size 2, tokens 1 2 3 4, no
  * parent, GPU); BlockRemoved([H2], GPU); AllBlocksCleared. And the kvreg events they encode. */
 #ifndef WIRE_EXAMPLES_H
 #define WIRE_EXAMPLES_H

@@ -22,7 +22,8 @@ _HAS_WIRE = bool(kvreg.features() & kvreg.FEATURE_WIRE)
 _NEEDS_WIRE = unittest.skipUnless(_HAS_WIRE, "libkvreg built without the wire feature "
                                   "(NotSupported is checked by WithoutWire)")
 
-# shared/spec/wire-formats.md §1.7 example A, byte for byte (current vLLM, map events):
+# A vLLM KVEventBatch written out by hand, byte for byte (current vLLM, map events; as
+# tests/wire/wire_examples.h has it):
 # [1.5, [BlockStored(H1, H2; tokens 1..4; block_size 2; GPU), BlockRemoved([H2], GPU),
 #  AllBlocksCleared], 0]
 H1, H2 = 0xdab89baa7b5857c0, 0x1f2e3d4c5b6a7988

@@ -1,5 +1,5 @@
 """vLLM's field rules for a KVEventBatch, checked on what an independent decoder (Debian's
-python3-msgpack) makes of our encoder's bytes (shared/spec/wire-formats.md §1.4, §1.8, §6).
+python3-msgpack) makes of our encoder's bytes (the rules as docs/design/wire.md states them).
 
 check_batch() needs no msgpack: the tests call it in-process when `import msgpack` works,
 else they run this file under Debian's own interpreter (/usr/bin/python3, where
