@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "net_fixture.h"
+#include "net_peer.h"
 
 static const char topic[] = "kv@pod-m@model-m";
 
@@ -31,32 +32,11 @@ static void send_batch(void *pub, uint64_t seq, const uint8_t *payload, size_t l
     send_frames(pub, f, z, 3);
 }
 
-/* One encoded batch of a Register of hash h (the library's own encoder). */
-static size_t good_payload(uint64_t h, uint8_t *out, size_t cap) {
-    kvreg_wire_encoder *enc = NULL;
-    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
-    kvreg_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = KVREG_EVENT_REGISTER;
-    ev.sequence_hash = h;
-    ev.block_hash = h;
-    const uint32_t tokens[4] = {9, 8, 7, 6};
-    ev.tokens = tokens;
-    ev.n_tokens = 4;
-    size_t used = 0, len = 0;
-    const uint8_t *p = NULL;
-    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), KVREG_OK);
-    assert_true(len <= cap);
-    memcpy(out, p, len);
-    kvreg_wire_encoder_free(enc);
-    return len;
-}
-
 static void malformed_frames_skipped(void **state) {
     (void)state;
     /* A valid payload, whatever the format: the library's own encoder makes it. */
     uint8_t good[4096];
-    const size_t len = good_payload(UINT64_C(0xdab89baa7b5857c0), good, sizeof good);
+    const size_t len = net_payload(UINT64_C(0xdab89baa7b5857c0), good, sizeof good);
 
     void *ctx = zmq_ctx_new();
     void *pub = zmq_socket(ctx, ZMQ_PUB);
@@ -136,7 +116,7 @@ static void bind_any(void *sock, char *ep, size_t cap) {
 static void replay_overtaking_live_is_not_a_reset(void **state) {
     (void)state;
     uint8_t p0[4096], p1[4096];
-    const size_t n0 = good_payload(1000, p0, sizeof p0), n1 = good_payload(1001, p1, sizeof p1);
+    const size_t n0 = net_payload(1000, p0, sizeof p0), n1 = net_payload(1001, p1, sizeof p1);
     void *ctx = zmq_ctx_new();
     void *pub = zmq_socket(ctx, ZMQ_PUB), *router = zmq_socket(ctx, ZMQ_ROUTER);
     char pub_ep[256], router_ep[256];
