@@ -225,9 +225,37 @@ KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint
 #define KVREG_INDEX_STAT_EVENTS_APPLIED 6u  /* events applied since creation */
 #define KVREG_INDEX_STAT_EVENTS_SKIPPED 7u  /* events skipped since creation */
 #define KVREG_INDEX_STAT_GAPS 8u            /* batches flagged GAP, STALE or RESET */
+#define KVREG_INDEX_STAT_BLOCKS 9u          /* distinct router hashes held by any worker
+                                               (LIBKVREG_0.6; counted by a pass over the table,
+                                               which waits for writers one shard at a time) */
 /* KVREG_EINVAL for NULL arguments or an unknown stat. */
 KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat,
                                uint64_t *value) KVREG_NOEXCEPT;
+
+/* One worker as kvreg_index_workers lists it (LIBKVREG_0.6). Size-versioned: the caller says
+ * which size it was compiled with, and later versions only add members at the end. */
+typedef struct kvreg_index_worker_info {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    uint32_t reserved32;                      /* zero */
+    uint64_t next_seq;                        /* the seq its next batch must carry
+                                                 (KVREG_INDEX_SEQ_NONE: any, as the start) */
+    uint64_t entries;                         /* (router hash) entries it holds */
+    uint64_t tier_entries[KVREG_MEDIUM_COUNT]; /* of those, held in each tier (an entry in two
+                                                 tiers counts in both) */
+    uint64_t mapped_hashes;                   /* ENGINE mode: engine hashes mapped (0 in OWN) */
+    uint64_t reserved[4];                     /* zero */
+} kvreg_index_worker_info;
+
+/* Every known worker, in ascending (worker_id, dp_rank): out is an array of cap elements of
+ * struct_size bytes each (sizeof(kvreg_index_worker_info) as the caller compiled it, at least
+ * up to mapped_hashes); each gets the members that fit. When cap is too small nothing is
+ * written, *n gets the number of workers and KVREG_ERANGE is returned (out NULL and cap 0 to
+ * size it). One pass over the table, shard by shard: exact when the index is quiet, each
+ * worker's counts otherwise taken while its batches go on. KVREG_EINVAL: idx or n NULL, out
+ * NULL with cap > 0, struct_size too small. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap,
+                                  size_t struct_size, size_t *n) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Dump, load and digest of the whole index (LIBKVREG_0.6)                                      */

@@ -1,4 +1,6 @@
 // C entry points of kvreg_index.h: argument checks and the exception firewall around Index.
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -207,6 +209,33 @@ KVREG_API int kvreg_index_digest(const kvreg_index *idx, uint64_t *out) noexcept
     if (!idx || !out) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     *out = idx->impl.digest();
+    return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap, size_t struct_size,
+                                  size_t *n) noexcept {
+    constexpr size_t kMin = offsetof(kvreg_index_worker_info, mapped_hashes) + sizeof(uint64_t);
+    if (!idx || !n || (!out && cap > 0) || struct_size < kMin) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::vector<kvreg::index::Index::WorkerInfo> all;
+    idx->impl.worker_infos(all);
+    *n = all.size();
+    if (cap < all.size()) return KVREG_ERANGE;
+    for (size_t i = 0; i < all.size(); i++) {
+        const auto &w = all[i];
+        kvreg_index_worker_info info{};
+        info.worker_id = w.id;
+        info.dp_rank = w.dp;
+        info.next_seq = w.next_seq;
+        info.entries = w.entries;
+        for (unsigned t = 0; t < KVREG_MEDIUM_COUNT; t++) info.tier_entries[t] = w.tiers[t];
+        info.mapped_hashes = w.mapped;
+        unsigned char *dst = static_cast<unsigned char *>(out) + i * struct_size;
+        const size_t k = std::min(struct_size, sizeof info);
+        std::memcpy(dst, &info, k);
+        if (struct_size > k) std::memset(dst + k, 0, struct_size - k);
+    }
     return KVREG_OK;
     KVREG_GUARD_END
 }

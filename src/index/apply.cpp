@@ -258,6 +258,7 @@ uint64_t Index::stat(uint32_t which, bool *known) const noexcept {
     case KVREG_INDEX_STAT_EVENTS_APPLIED: return applied_.load(std::memory_order_relaxed);
     case KVREG_INDEX_STAT_EVENTS_SKIPPED: return skipped_.load(std::memory_order_relaxed);
     case KVREG_INDEX_STAT_GAPS: return gaps_.load(std::memory_order_relaxed);
+    case KVREG_INDEX_STAT_BLOCKS: return blocks();
     default: *known = false; return 0;
     }
 }

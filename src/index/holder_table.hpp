@@ -81,8 +81,9 @@ public:
     size_t holders_if(uint64_t hash, Holder *out, size_t cap, size_t enough, Keep keep) const noexcept;
 
     // Calls f(hash, slot, counts) for every entry, one shard at a time under its writer lock
-    // (writers of that shard wait; readers and other shards go on). For a dump or a digest
-    // (index/dump.cpp); f must not touch the table.
+    // (writers of that shard wait; readers and other shards go on), the holders of one hash one
+    // after another. For a dump, a digest or statistics (index/dump.cpp, index/stats.cpp); f
+    // must not touch the table.
     template <class F> void for_each_entry(F f) const;
 
     // Start loading the first slot a lookup of hash would read.
@@ -282,7 +283,12 @@ template <class F> void HolderTable::for_each_entry(F f) const {
         const Slot *t = s.table.load(std::memory_order_relaxed);
         if (!t) continue;
         const uint64_t mask = mask_of(t);
-        for (uint64_t i = 1; i <= mask + 1; i++) {
+        // Start after an empty slot (the load stays below 3/4: there is one), so no cluster
+        // wraps around the end and a hash's holders, side by side in it, come in one run.
+        uint64_t start = 1;
+        while (t[start].val.load(std::memory_order_relaxed) != kEmpty) start++;
+        for (uint64_t k = 0, i = start; k <= mask; k++) {
+            i = next(i, mask);
             const uint64_t v = t[i].val.load(std::memory_order_relaxed);
             if (v != kEmpty)
                 f(t[i].key.load(std::memory_order_relaxed) * kUnmix, static_cast<uint32_t>(v >> 32),

@@ -48,6 +48,20 @@ public:
 
     uint64_t stat(uint32_t which, bool *known) const noexcept;
 
+    // stats.cpp: distinct router hashes, and every known worker's counts (unsorted slots,
+    // returned in ascending (id, dp)). worker_infos throws std::bad_alloc.
+    struct WorkerInfo {
+        uint64_t id;
+        uint32_t dp;
+        uint32_t tag;
+        uint64_t next_seq;
+        uint64_t entries;
+        uint64_t tiers[kTiers];
+        uint64_t mapped;
+    };
+    uint64_t blocks() const noexcept;
+    void worker_infos(std::vector<WorkerInfo> &out) const;
+
     // dump.cpp (the format: docs/design/index.md). dump: KVREG_OK or write's non-zero return;
     // digest: the checksum the dump would end with; load: into an empty index, all or nothing
     // (kvreg_index_load's statuses). Throw std::bad_alloc (dump and digest: nothing changed).
