@@ -270,8 +270,8 @@ KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap,
  * dumps, whatever the order their events came in and whatever their shard counts.
  *
  * Consistency: a dump (and a digest) is the state of one instant. It locks every worker known
- * when it starts while it copies their entries (one copy of the content, about 17 bytes an
- * entry in OWN mode, 25 in ENGINE mode), so writers wait for that copy (not for the write
+ * when it starts while it copies their entries (one copy of the content, 32 bytes an entry,
+ * then sorted and written in 64 KiB pieces), so writers wait for that copy (not for the write
  * callback) and queries go on; a worker added after the dump started is not in it. */
 
 /* The format version kvreg_index_dump writes; kvreg_index_load reads this one. */

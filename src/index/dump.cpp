@@ -16,7 +16,7 @@ namespace {
 constexpr unsigned char kMagic[8] = {'K', 'V', 'R', 'E', 'G', 'I', 'D', 'X'};
 constexpr uint32_t kVersion = KVREG_INDEX_DUMP_VERSION;
 constexpr size_t kHeader = 40;     // magic, version, hashes, profile, block size, salt, workers
-constexpr size_t kWorkerHead = 32; // id, dp, flags, next seq, groups
+constexpr size_t kWorkerHead = 40; // id, dp, flags, next seq, model partition, groups
 constexpr size_t kGroupHead = 16;  // partition, records
 constexpr size_t kTrailer = 8;     // checksum
 constexpr size_t kOwnRecord = 9;   // router hash, tiers
@@ -101,6 +101,7 @@ struct Index::Snapshot {
         uint32_t dp;
         uint32_t flags;
         uint64_t next_seq;
+        uint64_t model; // the worker's model partition (0: the default)
         std::vector<Rec> recs;
     };
     std::vector<W> workers;
@@ -123,7 +124,7 @@ void Index::snapshot(Snapshot &snap) const {
         tags[s] = workers_.tag(s);
         snap.workers.push_back(Snapshot::W{who.id.load(std::memory_order_relaxed),
                                            who.dp.load(std::memory_order_relaxed),
-                                           w.seq_known ? kSeqKnown : 0u, w.seq_known ? w.next_seq : 0, {}});
+                                           w.seq_known ? kSeqKnown : 0u, w.seq_known ? w.next_seq : 0, 0, {}});
     }
     if (opt_.own_hashes) {
         // One pass over the table; entries of workers added since the dump started are left out.
@@ -174,7 +175,8 @@ int Index::write_snapshot(const Snapshot &snap, kvreg_index_write_fn write, void
         put32(wh + 8, w.dp);
         put32(wh + 12, w.flags);
         put64(wh + 16, w.next_seq);
-        put64(wh + 24, groups);
+        put64(wh + 24, w.model);
+        put64(wh + 32, groups);
         out.put(wh, sizeof wh);
         for (size_t i = 0; i < w.recs.size();) {
             size_t j = i;
@@ -244,11 +246,12 @@ bool body_ok(In in, uint64_t n_workers, size_t rec_size) noexcept {
         if (!in.take(kWorkerHead, &wh)) return false;
         const uint64_t id = get64(wh);
         const uint32_t dp = get32(wh + 8), flags = get32(wh + 12);
-        const uint64_t next_seq = get64(wh + 16), groups = get64(wh + 24);
+        const uint64_t next_seq = get64(wh + 16), model = get64(wh + 24), groups = get64(wh + 32);
         if (wi > 0 && (id < prev_id || (id == prev_id && dp <= prev_dp))) return false;
         prev_id = id;
         prev_dp = dp;
         if ((flags & ~kSeqKnown) != 0 || (!(flags & kSeqKnown) && next_seq != 0)) return false;
+        if (model != 0) return false; // version 1 of this library has the default partition only
         if (groups > in.left / kGroupHead) return false;
         uint64_t prev_part = 0;
         for (uint64_t g = 0; g < groups; g++) {
@@ -305,7 +308,7 @@ int Index::load(const unsigned char *data, size_t len) {
             const unsigned char *wh = nullptr;
             in.take(kWorkerHead, &wh);
             remove_worker(get64(wh), get32(wh + 8)); // KVREG_ENOENT past the ones loaded
-            const uint64_t groups = get64(wh + 24);
+            const uint64_t groups = get64(wh + 32);
             for (uint64_t g = 0; g < groups; g++) {
                 const unsigned char *gh = nullptr;
                 in.take(kGroupHead, &gh);
@@ -333,7 +336,7 @@ int Index::load_checked(const unsigned char *data, size_t len) {
         const uint32_t tag = workers_.tag(s);
         w.seq_known = (get32(wh + 12) & kSeqKnown) != 0;
         w.next_seq = get64(wh + 16);
-        const uint64_t groups = get64(wh + 24);
+        const uint64_t groups = get64(wh + 32);
         struct MapBytes { // the index's total of mapping bytes, kept right even on a throw
             Worker &w;
             std::atomic<uint64_t> &total;

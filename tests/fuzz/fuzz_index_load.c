@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         MUST(kvreg_index_digest(idx, &dg) == KVREG_OK && dg == get(d + n - 8, 8));
         /* query the first records' hashes; answers well formed */
         for (i = 0; i < 4; i++)
-            h[i] = n >= 88 + 8 * (i + 1) ? get(d + 88 + 8 * i, 8) : i;
+            h[i] = n >= 96 + 8 * (i + 1) ? get(d + 96 + 8 * i, 8) : i;
         if (kvreg_index_query_hashes(idx, h, 4, 0, m, 64, &n_m) == KVREG_OK) {
             for (i = 0; i < n_m; i++)
                 MUST(m[i].depth >= 1 && m[i].depth <= 4);
@@ -108,9 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint64_t w, workers = get(d + 32, 8);
             const size_t rec = get(d + 12, 4) ? 9 : 17;
             for (w = 0; w < workers; w++) {
-                uint64_t g, groups = get(d + at + 24, 8);
+                uint64_t g, groups = get(d + at + 32, 8);
                 kvreg_index_remove_worker(idx, get(d + at, 8), (uint32_t)get(d + at + 8, 4));
-                at += 32;
+                at += 40;
                 for (g = 0; g < groups; g++)
                     at += 16 + get(d + at + 8, 8) * rec;
             }

@@ -116,8 +116,9 @@ static size_t small_own_dump(unsigned char *d)
     put32(d + n + 8, 1); /* dp rank */
     put32(d + n + 12, 1); /* flags: next seq known */
     put64(d + n + 16, 1); /* next seq */
-    put64(d + n + 24, 1); /* groups */
-    n += 32;
+    put64(d + n + 24, 0); /* model partition */
+    put64(d + n + 32, 1); /* groups */
+    n += 40;
     put64(d + n, 0);     /* partition */
     put64(d + n + 8, 2); /* records */
     n += 16;
@@ -152,7 +153,7 @@ static void test_small_own_layout(void **state)
     build_small_own(idx);
     assert_int_equal(kvreg_index_dump_alloc(idx, &got, &n_got), KVREG_OK);
     assert_int_equal(n_got, n_want);
-    assert_int_equal(n_want, 114);
+    assert_int_equal(n_want, 122);
     assert_memory_equal(got, want, n_want);
     /* the digest is the dump's checksum */
     assert_true(digest(idx) == XXH3_64bits(want, n_want - 8));
@@ -214,9 +215,9 @@ static void test_engine_mapping_round_trip(void **state)
 
     assert_int_equal(kvreg_index_dump_alloc(idx, &d, &dn), KVREG_OK);
     /* header, one worker, one group, two 17-byte mapping records, checksum */
-    assert_int_equal(dn, 40 + 32 + 16 + 2 * 17 + 8);
+    assert_int_equal(dn, 40 + 40 + 16 + 2 * 17 + 8);
     {
-        const unsigned char *r = (const unsigned char *)d + 88;
+        const unsigned char *r = (const unsigned char *)d + 96;
         uint64_t v = 0;
         int k;
         for (k = 7; k >= 0; k--)
@@ -401,7 +402,7 @@ static void test_inconsistent(void **state)
 {
     unsigned char d[256], bad[256];
     const size_t n = small_own_dump(d);
-    const size_t w = 40, g = 72, r = 88;
+    const size_t w = 40, g = 80, r = 96;
     kvreg_index *idx = own_index(4);
     struct {
         size_t at;
@@ -413,9 +414,10 @@ static void test_inconsistent(void **state)
         {32, UINT64_MAX, 8},     /* a count no dump can hold */
         {w + 12, 2, 4},          /* unknown worker flag */
         {w + 12, 0, 4},          /* next seq unknown but not 0 */
-        {w + 24, 0, 8},          /* no group, records there */
-        {w + 24, 2, 8},          /* two groups, one there */
-        {w + 24, UINT64_MAX / 2, 8},
+        {w + 24, 3, 8},          /* a model partition this version does not have */
+        {w + 32, 0, 8},          /* no group, records there */
+        {w + 32, 2, 8},          /* two groups, one there */
+        {w + 32, UINT64_MAX / 2, 8},
         {g, 7, 8},               /* a partition this version does not have */
         {g + 8, 0, 8},           /* an empty group */
         {g + 8, 3, 8},           /* three records, two there */
@@ -457,7 +459,7 @@ static void test_inconsistent(void **state)
         assert_int_equal(stat(idx, KVREG_INDEX_STAT_WORKERS), 2);
         assert_int_equal(kvreg_index_remove_worker(idx, 5, 1), KVREG_OK);
         assert_int_equal(kvreg_index_remove_worker(idx, 5, 2), KVREG_OK);
-        put32((unsigned char *)dd + 40 + 32 + 16 + 9 + 8, 1); /* second worker's dp: 1 */
+        put32((unsigned char *)dd + 40 + 40 + 16 + 9 + 8, 1); /* second worker's dp: 1 */
         reseal(dd, dn);
         assert_int_equal(kvreg_index_load(idx, dd, dn), KVREG_EPROTO);
         assert_empty(idx);
@@ -551,7 +553,7 @@ static void test_streaming(void **state)
         apply1(idx, w, w % 3, 0, &e);
     }
     assert_int_equal(kvreg_index_dump(idx, sink_write, &s), KVREG_OK);
-    assert_int_equal(s.len, 40 + 20 * (32 + 16 + 1000 * 9) + 8);
+    assert_int_equal(s.len, 40 + 20 * (40 + 16 + 1000 * 9) + 8);
     assert_true(s.calls >= 3);
     assert_int_equal(kvreg_index_dump_alloc(idx, &d, &n), KVREG_OK);
     assert_int_equal(n, s.len);
