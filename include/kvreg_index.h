@@ -244,7 +244,8 @@ typedef struct kvreg_index_worker_info {
     uint64_t tier_entries[KVREG_MEDIUM_COUNT]; /* of those, held in each tier (an entry in two
                                                  tiers counts in both) */
     uint64_t mapped_hashes;                   /* ENGINE mode: engine hashes mapped (0 in OWN) */
-    uint64_t reserved[4];                     /* zero */
+    uint64_t partition;                       /* its partition (kvreg_index_set_worker_partition) */
+    uint64_t reserved[3];                     /* zero */
 } kvreg_index_worker_info;
 
 /* Every known worker, in ascending (worker_id, dp_rank): out is an array of cap elements of
@@ -256,6 +257,52 @@ typedef struct kvreg_index_worker_info {
  * NULL with cap > 0, struct_size too small. KVREG_ENOMEM. */
 KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap,
                                   size_t struct_size, size_t *n) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Partitions: several models and LoRA adapters in one index (LIBKVREG_0.6)                     */
+/* ------------------------------------------------------------------------------------------ */
+/* A partition is a uint64_t id; 0 is the default (no partition: the behaviour and cost of the
+ * index without partitions). Entries of different partitions never match each other: the
+ * table key of a block is its router hash mixed with the partition id (a bijection that leaves
+ * partition 0's keys as the hashes), at apply and at query. A worker is assigned to its
+ * model's partition with kvreg_index_set_worker_partition; in ENGINE mode each stored event
+ * with a lora_name (kvreg_wire_event.lora_name) puts its blocks in that adapter's partition of
+ * the worker's model, and Removes find them by engine hash whatever their partition. In OWN
+ * mode the worker's partition is used for all its events (an engine on libkvreg keys an
+ * adapter's blocks apart in its own hashes). The data-parallel rank is part of the worker. */
+
+/* The partition of a model and LoRA adapter (either NULL or "" for none). The rule, fixed:
+ * model id = XXH3-64 of the model name's bytes, seed 0x6c646d676572766b ("kvregmdl" read as a
+ * little-endian u64), 0 without a model; with an adapter, XXH3-64 of the adapter name's bytes,
+ * seed the model id; a name's id that comes out 0 is taken as 1. KVREG_EINVAL: out NULL. */
+KVREG_API int kvreg_index_partition_id(const char *model_name, const char *lora_name,
+                                       uint64_t *out) KVREG_NOEXCEPT;
+
+/* Assign the worker to a partition (kvreg_index_partition_id(model, NULL): its model). The
+ * worker is added if unknown; a change of partition drops its entries (they were keyed under
+ * the old one), the next seq stays. KVREG_EINVAL: idx NULL. */
+KVREG_API int kvreg_index_set_worker_partition(kvreg_index *idx, uint64_t worker_id,
+                                               uint32_t dp_rank,
+                                               uint64_t partition) KVREG_NOEXCEPT;
+
+/* The queries above within one partition (they query partition 0): the same arguments,
+ * answers and errors. */
+KVREG_API int kvreg_index_query_hashes_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint64_t *hashes, size_t n, size_t top_k,
+                                          kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_tokens_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint32_t *tokens, size_t n_tokens, size_t top_k,
+                                          kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_depths_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint64_t *hashes, size_t n,
+                                          kvreg_index_depth *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_t partition,
+                                                 const uint32_t *tokens, size_t n_tokens,
+                                                 kvreg_index_depth *out, size_t cap,
+                                                 size_t *n_matches) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Dump, load and digest of the whole index (LIBKVREG_0.6)                                      */

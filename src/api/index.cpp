@@ -7,6 +7,7 @@
 
 #include "api/guard.hpp"
 #include "index/index.hpp"
+#include "index/partition.hpp"
 
 struct kvreg_index_config {
     kvreg::index::Options opt;
@@ -231,12 +232,82 @@ KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap,
         info.entries = w.entries;
         for (unsigned t = 0; t < KVREG_MEDIUM_COUNT; t++) info.tier_entries[t] = w.tiers[t];
         info.mapped_hashes = w.mapped;
+        info.partition = w.partition;
         unsigned char *dst = static_cast<unsigned char *>(out) + i * struct_size;
         const size_t k = std::min(struct_size, sizeof info);
         std::memcpy(dst, &info, k);
         if (struct_size > k) std::memset(dst + k, 0, struct_size - k);
     }
     return KVREG_OK;
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_partition_id(const char *model_name, const char *lora_name, uint64_t *out) noexcept {
+    if (!out) return KVREG_EINVAL;
+    *out = kvreg::index::partition_id(model_name, lora_name);
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_index_set_worker_partition(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank,
+                                               uint64_t partition) noexcept {
+    if (!idx) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.set_partition(worker_id, dp_rank, partition);
+    KVREG_GUARD_END
+}
+
+namespace {
+// A prompt's router hashes as partition p's table keys (p 0: the hashes themselves, no copy).
+const uint64_t *keys_in(uint64_t p, const uint64_t *hashes, size_t n, std::vector<uint64_t> &buf) {
+    if (p == 0) return hashes;
+    buf.resize(n);
+    for (size_t i = 0; i < n; i++) buf[i] = kvreg::index::key_of(hashes[i], p);
+    return buf.data();
+}
+} // namespace
+
+KVREG_API int kvreg_index_query_hashes_in(const kvreg_index *idx, uint64_t partition, const uint64_t *hashes,
+                                          size_t n, size_t top_k, kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> buf;
+    return idx->impl.query(keys_in(partition, hashes, n, buf), n, top_k, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_tokens_in(const kvreg_index *idx, uint64_t partition, const uint32_t *tokens,
+                                          size_t n_tokens, size_t top_k, kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > SIZE_MAX / 4) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> hashes;
+    idx->impl.hash_tokens(tokens, n_tokens, hashes);
+    for (uint64_t &h : hashes) h = kvreg::index::key_of(h, partition);
+    return idx->impl.query(hashes.data(), hashes.size(), top_k, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_depths_in(const kvreg_index *idx, uint64_t partition, const uint64_t *hashes,
+                                          size_t n, kvreg_index_depth *out, size_t cap, size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!hashes && n > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> buf;
+    return idx->impl.depths(keys_in(partition, hashes, n, buf), n, out, cap, n_matches);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_t partition, const uint32_t *tokens,
+                                                 size_t n_tokens, kvreg_index_depth *out, size_t cap,
+                                                 size_t *n_matches) noexcept {
+    if (!idx || !n_matches || (!tokens && n_tokens > 0)) return KVREG_EINVAL;
+    if (n_tokens > SIZE_MAX / 4) return KVREG_EOVERFLOW;
+    KVREG_GUARD_BEGIN
+    std::vector<uint64_t> hashes;
+    idx->impl.hash_tokens(tokens, n_tokens, hashes);
+    for (uint64_t &h : hashes) h = kvreg::index::key_of(h, partition);
+    return idx->impl.depths(hashes.data(), hashes.size(), out, cap, n_matches);
     KVREG_GUARD_END
 }
 

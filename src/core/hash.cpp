@@ -50,6 +50,8 @@ uint64_t chain_hash(uint64_t parent_sequence_hash, uint64_t block_hash_value, ui
     return XXH3_64bits_withSeed(words, sizeof words, salt);
 }
 
+uint64_t hash_bytes(const void *data, size_t len, uint64_t seed) noexcept { return XXH3_64bits_withSeed(data, len, seed); }
+
 uint64_t checksum64(const void *data, size_t len) noexcept { return XXH3_64bits(data, len); }
 
 Checksum64::Checksum64() : state_(XXH3_createState()) {

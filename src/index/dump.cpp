@@ -8,6 +8,7 @@
 #include "core/hash.hpp"
 #include "index/counts.hpp"
 #include "index/index.hpp"
+#include "index/partition.hpp"
 
 namespace kvreg::index {
 
@@ -115,6 +116,7 @@ void Index::snapshot(Snapshot &snap) const {
     std::vector<std::unique_lock<std::mutex>> locks;
     locks.reserve(n);
     std::vector<uint32_t> pos(n, UINT32_MAX), tags(n, 0);
+    std::vector<uint64_t> models(n, 0);
     for (uint32_t s = 0; s < n; s++) locks.emplace_back(workers_.at(s).lock);
     for (uint32_t s = 0; s < n; s++) {
         const Worker &w = workers_.at(s);
@@ -124,24 +126,26 @@ void Index::snapshot(Snapshot &snap) const {
         tags[s] = workers_.tag(s);
         snap.workers.push_back(Snapshot::W{who.id.load(std::memory_order_relaxed),
                                            who.dp.load(std::memory_order_relaxed),
-                                           w.seq_known ? kSeqKnown : 0u, w.seq_known ? w.next_seq : 0, 0, {}});
+                                           w.seq_known ? kSeqKnown : 0u, w.seq_known ? w.next_seq : 0, w.model, {}});
+        models[s] = w.model;
     }
     if (opt_.own_hashes) {
         // One pass over the table; entries of workers added since the dump started are left out.
         table_.for_each_entry([&](uint64_t hash, uint32_t tag, uint32_t counts) {
             const uint32_t s = slot_of(tag);
             if (s >= n || pos[s] == UINT32_MAX || tags[s] != tag) return;
-            snap.workers[pos[s]].recs.push_back(Snapshot::Rec{0, hash, hash, tier_bits(counts)});
+            const uint64_t h = key_of(hash, models[s]); // the router hash (OWN: the worker's partition)
+            snap.workers[pos[s]].recs.push_back(Snapshot::Rec{models[s], h, h, tier_bits(counts)});
         });
     } else {
         // The mapping names every entry of the worker, with its tiers: the table is not read.
         for (uint32_t s = 0; s < n; s++) {
             if (pos[s] == UINT32_MAX) continue;
             auto &recs = snap.workers[pos[s]].recs;
-            const EngineMap &map = workers_.at(s).map;
-            recs.reserve(map.size());
-            map.for_each([&](const EngineMap::Entry &e) {
-                recs.push_back(Snapshot::Rec{0, e.engine, e.router, static_cast<uint8_t>(e.tiers)});
+            const Worker &w = workers_.at(s);
+            recs.reserve(w.map.size());
+            w.map.for_each([&](const EngineMap::Entry &e) {
+                recs.push_back(Snapshot::Rec{part_of(w, e.part), e.engine, e.router, static_cast<uint8_t>(e.tiers)});
             });
         }
     }
@@ -237,7 +241,7 @@ struct In {
 // Whether the body after the header (workers, up to the checksum) is consistent: every count
 // within the bytes left, workers and records in strictly ascending order (so none repeats),
 // known flags and tiers, nothing after the last worker.
-bool body_ok(In in, uint64_t n_workers, size_t rec_size) noexcept {
+bool body_ok(In in, uint64_t n_workers, size_t rec_size, bool own) noexcept {
     if (n_workers > in.left / kWorkerHead) return false;
     uint64_t prev_id = 0;
     uint32_t prev_dp = 0;
@@ -251,15 +255,14 @@ bool body_ok(In in, uint64_t n_workers, size_t rec_size) noexcept {
         prev_id = id;
         prev_dp = dp;
         if ((flags & ~kSeqKnown) != 0 || (!(flags & kSeqKnown) && next_seq != 0)) return false;
-        if (model != 0) return false; // version 1 of this library has the default partition only
         if (groups > in.left / kGroupHead) return false;
         uint64_t prev_part = 0;
         for (uint64_t g = 0; g < groups; g++) {
             const unsigned char *gh = nullptr;
             if (!in.take(kGroupHead, &gh)) return false;
             const uint64_t part = get64(gh), n = get64(gh + 8);
-            // Version 1 of this library has the default partition only.
-            if (part != 0 || (g > 0 && part <= prev_part)) return false;
+            // OWN mode keys a worker's entries by its own partition only.
+            if ((own && part != model) || (g > 0 && part <= prev_part)) return false;
             prev_part = part;
             if (n == 0 || n > in.left / rec_size) return false;
             uint64_t prev_key = 0;
@@ -292,7 +295,7 @@ int Index::load(const unsigned char *data, size_t len) {
     const uint64_t n_workers = get64(data + 32);
     const size_t rec_size = opt_.own_hashes ? kOwnRecord : kEngineRecord;
     In body{data + kHeader, len - kHeader - kTrailer};
-    if (!body_ok(body, n_workers, rec_size)) return KVREG_EPROTO;
+    if (!body_ok(body, n_workers, rec_size, opt_.own_hashes)) return KVREG_EPROTO;
 
     // Valid: apply it. Only running out of memory or of worker slots can fail from here; then
     // every worker loaded so far is removed again.
@@ -336,6 +339,7 @@ int Index::load_checked(const unsigned char *data, size_t len) {
         const uint32_t tag = workers_.tag(s);
         w.seq_known = (get32(wh + 12) & kSeqKnown) != 0;
         w.next_seq = get64(wh + 16);
+        w.model = get64(wh + 24);
         const uint64_t groups = get64(wh + 32);
         struct MapBytes { // the index's total of mapping bytes, kept right even on a throw
             Worker &w;
@@ -346,7 +350,7 @@ int Index::load_checked(const unsigned char *data, size_t len) {
         for (uint64_t gi = 0; gi < groups; gi++) {
             const unsigned char *gh = nullptr;
             in.take(kGroupHead, &gh);
-            const uint64_t n = get64(gh + 8);
+            const uint64_t part = get64(gh), n = get64(gh + 8);
             if (opt_.own_hashes) {
                 for (uint64_t r = 0; r < n; r++) {
                     const unsigned char *rec = nullptr;
@@ -354,9 +358,10 @@ int Index::load_checked(const unsigned char *data, size_t len) {
                     uint32_t counts = 0;
                     for (unsigned t = 0; t < kTiers; t++)
                         if (rec[8] & tier_bit(t)) counts |= one(t);
-                    table_.update(get64(rec), tag, [counts](uint32_t) { return counts; });
+                    table_.update(key_of(get64(rec), part), tag, [counts](uint32_t) { return counts; });
                 }
             } else {
+                const uint32_t pi = part_index(w, part);
                 w.map.reserve(n);
                 for (uint64_t r = 0; r < n; r++) {
                     const unsigned char *rec = nullptr;
@@ -365,10 +370,10 @@ int Index::load_checked(const unsigned char *data, size_t len) {
                     const uint32_t tiers = rec[16];
                     // Mapped first (reserved: cannot fail), so that if a count below throws,
                     // removing the worker finds every entry it made.
-                    w.map.insert(get64(rec), router, tiers);
+                    w.map.insert(get64(rec), router, tiers, pi);
                     mapped_.fetch_add(1, std::memory_order_relaxed);
                     for (unsigned t = 0; t < kTiers; t++)
-                        if (tiers & tier_bit(t)) count_up(table_, w, router, tag, t);
+                        if (tiers & tier_bit(t)) count_up(table_, w, key_of(router, part), tag, t);
                 }
             }
         }

@@ -33,6 +33,7 @@ void Index::worker_infos(std::vector<WorkerInfo> &out) const {
         wi.tag = workers_.tag(s);
         wi.next_seq = w.seq_known ? w.next_seq : KVREG_INDEX_SEQ_NONE;
         wi.mapped = w.map.size();
+        wi.partition = w.model;
         pos[s] = static_cast<uint32_t>(out.size());
         out.push_back(wi);
     }

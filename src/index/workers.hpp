@@ -14,6 +14,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "index/engine_map.hpp"
 #include "kvreg.h"
@@ -50,6 +51,10 @@ struct Worker {
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
     EngineMap map;             // ENGINE mode only
+    uint64_t model = 0;        // the worker's partition (kvreg_index_set_worker_partition)
+    // ENGINE mode: the LoRA partitions its entries are in; a mapping entry's `part` is 0 for
+    // `model`, else 1 + its place here (a worker serves few adapters).
+    std::vector<uint64_t> loras;
     // ENGINE mode: the holder table counts a worker's engine hashes naming one router hash in
     // a byte per tier. Past 255 the byte stays at 255 and the rest are counted here, per
     // router hash and tier, so a count never saturates (almost always empty: it takes 256

@@ -80,7 +80,8 @@ static void test_own_hand(void **state)
     assert_int_equal(w[1].tier_entries[KVREG_MEDIUM_STORAGE], 0);
     assert_int_equal(w[1].mapped_hashes, 0);
     assert_int_equal(w[1].reserved32, 0);
-    assert_int_equal(w[1].reserved[3], 0);
+    assert_int_equal(w[1].reserved[2], 0);
+    assert_int_equal(w[1].partition, 0);
     assert_true(w[2].worker_id == 2 && w[2].dp_rank == 5);
     assert_int_equal(w[2].next_seq, 8);
     assert_int_equal(w[2].entries, 2);
