@@ -324,7 +324,7 @@ int Index::load(const unsigned char *data, size_t len) {
 }
 
 // Applies a dump that body_ok accepted. Throws std::bad_alloc; KVREG_EOVERFLOW when the
-// workers do not fit.
+// workers do not fit; KVREG_EPROTO for an engine hash repeated across a worker's groups.
 int Index::load_checked(const unsigned char *data, size_t len) {
     In in{data + kHeader, len - kHeader - kTrailer};
     const uint64_t n_workers = get64(data + 32);
@@ -368,6 +368,9 @@ int Index::load_checked(const unsigned char *data, size_t len) {
                     in.take(kEngineRecord, &rec);
                     const uint64_t router = get64(rec + 8);
                     const uint32_t tiers = rec[16];
+                    // One engine hash in two groups (each group alone is checked as ordered):
+                    // inconsistent; the caller removes what was loaded.
+                    if (w.map.find(get64(rec))) return KVREG_EPROTO;
                     // Mapped first (reserved: cannot fail), so that if a count below throws,
                     // removing the worker finds every entry it made.
                     w.map.insert(get64(rec), router, tiers, pi);

@@ -169,6 +169,53 @@ static void test_engine_no_cross_match(void **state)
     kvreg_index_free(copy);
 }
 
+/* ENGINE mode: an engine hash in two partition groups of one worker is inconsistent: refused,
+ * and the index stays empty. */
+static void test_engine_repeated_across_groups(void **state)
+{
+    kvreg_index *idx = new_index(0), *copy = new_index(0);
+    unsigned char *d = NULL;
+    size_t n = 0;
+    uint64_t v = 0;
+    int k;
+    (void)state;
+    assert_int_equal(kvreg_index_set_worker_partition(idx, 1, 0, pid("m", NULL)), KVREG_OK);
+    store_engine(idx, 1, 0, 100, NULL);
+    store_engine(idx, 1, 1, 200, "l");
+    assert_int_equal(kvreg_index_dump_alloc(idx, (void **)&d, &n), KVREG_OK);
+    /* header 40, worker 40, then two groups of a 16-byte head and three 17-byte records */
+    assert_int_equal(n, 40 + 40 + 2 * (16 + 3 * 17) + 8);
+    assert_int_equal(kvreg_index_load(copy, d, n), KVREG_OK);
+    assert_int_equal(kvreg_index_remove_worker(copy, 1, 0), KVREG_OK);
+    {
+        /* both groups' last engine hash set to the larger of the two: each group stays in
+         * ascending order, and the hash is in both */
+        unsigned char *last1 = d + 96 + 2 * 17, *last2 = d + 96 + 3 * 17 + 16 + 2 * 17;
+        uint64_t x1 = 0, x2 = 0;
+        for (k = 7; k >= 0; k--) {
+            x1 = x1 << 8 | last1[k];
+            x2 = x2 << 8 | last2[k];
+        }
+        if (x1 > x2)
+            memcpy(last2, last1, 8);
+        else
+            memcpy(last1, last2, 8);
+    }
+    v = XXH3_64bits(d, n - 8);
+    for (k = 0; k < 8; k++)
+        d[n - 8 + k] = (unsigned char)(v >> (8 * k));
+    assert_int_equal(kvreg_index_load(copy, d, n), KVREG_EPROTO);
+    assert_int_equal(kvreg_index_workers(copy, NULL, 0, sizeof(kvreg_index_worker_info), &n), KVREG_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(kvreg_index_stat(copy, KVREG_INDEX_STAT_ENTRIES, &v), KVREG_OK);
+    assert_int_equal(v, 0);
+    assert_int_equal(kvreg_index_stat(copy, KVREG_INDEX_STAT_MAPPED_HASHES, &v), KVREG_OK);
+    assert_int_equal(v, 0);
+    free(d);
+    kvreg_index_free(idx);
+    kvreg_index_free(copy);
+}
+
 /* OWN mode: the worker's partition keys all its events; removal in one leaves the other. */
 static void test_own_partitions(void **state)
 {
@@ -209,6 +256,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partition_id_rule),
         cmocka_unit_test(test_engine_no_cross_match),
+        cmocka_unit_test(test_engine_repeated_across_groups),
         cmocka_unit_test(test_own_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
