@@ -225,9 +225,141 @@ KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint
 #define KVREG_INDEX_STAT_EVENTS_APPLIED 6u  /* events applied since creation */
 #define KVREG_INDEX_STAT_EVENTS_SKIPPED 7u  /* events skipped since creation */
 #define KVREG_INDEX_STAT_GAPS 8u            /* batches flagged GAP, STALE or RESET */
+#define KVREG_INDEX_STAT_BLOCKS 9u          /* distinct router hashes held by any worker
+                                               (LIBKVREG_0.6; counted by a pass over the table,
+                                               which waits for writers one shard at a time) */
 /* KVREG_EINVAL for NULL arguments or an unknown stat. */
 KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat,
                                uint64_t *value) KVREG_NOEXCEPT;
+
+/* One worker as kvreg_index_workers lists it (LIBKVREG_0.6). Size-versioned: the caller says
+ * which size it was compiled with, and later versions only add members at the end. */
+typedef struct kvreg_index_worker_info {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    uint32_t reserved32;                      /* zero */
+    uint64_t next_seq;                        /* the seq its next batch must carry
+                                                 (KVREG_INDEX_SEQ_NONE: any, as the start) */
+    uint64_t entries;                         /* (router hash) entries it holds */
+    uint64_t tier_entries[KVREG_MEDIUM_COUNT]; /* of those, held in each tier (an entry in two
+                                                 tiers counts in both) */
+    uint64_t mapped_hashes;                   /* ENGINE mode: engine hashes mapped (0 in OWN) */
+    uint64_t partition;                       /* its partition (kvreg_index_set_worker_partition) */
+    uint64_t reserved[3];                     /* zero */
+} kvreg_index_worker_info;
+
+/* Every known worker, in ascending (worker_id, dp_rank): out is an array of cap elements of
+ * struct_size bytes each (sizeof(kvreg_index_worker_info) as the caller compiled it, at least
+ * up to mapped_hashes); each gets the members that fit. When cap is too small nothing is
+ * written, *n gets the number of workers and KVREG_ERANGE is returned (out NULL and cap 0 to
+ * size it). One pass over the table, shard by shard: exact when the index is quiet, each
+ * worker's counts otherwise taken while its batches go on. KVREG_EINVAL: idx or n NULL, out
+ * NULL with cap > 0, struct_size too small. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_workers(const kvreg_index *idx, void *out, size_t cap,
+                                  size_t struct_size, size_t *n) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Partitions: several models and LoRA adapters in one index (LIBKVREG_0.6)                     */
+/* ------------------------------------------------------------------------------------------ */
+/* A partition is a uint64_t id; 0 is the default (no partition: the behaviour and cost of the
+ * index without partitions). Entries of different partitions never match each other: the
+ * table key of a block is its router hash mixed with the partition id (a bijection that leaves
+ * partition 0's keys as the hashes), at apply and at query. A worker is assigned to its
+ * model's partition with kvreg_index_set_worker_partition; in ENGINE mode each stored event
+ * with a lora_name (kvreg_wire_event.lora_name) puts its blocks in that adapter's partition of
+ * the worker's model, and Removes find them by engine hash whatever their partition. In OWN
+ * mode the worker's partition is used for all its events (an engine on libkvreg keys an
+ * adapter's blocks apart in its own hashes). The data-parallel rank is part of the worker. */
+
+/* The partition of a model and LoRA adapter (either NULL or "" for none). The rule, fixed:
+ * model id = XXH3-64 of the model name's bytes, seed 0x6c646d676572766b ("kvregmdl" read as a
+ * little-endian u64), 0 without a model; with an adapter, XXH3-64 of the adapter name's bytes,
+ * seed the model id; a name's id that comes out 0 is taken as 1. KVREG_EINVAL: out NULL. */
+KVREG_API int kvreg_index_partition_id(const char *model_name, const char *lora_name,
+                                       uint64_t *out) KVREG_NOEXCEPT;
+
+/* Assign the worker to a partition (kvreg_index_partition_id(model, NULL): its model). The
+ * worker is added if unknown; a change of partition drops its entries (they were keyed under
+ * the old one), the next seq stays. KVREG_EINVAL: idx NULL. */
+KVREG_API int kvreg_index_set_worker_partition(kvreg_index *idx, uint64_t worker_id,
+                                               uint32_t dp_rank,
+                                               uint64_t partition) KVREG_NOEXCEPT;
+
+/* The queries above within one partition (they query partition 0): the same arguments,
+ * answers and errors. */
+KVREG_API int kvreg_index_query_hashes_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint64_t *hashes, size_t n, size_t top_k,
+                                          kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_tokens_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint32_t *tokens, size_t n_tokens, size_t top_k,
+                                          kvreg_index_match *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_depths_in(const kvreg_index *idx, uint64_t partition,
+                                          const uint64_t *hashes, size_t n,
+                                          kvreg_index_depth *out, size_t cap,
+                                          size_t *n_matches) KVREG_NOEXCEPT;
+KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_t partition,
+                                                 const uint32_t *tokens, size_t n_tokens,
+                                                 kvreg_index_depth *out, size_t cap,
+                                                 size_t *n_matches) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Dump, load and digest of the whole index (LIBKVREG_0.6)                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* A dump is the index's content in a versioned, checksummed binary format (little-endian,
+ * fixed-width fields; the layout is documented in docs/design/index.md): the configuration that
+ * gives entries their meaning (hashes mode, profile, block size, salt; not the shards, the
+ * expected entries or the tier weights), then every worker with the seq its next batch must
+ * carry, its entries (router hash and tiers) and, in ENGINE mode, its engine -> router hash
+ * mapping (the entries follow from it), and an XXH3-64 checksum of all that. Workers come in
+ * ascending (worker_id, dp_rank), entries in ascending hash order: equal indexes give equal
+ * dumps, whatever the order their events came in and whatever their shard counts.
+ *
+ * Consistency: a dump (and a digest) is the state of one instant. It locks every worker known
+ * when it starts while it copies their entries (one copy of the content, 32 bytes an entry,
+ * then sorted and written in 64 KiB pieces), so writers wait for that copy (not for the write
+ * callback) and queries go on; a worker added after the dump started is not in it. */
+
+/* The format version kvreg_index_dump writes; kvreg_index_load reads this one. */
+#define KVREG_INDEX_DUMP_VERSION 1u
+
+/* Receives the dump in pieces, in order (each at most 64 KiB, none empty). Return 0 to go on;
+ * any other value stops the dump, which returns it. */
+typedef int (*kvreg_index_write_fn)(const void *data, size_t len, void *ctx);
+
+/* Write the dump through write (called from this thread only). KVREG_EINVAL: idx or write
+ * NULL. KVREG_ENOMEM (nothing written). Otherwise KVREG_OK or write's non-zero return. */
+KVREG_API int kvreg_index_dump(const kvreg_index *idx, kvreg_index_write_fn write,
+                               void *ctx) KVREG_NOEXCEPT;
+
+/* The dump in one buffer from malloc (*data; free it with free()) of *len bytes.
+ * KVREG_EINVAL: an argument NULL. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_dump_alloc(const kvreg_index *idx, void **data,
+                                     size_t *len) KVREG_NOEXCEPT;
+
+/* Load a dump into an index that knows no worker (new, or every worker removed), all or
+ * nothing: on any error the index is left as it was (empty) and usable. The dump's tier weights
+ * are not in it: the index's own apply. Nothing else may change the index meanwhile (queries
+ * may run; they see workers appear one by one). Statuses:
+ *   KVREG_EINVAL   idx NULL, data NULL with len > 0, or the dump's hashes mode, profile, block
+ *                  size or salt differ from the index's;
+ *   KVREG_ESTATE   the index knows a worker;
+ *   KVREG_ENOTSUP  a format version this library does not read (a newer one);
+ *   KVREG_EPROTO   not a dump: too short, wrong magic, checksum mismatch (truncated or
+ *                  corrupt), or content that is not consistent (counts beyond the end, workers
+ *                  or entries out of order or repeated, unknown tiers or flags, trailing bytes);
+ *   KVREG_EOVERFLOW more workers than an index holds; KVREG_ENOMEM. */
+KVREG_API int kvreg_index_load(kvreg_index *idx, const void *data, size_t len) KVREG_NOEXCEPT;
+
+/* A digest of the index's content: the checksum its dump would end with (it is computed the
+ * same way, without writing anything). Equal for equal contents (configuration, workers with
+ * their next seq, entries and tiers, ENGINE mapping) whatever the insertion order, shard count
+ * or memory layout, and different (but for a 2^-64 chance) when any of them differs. The next
+ * seqs are included because two indexes that expect different seqs treat the next batch
+ * differently (one applies it, the other flags a gap): they are not replicas of each other.
+ * Consistent as a dump is. KVREG_EINVAL: an argument NULL. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_digest(const kvreg_index *idx, uint64_t *out) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Router: a worker's cost for a request, and the choice (LIBKVREG_0.5)                         */

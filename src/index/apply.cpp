@@ -2,7 +2,9 @@
 #include <climits>
 
 #include "core/hash.hpp"
+#include "index/counts.hpp"
 #include "index/index.hpp"
+#include "index/partition.hpp"
 
 namespace kvreg::index {
 
@@ -10,35 +12,6 @@ namespace {
 
 // Blocks of an event whose table lines are requested ahead of their update.
 constexpr size_t kAhead = 4;
-
-uint32_t tier_bit(unsigned tier) noexcept { return uint32_t{1} << tier; }
-uint32_t one(unsigned tier) noexcept { return uint32_t{1} << (8 * tier); }
-
-// One more (or one less) of a worker's engine hashes naming router hash rh in a tier (ENGINE
-// mode). The table's byte counts up to 255; past that, the worker's overflow counts the rest
-// (workers.hpp), and a count down takes from the overflow first. Throws std::bad_alloc only
-// when the entry is new or the overflow must grow; either way nothing changed.
-void count_up(HolderTable &table, Worker &w, uint64_t rh, uint32_t slot, unsigned tier) {
-    bool full = false;
-    table.update(rh, slot, [tier, &full](uint32_t c) {
-        full = tier_byte(c, tier) == 255;
-        return full ? c : c + one(tier);
-    });
-    if (full) w.overflow[rh][tier]++; // the table did not change: a throw here loses nothing
-}
-void count_down(HolderTable &table, Worker &w, uint64_t rh, uint32_t slot, unsigned tier) noexcept {
-    if (!w.overflow.empty()) {
-        const auto it = w.overflow.find(rh);
-        if (it != w.overflow.end() && it->second[tier]) {
-            it->second[tier]--;
-            bool empty = true;
-            for (const uint64_t n : it->second) empty &= n == 0;
-            if (empty) w.overflow.erase(it);
-            return;
-        }
-    }
-    table.update(rh, slot, [tier](uint32_t c) { return tier_byte(c, tier) == 0 ? c : c - one(tier); });
-}
 
 bool arrays_ok(const kvreg_wire_event &ev) noexcept {
     return (ev.block_hashes || ev.n_block_hashes == 0) && (ev.token_ids || ev.n_token_ids == 0);
@@ -84,27 +57,41 @@ Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint
     }
 }
 
+uint32_t Index::part_index(Worker &w, uint64_t p) {
+    if (p == w.model) return 0;
+    for (size_t i = 0; i < w.loras.size(); i++)
+        if (w.loras[i] == p) return static_cast<uint32_t>(i + 1);
+    w.loras.push_back(p); // may throw: nothing changed
+    return static_cast<uint32_t>(w.loras.size());
+}
+
 void Index::drop_entries(Worker &w, uint32_t slot) noexcept {
     if (opt_.own_hashes) {
         table_.erase_slot(slot);
         return;
     }
     // Visit only this worker's entries (its mapping names them all), not the whole table.
-    w.map.for_each([&](const EngineMap::Entry &e) { table_.update(e.router, slot, [](uint32_t) { return 0u; }); });
+    w.map.for_each([&](const EngineMap::Entry &e) {
+        table_.update(key_of(e.router, part_of(w, e.part)), slot, [](uint32_t) { return 0u; });
+    });
     mapped_.fetch_sub(w.map.size(), std::memory_order_relaxed);
     w.map.clear();
     w.overflow.clear();
+    w.loras.clear();
 }
 
 void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
     const unsigned tier = ev.medium;
     const size_t n = ev.n_block_hashes;
     if (opt_.own_hashes) {
-        for (size_t j = 0; j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
+        // OWN mode: the worker's partition only (an engine on libkvreg puts its adapter into
+        // its own hashes).
+        const uint64_t p = w.model;
+        for (size_t j = 0; j < n && j < kAhead; j++) table_.prefetch(key_of(ev.block_hashes[j], p));
         for (size_t j = 0; j < n; j++) {
-            if (j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
+            if (j + kAhead < n) table_.prefetch(key_of(ev.block_hashes[j + kAhead], p));
             bool added = false;
-            table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
+            table_.update(key_of(ev.block_hashes[j], p), slot, [&](uint32_t c) {
                 added = tier_byte(c, tier) == 0;
                 return c | one(tier); // one copy per (hash, tier): the hash is the content
             });
@@ -128,24 +115,28 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
         }
         parent = p->router;
     }
-    w.map.reserve(n); // may throw: nothing of this event applied yet
+    // The event's partition: the worker's model, and its LoRA adapter when it names one.
+    const uint64_t p = lora_partition(w.model, ev.lora_name);
+    const uint32_t pi = part_index(w, p); // may throw: nothing of this event applied yet
+    w.map.reserve(n);                     // the same
     for (size_t j = 0; j < n; j++) {
         const uint64_t rh = chain(has_parent, parent, ev.token_ids + j * bs);
         EngineMap::Entry *e = w.map.find(ev.block_hashes[j]);
-        if (e && e->router != rh) {
+        if (e && (e->router != rh || e->part != pi)) {
             // The engine reuses the hash for other content: forget what it named before.
+            const uint64_t old = key_of(e->router, part_of(w, e->part));
             for (unsigned t = 0; t < kTiers; t++)
-                if (e->tiers & tier_bit(t)) count_down(table_, w, e->router, slot, t);
+                if (e->tiers & tier_bit(t)) count_down(table_, w, old, slot, t);
             w.map.erase(e);
             mapped_.fetch_sub(1, std::memory_order_relaxed);
             e = nullptr;
         }
         if (!e || !(e->tiers & tier_bit(tier))) {
-            count_up(table_, w, rh, slot, tier); // may throw (nothing of this block changed)
+            count_up(table_, w, key_of(rh, p), slot, tier); // may throw (nothing of this block changed)
             if (e) {
                 e->tiers |= tier_bit(tier);
             } else {
-                w.map.insert(ev.block_hashes[j], rh, tier_bit(tier));
+                w.map.insert(ev.block_hashes[j], rh, tier_bit(tier), pi);
                 mapped_.fetch_add(1, std::memory_order_relaxed);
             }
             info.blocks_stored++;
@@ -159,17 +150,18 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
 void Index::apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info) {
     const unsigned tier = ev.medium;
     const size_t n = ev.n_block_hashes;
-    for (size_t j = 0; opt_.own_hashes && j < n && j < kAhead; j++) table_.prefetch(ev.block_hashes[j]);
+    const uint64_t p = w.model; // OWN mode
+    for (size_t j = 0; opt_.own_hashes && j < n && j < kAhead; j++) table_.prefetch(key_of(ev.block_hashes[j], p));
     for (size_t j = 0; j < n; j++) {
         bool removed = false;
-        if (opt_.own_hashes && j + kAhead < n) table_.prefetch(ev.block_hashes[j + kAhead]);
+        if (opt_.own_hashes && j + kAhead < n) table_.prefetch(key_of(ev.block_hashes[j + kAhead], p));
         if (opt_.own_hashes) {
-            table_.update(ev.block_hashes[j], slot, [&](uint32_t c) {
+            table_.update(key_of(ev.block_hashes[j], p), slot, [&](uint32_t c) {
                 removed = tier_byte(c, tier) != 0;
                 return c & ~(0xffu << (8 * tier));
             });
         } else if (EngineMap::Entry *e = w.map.find(ev.block_hashes[j]); e && (e->tiers & tier_bit(tier))) {
-            count_down(table_, w, e->router, slot, tier);
+            count_down(table_, w, key_of(e->router, part_of(w, e->part)), slot, tier);
             e->tiers &= ~tier_bit(tier);
             if (e->tiers == 0) {
                 w.map.erase(e);
@@ -257,6 +249,18 @@ int Index::clear_worker(uint64_t worker_id, uint32_t dp, uint64_t next_seq) {
     return KVREG_OK;
 }
 
+int Index::set_partition(uint64_t worker_id, uint32_t dp, uint64_t partition) {
+    uint32_t slot = 0;
+    Worker *w = lock_worker(worker_id, dp, true, nullptr, &slot);
+    if (!w) return KVREG_EOVERFLOW;
+    std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
+    if (w->model == partition) return KVREG_OK;
+    MapBytes track{*w, map_bytes_};
+    drop_entries(*w, slot); // keyed under the old partition
+    w->model = partition;
+    return KVREG_OK;
+}
+
 int Index::remove_worker(uint64_t worker_id, uint32_t dp) {
     uint32_t slot = 0;
     Worker *w = lock_worker(worker_id, dp, false, nullptr, &slot);
@@ -286,6 +290,7 @@ uint64_t Index::stat(uint32_t which, bool *known) const noexcept {
     case KVREG_INDEX_STAT_EVENTS_APPLIED: return applied_.load(std::memory_order_relaxed);
     case KVREG_INDEX_STAT_EVENTS_SKIPPED: return skipped_.load(std::memory_order_relaxed);
     case KVREG_INDEX_STAT_GAPS: return gaps_.load(std::memory_order_relaxed);
+    case KVREG_INDEX_STAT_BLOCKS: return blocks();
     default: *known = false; return 0;
     }
 }

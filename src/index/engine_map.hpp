@@ -16,7 +16,7 @@ public:
         uint64_t engine;
         uint64_t router;
         uint32_t tiers; // bit t: stored in tier t; 0 marks an unused slot
-        uint32_t pad;
+        uint32_t part;  // the partition: 0 the worker's model, k its LoRA k - 1 (workers.hpp)
     };
 
     uint64_t size() const noexcept { return size_; }
@@ -41,10 +41,10 @@ public:
     }
 
     // Insert a new engine hash (absent; reserve() first). Returns its entry.
-    Entry *insert(uint64_t engine, uint64_t router, uint32_t tiers) noexcept {
+    Entry *insert(uint64_t engine, uint64_t router, uint32_t tiers, uint32_t part = 0) noexcept {
         uint64_t i = home(engine);
         while (slots_[i].tiers != 0) i = (i + 1) & mask_;
-        slots_[i] = Entry{engine, router, tiers, 0};
+        slots_[i] = Entry{engine, router, tiers, part};
         size_++;
         return &slots_[i];
     }

@@ -80,6 +80,12 @@ public:
     template <class Keep>
     size_t holders_if(uint64_t hash, Holder *out, size_t cap, size_t enough, Keep keep) const noexcept;
 
+    // Calls f(hash, slot, counts) for every entry, one shard at a time under its writer lock
+    // (writers of that shard wait; readers and other shards go on), the holders of one hash one
+    // after another. For a dump, a digest or statistics (index/dump.cpp, index/stats.cpp); f
+    // must not touch the table.
+    template <class F> void for_each_entry(F f) const;
+
     // Start loading the first slot a lookup of hash would read.
     void prefetch(uint64_t hash) const noexcept;
 
@@ -105,6 +111,13 @@ private:
     };
 
     static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
+    // mix's inverse: the multiplicative inverse of the odd constant modulo 2^64 (Newton steps).
+    static constexpr uint64_t kUnmix = [] {
+        uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
+        for (int i = 0; i < 6; i++) x *= 2 - UINT64_C(0x9E3779B97F4A7C15) * x;
+        return x;
+    }();
+    static_assert(kUnmix * UINT64_C(0x9E3779B97F4A7C15) == 1, "mix is a bijection");
     // The shard from the top bits, the bucket from bits 16 and up: independent for any table
     // below 2^36 slots.
     Shard &shard_of(uint64_t mixed) const noexcept { return shards_[(mixed >> 52) & shard_mask_]; }
@@ -257,6 +270,31 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;
+}
+
+template <class F> void HolderTable::for_each_entry(F f) const {
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        Shard &s = shards_[si];
+        lock_writer(s);
+        struct Unlock {
+            Shard &s;
+            ~Unlock() { unlock_writer(s); }
+        } unlock{s};
+        const Slot *t = s.table.load(std::memory_order_relaxed);
+        if (!t) continue;
+        const uint64_t mask = mask_of(t);
+        // Start after an empty slot (the load stays below 3/4: there is one), so no cluster
+        // wraps around the end and a hash's holders, side by side in it, come in one run.
+        uint64_t start = 1;
+        while (t[start].val.load(std::memory_order_relaxed) != kEmpty) start++;
+        for (uint64_t k = 0, i = start; k <= mask; k++) {
+            i = next(i, mask);
+            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+            if (v != kEmpty)
+                f(t[i].key.load(std::memory_order_relaxed) * kUnmix, static_cast<uint32_t>(v >> 32),
+                  static_cast<uint32_t>(v));
+        }
+    }
 }
 
 } // namespace kvreg::index

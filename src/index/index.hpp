@@ -35,6 +35,8 @@ public:
               kvreg_index_apply_info &info);
     int clear_worker(uint64_t worker_id, uint32_t dp, uint64_t next_seq);
     int remove_worker(uint64_t worker_id, uint32_t dp);
+    // The worker's partition (its model); a change drops its entries. KVREG_EOVERFLOW.
+    int set_partition(uint64_t worker_id, uint32_t dp, uint64_t partition);
 
     // Matches of a prompt's router hashes, best first, at most top_k (0: all), into out[0..cap)
     // (kvreg_index_query_hashes' contract: KVREG_OK or KVREG_ERANGE). Throws std::bad_alloc.
@@ -48,7 +50,34 @@ public:
 
     uint64_t stat(uint32_t which, bool *known) const noexcept;
 
+    // stats.cpp: distinct router hashes, and every known worker's counts (unsorted slots,
+    // returned in ascending (id, dp)). worker_infos throws std::bad_alloc.
+    struct WorkerInfo {
+        uint64_t id;
+        uint32_t dp;
+        uint32_t tag;
+        uint64_t next_seq;
+        uint64_t entries;
+        uint64_t tiers[kTiers];
+        uint64_t mapped;
+        uint64_t partition;
+    };
+    uint64_t blocks() const noexcept;
+    void worker_infos(std::vector<WorkerInfo> &out) const;
+
+    // dump.cpp (the format: docs/design/index.md). dump: KVREG_OK or write's non-zero return;
+    // digest: the checksum the dump would end with; load: into an empty index, all or nothing
+    // (kvreg_index_load's statuses). Throw std::bad_alloc (dump and digest: nothing changed).
+    int dump(kvreg_index_write_fn write, void *ctx) const;
+    uint64_t digest() const;
+    int load(const unsigned char *data, size_t len);
+
 private:
+    struct Snapshot;
+    void snapshot(Snapshot &snap) const;
+    int write_snapshot(const Snapshot &snap, kvreg_index_write_fn write, void *ctx, uint64_t *sum) const;
+    int load_checked(const unsigned char *data, size_t len);
+
     // The router hash of a block, given its parent's router hash (has_parent false: first block).
     uint64_t chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept;
     // Lock the live worker (id, dp), adding it if asked; nullptr when unknown and not added.
@@ -56,6 +85,10 @@ private:
     // `slot` below is such a tag.
     Worker *lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot);
     void drop_entries(Worker &w, uint32_t slot) noexcept; // under w.lock
+    // A mapping entry's partition, and the entry value of partition p for w (added to its
+    // LoRA list when new; throws std::bad_alloc). Under w.lock.
+    static uint64_t part_of(const Worker &w, uint32_t part) noexcept { return part ? w.loras[part - 1] : w.model; }
+    static uint32_t part_index(Worker &w, uint64_t p);
     void apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);
     void apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);
 

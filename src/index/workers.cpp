@@ -47,6 +47,8 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
         w.live = true;
         w.seq_known = true;
         w.next_seq = 0;
+        w.model = 0;
+        w.loras.clear();
     }
     count_.fetch_add(1, std::memory_order_relaxed);
     *added = true;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "index/engine_map.hpp"
 #include "kvreg.h"
@@ -50,6 +51,10 @@ struct Worker {
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
     EngineMap map;             // ENGINE mode only
+    uint64_t model = 0;        // the worker's partition (kvreg_index_set_worker_partition)
+    // ENGINE mode: the LoRA partitions its entries are in; a mapping entry's `part` is 0 for
+    // `model`, else 1 + its place here (a worker serves few adapters).
+    std::vector<uint64_t> loras;
     // ENGINE mode: the holder table counts a worker's engine hashes naming one router hash in
     // a byte per tier. Past 255 the byte stays at 255 and the rest are counted here, per
     // router hash and tier, so a count never saturates (almost always empty: it takes 256
@@ -99,6 +104,8 @@ public:
     // slot in it was handed out).
     WorkerIdent *idents(uint32_t c) const noexcept { return chunks_[c].load(std::memory_order_acquire)->ident; }
     uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+    // Slots handed out so far (0 .. used() - 1 exist; some may be free now).
+    uint32_t used() const noexcept { return used_.load(std::memory_order_acquire); }
     uint64_t bytes() const noexcept;
     // Calls f(Worker&) for every slot ever used (the caller locks each as needed).
     template <class F> void for_each_slot(F f) const {
