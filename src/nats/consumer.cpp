@@ -37,6 +37,13 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_CON_OPT_MAX_MSG_BYTES: return in(1, INT32_MAX, max_msg_bytes_);
     case KVREG_NATS_CON_OPT_RESUME: return in(0, 1, resume_);
     case KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS: return in(0, UINT64_MAX, snap_events_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_MS: return in(0, UINT64_MAX / 1000000, snap_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_KEEP: return in(1, 16, snap_keep_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_PURGE: return in(0, 1, snap_purge_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: return in(256, 16u << 20, snap_chunk_);
+    case KVREG_NATS_CON_OPT_RESTORE: return in(0, 1, restore_);
+    case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: return in(10, 3600000, liveness_check_ms_);
     default: return KVREG_EINVAL;
     }
 }
@@ -52,6 +59,9 @@ int Consumer::set_string(uint32_t option, const char *value) {
     case KVREG_NATS_URL: url_ = value; return KVREG_OK;
     case KVREG_NATS_STREAM: stream_ = value; return KVREG_OK;
     case KVREG_NATS_DURABLE: durable_ = value; return KVREG_OK;
+    case KVREG_NATS_SNAPSHOT_BUCKET: snap_bucket_ = value; return KVREG_OK;
+    case KVREG_NATS_SNAPSHOT_NAME: snap_name_ = value; return KVREG_OK;
+    case KVREG_NATS_LIVENESS_BUCKET: liveness_bucket_ = value; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -382,6 +392,11 @@ int Consumer::worker(uint64_t worker_id, uint32_t rank, uint64_t *instance, uint
     if (instance) *instance = it->second.instance;
     if (next) *next = it->second.next;
     return KVREG_OK;
+}
+
+int Consumer::snapshot(uint64_t *) {
+    if (!started_ || snap_bucket_.empty()) return KVREG_ESTATE;
+    return KVREG_ENOTSUP;
 }
 
 } // namespace kvreg::nats

@@ -33,11 +33,13 @@ class Consumer {
     }
     int stat(uint32_t stat, uint64_t *value) const noexcept;
     int worker(uint64_t worker_id, uint32_t rank, uint64_t *instance, uint64_t *next) const noexcept;
+    int snapshot(uint64_t *out_seq); // throws bad_alloc
 
   private:
     using Clock = std::chrono::steady_clock;
     enum Stat { messages, batches, events, duplicates, lost, resets, malformed, stale, held,
-                fetch_errors, n_stats };
+                fetch_errors, snapshots, snapshot_seq, restored, snapshots_rejected, expired,
+                snapshot_errors, n_stats };
     struct Worker {
         uint64_t instance = 0, next = 0;
         std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
@@ -63,6 +65,9 @@ class Consumer {
     uint64_t fetch_batch_ = 256, ack_wait_ms_ = 5000, max_ack_pending_ = 65536;
     uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
+    uint64_t snap_events_ = 0, snap_ms_ = 0, snap_keep_ = 2, snap_purge_ = 0, snap_chunk_ = 131072;
+    uint64_t restore_ = 1, liveness_check_ms_ = 1000;
+    std::string snap_bucket_, snap_name_, liveness_bucket_;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
     std::string filter_;
     kvreg_nats_notice_fn notice_fn_ = nullptr;

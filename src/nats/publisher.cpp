@@ -63,6 +63,8 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_PUB_OPT_MAX_AGE_S: return in(1, UINT64_MAX / 1000000000, max_age_s_);
     case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: return in(1, UINT64_MAX / 1000000, dup_window_ms_);
     case KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
+    case KVREG_NATS_PUB_OPT_HEARTBEAT_MS: return in(10, 3600000, heartbeat_ms_);
+    case KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS: return in(100, UINT64_MAX / 1000000, liveness_ttl_ms_);
     default: return KVREG_EINVAL;
     }
 }
@@ -77,6 +79,7 @@ int Publisher::set_string(uint32_t option, const char *value) {
     case KVREG_NATS_SUBJECT_PREFIX: prefix_ = value; return KVREG_OK;
     case KVREG_NATS_NAMESPACE: namespace_ = value; return KVREG_OK;
     case KVREG_NATS_COMPONENT: component_ = value; return KVREG_OK;
+    case KVREG_NATS_LIVENESS_BUCKET: liveness_bucket_ = value; return KVREG_OK;
     case KVREG_NATS_SUBJECT: subject_ = value ? value : ""; return KVREG_OK;
     case KVREG_NATS_LORA_NAME:
         has_lora_ = value != nullptr;

@@ -56,6 +56,8 @@ class Publisher {
     uint64_t ack_timeout_ms_ = 5000, retry_ms_ = 100, max_events_ = 1024, block_size_ = 0;
     uint64_t batch_us_ = 1000, linger_ms_ = 5000, instance_ = 0, create_stream_ = 1;
     uint64_t max_age_s_ = 3600, dup_window_ms_ = 120000, connect_timeout_ms_ = 2000;
+    uint64_t heartbeat_ms_ = 1000, liveness_ttl_ms_ = 5000;
+    std::string liveness_bucket_;
     bool has_instance_ = false, has_lora_ = false;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", prefix_ = "kvreg.events";
     std::string namespace_ = "default", component_ = "backend", subject_, lora_;
