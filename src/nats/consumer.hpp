@@ -44,6 +44,8 @@ class Consumer {
         uint64_t instance = 0, next = 0;
         std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
         Clock::time_point held_since;
+        Clock::time_point last_applied; // liveness: a worker still sending is never expired
+        bool expired = false;           // removed from the index; set back by its next batch
     };
     using Key = std::pair<uint64_t, uint32_t>;
 
@@ -55,6 +57,9 @@ class Consumer {
     void give_up(const Key &k, Worker &w);
     void drop_held(Worker &w, bool ack) noexcept;
     void check_held_timeouts();
+    void check_liveness();
+    bool restore(uint64_t &start_seq);  // the newest valid snapshot into the index
+    void maybe_snapshot();              // when a threshold is reached
     void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
                 uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
     void count(Stat s, int64_t n = 1) noexcept {
@@ -80,6 +85,11 @@ class Consumer {
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;
+    kvStore *kv_ = nullptr;            // liveness bucket
+    uint64_t liveness_ttl_ms_ = 0;     // the bucket's TTL
+    Clock::time_point next_liveness_;
+    uint64_t events_since_snap_ = 0;
+    Clock::time_point last_snap_;
     std::atomic<bool> stop_{false};
     std::atomic<uint64_t> stats_[n_stats] = {};
 };
