@@ -39,7 +39,7 @@ struct Reader {
     }
 };
 
-int append_chunk(void *ctx, const void *data, size_t len) {
+int append_chunk(const void *data, size_t len, void *ctx) {
     try {
         static_cast<std::string *>(ctx)->append(static_cast<const char *>(data), len);
         return 0;
