@@ -299,19 +299,15 @@ int nats_workload(size_t events, const char *trace) {
         a.catch_up(t_batches);
         rebuild_s = now_s() - t0;
         const double t1 = now_s();
-        kvreg_nats_consumer_snapshot(a.con, nullptr);
+        NB_CHECK(kvreg_nats_consumer_snapshot(a.con, nullptr) == KVREG_OK);
         snap_s = now_s() - t1;
-#ifdef KVREG_INDEX_DUMP_VERSION // TEMPORARY until idx is merged
         NB_CHECK(kvreg_index_digest(a.idx, &d_rebuild) == KVREG_OK);
-#endif
         const double t2 = now_s();
         Replica b(url, "TRACE", "restore", true, "BENCH_SNAP");
         b.catch_up(t_batches);
         restore_s = now_s() - t2;
         kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORED, &restored);
-#ifdef KVREG_INDEX_DUMP_VERSION
         NB_CHECK(kvreg_index_digest(b.idx, &d_restore) == KVREG_OK);
-#endif
     }
     nats_server_destroy(&srv);
     nats_Close();

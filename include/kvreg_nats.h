@@ -230,10 +230,10 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
                                                  16777216); never more than the server's
                                                  max_payload allows */
 #define KVREG_NATS_CON_OPT_RESTORE 14u        /* 1 (default): start() restores the newest valid
-                                                 snapshot into the (empty) index and consumes
-                                                 from the sequence after it; if none is valid,
-                                                 the whole stream. 0: never restore. Ignored
-                                                 with RESUME 1 */
+                                                 snapshot into the index and consumes from the
+                                                 sequence after it; if none is valid, the whole
+                                                 stream. 0: never restore. Ignored with RESUME
+                                                 1 or an index that already knows a worker */
 #define KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS 15u /* with a KVREG_NATS_LIVENESS_BUCKET: how often
                                                  run() checks the workers' keys (default 1000,
                                                  10 .. 3600000) */

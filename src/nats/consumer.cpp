@@ -118,7 +118,9 @@ int Consumer::start() {
     // sequence it covers) or empty, and then must see the whole stream: unless asked to
     // resume, the durable is made again.
     uint64_t start_seq = 0;
-    if (!resume_ && restore_ && !snap_bucket_.empty()) restore(start_seq);
+    uint64_t known = 0;
+    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
+    if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq);
     if (!resume_) js_DeleteConsumer(conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr);
     jsConsumerConfig cc;
     jsConsumerConfig_Init(&cc);

@@ -6,10 +6,6 @@
 
 #include <cstring>
 
-// TEMPORARY until the index dump/load lands (branch idx): snapshots return KVREG_ENOTSUP.
-#define TMP_DUMP(i, f, c) ((void)(i), (void)(f), (void)(c), KVREG_ENOTSUP)
-#define TMP_LOAD(i, d, n) ((void)(i), (void)(d), (void)(n), KVREG_ENOTSUP)
-
 namespace kvreg::nats {
 
 namespace {
@@ -64,7 +60,7 @@ int encode_snapshot(const SnapPosition &pos, const kvreg_index *idx, std::string
     }
     const size_t len_at = out.size();
     put64(out, 0);
-    const int rc = TMP_DUMP(idx, append_chunk, &out);
+    const int rc = kvreg_index_dump(idx, append_chunk, &out);
     if (rc != KVREG_OK) return rc;
     const uint64_t n = out.size() - len_at - 8;
     for (int i = 0; i < 8; i++) out[len_at + static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
@@ -108,7 +104,7 @@ int decode_snapshot(const std::string &body, uint64_t expect_seq, kvreg_index *i
         why = "snapshot's index dump is truncated";
         return KVREG_EPROTO;
     }
-    const int rc = TMP_LOAD(idx, body.data() + r.at, dump_len);
+    const int rc = kvreg_index_load(idx, body.data() + r.at, dump_len);
     if (rc != KVREG_OK) {
         why = std::string("the index dump does not load: ") + kvreg_strerror(rc);
         return rc;

@@ -106,7 +106,6 @@ static void wait_next(replica *r, uint64_t worker, uint64_t next) {
     }
 }
 
-#ifdef KVREG_INDEX_DUMP_VERSION /* TEMPORARY until idx is merged */
 /* Both replicas' digests equal. */
 static void assert_same_digest(const replica *a, const replica *b) {
     uint64_t da = 0, db = 0;
@@ -140,7 +139,7 @@ static void b64url(const char *in, char *out) {
     out[o] = '\0';
 }
 
-static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq) {
+static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq, uint64_t *chunks) {
     char enc[128], subj[200];
     b64url(name, enc);
     snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
@@ -149,8 +148,11 @@ static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq) {
     const char *d = natsMsg_GetData(m);
     const char *p = strstr(d, "\"nuid\":\"");
     const char *q = strstr(d, "\"kvreg-stream-seq\":\"");
+    const char *c = strstr(d, "\"chunks\":");
     assert_non_null(p);
     assert_non_null(q);
+    assert_non_null(c);
+    *chunks = strtoull(c + 9, NULL, 10);
     sscanf(p + 8, "%22[0-9A-Za-z]", nuid);
     *seq = strtoull(q + 20, NULL, 10);
     natsMsg_Destroy(m);
@@ -203,10 +205,10 @@ static void test_snapshots(void **state) {
     assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_RESTORED), 0);
     /* Two snapshots at two points of the stream, then more events after them. */
     kvreg_block blk;
-    for (uint64_t h = 0; h < 1500; h++) assert_int_equal(reg_hash(e.gpu, 5000 + h, &blk), KVREG_OK);
+    for (uint64_t h = 0; h < 3000; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
     kvreg_registry_flush(e.reg);
     const int64_t deadline = nats_now_ms() + 10000;
-    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 1500) {
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 3000) {
         assert_true(nats_now_ms() < deadline);
         assert_int_equal(kvreg_nats_consumer_run(r1.con, 20), KVREG_OK);
     }
@@ -215,9 +217,9 @@ static void test_snapshots(void **state) {
     uint64_t seq1 = 0, seq2 = 0;
     assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, &seq1), KVREG_OK);
     assert_true(seq1 > 0);
-    for (uint64_t h = 1500; h < 2500; h++) assert_int_equal(reg_hash(e.gpu, 5000 + h, &blk), KVREG_OK);
+    for (uint64_t h = 3000; h < 5000; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
     kvreg_registry_flush(e.reg);
-    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 2500) {
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 5000) {
         assert_true(nats_now_ms() < deadline);
         assert_int_equal(kvreg_nats_consumer_run(r1.con, 20), KVREG_OK);
     }
@@ -225,10 +227,10 @@ static void test_snapshots(void **state) {
     assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, &seq2), KVREG_OK);
     assert_true(seq2 > seq1);
     assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_SNAPSHOTS), 2);
-    for (uint64_t h = 2500; h < 2700; h++) assert_int_equal(reg_hash(e.gpu, 5000 + h, &blk), KVREG_OK);
+    for (uint64_t h = 5000; h < 5400; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
     batches = engine_finish(&e);
     wait_next(&r1, 4, batches);
-    assert_same_as_engine(&r1, &e, 4, 5000, 2700);
+    assert_same_as_engine(&r1, &e, 4, 10000, 5400);
 
     /* The object is larger than max_payload: more than one chunk. */
     natsConnection *nc = NULL;
@@ -236,9 +238,12 @@ static void test_snapshots(void **state) {
     assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     char nuid0[32] = {0}, nuid1[32] = {0};
-    uint64_t s0 = 0, s1 = 0;
-    assert_true(object_info(js, "SNS.0", nuid0, &s0));
-    assert_true(object_info(js, "SNS.1", nuid1, &s1));
+    uint64_t s0 = 0, s1 = 0, c0 = 0, c1 = 0;
+    assert_true(object_info(js, "SNS.0", nuid0, &s0, &c0));
+    assert_true(object_info(js, "SNS.1", nuid1, &s1, &c1));
+    fprintf(stderr, "snapshots: %llu and %llu chunks under a %d-byte max_payload\n", (unsigned long long)c0,
+            (unsigned long long)c1, MAX_PAYLOAD);
+    assert_true(c0 > 1 && c1 > 1);
     assert_true((s0 == seq1 && s1 == seq2) || (s0 == seq2 && s1 == seq1));
 
     /* A new replica restores the newest. */
@@ -247,10 +252,10 @@ static void test_snapshots(void **state) {
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq2);
     wait_next(&r2, 4, batches);
-    assert_same_as_engine(&r2, &e, 4, 5000, 2700);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
     /* It applied only what came after the snapshot. */
-    assert_true(con_stat(&r2, KVREG_NATS_CON_STAT_EVENTS) < 400);
+    assert_true(con_stat(&r2, KVREG_NATS_CON_STAT_EVENTS) < 800);
     replica_close(&r2);
 
     /* The newest corrupt: the previous one is used. */
@@ -262,7 +267,7 @@ static void test_snapshots(void **state) {
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
     wait_next(&r2, 4, batches);
-    assert_same_as_engine(&r2, &e, 4, 5000, 2700);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
     replica_close(&r2);
 
@@ -273,7 +278,7 @@ static void test_snapshots(void **state) {
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
     wait_next(&r2, 4, batches);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_BATCHES), batches);
-    assert_same_as_engine(&r2, &e, 4, 5000, 2700);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
     replica_close(&r2);
 
@@ -354,7 +359,6 @@ static void test_kill_cycles(void **state) {
     engine_close(&e);
 }
 
-#endif
 /* ------------------------------------------------------------------------- slow consumer */
 /* The replica does not read at all while the engine publishes 1,000 batches: the engine never
  * waits for it (every registration returns at once, every batch is acknowledged by the stream
@@ -415,10 +419,8 @@ int main(int argc, char **argv) {
     nats_server_start_max_payload(&server, MAX_PAYLOAD);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_liveness),
-#ifdef KVREG_INDEX_DUMP_VERSION
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_kill_cycles),
-#endif
         cmocka_unit_test(test_slow_consumer),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
