@@ -32,7 +32,9 @@ static int count_kind(const replica *r, uint32_t kind) {
 }
 
 /* ----------------------------------------------------------------------------- liveness */
-/* Two engines heartbeat every 100 ms into a bucket with a 1 s TTL. One stops: its worker leaves
+#define HB_MS 50
+#define TTL_MS 600
+/* Two engines heartbeat every HB_MS into a bucket with a TTL_MS TTL. One stops: its worker leaves
  * the replica's index (an EXPIRED notice) after the TTL and within a bound; the other stays. */
 static void test_liveness(void **state) {
     (void)state;
@@ -41,10 +43,10 @@ static void test_liveness(void **state) {
     engine_open(&b, 1 << 12, 0);
     assert_int_equal(kvreg_nats_publisher_set_string(a.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVE"), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_set_string(b.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVE"), KVREG_OK);
-    engine_start(&a, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)100,
-                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)1000, 0);
-    engine_start(&b, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 2, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)100,
-                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)1000, 0);
+    engine_start(&a, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, 0);
+    engine_start(&b, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 2, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, 0);
     kvreg_block blk;
     for (uint64_t h = 0; h < 10; h++) {
         assert_int_equal(reg_hash(a.gpu, 100 + h, &blk), KVREG_OK);
@@ -61,7 +63,7 @@ static void test_liveness(void **state) {
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     }
     /* Both alive for longer than the TTL: nobody expires while heartbeating. */
-    const int64_t alive_until = nats_now_ms() + 1500;
+    const int64_t alive_until = nats_now_ms() + TTL_MS * 3 / 2;
     while (nats_now_ms() < alive_until) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
 
@@ -73,16 +75,16 @@ static void test_liveness(void **state) {
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     }
     const int64_t took = nats_now_ms() - stopped;
-    fprintf(stderr, "liveness: worker 1 removed %lld ms after its publisher stopped (TTL 1000 ms)\n",
-            (long long)took);
-    assert_true(took >= 800); /* not before its key could have expired (last heartbeat <= 100 ms before the stop) */
+    fprintf(stderr, "liveness: worker 1 removed %lld ms after its publisher stopped (TTL %d ms)\n",
+            (long long)took, TTL_MS);
+    assert_true(took >= TTL_MS - 2 * HB_MS); /* not before its key could have expired */
     assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_EXPIRED), 1);
     for (uint64_t h = 0; h < 10; h++) {
         assert_false(index_holds(r.idx, 100 + h, 1));
         assert_true(index_holds(r.idx, 200 + h, 2));
     }
     /* b keeps heartbeating: it stays past another TTL. */
-    const int64_t more = nats_now_ms() + 1200;
+    const int64_t more = nats_now_ms() + TTL_MS * 3 / 2;
     while (nats_now_ms() < more) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 1);
     assert_true(index_holds(r.idx, 205, 2));
@@ -415,7 +417,11 @@ int main(int argc, char **argv) {
                 ci && !strcmp(ci, "true") ? "FAIL" : "SKIP");
         return ci && !strcmp(ci, "true") ? 1 : 77;
     }
-    long_run = argc > 1 && !strcmp(argv[1], "--long");
+    /* test_nats_replica [--long] [TEST]: one test (a cmocka filter) so each stays short. */
+    int arg = 1;
+    long_run = argc > arg && !strcmp(argv[arg], "--long");
+    arg += long_run;
+    if (argc > arg) cmocka_set_test_filter(argv[arg]);
     nats_server_start_max_payload(&server, MAX_PAYLOAD);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_liveness),
