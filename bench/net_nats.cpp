@@ -9,7 +9,7 @@
 //   restore     every block of the conversation trace published (Dynamo msgpack, hash only),
 //               a replica rebuilding its index from the whole stream against a new replica
 //               restoring a snapshot of that index (object store) until it is caught up; the
-//               two digests must be equal. Target restore/rebuild <= 0.2.
+//               two digests must be equal; best of three each. Target restore/rebuild <= 0.2.
 // One JSON line.
 #include "net_nats.hpp"
 
@@ -22,6 +22,7 @@ extern "C" {
 #include "nats_fixture.h"
 }
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,7 +88,8 @@ struct Engine {
 struct Replica {
     kvreg_index *idx = nullptr;
     kvreg_nats_consumer *con = nullptr;
-    Replica(const char *url, const char *stream, const char *durable, bool own_hashes, const char *bucket) {
+    Replica(const char *url, const char *stream, const char *durable, bool own_hashes, const char *bucket,
+            bool restore = true) {
         kvreg_index_config *cfg = nullptr;
         NB_CHECK(kvreg_index_config_new(&cfg) == KVREG_OK);
         if (own_hashes) NB_CHECK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN) == KVREG_OK);
@@ -98,6 +100,7 @@ struct Replica {
         NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_STREAM, stream) == KVREG_OK);
         NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_DURABLE, durable) == KVREG_OK);
         if (bucket) NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_SNAPSHOT_BUCKET, bucket) == KVREG_OK);
+        NB_CHECK(kvreg_nats_consumer_set(con, KVREG_NATS_CON_OPT_RESTORE, restore ? 1 : 0) == KVREG_OK);
         NB_CHECK(kvreg_nats_consumer_start(con) == KVREG_OK);
     }
     void catch_up(uint64_t batches) { // worker 0 rank 0 applied through seq batches - 1
@@ -291,23 +294,36 @@ int nats_workload(size_t events, const char *trace) {
         }
         t_batches = e.finish();
     }
-    double rebuild_s = 0, snap_s = 0, restore_s = 0;
-    uint64_t d_rebuild = 0, d_restore = 0, restored = 0;
-    {
+    // Best of three each (a new durable every time), as the machine may be shared.
+    double rebuild_s = 1e9, snap_s = 0, restore_s = 1e9;
+    uint64_t d_rebuild = 0, d_restore = 0, restored = 1;
+    for (int rep = 0; rep < 3; rep++) {
+        const std::string durable = "rebuild-" + std::to_string(rep);
         const double t0 = now_s();
-        Replica a(url, "TRACE", "rebuild", true, "BENCH_SNAP");
+        Replica a(url, "TRACE", durable.c_str(), true, "BENCH_SNAP", false); // from the stream
         a.catch_up(t_batches);
-        rebuild_s = now_s() - t0;
-        const double t1 = now_s();
-        NB_CHECK(kvreg_nats_consumer_snapshot(a.con, nullptr) == KVREG_OK);
-        snap_s = now_s() - t1;
+        rebuild_s = std::min(rebuild_s, now_s() - t0);
+        uint64_t r = 1;
+        kvreg_nats_consumer_stat(a.con, KVREG_NATS_CON_STAT_RESTORED, &r);
+        NB_CHECK(r == 0);
+        if (rep == 0) {
+            const double t1 = now_s();
+            NB_CHECK(kvreg_nats_consumer_snapshot(a.con, nullptr) == KVREG_OK);
+            snap_s = now_s() - t1;
+        }
         NB_CHECK(kvreg_index_digest(a.idx, &d_rebuild) == KVREG_OK);
+    }
+    for (int rep = 0; rep < 3; rep++) {
+        const std::string durable = "restore-" + std::to_string(rep);
         const double t2 = now_s();
-        Replica b(url, "TRACE", "restore", true, "BENCH_SNAP");
+        Replica b(url, "TRACE", durable.c_str(), true, "BENCH_SNAP");
         b.catch_up(t_batches);
-        restore_s = now_s() - t2;
-        kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORED, &restored);
+        restore_s = std::min(restore_s, now_s() - t2);
+        uint64_t r = 0;
+        kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORED, &r);
+        restored &= r;
         NB_CHECK(kvreg_index_digest(b.idx, &d_restore) == KVREG_OK);
+        NB_CHECK(d_restore == d_rebuild);
     }
     nats_server_destroy(&srv);
     nats_Close();

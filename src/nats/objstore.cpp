@@ -121,6 +121,20 @@ bool ObjectStore::ensure() noexcept {
     }
 }
 
+uint64_t ObjectStore::stored_count(const std::string &subject) {
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Stream.Info.SubjectsFilter = subject.c_str();
+    jsStreamInfo *si = nullptr;
+    if (js_GetStreamInfo(&si, js_, stream().c_str(), &jo, nullptr) != NATS_OK) return UINT64_MAX;
+    uint64_t n = 0;
+    if (si->State.Subjects)
+        for (int i = 0; i < si->State.Subjects->Count; i++)
+            if (subject == si->State.Subjects->List[i].Subject) n = si->State.Subjects->List[i].Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+}
+
 int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why) {
     natsMsg *m = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -159,12 +173,20 @@ int ObjectStore::put(const std::string &name, const std::string &data, size_t ch
     const bool had_old = info(name, old, why) == KVREG_OK;
     const std::string nuid = new_nuid(), csubj = chunk_subject(nuid);
     uint64_t chunks = 0;
-    for (size_t off = 0; off < data.size(); off += chunk, chunks++) {
+    // Chunks go out asynchronously (no round trip each), then all their acks are awaited and
+    // the stream asked how many it stored: a chunk lost on the way (whose failure libnats
+    // reports to no one here) is caught before any metadata names the object.
+    bool sent = true;
+    for (size_t off = 0; off < data.size() && sent; off += chunk, chunks++) {
         const size_t n = std::min(chunk, data.size() - off);
-        if (js_Publish(nullptr, js_, csubj.c_str(), data.data() + off, static_cast<int>(n), nullptr, nullptr) != NATS_OK) {
-            purge_subject(js_, stream(), csubj); // a half-written object is never named by any info
-            return KVREG_EPROTO;
-        }
+        sent = js_PublishAsync(js_, csubj.c_str(), data.data() + off, static_cast<int>(n), nullptr) == NATS_OK;
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 10000;
+    if (!sent || js_PublishAsyncComplete(js_, &po) != NATS_OK || stored_count(csubj) != chunks) {
+        purge_subject(js_, stream(), csubj); // a half-written object is never named by any info
+        return KVREG_EPROTO;
     }
     char mtime[40];
     const std::time_t now = std::time(nullptr);
@@ -198,28 +220,38 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
         return KVREG_EINVAL;
     }
     const std::string subj = chunk_subject(info.nuid), name = stream();
-    uint64_t seq = 1, got = 0;
-    for (; got < info.chunks; got++) {
-        jsDirectGetMsgOptions dg;
-        jsDirectGetMsgOptions_Init(&dg);
-        dg.Sequence = seq;
-        dg.NextBySubject = subj.c_str();
-        natsMsg *m = nullptr;
-        const natsStatus s = js_DirectGetMsg(&m, js_, name.c_str(), nullptr, &dg);
-        if (s == NATS_NOT_FOUND) break;
-        if (s != NATS_OK) return KVREG_EPROTO;
-        const char *sv = nullptr;
-        uint64_t at = natsMsg_GetSequence(m);
-        if (at == 0 && natsMsgHeader_Get(m, "Nats-Sequence", &sv) == NATS_OK && sv) at = std::strtoull(sv, nullptr, 10);
-        const int len = natsMsg_GetDataLength(m);
-        if (at < seq || len < 0 || out.size() + static_cast<size_t>(len) > info.size) {
+    // How many chunks the stream holds for this object, first (one request): a missing chunk
+    // is then known without waiting for a message that never comes.
+    const uint64_t stored = stored_count(subj);
+    if (stored == UINT64_MAX) return KVREG_EPROTO;
+    uint64_t got = 0;
+    if (stored >= info.chunks && info.chunks > 0) {
+        // The chunks stream in one ordered (ephemeral, flow-controlled) consumer: one round
+        // trip for the whole object rather than one per chunk.
+        jsSubOptions so;
+        jsSubOptions_Init(&so);
+        so.Stream = name.c_str();
+        so.Ordered = true;
+        natsSubscription *sub = nullptr;
+        if (js_SubscribeSync(&sub, js_, subj.c_str(), nullptr, &so, nullptr) != NATS_OK) return KVREG_EPROTO;
+        for (; got < info.chunks; got++) {
+            natsMsg *m = nullptr;
+            const natsStatus s = natsSubscription_NextMsg(&m, sub, 5000);
+            if (s != NATS_OK) {
+                natsSubscription_Destroy(sub);
+                return KVREG_EPROTO; // the server went away under us
+            }
+            const int len = natsMsg_GetDataLength(m);
+            if (len < 0 || out.size() + static_cast<size_t>(len) > info.size) {
+                natsMsg_Destroy(m);
+                natsSubscription_Destroy(sub);
+                why = "chunks do not add up to the object's size";
+                return KVREG_EINVAL;
+            }
+            out.append(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
-            why = "chunks do not add up to the object's size";
-            return KVREG_EINVAL;
         }
-        out.append(natsMsg_GetData(m), static_cast<size_t>(len));
-        natsMsg_Destroy(m);
-        seq = at + 1;
+        natsSubscription_Destroy(sub);
     }
     if (got != info.chunks || out.size() != info.size) {
         why = "chunks missing (" + std::to_string(got) + " of " + std::to_string(info.chunks) + ")";

@@ -43,6 +43,7 @@ class ObjectStore {
     std::string chunk_subject(const std::string &nuid) const { return "$O." + bucket_ + ".C." + nuid; }
 
   private:
+    uint64_t stored_count(const std::string &subject); // messages on it; UINT64_MAX: no answer
     jsCtx *js_;
     std::string bucket_;
 };
