@@ -6,7 +6,8 @@
 //               events/s over publish + consume; raw: the same number of messages of the same
 //               average size published asynchronously with a Nats-Msg-Id, then consumed by
 //               one and by three pull consumers that only acknowledge. Target ratio >= 0.5.
-//   restore     every block of the conversation trace published (Dynamo msgpack, hash only),
+//   restore     every block of the conversation trace published as an engine sends it (vLLM
+//               format, 16 tokens a block made from the block's id; replicas in ENGINE mode),
 //               a replica rebuilding its index from the whole stream against a new replica
 //               restoring a snapshot of that index (object store) until it is caught up; the
 //               two digests must be equal; best of three each. Target restore/rebuild <= 0.2.
@@ -267,25 +268,37 @@ int nats_workload(size_t events, const char *trace) {
     const double k1 = ev / (pub_s + c1), k3 = ev / (pub_s + c3);
     const double r1 = ev / (raw_pub + raw_c1), r3 = ev / (raw_pub + raw_c3);
 
-    // ---- restore: the conversation trace's every block, one engine, hash-only Dynamo msgpack
+    // ---- restore: the conversation trace's every block, one engine, vLLM format as an engine
+    // sends it (16 tokens a block, made from the block's id), the replicas in ENGINE mode
     const std::vector<bench::TraceRequest> reqs = bench::read_trace(trace, "nats");
     std::unordered_set<uint64_t> seen;
     uint64_t t_batches = 0, blocks = 0;
     {
-        Engine e(url, "TRACE", "trace.events", KVREG_WIRE_DYNAMO_MSGPACK, 1u << 22);
+        Engine e(url, "TRACE", "trace.events", KVREG_WIRE_VLLM, 1u << 22);
         std::vector<kvreg_block_desc> descs;
         std::vector<kvreg_block> handles;
+        std::vector<uint32_t> tokens;
         for (const auto &r : reqs) {
             descs.clear();
+            tokens.clear();
+            for (size_t i = 0; i < r.ids.size(); i++)
+                if (seen.insert(r.ids[i]).second)
+                    for (size_t k = 0; k < kBs; k++) tokens.push_back(static_cast<uint32_t>(r.ids[i] * kBs + k));
+            size_t t = 0;
             for (size_t i = 0; i < r.ids.size(); i++) {
-                if (!seen.insert(r.ids[i]).second) continue;
+                if (descs.size() * kBs == tokens.size()) break;
+                if (tokens[t] != static_cast<uint32_t>(r.ids[i] * kBs)) continue; // an id seen before
                 kvreg_block_desc d;
                 std::memset(&d, 0, sizeof d);
-                d.sequence_hash = r.ids[i] + 1; // 1-based: a hash of 0 is fine, but clearer apart
+                d.sequence_hash = r.ids[i] + 1;
                 d.block_hash = d.sequence_hash ^ 0x9e3779b97f4a7c15ull;
                 d.has_parent = i > 0;
                 d.parent_sequence_hash = i > 0 ? r.ids[i - 1] + 1 : 0;
+                d.block_size = kBs;
+                d.tokens = tokens.data() + t;
+                d.n_tokens = kBs;
                 descs.push_back(d);
+                t += kBs;
             }
             handles.resize(descs.size());
             if (!descs.empty())
@@ -300,7 +313,7 @@ int nats_workload(size_t events, const char *trace) {
     for (int rep = 0; rep < 3; rep++) {
         const std::string durable = "rebuild-" + std::to_string(rep);
         const double t0 = now_s();
-        Replica a(url, "TRACE", durable.c_str(), true, "BENCH_SNAP", false); // from the stream
+        Replica a(url, "TRACE", durable.c_str(), false, "BENCH_SNAP", false); // from the stream
         a.catch_up(t_batches);
         rebuild_s = std::min(rebuild_s, now_s() - t0);
         uint64_t r = 1;
@@ -316,7 +329,7 @@ int nats_workload(size_t events, const char *trace) {
     for (int rep = 0; rep < 3; rep++) {
         const std::string durable = "restore-" + std::to_string(rep);
         const double t2 = now_s();
-        Replica b(url, "TRACE", durable.c_str(), true, "BENCH_SNAP");
+        Replica b(url, "TRACE", durable.c_str(), false, "BENCH_SNAP");
         b.catch_up(t_batches);
         restore_s = std::min(restore_s, now_s() - t2);
         uint64_t r = 0;
