@@ -290,6 +290,62 @@ static void test_snapshots(void **state) {
     engine_close(&e);
 }
 
+/* ------------------------------------------------------------------------------- purge */
+/* With SNAPSHOT_PURGE and one snapshot kept, writing it purges the event stream through the
+ * sequence it covers: the stream's first message is then the one after it, and a new replica
+ * still ends with the engine's blocks (from the snapshot plus what follows). */
+static void test_purge(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "PRG", "prg.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 200; h++) assert_int_equal(reg_hash(e.gpu, 30000 + h, &blk), KVREG_OK);
+    kvreg_registry_flush(e.reg);
+    replica r1;
+    replica_prepare(&r1, "PRG", "prg-r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r1.con, KVREG_NATS_SNAPSHOT_BUCKET, "PSNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r1.con, KVREG_NATS_CON_OPT_SNAPSHOT_KEEP, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r1.con, KVREG_NATS_CON_OPT_SNAPSHOT_PURGE, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r1.con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 200 ||
+           pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED) < pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r1.con, 20), KVREG_OK);
+    }
+    wait_next(&r1, 6, pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES));
+    uint64_t seq = 0;
+    assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, &seq), KVREG_OK);
+    assert_true(seq > 1);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_GetStreamInfo(&si, js, "PRG", NULL, NULL), NATS_OK);
+    assert_int_equal(si->State.FirstSeq, seq + 1);
+    jsStreamInfo_Destroy(si);
+    for (uint64_t h = 200; h < 250; h++) assert_int_equal(reg_hash(e.gpu, 30000 + h, &blk), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    replica r2;
+    replica_prepare(&r2, "PRG", "prg-r2", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r2.con, KVREG_NATS_SNAPSHOT_BUCKET, "PSNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r2.con), KVREG_OK);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    wait_next(&r2, 6, batches);
+    wait_next(&r1, 6, batches);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_same_as_engine(&r2, &e, 6, 30000, 250);
+    assert_same_digest(&r1, &r2);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    replica_close(&r1);
+    replica_close(&r2);
+    engine_close(&e);
+}
+
 /* ------------------------------------------------------------------- kill/restart cycles */
 /* R replicas follow one engine that runs a random workload; at random points a replica is
  * killed (freed mid-stream, its unacknowledged messages in flight) and started again, from the
@@ -426,6 +482,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_liveness),
         cmocka_unit_test(test_snapshots),
+        cmocka_unit_test(test_purge),
         cmocka_unit_test(test_kill_cycles),
         cmocka_unit_test(test_slow_consumer),
     };
