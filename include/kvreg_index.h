@@ -230,6 +230,63 @@ KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat,
                                uint64_t *value) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
+/* Dump, load and digest of the whole index (LIBKVREG_0.6)                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* A dump is the index's content in a versioned, checksummed binary format (little-endian,
+ * fixed-width fields; the layout is documented in docs/design/index.md): the configuration that
+ * gives entries their meaning (hashes mode, profile, block size, salt; not the shards, the
+ * expected entries or the tier weights), then every worker with the seq its next batch must
+ * carry, its entries (router hash and tiers) and, in ENGINE mode, its engine -> router hash
+ * mapping (the entries follow from it), and an XXH3-64 checksum of all that. Workers come in
+ * ascending (worker_id, dp_rank), entries in ascending hash order: equal indexes give equal
+ * dumps, whatever the order their events came in and whatever their shard counts.
+ *
+ * Consistency: a dump (and a digest) is the state of one instant. It locks every worker known
+ * when it starts while it copies their entries (one copy of the content, about 17 bytes an
+ * entry in OWN mode, 25 in ENGINE mode), so writers wait for that copy (not for the write
+ * callback) and queries go on; a worker added after the dump started is not in it. */
+
+/* The format version kvreg_index_dump writes; kvreg_index_load reads this one. */
+#define KVREG_INDEX_DUMP_VERSION 1u
+
+/* Receives the dump in pieces, in order (each at most 64 KiB, none empty). Return 0 to go on;
+ * any other value stops the dump, which returns it. */
+typedef int (*kvreg_index_write_fn)(const void *data, size_t len, void *ctx);
+
+/* Write the dump through write (called from this thread only). KVREG_EINVAL: idx or write
+ * NULL. KVREG_ENOMEM (nothing written). Otherwise KVREG_OK or write's non-zero return. */
+KVREG_API int kvreg_index_dump(const kvreg_index *idx, kvreg_index_write_fn write,
+                               void *ctx) KVREG_NOEXCEPT;
+
+/* The dump in one buffer from malloc (*data; free it with free()) of *len bytes.
+ * KVREG_EINVAL: an argument NULL. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_dump_alloc(const kvreg_index *idx, void **data,
+                                     size_t *len) KVREG_NOEXCEPT;
+
+/* Load a dump into an index that knows no worker (new, or every worker removed), all or
+ * nothing: on any error the index is left as it was (empty) and usable. The dump's tier weights
+ * are not in it: the index's own apply. Nothing else may change the index meanwhile (queries
+ * may run; they see workers appear one by one). Statuses:
+ *   KVREG_EINVAL   idx NULL, data NULL with len > 0, or the dump's hashes mode, profile, block
+ *                  size or salt differ from the index's;
+ *   KVREG_ESTATE   the index knows a worker;
+ *   KVREG_ENOTSUP  a format version this library does not read (a newer one);
+ *   KVREG_EPROTO   not a dump: too short, wrong magic, checksum mismatch (truncated or
+ *                  corrupt), or content that is not consistent (counts beyond the end, workers
+ *                  or entries out of order or repeated, unknown tiers or flags, trailing bytes);
+ *   KVREG_EOVERFLOW more workers than an index holds; KVREG_ENOMEM. */
+KVREG_API int kvreg_index_load(kvreg_index *idx, const void *data, size_t len) KVREG_NOEXCEPT;
+
+/* A digest of the index's content: the checksum its dump would end with (it is computed the
+ * same way, without writing anything). Equal for equal contents (configuration, workers with
+ * their next seq, entries and tiers, ENGINE mapping) whatever the insertion order, shard count
+ * or memory layout, and different (but for a 2^-64 chance) when any of them differs. The next
+ * seqs are included because two indexes that expect different seqs treat the next batch
+ * differently (one applies it, the other flags a gap): they are not replicas of each other.
+ * Consistent as a dump is. KVREG_EINVAL: an argument NULL. KVREG_ENOMEM. */
+KVREG_API int kvreg_index_digest(const kvreg_index *idx, uint64_t *out) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
 /* Router: a worker's cost for a request, and the choice (LIBKVREG_0.5)                         */
 /* ------------------------------------------------------------------------------------------ */
 /* A kvreg_router turns an index answer (kvreg_index_match: each worker's matched blocks per

@@ -1,4 +1,6 @@
 // C entry points of kvreg_index.h: argument checks and the exception firewall around Index.
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "api/guard.hpp"
@@ -145,6 +147,68 @@ KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat, uint64_t *
     if (!known) return KVREG_EINVAL;
     *value = v;
     return KVREG_OK;
+}
+
+KVREG_API int kvreg_index_dump(const kvreg_index *idx, kvreg_index_write_fn write, void *ctx) noexcept {
+    if (!idx || !write) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.dump(write, ctx);
+    KVREG_GUARD_END
+}
+
+namespace {
+// kvreg_index_dump_alloc's sink: one malloc'd buffer, doubled as it fills.
+struct Grow {
+    unsigned char *data = nullptr;
+    size_t len = 0, cap = 0;
+};
+int grow_write(const void *data, size_t len, void *ctx) {
+    Grow &g = *static_cast<Grow *>(ctx);
+    if (g.cap - g.len < len) {
+        size_t cap = g.cap ? g.cap : 4096;
+        while (cap - g.len < len) cap *= 2;
+        void *p = std::realloc(g.data, cap);
+        if (!p) return KVREG_ENOMEM;
+        g.data = static_cast<unsigned char *>(p);
+        g.cap = cap;
+    }
+    std::memcpy(g.data + g.len, data, len);
+    g.len += len;
+    return 0;
+}
+} // namespace
+
+KVREG_API int kvreg_index_dump_alloc(const kvreg_index *idx, void **data, size_t *len) noexcept {
+    if (!idx || !data || !len) return KVREG_EINVAL;
+    Grow g;
+    int rc;
+    try {
+        rc = idx->impl.dump(grow_write, &g);
+    } catch (const std::bad_alloc &) {
+        rc = KVREG_ENOMEM;
+    }
+    if (rc != KVREG_OK) {
+        std::free(g.data);
+        return rc;
+    }
+    *data = g.data;
+    *len = g.len;
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_index_load(kvreg_index *idx, const void *data, size_t len) noexcept {
+    if (!idx || (!data && len > 0)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return idx->impl.load(static_cast<const unsigned char *>(data), len);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_index_digest(const kvreg_index *idx, uint64_t *out) noexcept {
+    if (!idx || !out) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    *out = idx->impl.digest();
+    return KVREG_OK;
+    KVREG_GUARD_END
 }
 
 } // extern "C"

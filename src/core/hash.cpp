@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <cstring>
+#include <new>
 
 #include "core/hash.hpp"
 
@@ -48,5 +49,20 @@ uint64_t chain_hash(uint64_t parent_sequence_hash, uint64_t block_hash_value, ui
 #endif
     return XXH3_64bits_withSeed(words, sizeof words, salt);
 }
+
+uint64_t checksum64(const void *data, size_t len) noexcept { return XXH3_64bits(data, len); }
+
+Checksum64::Checksum64() : state_(XXH3_createState()) {
+    if (!state_) throw std::bad_alloc();
+    XXH3_64bits_reset(static_cast<XXH3_state_t *>(state_));
+}
+
+Checksum64::~Checksum64() { XXH3_freeState(static_cast<XXH3_state_t *>(state_)); }
+
+void Checksum64::update(const void *data, size_t len) noexcept {
+    XXH3_64bits_update(static_cast<XXH3_state_t *>(state_), data, len);
+}
+
+uint64_t Checksum64::digest() const noexcept { return XXH3_64bits_digest(static_cast<XXH3_state_t *>(state_)); }
 
 } // namespace kvreg

@@ -80,6 +80,11 @@ public:
     template <class Keep>
     size_t holders_if(uint64_t hash, Holder *out, size_t cap, size_t enough, Keep keep) const noexcept;
 
+    // Calls f(hash, slot, counts) for every entry, one shard at a time under its writer lock
+    // (writers of that shard wait; readers and other shards go on). For a dump or a digest
+    // (index/dump.cpp); f must not touch the table.
+    template <class F> void for_each_entry(F f) const;
+
     // Start loading the first slot a lookup of hash would read.
     void prefetch(uint64_t hash) const noexcept;
 
@@ -105,6 +110,13 @@ private:
     };
 
     static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
+    // mix's inverse: the multiplicative inverse of the odd constant modulo 2^64 (Newton steps).
+    static constexpr uint64_t kUnmix = [] {
+        uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
+        for (int i = 0; i < 6; i++) x *= 2 - UINT64_C(0x9E3779B97F4A7C15) * x;
+        return x;
+    }();
+    static_assert(kUnmix * UINT64_C(0x9E3779B97F4A7C15) == 1, "mix is a bijection");
     // The shard from the top bits, the bucket from bits 16 and up: independent for any table
     // below 2^36 slots.
     Shard &shard_of(uint64_t mixed) const noexcept { return shards_[(mixed >> 52) & shard_mask_]; }
@@ -257,6 +269,26 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;
+}
+
+template <class F> void HolderTable::for_each_entry(F f) const {
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        Shard &s = shards_[si];
+        lock_writer(s);
+        struct Unlock {
+            Shard &s;
+            ~Unlock() { unlock_writer(s); }
+        } unlock{s};
+        const Slot *t = s.table.load(std::memory_order_relaxed);
+        if (!t) continue;
+        const uint64_t mask = mask_of(t);
+        for (uint64_t i = 1; i <= mask + 1; i++) {
+            const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+            if (v != kEmpty)
+                f(t[i].key.load(std::memory_order_relaxed) * kUnmix, static_cast<uint32_t>(v >> 32),
+                  static_cast<uint32_t>(v));
+        }
+    }
 }
 
 } // namespace kvreg::index

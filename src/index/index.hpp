@@ -48,7 +48,19 @@ public:
 
     uint64_t stat(uint32_t which, bool *known) const noexcept;
 
+    // dump.cpp (the format: docs/design/index.md). dump: KVREG_OK or write's non-zero return;
+    // digest: the checksum the dump would end with; load: into an empty index, all or nothing
+    // (kvreg_index_load's statuses). Throw std::bad_alloc (dump and digest: nothing changed).
+    int dump(kvreg_index_write_fn write, void *ctx) const;
+    uint64_t digest() const;
+    int load(const unsigned char *data, size_t len);
+
 private:
+    struct Snapshot;
+    void snapshot(Snapshot &snap) const;
+    int write_snapshot(const Snapshot &snap, kvreg_index_write_fn write, void *ctx, uint64_t *sum) const;
+    int load_checked(const unsigned char *data, size_t len);
+
     // The router hash of a block, given its parent's router hash (has_parent false: first block).
     uint64_t chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept;
     // Lock the live worker (id, dp), adding it if asked; nullptr when unknown and not added.

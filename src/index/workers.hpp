@@ -99,6 +99,8 @@ public:
     // slot in it was handed out).
     WorkerIdent *idents(uint32_t c) const noexcept { return chunks_[c].load(std::memory_order_acquire)->ident; }
     uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+    // Slots handed out so far (0 .. used() - 1 exist; some may be free now).
+    uint32_t used() const noexcept { return used_.load(std::memory_order_acquire); }
     uint64_t bytes() const noexcept;
     // Calls f(Worker&) for every slot ever used (the caller locks each as needed).
     template <class F> void for_each_slot(F f) const {

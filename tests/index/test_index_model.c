@@ -340,6 +340,40 @@ static void random_batch(ctx *c, uint32_t w)
     assert_int_equal(info.removes_unknown, want_unknown);
 }
 
+/* The index's replica: its dump loaded into a new index of another shard count (the same
+ * meaning-giving settings and weights). The replica must dump the same bytes and have the same
+ * digest; it then replaces the original, so every later batch (its sequence flags, Removes of
+ * engine hashes stored before the dump) and query is checked against the model on the replica. */
+static void replicate(ctx *c, uint64_t shards)
+{
+    kvreg_index *copy = NULL;
+    kvreg_index_config *cfg = NULL;
+    void *d1 = NULL, *d2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    uint64_t g1 = 0, g2 = 1;
+    assert_int_equal(kvreg_index_dump_alloc(c->idx, &d1, &n1), KVREG_OK);
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_BLOCK_SIZE, BS), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SALT, c->salt), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, shards), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES,
+                                            c->own ? KVREG_INDEX_HASHES_OWN : KVREG_INDEX_HASHES_ENGINE), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_WEIGHT + 1, c->m.weight[1]), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&copy, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    assert_int_equal(kvreg_index_load(copy, d1, n1), KVREG_OK);
+    assert_int_equal(kvreg_index_dump_alloc(copy, &d2, &n2), KVREG_OK);
+    assert_int_equal(n2, n1);
+    assert_memory_equal(d2, d1, n1);
+    assert_int_equal(kvreg_index_digest(c->idx, &g1), KVREG_OK);
+    assert_int_equal(kvreg_index_digest(copy, &g2), KVREG_OK);
+    assert_true(g1 == g2);
+    free(d1);
+    free(d2);
+    kvreg_index_free(c->idx);
+    c->idx = copy;
+}
+
 static void run_model(int own, uint64_t seed, int steps)
 {
     ctx *c = calloc(1, sizeof *c);
@@ -382,6 +416,8 @@ static void run_model(int own, uint64_t seed, int steps)
             c->m.w[w].known = 1;
             c->m.w[w].seq_known = next != KVREG_INDEX_SEQ_NONE;
             c->m.w[w].next_seq = c->m.w[w].seq_known ? next : 0;
+        } else if (r < 7) {
+            replicate(c, 1u << below(6));
         } else {
             random_batch(c, w);
         }

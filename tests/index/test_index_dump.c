@@ -1,0 +1,664 @@
+/* kvreg_index_dump / _load / _digest: the layout of a small dump byte by byte (as
+ * docs/design/index.md documents it, the checksum by the system libxxhash), round trips in both
+ * hash modes, digests across insertion orders and shard counts, every corruption and
+ * truncation, wrong versions and configurations, and dumps taken while writers apply. The
+ * reference-model round trips are in test_index_model.c (replicate()). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include <kvreg_index.h>
+
+#define BS 4u
+
+static kvreg_index *new_index(int own, uint64_t salt, uint64_t shards, uint32_t bs, uint32_t profile)
+{
+    kvreg_index *idx = NULL;
+    kvreg_index_config *cfg = NULL;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_BLOCK_SIZE, bs), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SALT, salt), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, shards), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_PROFILE, profile), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES,
+                                            own ? KVREG_INDEX_HASHES_OWN : KVREG_INDEX_HASHES_ENGINE), KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    return idx;
+}
+
+static kvreg_index *own_index(uint64_t shards) { return new_index(1, KVREG_ROUTER_SALT, shards, BS, 0); }
+
+static void stored(kvreg_wire_event *e, uint32_t medium, const uint64_t *hashes, size_t n)
+{
+    memset(e, 0, sizeof *e);
+    e->type = KVREG_WIRE_STORED;
+    e->medium = medium;
+    e->block_hashes = hashes;
+    e->n_block_hashes = n;
+}
+
+static void removed(kvreg_wire_event *e, uint32_t medium, const uint64_t *hashes, size_t n)
+{
+    memset(e, 0, sizeof *e);
+    e->type = KVREG_WIRE_REMOVED;
+    e->medium = medium;
+    e->block_hashes = hashes;
+    e->n_block_hashes = n;
+}
+
+static void apply1(kvreg_index *idx, uint64_t id, uint32_t dp, uint64_t seq, const kvreg_wire_event *e)
+{
+    assert_int_equal(kvreg_index_apply(idx, id, dp, seq, e, 1, NULL), KVREG_OK);
+}
+
+static uint64_t stat(const kvreg_index *idx, uint32_t which)
+{
+    uint64_t v = 0;
+    assert_int_equal(kvreg_index_stat(idx, which, &v), KVREG_OK);
+    return v;
+}
+
+static void assert_empty(const kvreg_index *idx)
+{
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_WORKERS), 0);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 0);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_MAPPED_HASHES), 0);
+}
+
+static uint64_t digest(const kvreg_index *idx)
+{
+    uint64_t d = 0;
+    assert_int_equal(kvreg_index_digest(idx, &d), KVREG_OK);
+    return d;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    int i;
+    for (i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    int i;
+    for (i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Rewrite the checksum after editing a dump (the system libxxhash, not the library's code). */
+static void reseal(unsigned char *d, size_t n) { put64(d + n - 8, XXH3_64bits(d, n - 8)); }
+
+/* The OWN-mode dump of worker (5, dp 1), next seq 1, holding 0x10 in GPU and CPU and 0x20 in
+ * GPU, written out by hand from the documented layout. */
+static size_t small_own_dump(unsigned char *d)
+{
+    size_t n = 0;
+    memcpy(d, "KVREGIDX", 8);
+    put32(d + 8, 1);     /* format version */
+    put32(d + 12, 1);    /* hashes: OWN */
+    put32(d + 16, 0);    /* profile: DYNAMO */
+    put32(d + 20, BS);   /* block size */
+    put64(d + 24, 1337); /* salt */
+    put64(d + 32, 1);    /* workers */
+    n = 40;
+    put64(d + n, 5);     /* worker id */
+    put32(d + n + 8, 1); /* dp rank */
+    put32(d + n + 12, 1); /* flags: next seq known */
+    put64(d + n + 16, 1); /* next seq */
+    put64(d + n + 24, 1); /* groups */
+    n += 32;
+    put64(d + n, 0);     /* partition */
+    put64(d + n + 8, 2); /* records */
+    n += 16;
+    put64(d + n, 0x10);
+    d[n + 8] = 0x3;      /* GPU | CPU */
+    put64(d + n + 9, 0x20);
+    d[n + 17] = 0x1;     /* GPU */
+    n += 18;
+    put64(d + n, XXH3_64bits(d, n));
+    return n + 8;
+}
+
+static void build_small_own(kvreg_index *idx)
+{
+    const uint64_t h[2] = {0x10, 0x20};
+    kvreg_wire_event e[2];
+    stored(&e[0], KVREG_MEDIUM_GPU, h, 2);
+    stored(&e[1], KVREG_MEDIUM_CPU, h, 1);
+    assert_int_equal(kvreg_index_apply(idx, 5, 1, 0, e, 2, NULL), KVREG_OK);
+}
+
+static void test_small_own_layout(void **state)
+{
+    unsigned char want[256];
+    const size_t n_want = small_own_dump(want);
+    kvreg_index *idx = own_index(4), *copy = own_index(1);
+    void *got = NULL;
+    size_t n_got = 0, n_m = 0;
+    kvreg_index_match m[2];
+    const uint64_t q[2] = {0x10, 0x20};
+    (void)state;
+    build_small_own(idx);
+    assert_int_equal(kvreg_index_dump_alloc(idx, &got, &n_got), KVREG_OK);
+    assert_int_equal(n_got, n_want);
+    assert_int_equal(n_want, 114);
+    assert_memory_equal(got, want, n_want);
+    /* the digest is the dump's checksum */
+    assert_true(digest(idx) == XXH3_64bits(want, n_want - 8));
+
+    /* the hand-written dump loads and answers as the original */
+    assert_int_equal(kvreg_index_load(copy, want, n_want), KVREG_OK);
+    assert_int_equal(stat(copy, KVREG_INDEX_STAT_WORKERS), 1);
+    assert_int_equal(stat(copy, KVREG_INDEX_STAT_ENTRIES), 2);
+    assert_int_equal(kvreg_index_query_hashes(copy, q, 2, 0, m, 2, &n_m), KVREG_OK);
+    assert_int_equal(n_m, 1);
+    assert_true(m[0].worker_id == 5);
+    assert_int_equal(m[0].dp_rank, 1);
+    assert_int_equal(m[0].depth, 2);
+    assert_int_equal(m[0].blocks[KVREG_MEDIUM_GPU], 2);
+    assert_int_equal(m[0].blocks[KVREG_MEDIUM_CPU], 0);
+    assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_GPU], 2);
+    assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_CPU], 1);
+    /* the next seq came along: 1 applies quietly, and the worker is not new */
+    {
+        kvreg_index_apply_info info;
+        assert_int_equal(kvreg_index_apply(copy, 5, 1, 1, NULL, 0, &info), KVREG_OK);
+        assert_int_equal(info.flags, 0);
+        assert_true(info.expected_seq == 1);
+    }
+    free(got);
+    kvreg_index_free(idx);
+    kvreg_index_free(copy);
+}
+
+/* ENGINE mode: the mapping travels, so a Remove of an engine hash stored before the dump
+ * finds its entry on the replica, and a child names a parent stored before the dump. */
+static void test_engine_mapping_round_trip(void **state)
+{
+    uint32_t tokens[3 * BS];
+    kvreg_block_info info[3];
+    size_t n = 0, i, n_m = 0;
+    const uint64_t engine[3] = {1001, 1002, 1003};
+    uint64_t router[3];
+    kvreg_wire_event e;
+    kvreg_index_match m[2];
+    kvreg_index *idx = new_index(0, 99, 8, BS, 0), *copy = new_index(0, 99, 2, BS, 0);
+    void *d = NULL;
+    size_t dn = 0;
+    (void)state;
+    for (i = 0; i < 3 * BS; i++)
+        tokens[i] = (uint32_t)(7 * i + 1);
+    assert_int_equal(kvreg_hash_blocks(tokens, 3 * BS, BS, 99, info, 3, &n), KVREG_OK);
+    for (i = 0; i < 3; i++)
+        router[i] = info[i].sequence_hash;
+    /* blocks 0 and 1 stored (GPU), block 0 also in CPU */
+    stored(&e, KVREG_MEDIUM_GPU, engine, 2);
+    e.token_ids = tokens;
+    e.n_token_ids = 2 * BS;
+    apply1(idx, 3, 0, 0, &e);
+    stored(&e, KVREG_MEDIUM_CPU, engine, 1);
+    e.token_ids = tokens;
+    e.n_token_ids = BS;
+    apply1(idx, 3, 0, 1, &e);
+
+    assert_int_equal(kvreg_index_dump_alloc(idx, &d, &dn), KVREG_OK);
+    /* header, one worker, one group, two 17-byte mapping records, checksum */
+    assert_int_equal(dn, 40 + 32 + 16 + 2 * 17 + 8);
+    {
+        const unsigned char *r = (const unsigned char *)d + 88;
+        uint64_t v = 0;
+        int k;
+        for (k = 7; k >= 0; k--)
+            v = v << 8 | r[k];
+        assert_true(v == 1001);
+        for (v = 0, k = 15; k >= 8; k--)
+            v = v << 8 | r[k];
+        assert_true(v == router[0]);
+        assert_int_equal(r[16], 0x3);
+    }
+    assert_int_equal(kvreg_index_load(copy, d, dn), KVREG_OK);
+    assert_true(digest(copy) == digest(idx));
+    assert_int_equal(stat(copy, KVREG_INDEX_STAT_MAPPED_HASHES), 2);
+
+    /* a child of block 1 (engine parent 1002) chains on the replica */
+    stored(&e, KVREG_MEDIUM_GPU, engine + 2, 1);
+    e.has_parent = 1;
+    e.parent_block_hash = 1002;
+    e.token_ids = tokens + 2 * BS;
+    e.n_token_ids = BS;
+    apply1(copy, 3, 0, 2, &e);
+    assert_int_equal(kvreg_index_query_hashes(copy, router, 3, 0, m, 2, &n_m), KVREG_OK);
+    assert_int_equal(n_m, 1);
+    assert_int_equal(m[0].depth, 3);
+    /* removing engine hash 1001 from GPU leaves it in CPU only */
+    removed(&e, KVREG_MEDIUM_GPU, engine, 1);
+    apply1(copy, 3, 0, 3, &e);
+    assert_int_equal(kvreg_index_query_hashes(copy, router, 3, 0, m, 2, &n_m), KVREG_OK);
+    assert_int_equal(m[0].depth, 3);
+    assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_GPU], 0);
+    assert_int_equal(m[0].blocks[KVREG_MEDIUM_CPU], 1);
+    removed(&e, KVREG_MEDIUM_CPU, engine, 1);
+    apply1(copy, 3, 0, 4, &e);
+    assert_int_equal(kvreg_index_query_hashes(copy, router, 3, 0, m, 2, &n_m), KVREG_OK);
+    assert_int_equal(n_m, 0);
+    assert_int_equal(stat(copy, KVREG_INDEX_STAT_ENTRIES), 2);
+    free(d);
+    kvreg_index_free(idx);
+    kvreg_index_free(copy);
+}
+
+/* The same content reached in different orders (and through a detour: stored, removed, other
+ * workers first) in indexes of different shard counts: equal digests, equal dumps. */
+static void fill(kvreg_index *idx, int order)
+{
+    const uint64_t a[3] = {11, 12, 13}, b[2] = {21, 22}, junk[2] = {99, 98};
+    kvreg_wire_event e;
+    if (order == 0) {
+        stored(&e, KVREG_MEDIUM_GPU, a, 3);
+        apply1(idx, 1, 0, 0, &e);
+        stored(&e, KVREG_MEDIUM_CPU, b, 2);
+        apply1(idx, 2, 0, 0, &e);
+        stored(&e, KVREG_MEDIUM_CPU, a + 1, 1);
+        apply1(idx, 1, 0, 1, &e);
+    } else {
+        stored(&e, KVREG_MEDIUM_GPU, junk, 2);
+        apply1(idx, 2, 0, 0, &e);
+        stored(&e, KVREG_MEDIUM_CPU, b + 1, 1);
+        apply1(idx, 3, 0, 0, &e); /* a third worker, then gone */
+        stored(&e, KVREG_MEDIUM_CPU, a + 1, 1);
+        apply1(idx, 1, 0, 0, &e);
+        stored(&e, KVREG_MEDIUM_GPU, a + 2, 1);
+        apply1(idx, 1, 0, KVREG_INDEX_SEQ_NONE, &e);
+        stored(&e, KVREG_MEDIUM_GPU, a, 2);
+        apply1(idx, 1, 0, 1, &e);
+        assert_int_equal(kvreg_index_remove_worker(idx, 3, 0), KVREG_OK);
+        removed(&e, KVREG_MEDIUM_GPU, junk, 2);
+        apply1(idx, 2, 0, KVREG_INDEX_SEQ_NONE, &e);
+        stored(&e, KVREG_MEDIUM_CPU, b, 2);
+        apply1(idx, 2, 0, KVREG_INDEX_SEQ_NONE, &e);
+    }
+}
+
+static void test_digest_order_and_shards(void **state)
+{
+    kvreg_index *x = own_index(1), *y = own_index(64);
+    void *dx = NULL, *dy = NULL;
+    size_t nx = 0, ny = 0;
+    (void)state;
+    fill(x, 0);
+    fill(y, 1);
+    assert_true(digest(x) == digest(y));
+    assert_int_equal(kvreg_index_dump_alloc(x, &dx, &nx), KVREG_OK);
+    assert_int_equal(kvreg_index_dump_alloc(y, &dy, &ny), KVREG_OK);
+    assert_int_equal(nx, ny);
+    assert_memory_equal(dx, dy, nx);
+    free(dx);
+    free(dy);
+    kvreg_index_free(x);
+    kvreg_index_free(y);
+}
+
+/* One tier bit, one entry, one seq, one worker's rank: each changes the digest. */
+static void test_digest_differs(void **state)
+{
+    const uint64_t a2[1] = {12}, a3[1] = {13};
+    kvreg_wire_event e;
+    kvreg_index *base = own_index(8), *idx;
+    uint64_t d0;
+    (void)state;
+    fill(base, 0);
+    d0 = digest(base);
+
+    idx = own_index(8); /* tier bit: 13 also in CPU */
+    fill(idx, 0);
+    stored(&e, KVREG_MEDIUM_CPU, a3, 1);
+    apply1(idx, 1, 0, KVREG_INDEX_SEQ_NONE, &e);
+    assert_true(digest(idx) != d0);
+    kvreg_index_free(idx);
+
+    idx = own_index(8); /* tier bit: 12 no longer in CPU (still in GPU) */
+    fill(idx, 0);
+    removed(&e, KVREG_MEDIUM_CPU, a2, 1);
+    apply1(idx, 1, 0, KVREG_INDEX_SEQ_NONE, &e);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), stat(base, KVREG_INDEX_STAT_ENTRIES));
+    assert_true(digest(idx) != d0);
+    kvreg_index_free(idx);
+
+    idx = own_index(8); /* an entry removed */
+    fill(idx, 0);
+    removed(&e, KVREG_MEDIUM_GPU, a3, 1);
+    apply1(idx, 1, 0, KVREG_INDEX_SEQ_NONE, &e);
+    assert_true(digest(idx) != d0);
+    kvreg_index_free(idx);
+
+    idx = own_index(8); /* a seq: the same entries, the next batch expected one later */
+    fill(idx, 0);
+    assert_int_equal(kvreg_index_apply(idx, 2, 0, 1, NULL, 0, NULL), KVREG_OK);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), stat(base, KVREG_INDEX_STAT_ENTRIES));
+    assert_true(digest(idx) != d0);
+    kvreg_index_free(idx);
+
+    idx = own_index(8); /* an empty worker more */
+    fill(idx, 0);
+    assert_int_equal(kvreg_index_clear_worker(idx, 4, 0, 0), KVREG_OK);
+    assert_true(digest(idx) != d0);
+    kvreg_index_free(idx);
+
+    assert_true(digest(base) == d0);
+    kvreg_index_free(base);
+}
+
+/* Every byte flipped, every truncation, trailing bytes: the documented status, and the index
+ * stays empty and loads the good dump afterwards. */
+static void test_corruption(void **state)
+{
+    unsigned char d[256], bad[264];
+    const size_t n = small_own_dump(d);
+    kvreg_index *idx = own_index(4);
+    size_t i, bit;
+    (void)state;
+    for (i = 0; i < n; i++) {
+        for (bit = 0; bit < 8; bit += 7) {
+            memcpy(bad, d, n);
+            bad[i] ^= (unsigned char)(1u << bit);
+            assert_int_equal(kvreg_index_load(idx, bad, n), i >= 8 && i < 12 ? KVREG_ENOTSUP : KVREG_EPROTO);
+            assert_empty(idx);
+        }
+    }
+    for (i = 0; i < n; i++) {
+        assert_int_equal(kvreg_index_load(idx, d, i), KVREG_EPROTO);
+        assert_empty(idx);
+    }
+    memcpy(bad, d, n);
+    bad[n] = 0;
+    assert_int_equal(kvreg_index_load(idx, bad, n + 1), KVREG_EPROTO);
+    memcpy(bad, d, n - 8);
+    bad[n - 8] = 0;
+    reseal(bad, n + 1); /* a trailing byte inside the checksum */
+    assert_int_equal(kvreg_index_load(idx, bad, n + 1), KVREG_EPROTO);
+    assert_empty(idx);
+    assert_int_equal(kvreg_index_load(idx, NULL, 0), KVREG_EPROTO);
+    assert_int_equal(kvreg_index_load(idx, NULL, 1), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_load(NULL, d, n), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_OK);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 2);
+    kvreg_index_free(idx);
+}
+
+/* Checksummed but inconsistent: each gives KVREG_EPROTO and an empty index. */
+static void test_inconsistent(void **state)
+{
+    unsigned char d[256], bad[256];
+    const size_t n = small_own_dump(d);
+    const size_t w = 40, g = 72, r = 88;
+    kvreg_index *idx = own_index(4);
+    struct {
+        size_t at;
+        uint64_t v;
+        int width;
+    } edits[] = {
+        {32, 2, 8},              /* two workers, one there */
+        {32, 0, 8},              /* no worker, one there: trailing bytes */
+        {32, UINT64_MAX, 8},     /* a count no dump can hold */
+        {w + 12, 2, 4},          /* unknown worker flag */
+        {w + 12, 0, 4},          /* next seq unknown but not 0 */
+        {w + 24, 0, 8},          /* no group, records there */
+        {w + 24, 2, 8},          /* two groups, one there */
+        {w + 24, UINT64_MAX / 2, 8},
+        {g, 7, 8},               /* a partition this version does not have */
+        {g + 8, 0, 8},           /* an empty group */
+        {g + 8, 3, 8},           /* three records, two there */
+        {g + 8, UINT64_MAX, 8},
+        {r, 0x20, 8},            /* records repeated */
+        {r, 0x30, 8},            /* records out of order */
+        {r + 8, 0, 1},           /* no tier */
+        {r + 8, 0x10, 1},        /* a tier beyond KVREG_MEDIUM_COUNT */
+        {16, 2, 4},              /* unknown profile */
+        {12, 7, 4},              /* unknown hashes mode */
+        {20, 0, 4},              /* block size 0 */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        memcpy(bad, d, n);
+        if (edits[i].width == 8)
+            put64(bad + edits[i].at, edits[i].v);
+        else if (edits[i].width == 4)
+            put32(bad + edits[i].at, (uint32_t)edits[i].v);
+        else
+            bad[edits[i].at] = (unsigned char)edits[i].v;
+        reseal(bad, n);
+        assert_int_equal(kvreg_index_load(idx, bad, n), KVREG_EPROTO);
+        assert_empty(idx);
+    }
+    /* a repeated worker: the dump of two workers, the second renamed as the first */
+    {
+        kvreg_index *two = own_index(4);
+        const uint64_t h[1] = {0x10};
+        kvreg_wire_event e;
+        void *dd = NULL;
+        size_t dn = 0;
+        stored(&e, KVREG_MEDIUM_GPU, h, 1);
+        apply1(two, 5, 1, 0, &e);
+        apply1(two, 5, 2, 0, &e);
+        assert_int_equal(kvreg_index_dump_alloc(two, &dd, &dn), KVREG_OK);
+        assert_int_equal(kvreg_index_load(idx, dd, dn), KVREG_OK); /* as it is: fine */
+        assert_int_equal(stat(idx, KVREG_INDEX_STAT_WORKERS), 2);
+        assert_int_equal(kvreg_index_remove_worker(idx, 5, 1), KVREG_OK);
+        assert_int_equal(kvreg_index_remove_worker(idx, 5, 2), KVREG_OK);
+        put32((unsigned char *)dd + 40 + 32 + 16 + 9 + 8, 1); /* second worker's dp: 1 */
+        reseal(dd, dn);
+        assert_int_equal(kvreg_index_load(idx, dd, dn), KVREG_EPROTO);
+        assert_empty(idx);
+        free(dd);
+        kvreg_index_free(two);
+    }
+    kvreg_index_free(idx);
+}
+
+static void test_version_and_config(void **state)
+{
+    unsigned char d[256];
+    const size_t n = small_own_dump(d);
+    kvreg_index *idx;
+    (void)state;
+    put32(d + 8, 2); /* a newer format, sealed */
+    reseal(d, n);
+    idx = own_index(4);
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_ENOTSUP);
+    assert_empty(idx);
+    put32(d + 8, 0);
+    reseal(d, n);
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_ENOTSUP);
+    kvreg_index_free(idx);
+    small_own_dump(d);
+
+    idx = new_index(1, 1338, 4, BS, 0); /* salt */
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_EINVAL);
+    assert_empty(idx);
+    kvreg_index_free(idx);
+    idx = new_index(1, KVREG_ROUTER_SALT, 4, BS + 1, 0); /* block size */
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_EINVAL);
+    kvreg_index_free(idx);
+    idx = new_index(1, KVREG_ROUTER_SALT, 4, BS, KVREG_INDEX_PROFILE_KV_ROUTER); /* profile */
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_EINVAL);
+    kvreg_index_free(idx);
+    idx = new_index(0, KVREG_ROUTER_SALT, 4, BS, 0); /* hashes mode */
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_EINVAL);
+    assert_empty(idx);
+    kvreg_index_free(idx);
+
+    /* not empty: a known worker, even without entries */
+    idx = own_index(4);
+    assert_int_equal(kvreg_index_clear_worker(idx, 9, 0, 0), KVREG_OK);
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_ESTATE);
+    assert_int_equal(kvreg_index_remove_worker(idx, 9, 0), KVREG_OK); /* empty again: loads */
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_OK);
+    assert_int_equal(kvreg_index_load(idx, d, n), KVREG_ESTATE);
+    kvreg_index_free(idx);
+}
+
+typedef struct sink {
+    unsigned char *data;
+    size_t len, cap, calls;
+    int stop_at; /* call number that returns 77 (0: never) */
+} sink;
+
+static int sink_write(const void *data, size_t len, void *ctx)
+{
+    sink *s = ctx;
+    assert_true(len > 0 && len <= 65536);
+    s->calls++;
+    if (s->stop_at && (int)s->calls == s->stop_at)
+        return 77;
+    if (s->len + len > s->cap) {
+        s->cap = (s->len + len) * 2;
+        s->data = realloc(s->data, s->cap);
+        assert_non_null(s->data);
+    }
+    memcpy(s->data + s->len, data, len);
+    s->len += len;
+    return 0;
+}
+
+/* A dump of many pieces through the callback: the same bytes as the buffer form; a callback
+ * that stops is obeyed, and its value returned. */
+static void test_streaming(void **state)
+{
+    kvreg_index *idx = own_index(16), *copy = own_index(2);
+    uint64_t h[1000];
+    kvreg_wire_event e;
+    sink s = {0};
+    void *d = NULL;
+    size_t n = 0, i;
+    uint32_t w;
+    (void)state;
+    for (w = 0; w < 20; w++) {
+        for (i = 0; i < 1000; i++)
+            h[i] = (uint64_t)w * 100000 + i * 7 + 1;
+        stored(&e, w % KVREG_MEDIUM_COUNT, h, 1000);
+        apply1(idx, w, w % 3, 0, &e);
+    }
+    assert_int_equal(kvreg_index_dump(idx, sink_write, &s), KVREG_OK);
+    assert_int_equal(s.len, 40 + 20 * (32 + 16 + 1000 * 9) + 8);
+    assert_true(s.calls >= 3);
+    assert_int_equal(kvreg_index_dump_alloc(idx, &d, &n), KVREG_OK);
+    assert_int_equal(n, s.len);
+    assert_memory_equal(d, s.data, n);
+    assert_int_equal(kvreg_index_load(copy, s.data, s.len), KVREG_OK);
+    assert_true(digest(copy) == digest(idx));
+    assert_int_equal(stat(copy, KVREG_INDEX_STAT_ENTRIES), 20000);
+    free(s.data);
+    memset(&s, 0, sizeof s);
+    s.stop_at = 2;
+    assert_int_equal(kvreg_index_dump(idx, sink_write, &s), 77);
+    assert_int_equal(s.calls, 2);
+    assert_int_equal(kvreg_index_dump(NULL, sink_write, &s), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_dump(idx, NULL, &s), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_dump_alloc(idx, NULL, &n), KVREG_EINVAL);
+    assert_int_equal(kvreg_index_digest(idx, NULL), KVREG_EINVAL);
+    free(s.data);
+    free(d);
+    kvreg_index_free(idx);
+    kvreg_index_free(copy);
+}
+
+/* Dumps while writers apply: each batch of a writer stores its next block and removes the one
+ * before, so at every instant each worker that has applied a batch holds exactly one entry and
+ * expects the seq after its last batch. A dump is one instant: loaded, it must show exactly
+ * that, for every worker. */
+#define RACE_WRITERS 3
+#define RACE_BATCHES 3000
+
+typedef struct race {
+    kvreg_index *idx;
+    uint32_t id;
+    atomic_int *stop;
+} race;
+
+static void *race_writer(void *arg)
+{
+    race *r = arg;
+    uint64_t k;
+    for (k = 0; k < RACE_BATCHES && !atomic_load(r->stop); k++) {
+        const uint64_t cur[1] = {(uint64_t)r->id << 32 | (k + 1)}, prev[1] = {(uint64_t)r->id << 32 | k};
+        kvreg_wire_event e[2];
+        stored(&e[0], KVREG_MEDIUM_GPU, cur, 1);
+        removed(&e[1], KVREG_MEDIUM_GPU, prev, 1);
+        if (kvreg_index_apply(r->idx, r->id, 0, k, e, 2, NULL) != KVREG_OK)
+            abort();
+    }
+    return NULL;
+}
+
+static void test_dump_while_writing(void **state)
+{
+    kvreg_index *idx = own_index(8);
+    pthread_t t[RACE_WRITERS];
+    race r[RACE_WRITERS];
+    atomic_int stop = 0;
+    int i, dumps;
+    (void)state;
+    for (i = 0; i < RACE_WRITERS; i++) {
+        r[i].idx = idx;
+        r[i].id = (uint32_t)i + 1;
+        r[i].stop = &stop;
+        assert_int_equal(pthread_create(&t[i], NULL, race_writer, &r[i]), 0);
+    }
+    for (dumps = 0; dumps < 40; dumps++) {
+        kvreg_index *copy = own_index(4);
+        void *d = NULL;
+        size_t n = 0, n_m = 0;
+        uint64_t workers;
+        assert_int_equal(kvreg_index_dump_alloc(idx, &d, &n), KVREG_OK);
+        assert_int_equal(kvreg_index_load(copy, d, n), KVREG_OK);
+        workers = stat(copy, KVREG_INDEX_STAT_WORKERS);
+        assert_int_equal(stat(copy, KVREG_INDEX_STAT_ENTRIES), workers);
+        for (i = 0; i < RACE_WRITERS; i++) {
+            /* the worker's one block is the one its next seq names */
+            kvreg_index_apply_info info;
+            kvreg_index_match m[1];
+            uint64_t h;
+            if (kvreg_index_apply(copy, r[i].id, 0, KVREG_INDEX_SEQ_NONE, NULL, 0, &info) != KVREG_OK)
+                fail();
+            if (info.flags & KVREG_INDEX_F_NEW_WORKER)
+                continue;
+            h = (uint64_t)r[i].id << 32 | info.expected_seq;
+            assert_int_equal(kvreg_index_query_hashes(copy, &h, 1, 0, m, 1, &n_m), KVREG_OK);
+            assert_int_equal(n_m, 1);
+        }
+        free(d);
+        kvreg_index_free(copy);
+    }
+    atomic_store(&stop, 1);
+    for (i = 0; i < RACE_WRITERS; i++)
+        pthread_join(t[i], NULL);
+    kvreg_index_free(idx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_own_layout),
+        cmocka_unit_test(test_engine_mapping_round_trip),
+        cmocka_unit_test(test_digest_order_and_shards),
+        cmocka_unit_test(test_digest_differs),
+        cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_inconsistent),
+        cmocka_unit_test(test_version_and_config),
+        cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_dump_while_writing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
