@@ -440,7 +440,7 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
     c.out = out;
     c.ref = &ref;
     if (o->transport == REPLAY_TRANSPORT_NATS &&
-        nats_cluster_open(&c.nc, o, c.n, c.regs, &c.id_of, ref.n_reqs, make_index, &c) != 0) {
+        nats_cluster_open(&c.nc, o, c.n, c.regs, ref.n_reqs, make_index, &c) != 0) {
         cluster_free(&c);
         namer_free(&nm);
         cluster_outcome_free(&ref);

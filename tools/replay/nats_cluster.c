@@ -33,8 +33,6 @@ struct nats_cluster {
     kvreg_nats_publisher **pubs;    /* n_workers */
     uint64_t *target;               /* per worker: batches published, at the last sync */
     replica rep[NATS_CLUSTER_MAX_ROUTERS];
-    const hmap *hashes;
-    kvreg_index_match *matches;     /* n_workers, for the digest */
     nats_index_fn mk;
     void *mk_ctx;
     replay_nats_server server;
@@ -92,40 +90,16 @@ int nats_cluster_reference(const replay_options *o, cluster_outcome *ref)
     return status;
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* See nats_cluster.h. -1 on a query error (printed). */
+/* kvreg_index_digest: equal for equal contents (workers with their next seqs, entries and
+ * tiers), whatever order the events came in. -1 on an error (printed). */
 static int digest(nats_cluster *z, const kvreg_index *idx, uint64_t *out)
 {
-    uint64_t d = 0, entries = 0;
-    size_t i, j, n;
-    kvreg_index_stat(idx, KVREG_INDEX_STAT_ENTRIES, &entries);
-    d = mix(entries);
-    for (i = 0; i < z->hashes->cap; i++) {
-        uint64_t h;
-        int rc;
-        if (!z->hashes->used[i])
-            continue;
-        h = z->hashes->keys[i];
-        rc = kvreg_index_query_hashes(idx, &h, 1, 0, z->matches, z->n_workers, &n);
-        if (rc != KVREG_OK) {
-            fprintf(stderr, "kvreg-replay: nats: index query: %s\n", kvreg_strerror(rc));
-            return -1;
-        }
-        for (j = 0; j < n; j++) {
-            const kvreg_index_match *m = &z->matches[j];
-            uint64_t tiers = (m->tier_depth[KVREG_MEDIUM_GPU] ? 1u : 0u) |
-                             (m->tier_depth[KVREG_MEDIUM_CPU] ? 2u : 0u);
-            d += mix(h ^ mix((m->worker_id << 8) ^ ((uint64_t)m->dp_rank << 4) ^ tiers));
-        }
+    int rc = kvreg_index_digest(idx, out);
+    (void)z;
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "kvreg-replay: nats: index digest: %s\n", kvreg_strerror(rc));
+        return -1;
     }
-    *out = d;
     return 0;
 }
 
@@ -225,7 +199,7 @@ static int start_publisher(nats_cluster *z, uint32_t w, uint32_t block_tokens, d
 }
 
 int nats_cluster_open(nats_cluster **out, const replay_options *o, uint32_t n_workers,
-                      kvreg_registry **regs, const hmap *hashes, uint64_t total_requests,
+                      kvreg_registry **regs, uint64_t total_requests,
                       nats_index_fn mk, void *mk_ctx)
 {
     nats_cluster *z = calloc(1, sizeof *z);
@@ -239,14 +213,12 @@ int nats_cluster_open(nats_cluster **out, const replay_options *o, uint32_t n_wo
     z->n_workers = n_workers;
     z->n_rep = o->nats.routers ? o->nats.routers : 1;
     z->regs = regs;
-    z->hashes = hashes;
     z->mk = mk;
     z->mk_ctx = mk_ctx;
     z->kill_router = o->nats.kill_router;
     z->pubs = calloc(n_workers, sizeof *z->pubs);
     z->target = calloc(n_workers, sizeof *z->target);
-    z->matches = calloc(n_workers, sizeof *z->matches);
-    if (!z->pubs || !z->target || !z->matches) {
+    if (!z->pubs || !z->target) {
         fprintf(stderr, "kvreg-replay: out of memory\n");
         nats_cluster_close(z);
         return -1;
@@ -538,6 +510,5 @@ void nats_cluster_close(nats_cluster *z)
     nats_server_stop(&z->server);
     free(z->pubs);
     free(z->target);
-    free(z->matches);
     free(z);
 }

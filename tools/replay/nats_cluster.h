@@ -17,9 +17,9 @@
  * at two thirds it is restored from the stream (a new index, its durable made again from the
  * stream's first message: the index dump / snapshot restore of issue 38 is not used yet),
  * caught up, and its digest compared with replica 0's.
- * Digest: an order-independent 64-bit sum over every block hash the run named of
- * (hash, worker, tiers held) as the index answers it, plus the index's entry count: two
- * indexes with the same digest give the same answer for every block of the run.
+ * Digest: kvreg_index_digest (the checksum the index's dump would end with): equal for equal
+ * contents (every worker with the seq its next batch must carry, its entries and their
+ * tiers), whatever order the events came in.
  */
 #ifndef KVREG_REPLAY_NATS_CLUSTER_H
 #define KVREG_REPLAY_NATS_CLUSTER_H
@@ -31,7 +31,6 @@
 
 #include "cli.h"
 #include "feed.h"
-#include "hmap.h"
 #include "outcome.h"
 
 #define NATS_CLUSTER_MAX_ROUTERS 64
@@ -74,10 +73,9 @@ int nats_cluster_configure(kvreg_config *cfg);
 int nats_cluster_reference(const replay_options *o, cluster_outcome *ref);
 
 /* Start (or use) the server, the n_workers publishers of regs[0 .. n_workers) and the
- * replicas. hashes: every block hash the run names (read by the digest). 0, or -1 after
- * printing why (nothing is left running). */
+ * replicas. 0, or -1 after printing why (nothing is left running). */
 int nats_cluster_open(nats_cluster **out, const replay_options *o, uint32_t n_workers,
-                      kvreg_registry **regs, const hmap *hashes, uint64_t total_requests,
+                      kvreg_registry **regs, uint64_t total_requests,
                       nats_index_fn mk, void *mk_ctx);
 /* Before request number i: kill or restore a replica when it is time. 0 or -1 (printed). */
 int nats_cluster_before_request(nats_cluster *z, uint64_t i);
