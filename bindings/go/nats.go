@@ -147,6 +147,51 @@ func (x *Index) Stat(stat uint32) (uint64, error) {
 	return uint64(v), err
 }
 
+// Digest is kvreg_index_digest: equal for equal contents (workers with their next seqs,
+// entries and tiers), whatever order the events came in.
+func (x *Index) Digest() (uint64, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return 0, closedErr("kvreg_index_digest")
+	}
+	var v C.uint64_t
+	err := check("kvreg_index_digest", C.kvreg_index_digest(x.ptr, &v))
+	return uint64(v), err
+}
+
+// Dump returns the index's dump (kvreg_index_dump: versioned, checksummed).
+func (x *Index) Dump() ([]byte, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return nil, closedErr("kvreg_index_dump_alloc")
+	}
+	var data unsafe.Pointer
+	var n C.size_t
+	if err := check("kvreg_index_dump_alloc", C.kvreg_index_dump_alloc(x.ptr, &data, &n)); err != nil {
+		return nil, err
+	}
+	defer C.free(data)
+	return C.GoBytes(data, C.int(n)), nil
+}
+
+// Load loads a dump into this index, which must know no worker (ErrProto: corrupt,
+// ErrInvalid: another configuration, ErrState: not empty).
+func (x *Index) Load(dump []byte) error {
+	x.mu.Lock() // nothing else may change the index meanwhile
+	defer x.mu.Unlock()
+	if x.ptr == nil {
+		return closedErr("kvreg_index_load")
+	}
+	var p unsafe.Pointer
+	if len(dump) > 0 {
+		p = C.CBytes(dump) // C memory: the library never reads Go memory after the call
+		defer C.free(p)
+	}
+	return check("kvreg_index_load", C.kvreg_index_load(x.ptr, p, C.size_t(len(dump))))
+}
+
 // Close frees the index. Idempotent.
 func (x *Index) Close() error {
 	x.mu.Lock()

@@ -170,6 +170,34 @@ func TestNatsPublishConsume(t *testing.T) {
 	if n := mustStat(t)(idx.Stat(IndexStatEntries)); n != 3 {
 		t.Fatalf("index entries %d, want 3 (3 blocks of worker 9)", n)
 	}
+	// A replica made from this one's dump is the same replica; a corrupt dump is refused.
+	dump, err := idx.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := NewIndex(map[uint32]uint64{IndexOptHashes: IndexHashesOwn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if err := cp.Load(dump); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := mustStat(t)(cp.Digest()), mustStat(t)(idx.Digest()); a != b {
+		t.Fatalf("loaded digest %x, original %x", a, b)
+	}
+	if err := cp.Load(dump); !errors.Is(err, ErrState) {
+		t.Fatalf("Load into a non-empty index: %v, want ErrState", err)
+	}
+	dump[len(dump)/2] ^= 1
+	bad, err := NewIndex(map[uint32]uint64{IndexOptHashes: IndexHashesOwn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.Load(dump); !errors.Is(err, ErrProto) {
+		t.Fatalf("Load of a corrupt dump: %v, want ErrProto", err)
+	}
 	if n := mustStat(t)(con.Stat(NatsConStatBatches)); n != target {
 		t.Fatalf("consumer applied %d batches, the publisher made %d", n, target)
 	}

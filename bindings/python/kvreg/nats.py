@@ -114,6 +114,14 @@ _PROTOTYPES = {
                                    False),
 }
 
+# 0.6 (the index dump): bound when present, so a 0.5 library still serves the rest.
+_SINCE_06 = {
+    "kvreg_index_digest": (c_int, [idx_p, _ffi.u64_p], True),
+    "kvreg_index_dump_alloc": (c_int, [idx_p, ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.POINTER(_ffi.c_size)], True),
+    "kvreg_index_load": (c_int, [idx_p, ctypes.c_char_p, _ffi.c_size], True),
+}
+
 _bound = []
 _bind_lock = threading.Lock()
 
@@ -127,7 +135,8 @@ def _lib():
                 raise errors.NotSupported(
                     _ffi.ENOTSUP, "the loaded libkvreg has no NATS API (%s missing; libkvreg "
                     "0.5 or later is needed)" % ", ".join(missing))
-            for name, (restype, argtypes, checked) in _PROTOTYPES.items():
+            for name, (restype, argtypes, checked) in list(_PROTOTYPES.items()) + [
+                    (n, p) for n, p in _SINCE_06.items() if hasattr(lib, n)]:
                 fn = getattr(lib, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
@@ -235,6 +244,43 @@ class Index(_Handle):
         _lib().kvreg_index_stat(self._p(), _option(INDEX_STATS, name, "index stat"),
                                 ctypes.byref(v))
         return v.value
+
+
+    def _since_06(self, name):
+        w = _lib()
+        if name not in _SINCE_06 or not hasattr(w, name):
+            raise errors.NotSupported(_ffi.ENOTSUP, "the loaded libkvreg has no %s (libkvreg "
+                                      "0.6 is needed)" % name)
+        return getattr(w, name)
+
+    def digest(self):
+        """kvreg_index_digest: equal for equal contents, whatever order events came in."""
+        v = c_u64()
+        self._since_06("kvreg_index_digest")(self._p(), ctypes.byref(v))
+        return v.value
+
+    def dump(self):
+        """The index's dump (kvreg_index_dump: versioned, checksummed) as bytes."""
+        data, n = ctypes.c_void_p(), _ffi.c_size()
+        self._since_06("kvreg_index_dump_alloc")(self._p(), ctypes.byref(data), ctypes.byref(n))
+        try:
+            return ctypes.string_at(data, n.value)
+        finally:
+            _libc_free(data)
+
+    def load(self, dump):
+        """Load a dump into this index, which must know no worker (ProtocolError: corrupt;
+        InvalidArgument: another configuration; StateError: not empty)."""
+        data = bytes(dump)
+        self._since_06("kvreg_index_load")(self._p(), data, len(data))
+
+
+def _libc_free(ptr):
+    """free() for what the library allocated with malloc (kvreg_index_dump_alloc)."""
+    libc = ctypes.CDLL(None)
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free.restype = None
+    libc.free(ptr)
 
 
 class Publisher(_Handle):

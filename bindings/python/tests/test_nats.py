@@ -99,6 +99,19 @@ class NatsTest(unittest.TestCase):
                         _wait(lambda: (con.run(50) or True) and con.worker(5)[1] == target,
                               "the Remove applied")
                         self.assertEqual(idx.stat("entries"), 2)
+                        # a replica made from this one's dump is the same replica
+                        with nats.Index(hashes=1) as copy:
+                            copy.load(idx.dump())
+                            self.assertEqual(copy.stat("entries"), 2)
+                            self.assertEqual(copy.digest(), idx.digest())
+                            with self.assertRaises(kvreg.StateError):
+                                copy.load(idx.dump())  # it knows a worker now
+                        dump = bytearray(idx.dump())
+                        dump[len(dump) // 2] ^= 1
+                        with nats.Index(hashes=1) as bad:
+                            with self.assertRaises(kvreg.ProtocolError):
+                                bad.load(bytes(dump))  # the checksum catches it
+                            self.assertNotEqual(bad.digest(), idx.digest())
                         st = con.stats()
                         self.assertEqual(st["batches"], target)
                         self.assertEqual(st["duplicates"] + st["lost"] + st["malformed"], 0)

@@ -133,6 +133,12 @@ extern "C" {
     pub fn kvreg_index_new(out: *mut *mut kvreg_index, cfg: *const kvreg_index_config) -> c_int;
     pub fn kvreg_index_free(idx: *mut kvreg_index);
     pub fn kvreg_index_stat(idx: *const kvreg_index, stat: u32, value: *mut u64) -> c_int;
+    /// 0.6: the index dump (a versioned, checksummed snapshot) and its digest.
+    pub fn kvreg_index_digest(idx: *const kvreg_index, out: *mut u64) -> c_int;
+    pub fn kvreg_index_dump_alloc(idx: *const kvreg_index, data: *mut *mut c_void, len: *mut usize)
+        -> c_int;
+    pub fn kvreg_index_load(idx: *mut kvreg_index, data: *const c_void, len: usize) -> c_int;
+    pub fn free(ptr: *mut c_void);
 
     pub fn kvreg_nats_available() -> c_int;
     pub fn kvreg_nats_publisher_new(

@@ -115,6 +115,45 @@ impl Index {
     }
 }
 
+impl Index {
+    /// `kvreg_index_digest`: equal for equal contents (workers with their next seqs, entries
+    /// and tiers), whatever order the events came in.
+    pub fn digest(&self) -> Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: the index is live while self is.
+        check(unsafe { ffi::kvreg_index_digest(self.inner.raw.as_ptr(), &mut v) })?;
+        Ok(v)
+    }
+
+    /// The index's dump (`kvreg_index_dump`: versioned, checksummed).
+    pub fn dump(&self) -> Result<Vec<u8>> {
+        let mut data: *mut std::os::raw::c_void = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: out-pointers to locals; the buffer is malloc'd and freed below.
+        check(unsafe { ffi::kvreg_index_dump_alloc(self.inner.raw.as_ptr(), &mut data, &mut len) })?;
+        // SAFETY: data holds len bytes until freed.
+        let out = unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec();
+        // SAFETY: allocated by the library with malloc, freed once.
+        unsafe { ffi::free(data) };
+        Ok(out)
+    }
+
+    /// Load a dump into this index, which must know no worker (`Protocol`: corrupt;
+    /// `InvalidArgument`: another configuration; `InvalidState`: not empty). Nothing else may
+    /// change the index meanwhile, so this handle must be its only one (no clone, no
+    /// consumer): `InvalidState` otherwise.
+    pub fn load(&mut self, dump: &[u8]) -> Result<()> {
+        let inner = Arc::get_mut(&mut self.inner)
+            .ok_or_else(|| Error::from_code(ffi::KVREG_ESTATE))?;
+        // SAFETY: the only handle, so no other thread uses the index; dump is valid for its
+        // length during the call.
+        check(unsafe {
+            ffi::kvreg_index_load(inner.raw.as_ptr(), dump.as_ptr() as *const _, dump.len())
+        })
+        .map(|_| ())
+    }
+}
+
 /// An engine's NATS publisher: takes its registry's events (the registry must deliver in
 /// [`Delivery::Poll`](crate::Delivery::Poll); do not poll it yourself) on its own thread and
 /// publishes them into a JetStream stream. Stopped and freed on drop.

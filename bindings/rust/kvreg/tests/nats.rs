@@ -127,6 +127,19 @@ fn publish_then_consume() {
                  nats::KVREG_NATS_CON_STAT_MALFORMED] {
         assert_eq!(consumer.stat(stat).unwrap(), 0);
     }
+    // A replica made from this one's dump is the same replica; a corrupt dump is refused.
+    let dump = index.dump().unwrap();
+    let mut copy = Index::new(&[(nats::KVREG_INDEX_OPT_HASHES, nats::KVREG_INDEX_HASHES_OWN)]).unwrap();
+    copy.load(&dump).unwrap();
+    assert_eq!(copy.digest().unwrap(), index.digest().unwrap());
+    assert_eq!(copy.load(&dump).unwrap_err().kind(), ErrorKind::InvalidState);
+    let mut corrupt = dump.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 1;
+    let mut bad = Index::new(&[(nats::KVREG_INDEX_OPT_HASHES, nats::KVREG_INDEX_HASHES_OWN)]).unwrap();
+    assert_eq!(bad.load(&corrupt).unwrap_err().kind(), ErrorKind::Protocol);
+    let mut shared = index.clone(); // the consumer holds a handle too
+    assert_eq!(shared.load(&dump).unwrap_err().kind(), ErrorKind::InvalidState);
     drop(index); // the consumer keeps its own handle
     for b in blocks {
         gpu.release(b).unwrap();
