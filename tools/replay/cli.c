@@ -302,11 +302,15 @@ int cli_parse(int argc, char **argv, replay_options *o)
         return CLI_USAGE;
     }
     if (o->nats.given && o->transport != REPLAY_TRANSPORT_NATS) {
-        fprintf(stderr, "kvreg-replay: --routers, --nats-url and --kill-router need --transport nats\n");
+        fprintf(stderr, "kvreg-replay: --routers, --nats-url, --kill-router and --corrupt-restored need --transport nats\n");
         return CLI_USAGE;
     }
     if (o->transport == REPLAY_TRANSPORT_NATS && o->n_routers > 1) {
         fprintf(stderr, "kvreg-replay: --transport nats runs one policy (--router POLICY)\n");
+        return CLI_USAGE;
+    }
+    if (o->nats.corrupt_restored && !o->nats.kill_router) {
+        fprintf(stderr, "kvreg-replay: --corrupt-restored needs --kill-router\n");
         return CLI_USAGE;
     }
     if (o->nats.kill_router && o->nats.routers < 2) {

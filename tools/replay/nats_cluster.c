@@ -37,7 +37,7 @@ struct nats_cluster {
     void *mk_ctx;
     replay_nats_server server;
     char url[512], stream[64], prefix[64];
-    int kill_router;
+    int kill_router, corrupt_restored;
     int failed;                     /* a notice came (printed) */
     nats_cluster_stats st;
 };
@@ -216,6 +216,7 @@ int nats_cluster_open(nats_cluster **out, const replay_options *o, uint32_t n_wo
     z->mk = mk;
     z->mk_ctx = mk_ctx;
     z->kill_router = o->nats.kill_router;
+    z->corrupt_restored = o->nats.corrupt_restored;
     z->pubs = calloc(n_workers, sizeof *z->pubs);
     z->target = calloc(n_workers, sizeof *z->target);
     if (!z->pubs || !z->target) {
@@ -404,6 +405,11 @@ int nats_cluster_before_request(nats_cluster *z, uint64_t i)
     z->st.restore_s = now_s() - t0;
     kvreg_nats_consumer_stat(r->con, KVREG_NATS_CON_STAT_BATCHES, &after);
     z->st.restore_batches = after;
+    if (z->corrupt_restored) { /* testing aid: worker 0's blocks go, its seq stays */
+        uint64_t inst = 0, next = 0;
+        kvreg_nats_consumer_worker(r->con, 0, 0, &inst, &next);
+        kvreg_index_clear_worker(r->idx, 0, 0, next);
+    }
     if (digest(z, z->rep[0].idx, &d0) != 0 || digest(z, r->idx, &dk) != 0)
         return -1;
     z->st.restore_digest_equal = d0 == dk;

@@ -17,11 +17,13 @@ const char nats_usage[] =
 "                            /usr/sbin or /usr/local/sbin, on 127.0.0.1 with a temporary\n"
 "                            store removed at exit)\n"
 "  --kill-router             kill the last replica a third into the run and restore it from\n"
-"                            the stream at two thirds, then check it again\n";
+"                            the stream at two thirds, then check it again\n"
+"  --corrupt-restored        testing aid: the restored replica then drops worker 0's blocks,\n"
+"                            so the digest and index checks must fail (exit status 1)\n";
 
 int nats_is_option(const char *name, int *takes_value)
 {
-    if (strcmp(name, "--kill-router") == 0) {
+    if (strcmp(name, "--kill-router") == 0 || strcmp(name, "--corrupt-restored") == 0) {
         *takes_value = 0;
         return 1;
     }
@@ -34,6 +36,8 @@ int nats_set_option(nats_options *n, const char *name, const char *val)
     n->given = 1;
     if (strcmp(name, "--kill-router") == 0) {
         n->kill_router = 1;
+    } else if (strcmp(name, "--corrupt-restored") == 0) {
+        n->corrupt_restored = 1;
     } else if (strcmp(name, "--nats-url") == 0) {
         if (!*val) {
             fprintf(stderr, "kvreg-replay: --nats-url: empty\n");

@@ -11,6 +11,8 @@ typedef struct nats_options {
     uint32_t routers;    /* --routers R: router replicas (default 1) */
     const char *url;     /* --nats-url: NULL starts a private nats-server */
     int kill_router;     /* --kill-router: kill one replica mid-run and restore it */
+    int corrupt_restored; /* --corrupt-restored (testing aid): the restored replica drops
+                             worker 0's entries, so the checks must fail */
     int given;           /* any of them was on the command line */
 } nats_options;
 

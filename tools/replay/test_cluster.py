@@ -24,8 +24,10 @@ Cases:
                            starts): every replica's digest equal, the restored one's too, 0
                            requests routed otherwise than in-process, and hits, requests per
                            worker and events equal to a separate --transport inproc run; the
-                           server's temporary directory is gone afterwards; option errors
-                           exit 2, a missing nats-server exits 1 saying so
+                           server's temporary directory is gone afterwards
+  cluster-nats-checks      option errors exit 2, a missing nats-server exits 1 saying so,
+                           --corrupt-restored (the restored replica drops worker 0's blocks)
+                           exits 1 naming the mismatch
   cluster-nats-long        the same on a larger built-in workload with 3 replicas (long)
   cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
                            subscriber) routes exactly as --transport inproc: same hits, same
@@ -259,12 +261,27 @@ def case_nats(conversations, routers):
           f"elapsed {r['elapsed_s']:.2f} s")
 
 
+def case_nats_detects():
+    """--corrupt-restored drops worker 0's blocks from the restored replica: the digests, the
+    index check and (likely) the routing must say so, with exit status 1."""
+    needs_wire()
+    needs_nats()
+    rc, out, err = test_replay.run(["--json", "--block-tokens", "32", "--workers", "4",
+                                    "--conversations", "12", "--g1-blocks", "150",
+                                    "--g2-blocks", "300", "--transport", "nats", "--routers", "2",
+                                    "--kill-router", "--corrupt-restored"], expect_rc=None)
+    check(rc == 1, f"a corrupted replica went unnoticed: exit {rc}\n{out}\n{err}")
+    check("MISMATCH" in err and "differs from replica 0's" in err, f"stderr: {err}")
+    print("the corrupted replica was caught: " + err.strip().splitlines()[-1])
+
+
 def case_nats_cli():
     for bad in (["--workers", "2", "--routers", "2"], ["--workers", "2", "--kill-router"],
                 ["--workers", "2", "--transport", "nats", "--kill-router"],
                 ["--workers", "2", "--transport", "nats", "--routers", "0"],
                 ["--workers", "2", "--transport", "nats", "--nats-url", ""],
-                ["--workers", "2", "--transport", "nats", "--router", "kv,random"]):
+                ["--workers", "2", "--transport", "nats", "--router", "kv,random"],
+                ["--workers", "2", "--transport", "nats", "--routers", "2", "--corrupt-restored"]):
         _, err = run(bad, expect_rc=2)
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
     saved = os.environ.get("KVREG_NATS_SERVER")
@@ -399,7 +416,8 @@ CASES = {
     "cluster-synthetic": lambda: kv_beats_random(
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
     "cluster-zmq": case_zmq,
-    "cluster-nats": lambda: (case_nats_cli(), case_nats(12, 2)),
+    "cluster-nats": lambda: case_nats(12, 2),
+    "cluster-nats-checks": lambda: (case_nats_cli(), case_nats_detects()),
     "cluster-nats-long": lambda: case_nats(300, 3),
     "cluster-fair": case_fair,
     "cluster-compare": case_compare,
