@@ -16,7 +16,11 @@
 //            cpu_ratio: the process's CPU seconds per pass, unattacked over attacked (what the
 //            requesters cost us, less sensitive than wall time to a busy machine).
 //            The ring keeps one register_release pass (filled first); batches of 64 events.
-// --workload NAME: run only pubsub, register_release or attacked-replay (default: all).
+//   nats     (not in `all`; built with the library's NATS) the JetStream plane against raw
+//            libnats and a replica's restore against its rebuild: bench/net_nats.cpp.
+//            --nats-events N (default 200000), --trace FILE (default: the conversation trace).
+// --workload NAME: run only pubsub, register_release, attacked-replay or nats (default: all
+// but nats).
 // --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
 // side moves the payloads that setting gives), default 1024.
 // Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
@@ -24,6 +28,9 @@
 #include <kvreg.h>
 #include <kvreg_net.h>
 #include <zmq.h>
+#if KVREG_NET_BENCH_NATS
+#include "net_nats.hpp"
+#endif
 
 #include <sys/wait.h>
 #include <time.h>
@@ -513,19 +520,36 @@ void register_release_with(const Input &in, size_t reps, size_t max_events);
 int main(int argc, char **argv) {
     size_t seqs = 2000, len = 512, reps = 3, max_events = 1024;
     std::string workload = "all";
+    size_t nats_events = 200000;
+    const char *trace = nullptr;
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--workload")) workload = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--nats-events")) nats_events = v;
+        else if (!std::strcmp(argv[i], "--trace")) trace = argv[i + 1];
         else if (!std::strcmp(argv[i], "--seqs")) seqs = v;
         else if (!std::strcmp(argv[i], "--len")) len = v;
         else if (!std::strcmp(argv[i], "--reps")) reps = v;
         else if (!std::strcmp(argv[i], "--max-events")) max_events = v;
         else {
             std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]"
-                                 " [--workload all|pubsub|register_release|attacked-replay]\n");
+                                 " [--workload all|pubsub|register_release|attacked-replay|nats]"
+                                 " [--nats-events N] [--trace FILE]\n");
             return 2;
         }
     }
+    if (workload == "nats") {
+#if KVREG_NET_BENCH_NATS
+        return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE);
+#else
+        (void)nats_events, (void)trace;
+        std::printf("{\"workload\":\"nats\",\"skipped\":\"built without NATS\"}\n");
+        return 77;
+#endif
+    }
+#if !KVREG_NET_BENCH_NATS
+    (void)nats_events, (void)trace;
+#endif
     const bool all = workload == "all";
     if (!all && workload != "pubsub" && workload != "register_release" && workload != "attacked-replay") {
         std::fprintf(stderr, "kvreg-net-bench: unknown workload %s\n", workload.c_str());

@@ -97,6 +97,13 @@ KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCE
                                                (default 120000; must exceed the longest time a
                                                batch may be retried) */
 #define KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS 15u /* bound of start's connect (default 2000) */
+/* Liveness (docs/nats.md "Worker liveness"): with a KVREG_NATS_LIVENESS_BUCKET set, the sender
+ * thread puts the key "<worker_id>.<dp_rank>" (value: the instance, decimal) into that JetStream
+ * key-value bucket every HEARTBEAT_MS, without waiting for an answer; the bucket's TTL makes a
+ * key vanish when its worker stops. */
+#define KVREG_NATS_PUB_OPT_HEARTBEAT_MS 16u /* heartbeat period (default 1000, 10 .. 3600000) */
+#define KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS 17u /* the bucket's TTL when start creates it (default
+                                               5000, >= 100; should be a few heartbeats) */
 KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t option,
                                        uint64_t value) KVREG_NOEXCEPT;
 
@@ -110,6 +117,9 @@ KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t optio
 #define KVREG_NATS_COMPONENT 5u      /* default "backend" */
 #define KVREG_NATS_SUBJECT 6u        /* the whole subject, overriding the layout (default NULL) */
 #define KVREG_NATS_LORA_NAME 7u      /* lora_name of stored events (default NULL: nil) */
+#define KVREG_NATS_LIVENESS_BUCKET 12u /* key-value bucket of worker heartbeats (default NULL:
+                                        none); publisher and consumer (numbers 8-11 are the
+                                        consumer's) */
 KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *pub, uint32_t option,
                                               const char *value) KVREG_NOEXCEPT;
 
@@ -199,6 +209,34 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
 #define KVREG_NATS_CON_OPT_RESUME 7u          /* 0 (default): start from the stream's first
                                                  message; 1: keep the durable's position */
 #define KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS 8u /* bound of start's connect (default 2000) */
+/* Snapshots (docs/nats.md "Snapshots"; they need KVREG_NATS_SNAPSHOT_BUCKET). A snapshot is the
+ * index's dump (kvreg_index_dump) with the consumer's per-worker positions and the stream
+ * sequence it covers, stored as an object of that object-store bucket (the NATS object store's
+ * own stream layout, chunked: readable by any NATS client's object-store API). */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS 9u /* write one after this many applied events
+                                                 (default 0: not by count) */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_MS 10u    /* ... or this long after the last one, when
+                                                 events were applied since (default 0: not by
+                                                 time) */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_KEEP 11u  /* snapshots kept, newest first (default 2,
+                                                 1 .. 16): a corrupt newest falls back to an
+                                                 older one */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_PURGE 12u /* 1: after writing, purge the event stream below
+                                                 the oldest snapshot kept (default 0). Only for
+                                                 deployments whose every replica restores from
+                                                 snapshots: a replica behind that point loses
+                                                 the purged batches (LOSS notices) */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES 13u /* chunk size (default 131072, 256 ..
+                                                 16777216); never more than the server's
+                                                 max_payload allows */
+#define KVREG_NATS_CON_OPT_RESTORE 14u        /* 1 (default): start() restores the newest valid
+                                                 snapshot into the index and consumes from the
+                                                 sequence after it; if none is valid, the whole
+                                                 stream. 0: never restore. Ignored with RESUME
+                                                 1 or an index that already knows a worker */
+#define KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS 15u /* with a KVREG_NATS_LIVENESS_BUCKET: how often
+                                                 run() checks the workers' keys (default 1000,
+                                                 10 .. 3600000) */
 KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
                                       uint64_t value) KVREG_NOEXCEPT;
 /* String options (copied): KVREG_NATS_URL, KVREG_NATS_STREAM (as for the publisher),
@@ -206,6 +244,14 @@ KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
  * KVREG_NATS_FILTER (subject filter, default "<stream's subjects>": every message). */
 #define KVREG_NATS_DURABLE 8u
 #define KVREG_NATS_FILTER 9u
+/* Consumer only: the object-store bucket of snapshots (default NULL: no snapshots; created at
+ * start when missing) and the name snapshots are stored under (default: the stream's name; the
+ * objects are "<name>.0" .. "<name>.<KEEP-1>"). Replicas that share a name must read the same
+ * stream with the same filter. Also KVREG_NATS_LIVENESS_BUCKET (12), as for the publisher:
+ * a worker whose key is missing at a check and that applied no batch within the bucket's TTL
+ * is removed from the index (kvreg_index_remove_worker) with an EXPIRED notice. */
+#define KVREG_NATS_SNAPSHOT_BUCKET 10u
+#define KVREG_NATS_SNAPSHOT_NAME 11u
 KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t option,
                                              const char *value) KVREG_NOEXCEPT;
 
@@ -215,6 +261,12 @@ KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t 
 #define KVREG_NATS_NOTICE_MALFORMED 3u /* a message was skipped: message says why; first = its
                                           seq when it had a header (has_seq) */
 #define KVREG_NATS_NOTICE_APPLY 4u     /* kvreg_index_apply failed (status in count) */
+#define KVREG_NATS_NOTICE_SNAPSHOT 5u  /* a snapshot was restored (count 1), written (count 2) or
+                                          rejected (count 0: corrupt, unreadable or of another
+                                          configuration; message says why); first = the
+                                          stream sequence it covers */
+#define KVREG_NATS_NOTICE_EXPIRED 6u   /* the worker's liveness key expired: its entries were
+                                          removed from the index */
 typedef struct kvreg_nats_notice {
     uint32_t kind;           /* KVREG_NATS_NOTICE_* */
     uint32_t dp_rank;
@@ -256,6 +308,15 @@ KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
 #define KVREG_NATS_CON_STAT_STALE 8u      /* batches of an older instance skipped */
 #define KVREG_NATS_CON_STAT_HELD 9u       /* batches held out of order, now */
 #define KVREG_NATS_CON_STAT_FETCH_ERRORS 10u /* fetches that failed (server away) */
+#define KVREG_NATS_CON_STAT_SNAPSHOTS 11u   /* snapshots written by this consumer */
+#define KVREG_NATS_CON_STAT_SNAPSHOT_SEQ 12u /* stream sequence covered by the newest snapshot
+                                               this consumer wrote or restored (0: none) */
+#define KVREG_NATS_CON_STAT_RESTORED 13u    /* 1 when start() restored a snapshot, else 0 */
+#define KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED 14u /* snapshots found invalid at restore */
+#define KVREG_NATS_CON_STAT_EXPIRED 15u     /* workers removed because their key expired */
+#define KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS 16u /* snapshot writes that failed (the consumer
+                                               goes on; the next one is tried at the next
+                                               threshold) */
 KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t stat,
                                        uint64_t *value) KVREG_NOEXCEPT;
 
@@ -264,6 +325,13 @@ KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t 
 KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *con, uint64_t worker_id,
                                          uint32_t dp_rank, uint64_t *instance,
                                          uint64_t *next_seq) KVREG_NOEXCEPT;
+
+/* Write a snapshot now (as the thresholds do), on the caller's thread between runs; out_seq
+ * (may be NULL) gets the stream sequence it covers. KVREG_ESTATE before start or without a
+ * KVREG_NATS_SNAPSHOT_BUCKET; KVREG_EPROTO: the server refused or did not answer (nothing is
+ * half-written: an object whose metadata was not stored is never read). */
+KVREG_API int kvreg_nats_consumer_snapshot(kvreg_nats_consumer *con,
+                                           uint64_t *out_seq) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -100,5 +100,11 @@ KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *con, uint64_
     if (!con) return KVREG_EINVAL;
     return con->impl.worker(worker_id, dp_rank, instance, next_seq);
 }
+KVREG_API int kvreg_nats_consumer_snapshot(kvreg_nats_consumer *con, uint64_t *out_seq) noexcept {
+    if (!con) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    return con->impl.snapshot(out_seq);
+    KVREG_GUARD_END
+}
 
 } // extern "C"

@@ -35,5 +35,6 @@ KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *, uint64_t, 
                                          uint64_t *) noexcept {
     return KVREG_ENOTSUP;
 }
+KVREG_API int kvreg_nats_consumer_snapshot(kvreg_nats_consumer *, uint64_t *) noexcept { return KVREG_ENOTSUP; }
 
 } // extern "C"

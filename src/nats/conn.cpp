@@ -74,6 +74,32 @@ bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &
     return false;
 }
 
+bool ensure_kv_bucket(jsCtx *js, const std::string &bucket, uint64_t ttl_ms) noexcept {
+    kvStore *kv = nullptr;
+    if (js_KeyValue(&kv, js, bucket.c_str()) == NATS_OK) {
+        kvStore_Destroy(kv);
+        return true;
+    }
+    kvConfig cfg;
+    kvConfig_Init(&cfg);
+    cfg.Bucket = bucket.c_str();
+    cfg.History = 1;
+    cfg.TTL = static_cast<int64_t>(ttl_ms) * 1000000;
+    cfg.StorageType = js_FileStorage;
+    natsStatus s = js_CreateKeyValue(&kv, js, &cfg);
+    if (s != NATS_OK) s = js_KeyValue(&kv, js, bucket.c_str()); // made by another in between
+    if (s == NATS_OK) kvStore_Destroy(kv);
+    return s == NATS_OK;
+}
+
+bool valid_bucket(const std::string &s) noexcept {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    return true;
+}
+
 std::string format_header(const BatchHeader &h) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "1 %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu32,

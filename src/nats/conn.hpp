@@ -28,6 +28,12 @@ struct StreamSpec {
 // true when the stream exists or was created (create == true), else false and why in err.
 bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept;
 
+// true when the key-value bucket exists or was created with this TTL (its max age), one value
+// per key.
+bool ensure_kv_bucket(jsCtx *js, const std::string &bucket, uint64_t ttl_ms) noexcept;
+// A bucket name as JetStream accepts it: [A-Za-z0-9_-]+.
+bool valid_bucket(const std::string &s) noexcept;
+
 // The Kvreg-Batch header: "1 <worker> <rank> <instance> <seq> <format>".
 struct BatchHeader {
     uint64_t worker = 0, instance = 0, seq = 0;

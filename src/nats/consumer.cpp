@@ -1,6 +1,12 @@
 // The NATS consumer: durable setup, fetch loop, per-worker ordering (see consumer.hpp).
 #include "nats/consumer.hpp"
 
+#include <algorithm>
+#include <vector>
+
+#include "nats/objstore.hpp"
+#include "nats/snapshot.hpp"
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +19,7 @@ Consumer::~Consumer() {
     // Held messages are not acknowledged: the stream redelivers them to this durable's next run.
     for (auto &kv : workers_) drop_held(kv.second, false);
     if (sub_) natsSubscription_Destroy(sub_);
+    if (kv_) kvStore_Destroy(kv_);
     // Acks are published without waiting: send the last ones, so that a durable resumed later
     // starts after what this run applied (bounded; a lost ack only means a redelivery, which
     // the index's seq check does not apply twice).
@@ -37,6 +44,13 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_CON_OPT_MAX_MSG_BYTES: return in(1, INT32_MAX, max_msg_bytes_);
     case KVREG_NATS_CON_OPT_RESUME: return in(0, 1, resume_);
     case KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS: return in(0, UINT64_MAX, snap_events_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_MS: return in(0, UINT64_MAX / 1000000, snap_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_KEEP: return in(1, 16, snap_keep_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_PURGE: return in(0, 1, snap_purge_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: return in(256, 16u << 20, snap_chunk_);
+    case KVREG_NATS_CON_OPT_RESTORE: return in(0, 1, restore_);
+    case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: return in(10, 3600000, liveness_check_ms_);
     default: return KVREG_EINVAL;
     }
 }
@@ -52,6 +66,9 @@ int Consumer::set_string(uint32_t option, const char *value) {
     case KVREG_NATS_URL: url_ = value; return KVREG_OK;
     case KVREG_NATS_STREAM: stream_ = value; return KVREG_OK;
     case KVREG_NATS_DURABLE: durable_ = value; return KVREG_OK;
+    case KVREG_NATS_SNAPSHOT_BUCKET: snap_bucket_ = value; return KVREG_OK;
+    case KVREG_NATS_SNAPSHOT_NAME: snap_name_ = value; return KVREG_OK;
+    case KVREG_NATS_LIVENESS_BUCKET: liveness_bucket_ = value; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -65,7 +82,11 @@ int Consumer::set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept {
 
 int Consumer::start() {
     if (started_) return KVREG_ESTATE;
-    if (!valid_token(stream_) || !valid_token(durable_)) return KVREG_EINVAL;
+    if (snap_name_.empty()) snap_name_ = stream_;
+    if (!valid_token(stream_) || !valid_token(durable_) ||
+        (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)) ||
+        (!snap_bucket_.empty() && !valid_bucket(snap_bucket_)))
+        return KVREG_EINVAL;
     for (uint32_t f = 1; f <= 4; f++) {
         const int rc = kvreg_wire_decoder_new(&decoders_[f], f);
         if (rc != KVREG_OK) return rc;
@@ -76,13 +97,39 @@ int Consumer::start() {
         conn_.close();
         return KVREG_EPROTO;
     }
-    // Without a snapshot to restore, the index starts empty and must see the whole stream:
-    // the durable is made again from the first message unless asked to resume.
+    if (!liveness_bucket_.empty()) {
+        kvStatus *st = nullptr;
+        if (!ensure_kv_bucket(conn_.js, liveness_bucket_, 5000) ||
+            js_KeyValue(&kv_, conn_.js, liveness_bucket_.c_str()) != NATS_OK ||
+            kvStore_Status(&st, kv_) != NATS_OK) {
+            conn_.close();
+            return KVREG_EPROTO;
+        }
+        const int64_t ttl = kvStatus_TTL(st);
+        kvStatus_Destroy(st);
+        liveness_ttl_ms_ = ttl > 0 ? static_cast<uint64_t>(ttl) / 1000000 : 0; // 0: keys never expire
+        next_liveness_ = Clock::now() + std::chrono::milliseconds(liveness_check_ms_);
+    }
+    if (!snap_bucket_.empty() && !ObjectStore(conn_.js, snap_bucket_).ensure()) {
+        conn_.close();
+        return KVREG_EPROTO;
+    }
+    // The index starts from the newest valid snapshot (the durable then starts after the
+    // sequence it covers) or empty, and then must see the whole stream: unless asked to
+    // resume, the durable is made again.
+    uint64_t start_seq = 0;
+    uint64_t known = 0;
+    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
+    if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq);
     if (!resume_) js_DeleteConsumer(conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr);
     jsConsumerConfig cc;
     jsConsumerConfig_Init(&cc);
     cc.Durable = durable_.c_str();
     cc.DeliverPolicy = js_DeliverAll;
+    if (start_seq) {
+        cc.DeliverPolicy = js_DeliverByStartSequence;
+        cc.OptStartSeq = start_seq;
+    }
     cc.AckPolicy = js_AckExplicit;
     cc.AckWait = static_cast<int64_t>(ack_wait_ms_) * 1000000;
     cc.MaxAckPending = static_cast<int64_t>(max_ack_pending_);
@@ -113,6 +160,7 @@ int Consumer::start() {
         return KVREG_EPROTO;
     }
     started_ = true;
+    last_snap_ = Clock::now();
     return KVREG_OK;
 }
 
@@ -135,6 +183,8 @@ int Consumer::run(int timeout_ms) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         if (n_held_) check_held_timeouts();
+        if (kv_ && liveness_ttl_ms_ && Clock::now() >= next_liveness_) check_liveness();
+        if (events_since_snap_ && !snap_bucket_.empty()) maybe_snapshot();
         if (timeout_ms == 0) break;
     }
     return KVREG_OK;
@@ -325,6 +375,9 @@ void Consumer::apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h) 
     count(batches);
     count(events, static_cast<int64_t>(n));
     w.next = h.seq + 1;
+    w.last_applied = Clock::now();
+    w.expired = false;
+    events_since_snap_ += n + 1; // a batch of nothing still moves the position
     reply(m, "+ACK");
     natsMsg_Destroy(m);
 }
@@ -370,6 +423,29 @@ void Consumer::check_held_timeouts() {
             give_up(kv.first, kv.second);
 }
 
+// A worker is expired when its key is missing from the bucket (the server dropped it TTL after
+// its last heartbeat) and no batch of it applied within the TTL either: a worker without
+// heartbeats that still sends is kept. A failed lookup (server away) decides nothing.
+void Consumer::check_liveness() {
+    const auto now = Clock::now();
+    next_liveness_ = now + std::chrono::milliseconds(liveness_check_ms_);
+    const auto ttl = std::chrono::milliseconds(liveness_ttl_ms_);
+    for (auto &kv : workers_) {
+        Worker &w = kv.second;
+        if (w.expired || now - w.last_applied < ttl) continue;
+        const std::string key = std::to_string(kv.first.first) + "." + std::to_string(kv.first.second);
+        kvEntry *e = nullptr;
+        const natsStatus st = kvStore_Get(&e, kv_, key.c_str());
+        if (e) kvEntry_Destroy(e);
+        if (st != NATS_NOT_FOUND) continue;
+        w.expired = true;
+        kvreg_index_remove_worker(idx_, kv.first.first, kv.first.second);
+        count(expired);
+        notice(KVREG_NATS_NOTICE_EXPIRED, &kv.first, w.instance, 0, 0, 0, false, nullptr,
+               "the worker's liveness key expired: its entries were removed");
+    }
+}
+
 int Consumer::stat(uint32_t s, uint64_t *value) const noexcept {
     if (s == 0 || s > n_stats) return KVREG_EINVAL;
     *value = stats_[s - 1].load(std::memory_order_relaxed);
@@ -381,6 +457,142 @@ int Consumer::worker(uint64_t worker_id, uint32_t rank, uint64_t *instance, uint
     if (it == workers_.end()) return KVREG_ENOENT;
     if (instance) *instance = it->second.instance;
     if (next) *next = it->second.next;
+    return KVREG_OK;
+}
+
+// ------------------------------------------------------------------------ snapshots
+// Objects "<name>.0" .. "<name>.<keep-1>" hold the newest snapshots; each write replaces the
+// slot that is missing, unreadable or oldest.
+namespace {
+struct Slot {
+    std::string name;
+    ObjectInfo info;
+    int rc = KVREG_ENOENT;
+    std::string why;
+};
+std::vector<Slot> read_slots(ObjectStore &os, const std::string &name, uint64_t keep) {
+    std::vector<Slot> slots(keep);
+    for (uint64_t k = 0; k < keep; k++) {
+        slots[k].name = name + "." + std::to_string(k);
+        slots[k].rc = os.info(slots[k].name, slots[k].info, slots[k].why);
+        if (slots[k].rc == KVREG_OK && !slots[k].info.has_seq) {
+            slots[k].rc = KVREG_EINVAL;
+            slots[k].why = "object info carries no kvreg-stream-seq";
+        }
+    }
+    return slots;
+}
+} // namespace
+
+bool Consumer::restore(uint64_t &start_seq) {
+    ObjectStore os(conn_.js, snap_bucket_);
+    std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
+    std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
+        return (a.rc == KVREG_OK ? a.info.stream_seq + 1 : 0) > (b.rc == KVREG_OK ? b.info.stream_seq + 1 : 0);
+    });
+    for (Slot &sl : slots) {
+        if (sl.rc == KVREG_ENOENT || sl.rc == KVREG_EPROTO) continue;
+        std::string body, why = sl.why;
+        SnapPosition pos;
+        int rc = sl.rc;
+        if (rc == KVREG_OK) rc = os.get(sl.info, body, why);
+        if (rc == KVREG_EPROTO) continue; // server away: nothing known about this one
+        if (rc == KVREG_OK) {
+            rc = decode_snapshot(body, sl.info.stream_seq, idx_, pos, why);
+        }
+        const std::string text = "snapshot " + sl.name + (rc == KVREG_OK ? " restored" : " rejected: " + why);
+        if (rc != KVREG_OK) {
+            count(snapshots_rejected);
+            notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, sl.info.stream_seq, sl.info.stream_seq, 0,
+                   false, nullptr, text.c_str());
+            continue;
+        }
+        for (const SnapWorker &w : pos.workers) {
+            Worker &dst = workers_[Key{w.worker, w.rank}];
+            dst.instance = w.instance;
+            dst.next = w.next;
+            dst.last_applied = Clock::now();
+        }
+        stats_[restored].store(1, std::memory_order_relaxed);
+        stats_[snapshot_seq].store(pos.stream_seq, std::memory_order_relaxed);
+        notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, pos.stream_seq, pos.stream_seq, 1, false, nullptr,
+               text.c_str());
+        start_seq = pos.stream_seq + 1;
+        return true;
+    }
+    return false;
+}
+
+void Consumer::maybe_snapshot() {
+    const auto now = Clock::now();
+    if (!((snap_events_ && events_since_snap_ >= snap_events_) ||
+          (snap_ms_ && now - last_snap_ >= std::chrono::milliseconds(snap_ms_))))
+        return;
+    if (snapshot(nullptr) != KVREG_OK) count(snapshot_errors);
+    events_since_snap_ = 0;
+    last_snap_ = now;
+}
+
+int Consumer::snapshot(uint64_t *out_seq) {
+    if (!started_ || snap_bucket_.empty()) return KVREG_ESTATE;
+    // What the snapshot covers: every message up to the durable's ack floor was applied (or
+    // judged). Acks go out without waiting, so flush them first; the index may be ahead of
+    // the floor (held batches, acks in flight), and a restore from floor + 1 skips the
+    // batches it already has by their seqs.
+    jsConsumerInfo *ci = nullptr;
+    if (natsConnection_FlushTimeout(conn_.nc, 2000) != NATS_OK ||
+        js_GetConsumerInfo(&ci, conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr) != NATS_OK)
+        return KVREG_EPROTO;
+    SnapPosition pos;
+    pos.stream_seq = ci->AckFloor.Stream;
+    jsConsumerInfo_Destroy(ci);
+    pos.workers.reserve(workers_.size());
+    for (const auto &kv : workers_) {
+        SnapWorker w;
+        w.worker = kv.first.first;
+        w.rank = kv.first.second;
+        w.instance = kv.second.instance;
+        w.next = kv.second.next;
+        pos.workers.push_back(w);
+    }
+    std::string body;
+    int rc = encode_snapshot(pos, idx_, body);
+    if (rc != KVREG_OK) return rc;
+    ObjectStore os(conn_.js, snap_bucket_);
+    std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
+    size_t slot = 0;
+    for (size_t k = 0; k < slots.size(); k++) {
+        if (slots[k].rc != KVREG_OK) {
+            slot = k;
+            break;
+        }
+        if (slots[k].info.stream_seq < slots[slot].info.stream_seq) slot = k;
+    }
+    // Each chunk is one message: leave room under max_payload for its subject and headers.
+    const int64_t maxp = natsConnection_GetMaxPayload(conn_.nc);
+    const size_t room = maxp > 1024 ? static_cast<size_t>(maxp) - 512 : 256;
+    rc = os.put(slots[slot].name, body, std::min<size_t>(snap_chunk_, room), pos.stream_seq);
+    if (rc != KVREG_OK) return rc;
+    count(snapshots);
+    stats_[snapshot_seq].store(pos.stream_seq, std::memory_order_relaxed);
+    const std::string text = "snapshot " + slots[slot].name + " written";
+    notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, pos.stream_seq, pos.stream_seq, 2, false, nullptr, text.c_str());
+    if (out_seq) *out_seq = pos.stream_seq;
+    if (snap_purge_) {
+        // Below the oldest snapshot kept, the stream is no longer needed by a replica that
+        // restores one of them.
+        slots[slot].rc = KVREG_OK;
+        slots[slot].info.stream_seq = pos.stream_seq;
+        uint64_t oldest = pos.stream_seq;
+        for (const Slot &sl : slots)
+            if (sl.rc == KVREG_OK) oldest = std::min(oldest, sl.info.stream_seq);
+        if (oldest) {
+            jsOptions o;
+            jsOptions_Init(&o);
+            o.Stream.Purge.Sequence = oldest + 1;
+            js_PurgeStream(conn_.js, stream_.c_str(), &o, nullptr);
+        }
+    }
     return KVREG_OK;
 }
 

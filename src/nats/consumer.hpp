@@ -33,15 +33,19 @@ class Consumer {
     }
     int stat(uint32_t stat, uint64_t *value) const noexcept;
     int worker(uint64_t worker_id, uint32_t rank, uint64_t *instance, uint64_t *next) const noexcept;
+    int snapshot(uint64_t *out_seq); // throws bad_alloc
 
   private:
     using Clock = std::chrono::steady_clock;
     enum Stat { messages, batches, events, duplicates, lost, resets, malformed, stale, held,
-                fetch_errors, n_stats };
+                fetch_errors, snapshots, snapshot_seq, restored, snapshots_rejected, expired,
+                snapshot_errors, n_stats };
     struct Worker {
         uint64_t instance = 0, next = 0;
         std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
         Clock::time_point held_since;
+        Clock::time_point last_applied; // liveness: a worker still sending is never expired
+        bool expired = false;           // removed from the index; set back by its next batch
     };
     using Key = std::pair<uint64_t, uint32_t>;
 
@@ -53,6 +57,9 @@ class Consumer {
     void give_up(const Key &k, Worker &w);
     void drop_held(Worker &w, bool ack) noexcept;
     void check_held_timeouts();
+    void check_liveness();
+    bool restore(uint64_t &start_seq);  // the newest valid snapshot into the index
+    void maybe_snapshot();              // when a threshold is reached
     void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
                 uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
     void count(Stat s, int64_t n = 1) noexcept {
@@ -63,6 +70,9 @@ class Consumer {
     uint64_t fetch_batch_ = 256, ack_wait_ms_ = 5000, max_ack_pending_ = 65536;
     uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
+    uint64_t snap_events_ = 0, snap_ms_ = 0, snap_keep_ = 2, snap_purge_ = 0, snap_chunk_ = 131072;
+    uint64_t restore_ = 1, liveness_check_ms_ = 1000;
+    std::string snap_bucket_, snap_name_, liveness_bucket_;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
     std::string filter_;
     kvreg_nats_notice_fn notice_fn_ = nullptr;
@@ -75,6 +85,11 @@ class Consumer {
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;
+    kvStore *kv_ = nullptr;            // liveness bucket
+    uint64_t liveness_ttl_ms_ = 0;     // the bucket's TTL
+    Clock::time_point next_liveness_;
+    uint64_t events_since_snap_ = 0;
+    Clock::time_point last_snap_;
     std::atomic<bool> stop_{false};
     std::atomic<uint64_t> stats_[n_stats] = {};
 };

@@ -63,6 +63,8 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_PUB_OPT_MAX_AGE_S: return in(1, UINT64_MAX / 1000000000, max_age_s_);
     case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: return in(1, UINT64_MAX / 1000000, dup_window_ms_);
     case KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
+    case KVREG_NATS_PUB_OPT_HEARTBEAT_MS: return in(10, 3600000, heartbeat_ms_);
+    case KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS: return in(100, UINT64_MAX / 1000000, liveness_ttl_ms_);
     default: return KVREG_EINVAL;
     }
 }
@@ -77,6 +79,7 @@ int Publisher::set_string(uint32_t option, const char *value) {
     case KVREG_NATS_SUBJECT_PREFIX: prefix_ = value; return KVREG_OK;
     case KVREG_NATS_NAMESPACE: namespace_ = value; return KVREG_OK;
     case KVREG_NATS_COMPONENT: component_ = value; return KVREG_OK;
+    case KVREG_NATS_LIVENESS_BUCKET: liveness_bucket_ = value; return KVREG_OK;
     case KVREG_NATS_SUBJECT: subject_ = value ? value : ""; return KVREG_OK;
     case KVREG_NATS_LORA_NAME:
         has_lora_ = value != nullptr;
@@ -92,7 +95,8 @@ int Publisher::start() {
         subject_ = prefix_ + "." + namespace_ + "." + component_ + "." + std::to_string(worker_) +
                    "." + std::to_string(rank_);
     if (!valid_subject(prefix_) || !valid_token(namespace_) || !valid_token(component_) ||
-        !valid_subject(subject_) || !valid_token(stream_))
+        !valid_subject(subject_) || !valid_token(stream_) ||
+        (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)))
         return KVREG_EINVAL;
     if (!has_instance_) {
         struct timespec ts;
@@ -125,6 +129,18 @@ int Publisher::start() {
         kvreg_wire_encoder_free(enc_);
         enc_ = nullptr;
         return KVREG_EPROTO;
+    }
+    if (!liveness_bucket_.empty()) {
+        // The key-value bucket is a stream KV_<bucket> on $KV.<bucket>.>; its max age is the
+        // TTL, so a key whose worker stopped refreshing it is gone after TTL on every replica.
+        if (!ensure_kv_bucket(conn_.js, liveness_bucket_, liveness_ttl_ms_)) {
+            conn_.close();
+            kvreg_wire_encoder_free(enc_);
+            enc_ = nullptr;
+            return KVREG_EPROTO;
+        }
+        hb_subject_ = "$KV." + liveness_bucket_ + "." + std::to_string(worker_) + "." + std::to_string(rank_);
+        hb_value_ = std::to_string(instance_);
     }
     max_payload_ = static_cast<uint64_t>(natsConnection_GetMaxPayload(conn_.nc));
     kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);
@@ -368,6 +384,19 @@ bool Publisher::resync() noexcept {
     return ok;
 }
 
+// A plain (core) publish into the bucket's subject: the stream stores it like a kvStore_Put,
+// but the sender thread never waits for an answer (a server that is away delays nothing).
+int Publisher::heartbeat() noexcept {
+    if (hb_subject_.empty()) return -1;
+    const auto now = Clock::now();
+    if (now >= next_hb_) {
+        if (natsConnection_PublishString(conn_.nc, hb_subject_.c_str(), hb_value_.c_str()) != NATS_OK)
+            count(errors);
+        next_hb_ = now + std::chrono::milliseconds(heartbeat_ms_);
+    }
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_hb_ - now).count()) + 1;
+}
+
 void Publisher::run() noexcept {
     std::vector<kvreg_event> events;
     try {
@@ -387,6 +416,8 @@ void Publisher::run() noexcept {
                 timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
             }
         }
+        const int hb = heartbeat();
+        if (hb >= 0 && (timeout < 0 || hb < timeout)) timeout = stopping ? 0 : hb;
         size_t n = 0;
         kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
         bool cut = false;

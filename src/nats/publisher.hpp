@@ -42,6 +42,7 @@ class Publisher {
     bool publish(const kvreg_event *events, size_t n) noexcept;
     bool send_batch(const uint8_t *payload, size_t len, size_t n_events) noexcept;
     bool resync() noexcept;           // Cleared + snapshot; moves next_event_id_
+    int heartbeat() noexcept;         // puts the liveness key when due; ms until the next one
     bool wait_window() noexcept;      // until in_flight < max (false: stop's bound ran out)
     void resend_failed() noexcept;    // the failed batches, oldest seq first
     static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
@@ -56,6 +57,8 @@ class Publisher {
     uint64_t ack_timeout_ms_ = 5000, retry_ms_ = 100, max_events_ = 1024, block_size_ = 0;
     uint64_t batch_us_ = 1000, linger_ms_ = 5000, instance_ = 0, create_stream_ = 1;
     uint64_t max_age_s_ = 3600, dup_window_ms_ = 120000, connect_timeout_ms_ = 2000;
+    uint64_t heartbeat_ms_ = 1000, liveness_ttl_ms_ = 5000;
+    std::string liveness_bucket_;
     bool has_instance_ = false, has_lora_ = false;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", prefix_ = "kvreg.events";
     std::string namespace_ = "default", component_ = "backend", subject_, lora_;
@@ -66,6 +69,8 @@ class Publisher {
     Conn conn_;
     kvreg_wire_encoder *enc_ = nullptr;
     uint64_t max_payload_ = 0;
+    std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
+    Clock::time_point next_hb_;         // sender thread
     uint64_t seq_ = 0;            // sender thread
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have
     uint64_t dropped_at_start_ = 0;

@@ -88,6 +88,12 @@ static void spawn(nats_server *s, int port) {
         /* A test that crashes (or aborts under a sanitizer) must not leave its server behind. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(127);
+        if (s->max_payload) {
+            char conf[300];
+            snprintf(conf, sizeof conf, "%s/server.conf", s->dir);
+            execl(s->exe, s->exe, "-c", conf, "-js", "-sd", store, "-a", "127.0.0.1", "-p", portarg,
+                  "--ports_file_dir", s->dir, "-l", log, (char *)NULL);
+        }
         execl(s->exe, s->exe, "-js", "-sd", store, "-a", "127.0.0.1", "-p", portarg,
               "--ports_file_dir", s->dir, "-l", log, (char *)NULL);
         _exit(127);
@@ -124,11 +130,22 @@ static void wait_ready(nats_server *s) {
     }
 }
 
-void nats_server_start(nats_server *s) {
+void nats_server_start(nats_server *s) { nats_server_start_max_payload(s, 0); }
+
+void nats_server_start_max_payload(nats_server *s, int max_payload) {
     memset(s, 0, sizeof *s);
     if (!find_exe(s->exe, sizeof s->exe)) skip_or_fail("nats-server not found");
     snprintf(s->dir, sizeof s->dir, "%s/kvreg-nats-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(s->dir)) die("mkdtemp failed");
+    s->max_payload = max_payload;
+    if (max_payload) {
+        char conf[300];
+        snprintf(conf, sizeof conf, "%s/server.conf", s->dir);
+        FILE *f = fopen(conf, "w");
+        if (!f) die("cannot write the server's config file");
+        fprintf(f, "max_payload: %d\n", max_payload);
+        fclose(f);
+    }
     spawn(s, -1);
     wait_ready(s);
 }

@@ -1,0 +1,327 @@
+// kvreg-net-bench --workload nats: the NATS JetStream plane (kvreg_nats.h) against raw libnats,
+// in one run, over one nats-server the workload starts itself (tests/nats/nats_fixture.c).
+//   throughput  N kvreg events (16-token blocks in chains of 16, vLLM format) from one engine
+//               (registry -> kvreg_nats_publisher -> stream) consumed by one replica, then by
+//               three at once (kvreg_nats_consumer -> kvreg_index, each its own durable), as
+//               events/s over publish + consume; raw: the same number of messages of the same
+//               average size published asynchronously with a Nats-Msg-Id, then consumed by
+//               one and by three pull consumers that only acknowledge. Target ratio >= 0.5.
+//   restore     every block of the conversation trace published (Dynamo msgpack, hash only),
+//               a replica rebuilding its index from the whole stream against a new replica
+//               restoring a snapshot of that index (object store) until it is caught up; the
+//               two digests must be equal. Target restore/rebuild <= 0.2.
+// One JSON line.
+#include "net_nats.hpp"
+
+#include <kvreg.h>
+#include <kvreg_index.h>
+#include <kvreg_nats.h>
+#include <nats/nats.h>
+
+extern "C" {
+#include "nats_fixture.h"
+}
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace {
+
+constexpr size_t kChain = 16, kBs = 16;
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+#define NB_CHECK(c)                                                                             \
+    do {                                                                                        \
+        if (!(c)) {                                                                             \
+            std::fprintf(stderr, "kvreg-net-bench nats: %s failed (line %d)\n", #c, __LINE__);  \
+            std::exit(1);                                                                       \
+        }                                                                                       \
+    } while (0)
+
+struct Engine {
+    kvreg_registry *reg = nullptr;
+    kvreg_pool *pool = nullptr;
+    kvreg_nats_publisher *pub = nullptr;
+    Engine(const char *url, const char *stream, const char *prefix, uint64_t format, size_t capacity) {
+        kvreg_config *cfg = nullptr;
+        NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+        NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
+        NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
+        NB_CHECK(kvreg_registry_new(&reg, cfg) == KVREG_OK);
+        kvreg_config_free(cfg);
+        NB_CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_new(&pub, reg) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_URL, url) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_STREAM, stream) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_SUBJECT_PREFIX, prefix) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set(pub, KVREG_NATS_PUB_OPT_FORMAT, format) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set(pub, KVREG_NATS_PUB_OPT_BLOCK_SIZE, kBs) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_set(pub, KVREG_NATS_PUB_OPT_LINGER_MS, 600000) == KVREG_OK);
+        NB_CHECK(kvreg_nats_publisher_start(pub) == KVREG_OK);
+    }
+    uint64_t finish() { // every event published and acknowledged; the batches made
+        NB_CHECK(kvreg_nats_publisher_stop(pub) == KVREG_OK);
+        uint64_t batches = 0, unacked = 1;
+        kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_BATCHES, &batches);
+        kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_BATCHES_UNACKED, &unacked);
+        NB_CHECK(unacked == 0);
+        return batches;
+    }
+    ~Engine() {
+        kvreg_nats_publisher_free(pub);
+        kvreg_registry_free(reg);
+    }
+};
+
+struct Replica {
+    kvreg_index *idx = nullptr;
+    kvreg_nats_consumer *con = nullptr;
+    Replica(const char *url, const char *stream, const char *durable, bool own_hashes, const char *bucket) {
+        kvreg_index_config *cfg = nullptr;
+        NB_CHECK(kvreg_index_config_new(&cfg) == KVREG_OK);
+        if (own_hashes) NB_CHECK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN) == KVREG_OK);
+        NB_CHECK(kvreg_index_new(&idx, cfg) == KVREG_OK);
+        kvreg_index_config_free(cfg);
+        NB_CHECK(kvreg_nats_consumer_new(&con, idx) == KVREG_OK);
+        NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_URL, url) == KVREG_OK);
+        NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_STREAM, stream) == KVREG_OK);
+        NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_DURABLE, durable) == KVREG_OK);
+        if (bucket) NB_CHECK(kvreg_nats_consumer_set_string(con, KVREG_NATS_SNAPSHOT_BUCKET, bucket) == KVREG_OK);
+        NB_CHECK(kvreg_nats_consumer_start(con) == KVREG_OK);
+    }
+    void catch_up(uint64_t batches) { // worker 0 rank 0 applied through seq batches - 1
+        const double deadline = now_s() + 600;
+        for (;;) {
+            uint64_t inst = 0, next = 0;
+            if (kvreg_nats_consumer_worker(con, 0, 0, &inst, &next) == KVREG_OK && next >= batches) return;
+            NB_CHECK(now_s() < deadline);
+            kvreg_nats_consumer_run(con, 20);
+        }
+    }
+    ~Replica() {
+        kvreg_nats_consumer_free(con);
+        kvreg_index_free(idx);
+    }
+};
+
+// Seconds for n replicas (each its own durable, on its own thread) to consume the stream.
+double consume_kvreg(const char *url, const char *stream, int n, uint64_t batches, uint64_t entries) {
+    std::vector<std::thread> th;
+    const double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        th.emplace_back([=] {
+            const std::string durable = "bench-" + std::to_string(n) + "-" + std::to_string(i);
+            Replica r(url, stream, durable.c_str(), false, nullptr);
+            r.catch_up(batches);
+            uint64_t got = 0;
+            kvreg_index_stat(r.idx, KVREG_INDEX_STAT_ENTRIES, &got);
+            NB_CHECK(got == entries);
+        });
+    for (auto &t : th) t.join();
+    return now_s() - t0;
+}
+
+// Raw libnats: n pull consumers that acknowledge each message, each on its own connection.
+double consume_raw(const char *url, int n, uint64_t count) {
+    std::vector<std::thread> th;
+    const double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        th.emplace_back([=] {
+            natsConnection *nc = nullptr;
+            jsCtx *js = nullptr;
+            NB_CHECK(natsConnection_ConnectTo(&nc, url) == NATS_OK);
+            NB_CHECK(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+            natsSubscription *sub = nullptr;
+            const std::string durable = "raw-" + std::to_string(n) + "-" + std::to_string(i);
+            NB_CHECK(js_PullSubscribe(&sub, js, "raw.x", durable.c_str(), nullptr, nullptr, nullptr) == NATS_OK);
+            uint64_t got = 0;
+            const double deadline = now_s() + 600;
+            while (got < count) {
+                natsMsgList list = {nullptr, 0};
+                if (natsSubscription_Fetch(&list, sub, 256, 100, nullptr) == NATS_OK)
+                    for (int k = 0; k < list.Count; k++, got++) natsMsg_Ack(list.Msgs[k], nullptr);
+                natsMsgList_Destroy(&list);
+                NB_CHECK(now_s() < deadline);
+            }
+            natsSubscription_Destroy(sub);
+            jsCtx_Destroy(js);
+            natsConnection_Destroy(nc);
+        });
+    for (auto &t : th) t.join();
+    return now_s() - t0;
+}
+
+double publish_raw(const char *url, uint64_t count, size_t size) {
+    natsConnection *nc = nullptr;
+    jsCtx *js = nullptr;
+    jsStreamInfo *si = nullptr;
+    NB_CHECK(natsConnection_ConnectTo(&nc, url) == NATS_OK);
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.MaxPending = 256; // the publisher's default window
+    NB_CHECK(natsConnection_JetStream(&js, nc, &jo) == NATS_OK);
+    const char *subj[1] = {"raw.x"};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "RAW";
+    sc.Subjects = subj;
+    sc.SubjectsLen = 1;
+    sc.Storage = js_FileStorage;
+    NB_CHECK(js_AddStream(&si, js, &sc, nullptr, nullptr) == NATS_OK);
+    jsStreamInfo_Destroy(si);
+    std::string payload(size, 'Z');
+    const double t0 = now_s();
+    for (uint64_t i = 0; i < count; i++) {
+        natsMsg *m = nullptr;
+        const std::string id = "raw-" + std::to_string(i);
+        NB_CHECK(natsMsg_Create(&m, "raw.x", nullptr, payload.data(), static_cast<int>(size)) == NATS_OK);
+        NB_CHECK(natsMsgHeader_Set(m, "Nats-Msg-Id", id.c_str()) == NATS_OK);
+        NB_CHECK(js_PublishMsgAsync(js, &m, nullptr) == NATS_OK);
+        natsMsg_Destroy(m);
+    }
+    NB_CHECK(js_PublishAsyncComplete(js, nullptr) == NATS_OK);
+    const double t = now_s() - t0;
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return t;
+}
+
+size_t average_size(const char *url, const char *stream, uint64_t batches) {
+    natsConnection *nc = nullptr;
+    jsCtx *js = nullptr;
+    jsStreamInfo *si = nullptr;
+    NB_CHECK(natsConnection_ConnectTo(&nc, url) == NATS_OK);
+    NB_CHECK(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+    NB_CHECK(js_GetStreamInfo(&si, js, stream, nullptr, nullptr) == NATS_OK);
+    NB_CHECK(si->State.Msgs == batches);
+    const size_t avg = static_cast<size_t>(si->State.Bytes / batches);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return avg;
+}
+
+} // namespace
+
+int nats_workload(size_t events, const char *trace) {
+    if (!kvreg_nats_available()) {
+        std::printf("{\"workload\":\"nats\",\"skipped\":\"library built without NATS\"}\n");
+        return 77;
+    }
+    nats_server srv;
+    nats_server_start(&srv);
+    const char *url = srv.url;
+
+    // ---- throughput: one engine, vLLM format, chains of 16 blocks of 16 tokens
+    const size_t chains = (events + kChain - 1) / kChain;
+    const uint64_t n_events = chains * kChain;
+    double pub_s = 0;
+    uint64_t batches = 0;
+    {
+        Engine e(url, "KVREG_EVENTS", "kvreg.events", KVREG_WIRE_VLLM, n_events * 2);
+        std::vector<uint32_t> tokens(kChain * kBs);
+        kvreg_block_info info[kChain];
+        kvreg_block_desc descs[kChain];
+        kvreg_block handles[kChain];
+        const double t0 = now_s();
+        for (size_t c = 0; c < chains; c++) {
+            for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<uint32_t>(c * 7919 + i);
+            size_t nb = 0;
+            NB_CHECK(kvreg_hash_blocks(tokens.data(), tokens.size(), kBs, KVREG_ROUTER_SALT, info, kChain, &nb) == KVREG_OK);
+            for (size_t b = 0; b < kChain; b++) {
+                std::memset(&descs[b], 0, sizeof descs[b]);
+                descs[b].sequence_hash = info[b].sequence_hash;
+                descs[b].block_hash = info[b].block_hash;
+                descs[b].parent_sequence_hash = info[b].parent_sequence_hash;
+                descs[b].has_parent = info[b].has_parent;
+                descs[b].block_size = kBs;
+                descs[b].tokens = tokens.data() + b * kBs;
+                descs[b].n_tokens = kBs;
+            }
+            NB_CHECK(kvreg_register_batch(e.pool, descs, kChain, handles, nullptr, nullptr) == KVREG_OK);
+        }
+        batches = e.finish();
+        pub_s = now_s() - t0;
+    }
+    const size_t avg = average_size(url, "KVREG_EVENTS", batches);
+    const double c1 = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events);
+    const double c3 = consume_kvreg(url, "KVREG_EVENTS", 3, batches, n_events);
+    const double raw_pub = publish_raw(url, batches, avg);
+    const double raw_c1 = consume_raw(url, 1, batches);
+    const double raw_c3 = consume_raw(url, 3, batches);
+    const double ev = static_cast<double>(n_events);
+    const double k1 = ev / (pub_s + c1), k3 = ev / (pub_s + c3);
+    const double r1 = ev / (raw_pub + raw_c1), r3 = ev / (raw_pub + raw_c3);
+
+    // ---- restore: the conversation trace's every block, one engine, hash-only Dynamo msgpack
+    const std::vector<bench::TraceRequest> reqs = bench::read_trace(trace, "nats");
+    std::unordered_set<uint64_t> seen;
+    uint64_t t_batches = 0, blocks = 0;
+    {
+        Engine e(url, "TRACE", "trace.events", KVREG_WIRE_DYNAMO_MSGPACK, 1u << 22);
+        std::vector<kvreg_block_desc> descs;
+        std::vector<kvreg_block> handles;
+        for (const auto &r : reqs) {
+            descs.clear();
+            for (size_t i = 0; i < r.ids.size(); i++) {
+                if (!seen.insert(r.ids[i]).second) continue;
+                kvreg_block_desc d;
+                std::memset(&d, 0, sizeof d);
+                d.sequence_hash = r.ids[i] + 1; // 1-based: a hash of 0 is fine, but clearer apart
+                d.block_hash = d.sequence_hash ^ 0x9e3779b97f4a7c15ull;
+                d.has_parent = i > 0;
+                d.parent_sequence_hash = i > 0 ? r.ids[i - 1] + 1 : 0;
+                descs.push_back(d);
+            }
+            handles.resize(descs.size());
+            if (!descs.empty())
+                NB_CHECK(kvreg_register_batch(e.pool, descs.data(), descs.size(), handles.data(), nullptr, nullptr) == KVREG_OK);
+            blocks += descs.size();
+        }
+        t_batches = e.finish();
+    }
+    double rebuild_s = 0, snap_s = 0, restore_s = 0;
+    uint64_t d_rebuild = 0, d_restore = 0, restored = 0;
+    {
+        const double t0 = now_s();
+        Replica a(url, "TRACE", "rebuild", true, "BENCH_SNAP");
+        a.catch_up(t_batches);
+        rebuild_s = now_s() - t0;
+        const double t1 = now_s();
+        NB_CHECK(kvreg_nats_consumer_snapshot(a.con, nullptr) == KVREG_OK);
+        snap_s = now_s() - t1;
+        NB_CHECK(kvreg_index_digest(a.idx, &d_rebuild) == KVREG_OK);
+        const double t2 = now_s();
+        Replica b(url, "TRACE", "restore", true, "BENCH_SNAP");
+        b.catch_up(t_batches);
+        restore_s = now_s() - t2;
+        kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORED, &restored);
+        NB_CHECK(kvreg_index_digest(b.idx, &d_restore) == KVREG_OK);
+    }
+    nats_server_destroy(&srv);
+    nats_Close();
+    const bool verified = d_rebuild == d_restore && restored == 1;
+    std::printf("{\"workload\":\"nats\",\"events\":%llu,\"messages\":%llu,\"avg_message_bytes\":%zu,"
+                "\"publish_s\":%.3f,\"consume_1_s\":%.3f,\"consume_3_s\":%.3f,"
+                "\"raw_publish_s\":%.3f,\"raw_consume_1_s\":%.3f,\"raw_consume_3_s\":%.3f,"
+                "\"events_per_s_1\":%.0f,\"raw_events_per_s_1\":%.0f,\"ratio_1\":%.2f,"
+                "\"events_per_s_3\":%.0f,\"raw_events_per_s_3\":%.0f,\"ratio_3\":%.2f,"
+                "\"trace_blocks\":%llu,\"trace_messages\":%llu,\"rebuild_s\":%.3f,\"snapshot_write_s\":%.3f,"
+                "\"restore_s\":%.3f,\"restore_ratio\":%.3f,\"verified\":%s}\n",
+                static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, c1,
+                c3, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
+                static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(t_batches), rebuild_s, snap_s,
+                restore_s, restore_s / rebuild_s, verified ? "true" : "false");
+    return verified ? 0 : 1;
+}

@@ -1,0 +1,235 @@
+// The object store's layout over JetStream (see objstore.hpp).
+#include "nats/objstore.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "kvreg.h"
+#include "nats/sha256.hpp"
+
+namespace kvreg::nats {
+
+std::string base64url(const uint8_t *p, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string out;
+    out.reserve((n + 2) / 3 * 4);
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        out += A[v >> 18 & 63];
+        out += A[v >> 12 & 63];
+        out += i + 1 < n ? A[v >> 6 & 63] : '=';
+        out += i + 2 < n ? A[v & 63] : '=';
+    }
+    return out;
+}
+
+std::string sha256_digest(const std::string &data) {
+    Sha256 h;
+    h.update(data.data(), data.size());
+    const auto d = h.finish();
+    return "SHA-256=" + base64url(d.data(), d.size());
+}
+
+namespace {
+// A fresh object id: 22 base62 characters, as NATS's NUIDs look.
+std::string new_nuid() {
+    static const char A[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    std::random_device rd;
+    std::string s(22, '0');
+    for (auto &c : s) c = A[rd() % 62];
+    return s;
+}
+
+// The value of "key" in a flat JSON object we or another object-store client wrote: a string
+// (unescaped: our fields never need escapes) or a number. false when absent or malformed; the
+// text is untrusted, so every step stays inside it.
+bool json_field(const std::string &j, const char *key, std::string &out) {
+    const std::string k = std::string("\"") + key + "\"";
+    for (size_t at = j.find(k); at != std::string::npos; at = j.find(k, at + 1)) {
+        size_t p = at + k.size();
+        while (p < j.size() && (j[p] == ' ' || j[p] == '\t' || j[p] == '\n' || j[p] == '\r')) p++;
+        if (p >= j.size() || j[p] != ':') continue;
+        p++;
+        while (p < j.size() && (j[p] == ' ' || j[p] == '\t' || j[p] == '\n' || j[p] == '\r')) p++;
+        if (p >= j.size()) return false;
+        if (j[p] == '"') {
+            const size_t end = j.find('"', p + 1);
+            if (end == std::string::npos) return false;
+            out = j.substr(p + 1, end - p - 1);
+            return out.find('\\') == std::string::npos;
+        }
+        size_t end = p;
+        while (end < j.size() && j[end] >= '0' && j[end] <= '9') end++;
+        if (end == p) return false;
+        out = j.substr(p, end - p);
+        return true;
+    }
+    return false;
+}
+
+bool to_u64(const std::string &s, uint64_t &v) {
+    if (s.empty() || s.size() > 19) return false;
+    v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return true;
+}
+
+bool purge_subject(jsCtx *js, const std::string &stream, const std::string &subject) noexcept {
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Stream.Purge.Subject = subject.c_str();
+    return js_PurgeStream(js, stream.c_str(), &o, nullptr) == NATS_OK;
+}
+} // namespace
+
+std::string ObjectStore::meta_subject(const std::string &name) const {
+    return "$O." + bucket_ + ".M." + base64url(reinterpret_cast<const uint8_t *>(name.data()), name.size());
+}
+
+bool ObjectStore::ensure() noexcept {
+    try {
+        const std::string name = stream();
+        jsStreamInfo *si = nullptr;
+        if (js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr) == NATS_OK) {
+            jsStreamInfo_Destroy(si);
+            return true;
+        }
+        const std::string c = "$O." + bucket_ + ".C.>", m = "$O." + bucket_ + ".M.>";
+        const char *subjects[2] = {c.c_str(), m.c_str()};
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = name.c_str();
+        cfg.Subjects = subjects;
+        cfg.SubjectsLen = 2;
+        cfg.Storage = js_FileStorage;
+        cfg.Discard = js_DiscardNew;
+        cfg.AllowRollup = true;
+        cfg.AllowDirect = true;
+        natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, nullptr);
+        if (s != NATS_OK) s = js_GetStreamInfo(&si, js_, name.c_str(), nullptr, nullptr); // raced
+        if (s == NATS_OK) jsStreamInfo_Destroy(si);
+        return s == NATS_OK;
+    } catch (...) {
+        return false;
+    }
+}
+
+int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why) {
+    natsMsg *m = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    const natsStatus s = js_GetLastMsg(&m, js_, stream().c_str(), meta_subject(name).c_str(), nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return KVREG_ENOENT;
+    if (s != NATS_OK) return KVREG_EPROTO;
+    const int len = natsMsg_GetDataLength(m);
+    const std::string j(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+    natsMsg_Destroy(m);
+    std::string v;
+    out = ObjectInfo{};
+    if (json_field(j, "deleted", v) && v != "false") return KVREG_ENOENT; // never "true" unquoted here
+    if (!json_field(j, "nuid", out.nuid) || !json_field(j, "digest", out.digest) ||
+        !json_field(j, "size", v) || !to_u64(v, out.size) || !json_field(j, "chunks", v) ||
+        !to_u64(v, out.chunks)) {
+        why = "object info does not parse";
+        return KVREG_EINVAL;
+    }
+    for (char c : out.nuid)
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) {
+            why = "object info names a bad nuid";
+            return KVREG_EINVAL;
+        }
+    if (out.nuid.empty()) {
+        why = "object info names no nuid";
+        return KVREG_EINVAL;
+    }
+    out.has_seq = json_field(j, "kvreg-stream-seq", v) && to_u64(v, out.stream_seq);
+    return KVREG_OK;
+}
+
+int ObjectStore::put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq) {
+    if (chunk == 0) return KVREG_EINVAL;
+    ObjectInfo old;
+    std::string why;
+    const bool had_old = info(name, old, why) == KVREG_OK;
+    const std::string nuid = new_nuid(), csubj = chunk_subject(nuid);
+    uint64_t chunks = 0;
+    for (size_t off = 0; off < data.size(); off += chunk, chunks++) {
+        const size_t n = std::min(chunk, data.size() - off);
+        if (js_Publish(nullptr, js_, csubj.c_str(), data.data() + off, static_cast<int>(n), nullptr, nullptr) != NATS_OK) {
+            purge_subject(js_, stream(), csubj); // a half-written object is never named by any info
+            return KVREG_EPROTO;
+        }
+    }
+    char mtime[40];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm;
+    gmtime_r(&now, &tm);
+    std::strftime(mtime, sizeof mtime, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char nums[200];
+    std::snprintf(nums, sizeof nums, "\"size\":%zu,\"mtime\":\"%s\",\"chunks\":%" PRIu64 ",", data.size(), mtime, chunks);
+    const std::string meta = "{\"name\":\"" + name + "\",\"description\":\"kvreg index snapshot\",\"metadata\":{" +
+                             "\"kvreg-stream-seq\":\"" + std::to_string(stream_seq) + "\"},\"options\":{" +
+                             "\"max_chunk_size\":" + std::to_string(chunk) + "},\"bucket\":\"" + bucket_ +
+                             "\",\"nuid\":\"" + nuid + "\"," + nums + "\"digest\":\"" + sha256_digest(data) + "\"}";
+    natsMsg *m = nullptr;
+    const std::string msubj = meta_subject(name);
+    bool ok = natsMsg_Create(&m, msubj.c_str(), nullptr, meta.data(), static_cast<int>(meta.size())) == NATS_OK &&
+              natsMsgHeader_Set(m, "Nats-Rollup", "sub") == NATS_OK &&
+              js_PublishMsg(nullptr, js_, m, nullptr, nullptr) == NATS_OK;
+    natsMsg_Destroy(m);
+    if (!ok) {
+        purge_subject(js_, stream(), csubj);
+        return KVREG_EPROTO;
+    }
+    if (had_old && old.nuid != nuid) purge_subject(js_, stream(), chunk_subject(old.nuid));
+    return KVREG_OK;
+}
+
+int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why) {
+    out.clear();
+    if (info.size > (uint64_t(1) << 40)) {
+        why = "object info claims an absurd size";
+        return KVREG_EINVAL;
+    }
+    const std::string subj = chunk_subject(info.nuid), name = stream();
+    uint64_t seq = 1, got = 0;
+    for (; got < info.chunks; got++) {
+        jsDirectGetMsgOptions dg;
+        jsDirectGetMsgOptions_Init(&dg);
+        dg.Sequence = seq;
+        dg.NextBySubject = subj.c_str();
+        natsMsg *m = nullptr;
+        const natsStatus s = js_DirectGetMsg(&m, js_, name.c_str(), nullptr, &dg);
+        if (s == NATS_NOT_FOUND) break;
+        if (s != NATS_OK) return KVREG_EPROTO;
+        const char *sv = nullptr;
+        uint64_t at = natsMsg_GetSequence(m);
+        if (at == 0 && natsMsgHeader_Get(m, "Nats-Sequence", &sv) == NATS_OK && sv) at = std::strtoull(sv, nullptr, 10);
+        const int len = natsMsg_GetDataLength(m);
+        if (at < seq || len < 0 || out.size() + static_cast<size_t>(len) > info.size) {
+            natsMsg_Destroy(m);
+            why = "chunks do not add up to the object's size";
+            return KVREG_EINVAL;
+        }
+        out.append(natsMsg_GetData(m), static_cast<size_t>(len));
+        natsMsg_Destroy(m);
+        seq = at + 1;
+    }
+    if (got != info.chunks || out.size() != info.size) {
+        why = "chunks missing (" + std::to_string(got) + " of " + std::to_string(info.chunks) + ")";
+        return KVREG_EINVAL;
+    }
+    if (sha256_digest(out) != info.digest) {
+        why = "content does not match the object's SHA-256 digest";
+        return KVREG_EINVAL;
+    }
+    return KVREG_OK;
+}
+
+} // namespace kvreg::nats

@@ -1,0 +1,53 @@
+// A NATS object-store bucket written and read over plain JetStream calls (libnats 3.4 has no
+// object-store API), in the object store's own layout, so that any NATS client's object-store
+// API reads what this writes:
+//   stream  OBJ_<bucket>, subjects $O.<bucket>.C.> and $O.<bucket>.M.>, rollups allowed;
+//   chunks  one message each on $O.<bucket>.C.<nuid> (nuid: fresh per object version);
+//   meta    JSON object info on $O.<bucket>.M.<base64url(name)>, published with the header
+//           Nats-Rollup: sub so only the newest version of a name stays: name, bucket, nuid,
+//           size, chunks, mtime, digest "SHA-256=<base64url>", options.max_chunk_size, and
+//           our own metadata {"kvreg-stream-seq": "<n>"}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nats/nats.h>
+
+namespace kvreg::nats {
+
+struct ObjectInfo {
+    std::string nuid, digest;
+    uint64_t size = 0, chunks = 0, stream_seq = 0;
+    bool has_seq = false;
+};
+
+class ObjectStore {
+  public:
+    ObjectStore(jsCtx *js, std::string bucket) : js_(js), bucket_(std::move(bucket)) {}
+    // The bucket's stream exists or was created. false: the server refused or is away.
+    bool ensure() noexcept;
+    // The newest info of name: KVREG_OK, KVREG_ENOENT (none), KVREG_EPROTO (server away) or
+    // KVREG_EBADMSG-like KVREG_EINVAL (metadata that does not parse; why says so).
+    int info(const std::string &name, ObjectInfo &out, std::string &why);
+    // Store data under name in chunks of at most chunk bytes: chunks first, then the metadata
+    // (an object is only visible once its metadata is stored), then the previous version's
+    // chunks are purged. KVREG_EPROTO when the server refused any of it.
+    int put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq);
+    // Read the object info names and check its size and SHA-256 digest. KVREG_EINVAL with why
+    // when a chunk is missing or the content does not match; KVREG_EPROTO: server away.
+    int get(const ObjectInfo &info, std::string &out, std::string &why);
+
+    std::string stream() const { return "OBJ_" + bucket_; }
+    std::string meta_subject(const std::string &name) const;
+    std::string chunk_subject(const std::string &nuid) const { return "$O." + bucket_ + ".C." + nuid; }
+
+  private:
+    jsCtx *js_;
+    std::string bucket_;
+};
+
+std::string base64url(const uint8_t *p, size_t n); // with '=' padding, as the object store's
+std::string sha256_digest(const std::string &data); // "SHA-256=<base64url>"
+
+} // namespace kvreg::nats

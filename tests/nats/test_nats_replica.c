@@ -1,0 +1,436 @@
+/* Suite nats: router replicas past the plain consumer. Worker liveness (a key-value bucket with
+ * a TTL), snapshots in the object store (chunked under a small max_payload; a corrupt newest one
+ * falls back to the previous one, then to a full replay), replicas killed and restarted at
+ * random points, and a consumer that is slow. Every index is checked against the engine's own
+ * registry (what its pools hold), and replicas against each other by kvreg_index_digest.
+ * The server runs with max_payload 16 KiB so snapshots and batches must be split. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <nats/nats.h>
+
+#include "nats_world.h"
+
+#define MAX_PAYLOAD 16384
+
+static int long_run;
+
+static int count_kind(const replica *r, uint32_t kind) {
+    int n = 0;
+    for (int i = 0; i < r->n_notices && i < MAX_NOTICES; i++) n += r->kinds[i] == kind;
+    return n;
+}
+
+/* ----------------------------------------------------------------------------- liveness */
+#define HB_MS 50
+#define TTL_MS 600
+/* Two engines heartbeat every HB_MS into a bucket with a TTL_MS TTL. One stops: its worker leaves
+ * the replica's index (an EXPIRED notice) after the TTL and within a bound; the other stays. */
+static void test_liveness(void **state) {
+    (void)state;
+    engine a, b;
+    engine_open(&a, 1 << 12, 0);
+    engine_open(&b, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(a.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVE"), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set_string(b.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVE"), KVREG_OK);
+    engine_start(&a, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, 0);
+    engine_start(&b, "LIV", "liv.ev", KVREG_WIRE_DYNAMO_MSGPACK, 2, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) {
+        assert_int_equal(reg_hash(a.gpu, 100 + h, &blk), KVREG_OK);
+        assert_int_equal(reg_hash(b.gpu, 200 + h, &blk), KVREG_OK);
+    }
+    replica r;
+    replica_prepare(&r, "LIV", "live-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVE"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 109, 1) || !index_holds(r.idx, 209, 2)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    /* Both alive for longer than the TTL: nobody expires while heartbeating. */
+    const int64_t alive_until = nats_now_ms() + TTL_MS * 3 / 2;
+    while (nats_now_ms() < alive_until) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+
+    engine_finish(&a); /* a's heartbeats stop */
+    const int64_t stopped = nats_now_ms();
+    deadline = stopped + 5000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED) == 0) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    const int64_t took = nats_now_ms() - stopped;
+    fprintf(stderr, "liveness: worker 1 removed %lld ms after its publisher stopped (TTL %d ms)\n",
+            (long long)took, TTL_MS);
+    assert_true(took >= TTL_MS - 2 * HB_MS); /* not before its key could have expired */
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_EXPIRED), 1);
+    for (uint64_t h = 0; h < 10; h++) {
+        assert_false(index_holds(r.idx, 100 + h, 1));
+        assert_true(index_holds(r.idx, 200 + h, 2));
+    }
+    /* b keeps heartbeating: it stays past another TTL. */
+    const int64_t more = nats_now_ms() + TTL_MS * 3 / 2;
+    while (nats_now_ms() < more) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 1);
+    assert_true(index_holds(r.idx, 205, 2));
+    engine_finish(&b);
+    replica_close(&r);
+    engine_close(&a);
+    engine_close(&b);
+}
+
+/* Run r until it expects seq `next` from worker (bounded). */
+static void wait_next(replica *r, uint64_t worker, uint64_t next) {
+    const int64_t deadline = nats_now_ms() + 15000;
+    for (;;) {
+        uint64_t inst = 0, got = 0;
+        if (kvreg_nats_consumer_worker(r->con, worker, 0, &inst, &got) == KVREG_OK && got >= next) {
+            assert_int_equal(got, next);
+            return;
+        }
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r->con, 50), KVREG_OK);
+    }
+}
+
+/* Both replicas' digests equal. */
+static void assert_same_digest(const replica *a, const replica *b) {
+    uint64_t da = 0, db = 0;
+    assert_int_equal(kvreg_index_digest(a->idx, &da), KVREG_OK);
+    assert_int_equal(kvreg_index_digest(b->idx, &db), KVREG_OK);
+    assert_true(da == db);
+}
+
+/* A replica with snapshots into bucket SNAP (every `every` events, kept 2), started. */
+static void replica_snap(replica *r, const char *stream, const char *durable, uint64_t every) {
+    replica_prepare(r, stream, durable, 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_SNAPSHOT_BUCKET, "SNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS, every), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
+/* The object store's info of "<stream>.<slot>" as JSON, read with plain libnats (an
+ * independent reader of the layout): its nuid and kvreg-stream-seq. */
+static void b64url(const char *in, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const size_t n = strlen(in);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        const unsigned v = (unsigned)(unsigned char)in[i] << 16 | (i + 1 < n ? (unsigned)(unsigned char)in[i + 1] << 8 : 0) |
+                           (i + 2 < n ? (unsigned)(unsigned char)in[i + 2] : 0);
+        out[o++] = A[v >> 18 & 63];
+        out[o++] = A[v >> 12 & 63];
+        out[o++] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq, uint64_t *chunks) {
+    char enc[128], subj[200];
+    b64url(name, enc);
+    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
+    natsMsg *m = NULL;
+    if (js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL) != NATS_OK) return 0;
+    const char *d = natsMsg_GetData(m);
+    const char *p = strstr(d, "\"nuid\":\"");
+    const char *q = strstr(d, "\"kvreg-stream-seq\":\"");
+    const char *c = strstr(d, "\"chunks\":");
+    assert_non_null(p);
+    assert_non_null(q);
+    assert_non_null(c);
+    *chunks = strtoull(c + 9, NULL, 10);
+    sscanf(p + 8, "%22[0-9A-Za-z]", nuid);
+    *seq = strtoull(q + 20, NULL, 10);
+    natsMsg_Destroy(m);
+    return 1;
+}
+
+/* Corrupt the object's last chunk on the server: delete it, publish bytes of the same length
+ * in its place (the chunk subject then holds different content: the digest no longer matches). */
+static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
+    char subj[200];
+    snprintf(subj, sizeof subj, "$O.SNAP.C.%s", nuid);
+    uint64_t last = 0;
+    int len = 0;
+    for (uint64_t seq = 1;;) {
+        jsDirectGetMsgOptions dg;
+        jsDirectGetMsgOptions_Init(&dg);
+        dg.Sequence = seq;
+        dg.NextBySubject = subj;
+        natsMsg *m = NULL;
+        if (js_DirectGetMsg(&m, js, "OBJ_SNAP", NULL, &dg) != NATS_OK) break;
+        const char *sv = NULL;
+        assert_int_equal(natsMsgHeader_Get(m, "Nats-Sequence", &sv), NATS_OK);
+        last = strtoull(sv, NULL, 10);
+        len = natsMsg_GetDataLength(m);
+        natsMsg_Destroy(m);
+        seq = last + 1;
+    }
+    assert_true(last > 0);
+    assert_int_equal(js_DeleteMsg(js, "OBJ_SNAP", last, NULL, NULL), NATS_OK);
+    char *junk = calloc((size_t)len + 1, 1);
+    memset(junk, 'x', (size_t)len);
+    assert_int_equal(js_Publish(NULL, js, subj, junk, len, NULL, NULL), NATS_OK);
+    free(junk);
+}
+
+/* ---------------------------------------------------------------------------- snapshots */
+/* An engine publishes; replica 1 writes snapshots (chunked: the server's max_payload is 16 KiB
+ * and the snapshot is larger). A new replica restores the newest, consumes the rest, and
+ * reaches the engine's blocks and replica 1's digest. Then the newest snapshot is corrupted on
+ * the server: the next new replica rejects it (SNAPSHOT notice), restores the previous one and
+ * still ends equal; with both corrupt, a full replay. */
+static void test_snapshots(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "SNS", "sns.ev", KVREG_WIRE_DYNAMO_MSGPACK, 4, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)32,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    replica r1;
+    replica_snap(&r1, "SNS", "snap-r1", 1u << 30); /* written by hand below */
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_RESTORED), 0);
+    /* Two snapshots at two points of the stream, then more events after them. */
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 3000; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
+    kvreg_registry_flush(e.reg);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 3000) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r1.con, 20), KVREG_OK);
+    }
+    uint64_t batches = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
+    wait_next(&r1, 4, batches);
+    uint64_t seq1 = 0, seq2 = 0;
+    assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, &seq1), KVREG_OK);
+    assert_true(seq1 > 0);
+    for (uint64_t h = 3000; h < 5000; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
+    kvreg_registry_flush(e.reg);
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_HANDLED) < 5000) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r1.con, 20), KVREG_OK);
+    }
+    wait_next(&r1, 4, pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES));
+    assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, &seq2), KVREG_OK);
+    assert_true(seq2 > seq1);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_SNAPSHOTS), 2);
+    for (uint64_t h = 5000; h < 5400; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
+    batches = engine_finish(&e);
+    wait_next(&r1, 4, batches);
+    assert_same_as_engine(&r1, &e, 4, 10000, 5400);
+
+    /* The object is larger than max_payload: more than one chunk. */
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    char nuid0[32] = {0}, nuid1[32] = {0};
+    uint64_t s0 = 0, s1 = 0, c0 = 0, c1 = 0;
+    assert_true(object_info(js, "SNS.0", nuid0, &s0, &c0));
+    assert_true(object_info(js, "SNS.1", nuid1, &s1, &c1));
+    fprintf(stderr, "snapshots: %llu and %llu chunks under a %d-byte max_payload\n", (unsigned long long)c0,
+            (unsigned long long)c1, MAX_PAYLOAD);
+    assert_true(c0 > 1 && c1 > 1);
+    assert_true((s0 == seq1 && s1 == seq2) || (s0 == seq2 && s1 == seq1));
+
+    /* A new replica restores the newest. */
+    replica r2;
+    replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq2);
+    wait_next(&r2, 4, batches);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
+    assert_same_digest(&r1, &r2);
+    /* It applied only what came after the snapshot. */
+    assert_true(con_stat(&r2, KVREG_NATS_CON_STAT_EVENTS) < 800);
+    replica_close(&r2);
+
+    /* The newest corrupt: the previous one is used. */
+    corrupt_last_chunk(js, s0 == seq2 ? nuid0 : nuid1);
+    replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+    assert_int_equal(count_kind(&r2, KVREG_NATS_NOTICE_SNAPSHOT), 2); /* rejected, restored */
+    assert_non_null(strstr(r2.texts[0], "SHA-256"));
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
+    wait_next(&r2, 4, batches);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
+    assert_same_digest(&r1, &r2);
+    replica_close(&r2);
+
+    /* Both corrupt: a full replay. */
+    corrupt_last_chunk(js, s0 == seq1 ? nuid0 : nuid1);
+    replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 2);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
+    wait_next(&r2, 4, batches);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_BATCHES), batches);
+    assert_same_as_engine(&r2, &e, 4, 10000, 5400);
+    assert_same_digest(&r1, &r2);
+    replica_close(&r2);
+
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    replica_close(&r1);
+    engine_close(&e);
+}
+
+/* ------------------------------------------------------------------- kill/restart cycles */
+/* R replicas follow one engine that runs a random workload; at random points a replica is
+ * killed (freed mid-stream, its unacknowledged messages in flight) and started again, from the
+ * newest snapshot (written every 200 events by whichever replica) or from the stream. At the
+ * end every replica equals the engine's registry, the others' digests, nothing lost (no LOSS)
+ * and nothing applied twice (each expects exactly the batches made). */
+#define REPLICAS 3
+static void test_kill_cycles(void **state) {
+    (void)state;
+    const int cycles = long_run ? 100 : 20;
+    const unsigned ops = long_run ? 40000 : 3000;
+    engine e;
+    engine_open(&e, 1 << 20, 0);
+    engine_start(&e, "KIL", "kil.ev", KVREG_WIRE_DYNAMO_MSGPACK, 9, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)16,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    replica r[REPLICAS];
+    char durable[REPLICAS][16];
+    for (int i = 0; i < REPLICAS; i++) {
+        snprintf(durable[i], sizeof durable[i], "kil-%d", i);
+        replica_snap(&r[i], "KIL", durable[i], 200);
+    }
+    static kvreg_block held[UNIVERSE];
+    memset(held, 0, sizeof held);
+    uint64_t x = 0x1234567;
+    int kills = 0, restored = 0;
+    unsigned done = 0;
+    while (done < ops || kills < cycles) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const unsigned what = (unsigned)(x % 100);
+        if (what < 60 && done < ops) { /* the engine: a few operations */
+            for (int k = 0; k < 8 && done < ops; k++, done++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const unsigned h = (unsigned)((x >> 20) % UNIVERSE);
+                kvreg_pool *pool = (h & 1) ? e.cpu : e.gpu;
+                if (held[h]) {
+                    assert_int_equal(kvreg_release(pool, held[h]), KVREG_OK);
+                    held[h] = 0;
+                } else {
+                    assert_int_equal(reg_hash(pool, 70000 + h, &held[h]), KVREG_OK);
+                }
+            }
+        } else if (what < 95 || kills >= cycles) { /* a replica reads what is there */
+            assert_int_equal(kvreg_nats_consumer_run(r[(x >> 8) % REPLICAS].con, 0), KVREG_OK);
+        } else { /* kill one and start it again */
+            const int i = (int)((x >> 8) % REPLICAS);
+            assert_int_equal(con_stat(&r[i], KVREG_NATS_CON_STAT_LOST), 0);
+            replica_close(&r[i]);
+            replica_snap(&r[i], "KIL", durable[i], 200);
+            restored += (int)con_stat(&r[i], KVREG_NATS_CON_STAT_RESTORED);
+            kills++;
+        }
+    }
+    const uint64_t batches = engine_finish(&e);
+    uint64_t snaps = 0;
+    for (int i = 0; i < REPLICAS; i++) {
+        wait_next(&r[i], 9, batches);
+        assert_int_equal(con_stat(&r[i], KVREG_NATS_CON_STAT_LOST), 0);
+        assert_int_equal(con_stat(&r[i], KVREG_NATS_CON_STAT_MALFORMED), 0);
+        assert_same_as_engine(&r[i], &e, 9, 70000, UNIVERSE);
+        if (i) assert_same_digest(&r[0], &r[i]);
+        snaps += con_stat(&r[i], KVREG_NATS_CON_STAT_SNAPSHOTS);
+    }
+    fprintf(stderr, "kill cycles: %d kills (%d restored from a snapshot), %llu batches, snapshots written "
+                    "since the last restarts %llu\n", kills, restored, (unsigned long long)batches,
+            (unsigned long long)snaps);
+    assert_true(kills >= cycles);
+    assert_true(restored > 0);
+    for (int i = 0; i < REPLICAS; i++) replica_close(&r[i]);
+    engine_close(&e);
+}
+
+/* ------------------------------------------------------------------------- slow consumer */
+/* The replica does not read at all while the engine publishes 1,000 batches: the engine never
+ * waits for it (every registration returns at once, every batch is acknowledged by the stream
+ * alone). Then the replica reads one fetch at a time: never more than its fetch batch (32) per
+ * step, nothing held, and it ends with the engine's blocks. */
+static void test_slow_consumer(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "SLOW", "slow.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)4,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT, (uint64_t)64, 0);
+    replica r;
+    replica_prepare(&r, "SLOW", "slow-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_FETCH_BATCH, 32), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    kvreg_block blk;
+    int64_t worst = 0;
+    for (uint64_t h = 0; h < 4000; h++) {
+        const int64_t t = nats_now_ms();
+        assert_int_equal(reg_hash(h & 1 ? e.cpu : e.gpu, 90000 + h, &blk), KVREG_OK);
+        const int64_t d = nats_now_ms() - t;
+        worst = d > worst ? d : worst;
+        assert_true(pub_stat(&e, KVREG_NATS_PUB_STAT_IN_FLIGHT) <= 64);
+    }
+    const uint64_t batches = engine_finish(&e); /* every batch acknowledged, no replica read */
+    assert_true(batches >= 1000);
+    assert_true(worst < 100);
+    uint64_t before = 0;
+    int steps = 0;
+    const int64_t deadline = nats_now_ms() + 20000;
+    for (;;) {
+        uint64_t inst = 0, next = 0;
+        if (kvreg_nats_consumer_worker(r.con, 5, 0, &inst, &next) == KVREG_OK && next == batches) break;
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 0), KVREG_OK);
+        const uint64_t got = con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES);
+        assert_true(got - before <= 32);
+        assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_HELD), 0);
+        before = got;
+        steps++;
+    }
+    fprintf(stderr, "slow consumer: %llu batches published unread, worst registration %lld ms; read in %d "
+                    "steps of at most 32\n", (unsigned long long)batches, (long long)worst, steps);
+    wait_next(&r, 5, batches); /* and nothing past it */
+    assert_same_as_engine(&r, &e, 5, 90000, 4000);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+int main(int argc, char **argv) {
+    if (!kvreg_nats_available()) {
+        const char *ci = getenv("CI");
+        fprintf(stderr, "%s: libkvreg was built without NATS (libnats-dev)\n",
+                ci && !strcmp(ci, "true") ? "FAIL" : "SKIP");
+        return ci && !strcmp(ci, "true") ? 1 : 77;
+    }
+    /* test_nats_replica [--long] [TEST]: one test (a cmocka filter) so each stays short. */
+    int arg = 1;
+    long_run = argc > arg && !strcmp(argv[arg], "--long");
+    arg += long_run;
+    if (argc > arg) cmocka_set_test_filter(argv[arg]);
+    nats_server_start_max_payload(&server, MAX_PAYLOAD);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_liveness),
+        cmocka_unit_test(test_snapshots),
+        cmocka_unit_test(test_kill_cycles),
+        cmocka_unit_test(test_slow_consumer),
+    };
+    const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
+    nats_server_destroy(&server);
+    nats_Close();
+    return rc;
+}
