@@ -144,9 +144,11 @@ static void nats_json(FILE *out, const nats_cluster_stats *n)
             n->digests_equal ? "true" : "false", U(n->compared), U(n->routing_differs));
     if (n->killed >= 0)
         fprintf(out, ",\"kill_router\":{\"replica\":%d,\"killed_at_request\":%llu,"
-                     "\"restored_at_request\":%llu,\"restore_s\":%.6f,\"restore_batches\":%llu,"
+                     "\"restored_at_request\":%llu,\"restored_from\":\"%s\","
+                     "\"snapshot_stream_seq\":%llu,\"restore_s\":%.6f,\"restore_batches\":%llu,"
                      "\"digest_equal\":%s}",
-                n->killed, U(n->kill_at), U(n->restore_at), n->restore_s, U(n->restore_batches),
+                n->killed, U(n->kill_at), U(n->restore_at), n->restored ? "snapshot" : "stream",
+                U(n->snapshot_seq), n->restore_s, U(n->restore_batches),
                 n->restore_digest_equal ? "true" : "false");
     fputc('}', out);
 #undef U
@@ -197,9 +199,11 @@ static void text(FILE *out, const report *r, cluster_report *c, const derived *d
                 n->digests_equal ? "equal" : "DIFFER", (unsigned long long)n->digest[0],
                 (unsigned long long)n->routing_differs, (unsigned long long)n->compared);
         if (n->killed >= 0)
-            fprintf(out, "  kill      replica %d killed at request %llu, restored from the stream "
-                         "at request %llu (%llu batches in %.3f s), digest %s\n",
-                    n->killed, (unsigned long long)n->kill_at, (unsigned long long)n->restore_at,
+            fprintf(out, "  kill      replica %d killed at request %llu, restored from %s at "
+                         "request %llu (then %llu batches; %.3f s), digest %s\n",
+                    n->killed, (unsigned long long)n->kill_at,
+                    n->restored ? "replica 0's snapshot" : "the stream",
+                    (unsigned long long)n->restore_at,
                     (unsigned long long)n->restore_batches, n->restore_s,
                     n->restore_digest_equal ? "equal" : "DIFFERENT");
     }

@@ -13,10 +13,12 @@
  * has published (and the stream acknowledged) every event its registry emitted, then runs
  * each live replica until it has applied every batch published. Any LOSS, RESET, MALFORMED
  * or APPLY notice fails the run.
- * --kill-router: at a third of the requests the last replica is freed (consumer and index);
- * at two thirds it is restored from the stream (a new index, its durable made again from the
- * stream's first message: the index dump / snapshot restore of issue 38 is not used yet),
- * caught up, and its digest compared with replica 0's.
+ * --kill-router: at a third of the requests the last replica is freed (consumer and index)
+ * and replica 0 writes a snapshot (kvreg_nats_consumer_snapshot, into an object-store bucket
+ * named as the run's stream); at two thirds the killed one starts again with a new index: its
+ * start() restores that snapshot and it reads the stream after it; once caught up
+ * its digest is compared with replica 0's. A restore that found no valid snapshot reads the
+ * whole stream instead (the report says which).
  * Digest: kvreg_index_digest (the checksum the index's dump would end with): equal for equal
  * contents (every worker with the seq its next batch must carry, its entries and their
  * tiers), whatever order the events came in.
@@ -56,7 +58,9 @@ typedef struct nats_cluster_stats {
     int killed;                /* the replica killed and restored, -1 for none */
     uint64_t kill_at, restore_at;       /* request numbers */
     double restore_s;          /* restore to caught up */
-    uint64_t restore_batches;  /* batches it applied to catch up */
+    uint64_t restore_batches;  /* batches it applied to catch up (after the snapshot) */
+    uint64_t snapshot_seq;     /* stream sequence replica 0's snapshot covers */
+    uint64_t restored;         /* 1: restored from that snapshot; 0: from the stream */
     int restore_digest_equal;  /* equal to replica 0's once caught up */
 } nats_cluster_stats;
 

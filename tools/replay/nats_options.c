@@ -16,8 +16,9 @@ const char nats_usage[] =
 "  --nats-url URL            the server to use (default: start nats-server, found in PATH,\n"
 "                            /usr/sbin or /usr/local/sbin, on 127.0.0.1 with a temporary\n"
 "                            store removed at exit)\n"
-"  --kill-router             kill the last replica a third into the run and restore it from\n"
-"                            the stream at two thirds, then check it again\n"
+"  --kill-router             kill the last replica a third into the run (replica 0 writes a\n"
+"                            snapshot then) and restore it from the snapshot and the stream\n"
+"                            after it at two thirds, then check it again\n"
 "  --corrupt-restored        testing aid: the restored replica then drops worker 0's blocks,\n"
 "                            so the digest and index checks must fail (exit status 1)\n";
 

@@ -21,7 +21,8 @@ Cases:
                            (the kv-load and llm-d rows against their own runs)
   cluster-compare-rows     every row against its own run, on a larger built-in workload (long)
   cluster-nats             --transport nats --routers 2 --kill-router (a nats-server the tool
-                           starts): every replica's digest equal, the restored one's too, 0
+                           starts): every replica's digest equal, the restored one's too (from
+                           replica 0's snapshot, then the batches after it), 0
                            requests routed otherwise than in-process, and hits, requests per
                            worker and events equal to a separate --transport inproc run; the
                            server's temporary directory is gone afterwards
@@ -245,6 +246,8 @@ def case_nats(conversations, routers):
     k = n["kill_router"]
     check(k["replica"] == routers - 1 and k["killed_at_request"] == r["requests"] // 3 and
           k["restored_at_request"] == 2 * r["requests"] // 3, f"kill {k}")
+    # restored from replica 0's snapshot taken at the kill, then the batches after it
+    check(k["restored_from"] == "snapshot" and k["snapshot_stream_seq"] > 0, f"restore {k}")
     check(k["digest_equal"] is True and k["restore_batches"] > 0, f"restore {k}")
     # every replica applied every batch once; the restored one read the stream again
     check(n["batches_acked"] == n["batches_published"] > 0, f"acks {n}")
