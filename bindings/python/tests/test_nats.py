@@ -128,6 +128,34 @@ class NatsTest(unittest.TestCase):
             gpu.close()
         self.assertEqual(notices, [])
 
+    def test_snapshot_restore(self):
+        with kvreg.Registry("poll") as reg:
+            gpu = kvreg.Pool(reg, "gpu")
+            with nats.Publisher(reg, url=self.url, stream="SNAP", subject_prefix="snap.ev",
+                                worker_id=2, batch_us=0) as pub:
+                _wait(lambda: self._started(pub), "the publisher to start")
+                blocks = [gpu.register(info, tokens) for info, tokens in infos(5, start=50)]
+                _wait(lambda: pub.stat("events_handled") >= 5 and pub.stat("in_flight") == 0,
+                      "5 events published")
+                target = pub.stat("batches")
+                with nats.Index(hashes=1) as a, nats.Index(hashes=1) as b:
+                    with nats.Consumer(a, url=self.url, stream="SNAP", durable="snap-a",
+                                       snapshot_bucket="PYSNAP", fetch_batch=16) as ca:
+                        ca.start()
+                        _wait(lambda: (ca.run(50) or True) and
+                              (ca.worker(2) or (0, 0))[1] == target, "replica a caught up")
+                        seq = ca.snapshot()
+                        self.assertGreater(seq, 0)
+                        with nats.Consumer(b, url=self.url, stream="SNAP", durable="snap-b",
+                                           snapshot_bucket="PYSNAP") as cb:
+                            cb.start()  # restores a's snapshot: b has a's index at once
+                            self.assertEqual(cb.stat("restored"), 1)
+                            self.assertEqual(b.stat("entries"), 5)
+                            self.assertEqual(b.digest(), a.digest())
+                for blk in blocks:
+                    blk.release()
+            gpu.close()
+
     def _started(self, pub):
         try:
             pub.start()
