@@ -83,6 +83,14 @@ const (
 	NatsConMaxMsgBytes      = uint32(C.KVREG_NATS_CON_OPT_MAX_MSG_BYTES)
 	NatsConResume           = uint32(C.KVREG_NATS_CON_OPT_RESUME)
 	NatsConConnectTimeoutMs = uint32(C.KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS)
+	NatsConSnapshotEvents   = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS)
+	NatsConSnapshotMs       = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_MS)
+	NatsConSnapshotKeep     = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_KEEP)
+	NatsConSnapshotPurge    = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_PURGE)
+	NatsConRestore          = uint32(C.KVREG_NATS_CON_OPT_RESTORE)
+	NatsSnapshotBucket      = uint32(C.KVREG_NATS_SNAPSHOT_BUCKET)
+	NatsSnapshotName        = uint32(C.KVREG_NATS_SNAPSHOT_NAME)
+	NatsLivenessBucket      = uint32(C.KVREG_NATS_LIVENESS_BUCKET)
 
 	NatsConStatMessages    = uint32(C.KVREG_NATS_CON_STAT_MESSAGES)
 	NatsConStatBatches     = uint32(C.KVREG_NATS_CON_STAT_BATCHES)
@@ -94,6 +102,8 @@ const (
 	NatsConStatStale       = uint32(C.KVREG_NATS_CON_STAT_STALE)
 	NatsConStatHeld        = uint32(C.KVREG_NATS_CON_STAT_HELD)
 	NatsConStatFetchErrors = uint32(C.KVREG_NATS_CON_STAT_FETCH_ERRORS)
+	NatsConStatSnapshots   = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOTS)
+	NatsConStatRestored    = uint32(C.KVREG_NATS_CON_STAT_RESTORED)
 )
 
 // Index options (NewIndex) and counters (Index.Stat), as kvreg_index.h names them.
@@ -375,6 +385,16 @@ func (c *NatsConsumer) Worker(workerID uint64, dpRank uint32) (instance, nextSeq
 		return C.kvreg_nats_consumer_worker(p, C.uint64_t(workerID), C.uint32_t(dpRank), &i, &n)
 	})
 	return uint64(i), uint64(n), err
+}
+
+// Snapshot writes a snapshot now (needs NatsSnapshotBucket; between Runs) and returns the
+// stream sequence it covers; a consumer started with the same bucket restores it.
+func (c *NatsConsumer) Snapshot() (uint64, error) {
+	var seq C.uint64_t
+	err := c.call("kvreg_nats_consumer_snapshot", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_snapshot(p, &seq)
+	})
+	return uint64(seq), err
 }
 
 // Close frees the consumer (unacknowledged batches are redelivered to its durable later).

@@ -142,7 +142,8 @@ func TestNatsPublishConsume(t *testing.T) {
 	}
 	defer con.Close()
 	for _, e := range []error{con.SetString(NatsURL, url), con.SetString(NatsStream, "GO"),
-		con.SetString(NatsDurable, "go-replica"), con.Set(NatsConFetchBatch, 16)} {
+		con.SetString(NatsDurable, "go-replica"), con.Set(NatsConFetchBatch, 16),
+		con.SetString(NatsSnapshotBucket, "GOSNAP")} {
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -197,6 +198,33 @@ func TestNatsPublishConsume(t *testing.T) {
 	defer bad.Close()
 	if err := bad.Load(dump); !errors.Is(err, ErrProto) {
 		t.Fatalf("Load of a corrupt dump: %v, want ErrProto", err)
+	}
+	// A replica started on this one's snapshot has its index at once.
+	if seq, err := con.Snapshot(); err != nil || seq == 0 {
+		t.Fatalf("Snapshot: seq %d, %v", seq, err)
+	}
+	idx2, err := NewIndex(map[uint32]uint64{IndexOptHashes: IndexHashesOwn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx2.Close()
+	con2, err := NewNatsConsumer(idx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con2.Close()
+	for _, e := range []error{con2.SetString(NatsURL, url), con2.SetString(NatsStream, "GO"),
+		con2.SetString(NatsDurable, "go-replica-2"), con2.SetString(NatsSnapshotBucket, "GOSNAP"),
+		con2.Start()} {
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+	if r := mustStat(t)(con2.Stat(NatsConStatRestored)); r != 1 {
+		t.Fatalf("restored %d, want 1", r)
+	}
+	if a, b := mustStat(t)(idx2.Digest()), mustStat(t)(idx.Digest()); a != b {
+		t.Fatalf("restored digest %x, original %x", a, b)
 	}
 	if n := mustStat(t)(con.Stat(NatsConStatBatches)); n != target {
 		t.Fatalf("consumer applied %d batches, the publisher made %d", n, target)

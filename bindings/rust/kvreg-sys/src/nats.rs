@@ -88,6 +88,16 @@ pub const KVREG_NATS_CON_OPT_REORDER_MS: u32 = 5;
 pub const KVREG_NATS_CON_OPT_MAX_MSG_BYTES: u32 = 6;
 pub const KVREG_NATS_CON_OPT_RESUME: u32 = 7;
 pub const KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS: u32 = 8;
+pub const KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS: u32 = 9;
+pub const KVREG_NATS_CON_OPT_SNAPSHOT_MS: u32 = 10;
+pub const KVREG_NATS_CON_OPT_SNAPSHOT_KEEP: u32 = 11;
+pub const KVREG_NATS_CON_OPT_SNAPSHOT_PURGE: u32 = 12;
+pub const KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: u32 = 13;
+pub const KVREG_NATS_CON_OPT_RESTORE: u32 = 14;
+pub const KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: u32 = 15;
+pub const KVREG_NATS_SNAPSHOT_BUCKET: u32 = 10;
+pub const KVREG_NATS_SNAPSHOT_NAME: u32 = 11;
+pub const KVREG_NATS_LIVENESS_BUCKET: u32 = 12;
 
 pub const KVREG_NATS_CON_STAT_MESSAGES: u32 = 1;
 pub const KVREG_NATS_CON_STAT_BATCHES: u32 = 2;
@@ -99,11 +109,19 @@ pub const KVREG_NATS_CON_STAT_MALFORMED: u32 = 7;
 pub const KVREG_NATS_CON_STAT_STALE: u32 = 8;
 pub const KVREG_NATS_CON_STAT_HELD: u32 = 9;
 pub const KVREG_NATS_CON_STAT_FETCH_ERRORS: u32 = 10;
+pub const KVREG_NATS_CON_STAT_SNAPSHOTS: u32 = 11;
+pub const KVREG_NATS_CON_STAT_SNAPSHOT_SEQ: u32 = 12;
+pub const KVREG_NATS_CON_STAT_RESTORED: u32 = 13;
+pub const KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED: u32 = 14;
+pub const KVREG_NATS_CON_STAT_EXPIRED: u32 = 15;
+pub const KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS: u32 = 16;
 
 pub const KVREG_NATS_NOTICE_LOSS: u32 = 1;
 pub const KVREG_NATS_NOTICE_RESET: u32 = 2;
 pub const KVREG_NATS_NOTICE_MALFORMED: u32 = 3;
 pub const KVREG_NATS_NOTICE_APPLY: u32 = 4;
+pub const KVREG_NATS_NOTICE_SNAPSHOT: u32 = 5;
+pub const KVREG_NATS_NOTICE_EXPIRED: u32 = 6;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -183,6 +201,9 @@ extern "C" {
     pub fn kvreg_nats_consumer_run(con: *mut kvreg_nats_consumer, timeout_ms: c_int) -> c_int;
     pub fn kvreg_nats_consumer_stop(con: *mut kvreg_nats_consumer) -> c_int;
     pub fn kvreg_nats_consumer_stat(con: *const kvreg_nats_consumer, stat: u32, value: *mut u64)
+        -> c_int;
+    /// 0.6: write a snapshot now (needs KVREG_NATS_SNAPSHOT_BUCKET).
+    pub fn kvreg_nats_consumer_snapshot(con: *mut kvreg_nats_consumer, out_seq: *mut u64)
         -> c_int;
     pub fn kvreg_nats_consumer_worker(
         con: *const kvreg_nats_consumer,

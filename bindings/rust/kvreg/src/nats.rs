@@ -32,6 +32,10 @@ pub use kvreg_sys::{
     KVREG_NATS_CON_STAT_DUPLICATES, KVREG_NATS_CON_STAT_EVENTS, KVREG_NATS_CON_STAT_FETCH_ERRORS,
     KVREG_NATS_CON_STAT_HELD, KVREG_NATS_CON_STAT_LOST, KVREG_NATS_CON_STAT_MALFORMED,
     KVREG_NATS_CON_STAT_MESSAGES, KVREG_NATS_CON_STAT_RESETS, KVREG_NATS_CON_STAT_STALE,
+    KVREG_NATS_CON_OPT_RESTORE, KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS, KVREG_NATS_CON_OPT_SNAPSHOT_KEEP,
+    KVREG_NATS_CON_OPT_SNAPSHOT_MS, KVREG_NATS_CON_OPT_SNAPSHOT_PURGE,
+    KVREG_NATS_CON_STAT_RESTORED, KVREG_NATS_CON_STAT_SNAPSHOTS, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ,
+    KVREG_NATS_LIVENESS_BUCKET, KVREG_NATS_SNAPSHOT_BUCKET, KVREG_NATS_SNAPSHOT_NAME,
     KVREG_NATS_DURABLE, KVREG_NATS_FILTER, KVREG_NATS_LORA_NAME, KVREG_NATS_NAMESPACE,
     KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS, KVREG_NATS_PUB_OPT_BATCH_US, KVREG_NATS_PUB_OPT_BLOCK_SIZE,
     KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS, KVREG_NATS_PUB_OPT_CREATE_STREAM,
@@ -281,6 +285,15 @@ impl NatsConsumer {
         // SAFETY: live pointer; any thread.
         check(unsafe { ffi::kvreg_nats_consumer_stat(self.raw.as_ptr(), stat, &mut v) })?;
         Ok(v)
+    }
+
+    /// Write a snapshot now (needs `KVREG_NATS_SNAPSHOT_BUCKET`; between runs): the stream
+    /// sequence it covers. A consumer started with the same bucket restores it.
+    pub fn snapshot(&mut self) -> Result<u64> {
+        let mut seq = 0u64;
+        // SAFETY: live pointer; &mut self: not during a run.
+        check(unsafe { ffi::kvreg_nats_consumer_snapshot(self.raw.as_ptr(), &mut seq) })?;
+        Ok(seq)
     }
 
     /// `(instance, next_seq)` the consumer follows for a worker; `None` if it has not seen it.

@@ -114,6 +114,7 @@ fn publish_then_consume() {
     consumer.set_string(nats::KVREG_NATS_STREAM, "RS").unwrap();
     consumer.set_string(nats::KVREG_NATS_DURABLE, "rs-replica").unwrap();
     consumer.set(nats::KVREG_NATS_CON_OPT_FETCH_BATCH, 16).unwrap();
+    consumer.set_string(nats::KVREG_NATS_SNAPSHOT_BUCKET, "RSSNAP").unwrap();
     assert_eq!(consumer.run(0).unwrap_err().kind(), ErrorKind::InvalidState); // not started
     consumer.start().unwrap();
     assert_eq!(consumer.worker(4, 0).unwrap(), None);
@@ -140,6 +141,17 @@ fn publish_then_consume() {
     assert_eq!(bad.load(&corrupt).unwrap_err().kind(), ErrorKind::Protocol);
     let mut shared = index.clone(); // the consumer holds a handle too
     assert_eq!(shared.load(&dump).unwrap_err().kind(), ErrorKind::InvalidState);
+    // A replica started on this one's snapshot has its index at once.
+    assert!(consumer.snapshot().unwrap() > 0);
+    let index2 = Index::new(&[(nats::KVREG_INDEX_OPT_HASHES, nats::KVREG_INDEX_HASHES_OWN)]).unwrap();
+    let mut consumer2 = NatsConsumer::new(&index2).unwrap();
+    consumer2.set_string(nats::KVREG_NATS_URL, &s.url).unwrap();
+    consumer2.set_string(nats::KVREG_NATS_STREAM, "RS").unwrap();
+    consumer2.set_string(nats::KVREG_NATS_DURABLE, "rs-replica-2").unwrap();
+    consumer2.set_string(nats::KVREG_NATS_SNAPSHOT_BUCKET, "RSSNAP").unwrap();
+    consumer2.start().unwrap();
+    assert_eq!(consumer2.stat(nats::KVREG_NATS_CON_STAT_RESTORED).unwrap(), 1);
+    assert_eq!(index2.digest().unwrap(), index.digest().unwrap());
     drop(index); // the consumer keeps its own handle
     for b in blocks {
         gpu.release(b).unwrap();
