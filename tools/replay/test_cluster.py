@@ -270,7 +270,7 @@ def case_nats_detects():
     needs_wire()
     needs_nats()
     rc, out, err = test_replay.run(["--json", "--block-tokens", "32", "--workers", "4",
-                                    "--conversations", "12", "--g1-blocks", "150",
+                                    "--conversations", "6", "--g1-blocks", "150",
                                     "--g2-blocks", "300", "--transport", "nats", "--routers", "2",
                                     "--kill-router", "--corrupt-restored"], expect_rc=None)
     check(rc == 1, f"a corrupted replica went unnoticed: exit {rc}\n{out}\n{err}")
