@@ -40,6 +40,7 @@ KVREG_VECTORS=${KVREG_VECTORS:-$srcdir/../../tests/vectors/public.json}
 # Go's build cache does not see changes to headers outside the package, so a digest of
 # the ones we include goes into the flags: a changed header then means a fresh cgo build.
 headers_sum=$(cat "$srcdir/../../include/kvreg.h" "$srcdir/../../include/kvreg_wire.h" \
+    "$srcdir/../../include/kvreg_index.h" "$srcdir/../../include/kvreg_nats.h" \
     "$builddir/include/kvreg_version.h" | cksum | cut -d' ' -f1)
 CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -Wall -Wextra -pedantic -Werror -DKVREG_GO_HEADERS_SUM=$headers_sum"
 export GOFLAGS GOPROXY GOCACHE GOPATH GOTOOLCHAIN CGO_ENABLED PKG_CONFIG_PATH LD_LIBRARY_PATH \

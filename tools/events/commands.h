@@ -5,6 +5,8 @@
 #ifndef KVREG_EVENTS_COMMANDS_H
 #define KVREG_EVENTS_COMMANDS_H
 
+#include <stdio.h>
+
 #define EVENTS_EXIT_OK 0
 #define EVENTS_EXIT_REJECTED 1
 #define EVENTS_EXIT_USAGE 2
@@ -20,6 +22,12 @@ int events_decode(int argc, char **argv);
 
 /* sub.c: subscribe to ZeroMQ publishers, print their events as JSON lines. */
 int events_sub(int argc, char **argv);
+
+/* sub_nats.c: sub --nats URL: a JetStream stream's batches as JSON lines. format NULL: vllm
+ * for messages without a Kvreg-Batch header. timeout_s < 0: none. */
+int events_sub_nats(const char *url, const char *stream, const char *subject,
+                    unsigned long long count, double timeout_s, const char *format);
+void events_sub_nats_usage(FILE *f);
 
 struct kvreg_wire_event;
 /* decode.c: one decoded event as one JSON line; head (may be NULL) is written right after

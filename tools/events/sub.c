@@ -42,6 +42,11 @@ static void sub_usage(FILE *f)
             "  --format F       payload decoder: vllm (default, also SGLang's) or sglang\n"
             "stderr gets one line per gap, replay, loss, reset and malformed message.\n"
             "\n"
+            "With --nats URL it reads a JetStream stream instead (ENDPOINTs are not given):\n"
+            "\n");
+    events_sub_nats_usage(f);
+    fprintf(f,
+            "\n"
             "Exit status: 0 done (count reached, timeout or interrupt without --count),\n"
             "1 nothing arrived before --timeout, --count not reached, or a library error\n"
             "(with a message on stderr), 2 bad usage.\n");
@@ -142,6 +147,8 @@ int events_sub(int argc, char **argv)
     unsigned long long from_seq = UINT64_MAX, count = 0;
     double timeout_s = -1;
     uint32_t format = KVREG_WIRE_VLLM;
+    const char *nats_url = NULL, *stream = "KVREG_EVENTS", *subject = NULL, *format_name = NULL;
+    int stream_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -167,16 +174,16 @@ int events_sub(int argc, char **argv)
                 fprintf(stderr, "kvreg-events sub: --timeout needs seconds\n");
                 return EVENTS_EXIT_USAGE;
             }
+        } else if (strcmp(a, "--nats") == 0 && v) {
+            nats_url = argv[++i];
+        } else if (strcmp(a, "--stream") == 0 && v) {
+            stream = argv[++i];
+            stream_given = 1;
+        } else if (strcmp(a, "--subject") == 0 && v) {
+            subject = argv[++i];
+            stream_given = 1;
         } else if (strcmp(a, "--format") == 0 && v) {
-            i++;
-            if (strcmp(v, "vllm") == 0)
-                format = KVREG_WIRE_VLLM;
-            else if (strcmp(v, "sglang") == 0)
-                format = KVREG_WIRE_SGLANG;
-            else {
-                fprintf(stderr, "kvreg-events sub: --format needs vllm or sglang\n");
-                return EVENTS_EXIT_USAGE;
-            }
+            format_name = argv[++i]; /* checked below: --nats has formats of its own */
         } else if (a[0] == '-') {
             fprintf(stderr, "kvreg-events sub: unknown option or missing value: %s\n", a);
             sub_usage(stderr);
@@ -184,6 +191,26 @@ int events_sub(int argc, char **argv)
         } else if (n_ep < MAX_ENDPOINTS) {
             endpoints[n_ep++] = a;
         }
+    }
+    if (nats_url) {
+        if (n_ep || n_replay || from_seq != UINT64_MAX || topic[0]) {
+            fprintf(stderr, "kvreg-events sub: --nats reads a stream: no ENDPOINT, --replay, "
+                            "--topic or --from-seq\n");
+            return EVENTS_EXIT_USAGE;
+        }
+        return events_sub_nats(nats_url, stream, subject, count, timeout_s, format_name);
+    }
+    if (stream_given) {
+        fprintf(stderr, "kvreg-events sub: --stream and --subject need --nats\n");
+        return EVENTS_EXIT_USAGE;
+    }
+    if (format_name && strcmp(format_name, "vllm") == 0) {
+        format = KVREG_WIRE_VLLM;
+    } else if (format_name && strcmp(format_name, "sglang") == 0) {
+        format = KVREG_WIRE_SGLANG;
+    } else if (format_name) {
+        fprintf(stderr, "kvreg-events sub: --format needs vllm or sglang\n");
+        return EVENTS_EXIT_USAGE;
     }
     if (n_ep == 0 || n_replay > n_ep) {
         fprintf(stderr, "kvreg-events sub: %s\n",

@@ -22,8 +22,8 @@ static const char cluster_usage[] =
 "  --workers N               engines, each with the model above (capacities per engine)\n"
 "  --router POLICY           kv (best prefix match less load, the default), kv-load, llm-d,\n"
 "                            random, round_robin or least_loaded\n"
-"  --transport inproc|zmq    how the engines' vLLM event payloads reach the index: in memory\n"
-"                            (default inproc), or zmq: a publisher per worker tier on\n"
+"  --transport inproc|zmq|nats  how the engines' vLLM event payloads reach the index: in\n"
+"                            memory (default inproc), or zmq: a publisher per worker tier on\n"
 "                            127.0.0.1 and one subscriber (same routing, over the network)\n";
 
 static const char events_usage[] =
@@ -93,12 +93,13 @@ static void usage(FILE *out)
 "                            dynamo-msgpack; decode them with `kvreg-events decode`\n"
 "%s"
 "%s"
+"%s"
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 verification failed or library error, 2 bad usage or bad input.\n",
             trace_input_available() ? "" : "\nThis build cannot read traces (built without jansson).",
             REPLAY_DEFAULT_G1_BLOCKS, REPLAY_DEFAULT_G2_BLOCKS, cluster_usage, compare_usage, SYNTH_DEFAULT_SEED, SYNTH_DEFAULT_CONVERSATIONS,
-            events_usage, publish_usage);
+            events_usage, publish_usage, nats_usage);
 }
 
 /* A decimal number in [min, max], or "unlimited" when allowed. */
@@ -126,7 +127,7 @@ static int number(const char *opt, const char *text, uint64_t min, uint64_t max,
 
 int cli_parse(int argc, char **argv, replay_options *o)
 {
-    int i, router_given = 0;
+    int i, router_given = 0, nats_value = 0;
     memset(o, 0, sizeof *o);
     o->block_tokens = 512;
     o->g1_blocks = REPLAY_DEFAULT_G1_BLOCKS;
@@ -235,8 +236,10 @@ int cli_parse(int argc, char **argv, replay_options *o)
                 o->transport = REPLAY_TRANSPORT_INPROC;
             } else if (strcmp(val, "zmq") == 0) {
                 o->transport = REPLAY_TRANSPORT_ZMQ;
+            } else if (strcmp(val, "nats") == 0) {
+                o->transport = REPLAY_TRANSPORT_NATS;
             } else {
-                fprintf(stderr, "kvreg-replay: --transport: expected inproc or zmq, got '%s'\n", val);
+                fprintf(stderr, "kvreg-replay: --transport: expected inproc, zmq or nats, got '%s'\n", val);
                 return CLI_USAGE;
             }
             router_given = 1;
@@ -279,6 +282,10 @@ int cli_parse(int argc, char **argv, replay_options *o)
             o->chart = val;
         } else if (OPTION("--dump-trace")) {
             o->dump_trace = val;
+        } else if (nats_is_option(name, &nats_value) && (nats_value ? OPTION(name) : FLAG(name))) {
+            /* --transport nats's own block (nats_options.c) */
+            if (nats_set_option(&o->nats, name, nats_value ? val : NULL) != 0)
+                return CLI_USAGE;
         } else if (publish_is_option(name) && OPTION(name)) {
             if (publish_set_option(&o->publish, name, val) != 0)
                 return CLI_USAGE;
@@ -292,6 +299,23 @@ int cli_parse(int argc, char **argv, replay_options *o)
     }
     if (!o->workers && router_given) {
         fprintf(stderr, "kvreg-replay: --router and --transport need --workers\n");
+        return CLI_USAGE;
+    }
+    if (o->nats.given && o->transport != REPLAY_TRANSPORT_NATS) {
+        fprintf(stderr, "kvreg-replay: --routers, --nats-url, --kill-router and --corrupt-restored need --transport nats\n");
+        return CLI_USAGE;
+    }
+    if (o->transport == REPLAY_TRANSPORT_NATS && o->n_routers > 1) {
+        fprintf(stderr, "kvreg-replay: --transport nats runs one policy (--router POLICY)\n");
+        return CLI_USAGE;
+    }
+    if (o->nats.corrupt_restored && !o->nats.kill_router) {
+        fprintf(stderr, "kvreg-replay: --corrupt-restored needs --kill-router\n");
+        return CLI_USAGE;
+    }
+    if (o->nats.kill_router && o->nats.routers < 2) {
+        fprintf(stderr, "kvreg-replay: --kill-router needs --routers 2 or more (one replica "
+                        "must stay to route)\n");
         return CLI_USAGE;
     }
     if (o->workers && (o->verify || o->dump_trace || o->sweep || o->wire_out)) {

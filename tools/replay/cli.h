@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nats_options.h"
 #include "publish.h"
 #include "router.h"
 #include "timing.h"
@@ -44,10 +45,12 @@ typedef struct replay_options {
     router_params routing;     /* --overlap-weight, --router-temperature, ... (kv-load, llm-d) */
     timing_model timing;       /* --prefill-tps, --decode-tps, ... (the table's TTFT) */
     const char *plot;          /* --plot FILE.svg|.png: the table drawn (compare_chart.h) */
+    nats_options nats;         /* --transport nats: --routers, --nats-url, --kill-router */
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0
 #define REPLAY_TRANSPORT_ZMQ 1
+#define REPLAY_TRANSPORT_NATS 2 /* nats_cluster.h */
 
 /* The default tiers: small enough that the built-in workload and the Mooncake traces evict,
  * offload and onboard (so a first run shows the library at work: Removes, G2 hits, a hit

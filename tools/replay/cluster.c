@@ -15,6 +15,7 @@
 #include "hmap.h"
 #include "max_hits.h"
 #include "naming.h"
+#include "nats_cluster.h"
 #include "router.h"
 #include "zmq_feed.h"
 
@@ -47,6 +48,9 @@ typedef struct cluster {
     hmap id_of;          /* sequence hash -> block id, for the tokens vLLM events carry */
     kvreg_registry **regs; /* every engine's G1 and G2 registries, in that order */
     zmq_feed *zf;        /* --transport zmq; NULL: inproc (each engine's feed) */
+    nats_cluster *nc;    /* --transport nats: the replicas route, idx stays empty */
+    kvreg_index_config *icfg; /* the index's settings (the NATS replicas make theirs) */
+    const cluster_outcome *ref; /* --transport nats: the in-process run's decisions */
     cluster_outcome *out; /* cluster_collect: per-request records go there; NULL otherwise */
 } cluster;
 
@@ -98,6 +102,8 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
     kvreg_index_config *icfg = NULL;
     cache_config shared = *cc, per_engine = *cc;
     const int zmq = o->transport == REPLAY_TRANSPORT_ZMQ;
+    /* NATS: one registry per worker for both tiers, one publisher each (nats_cluster.h) */
+    const int nats = o->transport == REPLAY_TRANSPORT_NATS;
     uint32_t i;
     int rc;
 
@@ -128,25 +134,29 @@ static int cluster_init(cluster *c, const replay_options *o, const cache_config 
                                     (uint64_t)c->n * (cc->g1_blocks + cc->g2_blocks));
     if (rc == KVREG_OK)
         rc = kvreg_index_new(&c->idx, icfg);
-    kvreg_index_config_free(icfg);
+    c->icfg = icfg;
 
     /* Over ZeroMQ the engines' own registries' events are sent as they are, so every
      * Register carries its tokens (inproc, the feed adds them before encoding). */
-    if (zmq) {
+    if (zmq || nats) {
         per_engine.with_tokens = 1;
         per_engine.tokens_of = tokens_of;
         per_engine.tokens_ctx = c;
     }
     for (i = 0; i < c->n && rc == KVREG_OK; i++) {
         engine *e = &c->eng[i];
-        if (!zmq)
+        if (!zmq && !nats)
             rc = feed_init(&e->fd, i, c->idx, &c->fs, o->block_tokens, tokens_of, c);
         if (rc == KVREG_OK)
-            rc = new_registry(&e->g1_reg, zmq ? NULL : feed_capture, &e->fd, zmq);
-        if (rc == KVREG_OK)
+            rc = new_registry(&e->g1_reg, zmq || nats ? NULL : feed_capture, &e->fd, zmq || nats);
+        if (rc == KVREG_OK && !nats)
             rc = new_registry(&e->g2_reg, zmq ? NULL : feed_capture, &e->fd, zmq);
         if (rc == KVREG_OK)
-            rc = cache_init_tiers(&e->model, e->g1_reg, e->g2_reg, &per_engine);
+            rc = cache_init_tiers(&e->model, e->g1_reg, nats ? e->g1_reg : e->g2_reg, &per_engine);
+        if (nats) { /* nats_cluster_open takes one registry per worker */
+            c->regs[i] = e->g1_reg;
+            continue;
+        }
         c->regs[2 * i] = e->g1_reg;
         c->regs[2 * i + 1] = e->g2_reg;
     }
@@ -164,6 +174,7 @@ static void cluster_free(cluster *c)
 {
     uint32_t i;
     zmq_feed_close(c->zf); /* the publishers stop before their registries go */
+    nats_cluster_close(c->nc);
     for (i = 0; c->eng && i < c->n; i++) {
         cache_free(&c->eng[i].model);
         kvreg_registry_free(c->eng[i].g1_reg);
@@ -173,6 +184,7 @@ static void cluster_free(cluster *c)
     cache_free(&c->shared);
     kvreg_registry_free(c->shared_reg);
     kvreg_index_free(c->idx);
+    kvreg_index_config_free(c->icfg);
     router_free(&c->rt);
     free(c->eng);
     free(c->inflight);
@@ -227,6 +239,8 @@ static void dispatched(cluster *c, uint32_t w)
 /* Carry engine w's new events into the index; with zmq, wait until every event is there. */
 static int carry_events(cluster *c, uint32_t w)
 {
+    if (c->nc)
+        return nats_cluster_sync(c->nc);
     return c->zf ? zmq_feed_sync(c->zf) : feed_flush(&c->eng[w].fd);
 }
 
@@ -245,11 +259,13 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
     }
     /* one request in flight beyond the least loaded worker costs a mean request's share */
     load_cost = n_done ? (double)blocks_so_far / (double)n_done / inflight_per_worker : 0.0;
-    if (retire_oldest(c) != 0)
+    if (retire_oldest(c) != 0 || (c->nc && nats_cluster_before_request(c->nc, n_done) != 0))
         return -1;
-    if (router_pick(&c->rt, c->idx, c->seq_hashes, req->n_ids, c->inflight, load_cost, &w,
-                    &qns) != 0)
+    if (router_pick(&c->rt, c->nc ? nats_cluster_route_index(c->nc, n_done) : c->idx,
+                    c->seq_hashes, req->n_ids, c->inflight, load_cost, &w, &qns) != 0)
         return -1;
+    if (c->nc) /* the in-process run's choice for this request */
+        nats_cluster_routed(c->nc, n_done < c->ref->n_reqs && c->ref->reqs[n_done].worker == w);
     c->query_ns[n_done] = qns;
     for (size_t i = 0; i < req->n_ids; i++) {
         if (hmap_put(&c->id_of, c->seq_hashes[i], req->ids[i], NULL) != 0) {
@@ -269,10 +285,10 @@ static int one_request(cluster *c, namer *nm, const replay_request *req, uint64_
 }
 
 /* Worker w's tiers for hash according to the index: bit 0 GPU, bit 1 CPU; -1 on an error. */
-static int index_tiers(cluster *c, uint32_t w, uint64_t hash)
+static int index_tiers(cluster *c, const kvreg_index *idx, uint32_t w, uint64_t hash)
 {
     size_t n = 0, i;
-    if (kvreg_index_query_hashes(c->idx, &hash, 1, 0, c->rt.matches, c->n, &n) != KVREG_OK)
+    if (kvreg_index_query_hashes(idx, &hash, 1, 0, c->rt.matches, c->n, &n) != KVREG_OK)
         return -1;
     for (i = 0; i < n; i++)
         if (c->rt.matches[i].worker_id == w)
@@ -283,7 +299,7 @@ static int index_tiers(cluster *c, uint32_t w, uint64_t hash)
 
 /* After the run: the index, built from the events alone, holds exactly what every worker's
  * tiers hold, in the right tiers. 1 when it does, 0 after printing the first differences. */
-static int index_agrees(cluster *c)
+static int index_agrees(cluster *c, const kvreg_index *idx)
 {
     uint64_t expected = 0, entries = 0, bad = 0;
     uint32_t w;
@@ -303,20 +319,45 @@ static int index_agrees(cluster *c)
                 if (t == 1 && (want & 1))
                     continue; /* counted with G1 */
                 expected++;
-                got = index_tiers(c, w, h);
+                got = index_tiers(c, idx, w, h);
                 if (got != want && bad++ < 5)
                     fprintf(stderr, "kvreg-replay: index: worker %u hash %016llx tiers %d, "
                             "the worker holds %d\n", w, (unsigned long long)h, got, want);
             }
         }
     }
-    kvreg_index_stat(c->idx, KVREG_INDEX_STAT_ENTRIES, &entries);
+    kvreg_index_stat(idx, KVREG_INDEX_STAT_ENTRIES, &entries);
     if (entries != expected) {
         fprintf(stderr, "kvreg-replay: index: %llu entries, the workers hold %llu blocks\n",
                 (unsigned long long)entries, (unsigned long long)expected);
         bad++;
     }
     return bad == 0;
+}
+
+/* nats_index_fn: a replica's index, configured as the in-process one. */
+static int make_index(void *ctx, kvreg_index **out)
+{
+    const cluster *c = ctx;
+    return kvreg_index_new(out, c->icfg);
+}
+
+/* A registry counter summed over the workers (one registry each with --transport nats). */
+static uint64_t sum_stat(const cluster *c, uint32_t stat)
+{
+    uint64_t sum = 0, v;
+    uint32_t i;
+    for (i = 0; i < c->n; i++) {
+        v = 0;
+        kvreg_registry_stat(c->eng[i].g1_reg, stat, &v);
+        sum += v;
+        if (c->eng[i].g2_reg) {
+            v = 0;
+            kvreg_registry_stat(c->eng[i].g2_reg, stat, &v);
+            sum += v;
+        }
+    }
+    return sum;
 }
 
 static void add_stats(cache_stats *sum, const cache_stats *s)
@@ -346,18 +387,33 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
     report r;
     cluster_report cr;
     zmq_feed_stats zs;
+    nats_cluster_stats ns;
+    cluster_outcome ref;
     cache_config cc;
     struct rusage ru;
     uint64_t n_done = 0, blocks_so_far = 0;
     double t0;
     int rc, status = 0;
     uint32_t i;
+    const kvreg_index *idx;
 
     if (o->transport == REPLAY_TRANSPORT_ZMQ && !zmq_feed_available()) {
         fprintf(stderr, "kvreg-replay: --transport zmq: this libkvreg was built without ZeroMQ "
                         "(libzmq3-dev was not found when it was configured); use --transport "
                         "inproc\n");
         return EXIT_BAD_INPUT;
+    }
+    if (o->transport == REPLAY_TRANSPORT_NATS && !nats_cluster_available()) {
+        fprintf(stderr, "kvreg-replay: --transport nats: this libkvreg was built without NATS "
+                        "(libnats-dev was not found when it was configured); use --transport "
+                        "inproc\n");
+        return EXIT_BAD_INPUT;
+    }
+    memset(&ref, 0, sizeof ref);
+    memset(&ns, 0, sizeof ns);
+    if (o->transport == REPLAY_TRANSPORT_NATS && (status = nats_cluster_reference(o, &ref)) != 0) {
+        cluster_outcome_free(&ref);
+        return status;
     }
     memset(&r, 0, sizeof r);
     memset(&cr, 0, sizeof cr);
@@ -369,6 +425,7 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
     hmap_init(&seen);
     if (namer_init(&nm, o->block_tokens, o->salt) != 0) {
         fprintf(stderr, "kvreg-replay: out of memory\n");
+        cluster_outcome_free(&ref);
         return EXIT_LIBRARY;
     }
     rc = cluster_init(&c, o, &cc, &nm);
@@ -377,9 +434,18 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
                 rc == KVREG_ENOTSUP ? " (this libkvreg was built without the wire formats)" : "");
         cluster_free(&c);
         namer_free(&nm);
+        cluster_outcome_free(&ref);
         return EXIT_LIBRARY;
     }
     c.out = out;
+    c.ref = &ref;
+    if (o->transport == REPLAY_TRANSPORT_NATS &&
+        nats_cluster_open(&c.nc, o, c.n, c.regs, ref.n_reqs, make_index, &c) != 0) {
+        cluster_free(&c);
+        namer_free(&nm);
+        cluster_outcome_free(&ref);
+        return EXIT_LIBRARY;
+    }
     if (o->transport == REPLAY_TRANSPORT_ZMQ &&
         zmq_feed_open(&c.zf, c.idx, c.n, c.regs, o->block_tokens, &c.fs) != 0) {
         cluster_free(&c);
@@ -432,13 +498,24 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
             r.g1_size += kvreg_pool_size(c.eng[i].model.g1);
             r.g2_size += c.eng[i].model.g2 ? kvreg_pool_size(c.eng[i].model.g2) : 0;
         }
+        if (c.nc && nats_cluster_finish(c.nc, &ns) != 0)
+            status = EXIT_LIBRARY;
+        if (c.nc) { /* the events as the registries count them; the batches as published */
+            c.fs.registers = sum_stat(&c, KVREG_STAT_EVENTS_REGISTER);
+            c.fs.removes = sum_stat(&c, KVREG_STAT_EVENTS_REMOVE);
+            c.fs.events = c.fs.registers + c.fs.removes;
+            c.fs.payloads = ns.batches_published;
+            c.fs.wire_events = ns.events0;
+            c.fs.apply_s = ns.run0_s;
+            cr.nats = &ns;
+        }
         r.registers = c.fs.registers;
         r.removes = c.fs.removes;
         r.peak_rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
 
         cr.workers = c.n;
         cr.router = router_policy_name(o->router);
-        cr.transport = c.zf ? "zmq" : "inproc";
+        cr.transport = c.zf ? "zmq" : c.nc ? "nats" : "inproc";
         if (c.zf)
             zmq_feed_get_stats(c.zf, &zs);
         cr.zmq = c.zf ? &zs : NULL;
@@ -446,14 +523,17 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
         cr.shared = c.shared.st;
         cr.shared_g1 = c.shared.cfg.g1_blocks;
         cr.shared_g2 = c.shared.cfg.g2_blocks;
-        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_ENTRIES, &cr.index_entries);
-        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_MEMORY_BYTES, &cr.index_memory);
-        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_BYTES_PER_ENTRY, &cr.index_bytes_per_entry);
-        kvreg_index_stat(c.idx, KVREG_INDEX_STAT_WORKERS, &cr.index_workers);
+        idx = c.nc ? nats_cluster_index(c.nc, 0) : c.idx; /* the replicas agree (checked) */
+        kvreg_index_stat(idx, KVREG_INDEX_STAT_ENTRIES, &cr.index_entries);
+        kvreg_index_stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES, &cr.index_memory);
+        kvreg_index_stat(idx, KVREG_INDEX_STAT_BYTES_PER_ENTRY, &cr.index_bytes_per_entry);
+        kvreg_index_stat(idx, KVREG_INDEX_STAT_WORKERS, &cr.index_workers);
         cr.query_ns = c.query_ns;
         cr.n_queries = n_done;
         cr.feed = c.fs;
-        cr.index_agrees = index_agrees(&c);
+        cr.index_agrees = index_agrees(&c, idx);
+        for (i = 1; c.nc && cr.index_agrees && nats_cluster_index(c.nc, i); i++)
+            cr.index_agrees = index_agrees(&c, nats_cluster_index(c.nc, i));
         if (!cr.index_agrees)
             status = EXIT_LIBRARY;
         if (out)
@@ -464,6 +544,7 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
     cluster_free(&c);
     namer_free(&nm);
     hmap_free(&seen);
+    cluster_outcome_free(&ref);
     return status;
 }
 

@@ -1,5 +1,9 @@
 #include "cluster_report.h"
 
+#include "nats_cluster.h"
+
+static void nats_json(FILE *out, const nats_cluster_stats *n);
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,7 +120,37 @@ static void json(FILE *out, const report *r, cluster_report *c, const derived *d
                      ",\"batches_replayed\":%llu,\"gaps\":%llu,\"probes\":%llu,\"syncs\":%llu}",
                 c->zmq->publishers, U(c->zmq->batches), U(c->zmq->replayed), U(c->zmq->gaps),
                 U(c->zmq->probes), U(c->zmq->syncs));
+    if (c->nats)
+        nats_json(out, c->nats);
     fputs("}}\n", out);
+#undef U
+}
+
+/* --transport nats: the replicas' digests and the routing against the in-process run. */
+static void nats_json(FILE *out, const nats_cluster_stats *n)
+{
+    uint32_t k;
+#define U(x) ((unsigned long long)(x))
+    fprintf(out, ",\"nats\":{\"own_server\":%s,\"stream\":\"%s\",\"routers\":%u,"
+                 "\"publishers\":%u,\"batches_published\":%llu,\"batches_acked\":%llu,"
+                 "\"publish_retries\":%llu,\"publish_duplicates\":%llu,\"messages\":%llu,"
+                 "\"batches_applied\":%llu,\"syncs\":%llu,\"digests\":[",
+            n->own_server ? "true" : "false", n->stream, n->routers, n->publishers,
+            U(n->batches_published), U(n->batches_acked), U(n->publish_retries),
+            U(n->publish_duplicates), U(n->messages), U(n->batches_applied), U(n->syncs));
+    for (k = 0; k < n->routers; k++)
+        fprintf(out, "%s\"%016llx\"", k ? "," : "", U(n->digest[k]));
+    fprintf(out, "],\"digests_equal\":%s,\"requests_compared\":%llu,\"routing_differs\":%llu",
+            n->digests_equal ? "true" : "false", U(n->compared), U(n->routing_differs));
+    if (n->killed >= 0)
+        fprintf(out, ",\"kill_router\":{\"replica\":%d,\"killed_at_request\":%llu,"
+                     "\"restored_at_request\":%llu,\"restored_from\":\"%s\","
+                     "\"snapshot_stream_seq\":%llu,\"restore_s\":%.6f,\"restore_batches\":%llu,"
+                     "\"digest_equal\":%s}",
+                n->killed, U(n->kill_at), U(n->restore_at), n->restored ? "snapshot" : "stream",
+                U(n->snapshot_seq), n->restore_s, U(n->restore_batches),
+                n->restore_digest_equal ? "true" : "false");
+    fputc('}', out);
 #undef U
 }
 
@@ -155,6 +189,24 @@ static void text(FILE *out, const report *r, cluster_report *c, const derived *d
                 c->zmq->publishers, (unsigned long long)c->zmq->batches,
                 (unsigned long long)c->zmq->replayed, (unsigned long long)c->zmq->gaps,
                 (unsigned long long)c->zmq->syncs);
+    if (c->nats) {
+        const nats_cluster_stats *n = c->nats;
+        fprintf(out, "  nats      %u publishers into stream %s on %s%s, %llu batches; %u router "
+                     "replicas, digests %s (replica 0: %016llx); %llu of %llu requests routed "
+                     "otherwise than in-process\n",
+                n->publishers, n->stream, n->url, n->own_server ? " (started here)" : "",
+                (unsigned long long)n->batches_published, n->routers,
+                n->digests_equal ? "equal" : "DIFFER", (unsigned long long)n->digest[0],
+                (unsigned long long)n->routing_differs, (unsigned long long)n->compared);
+        if (n->killed >= 0)
+            fprintf(out, "  kill      replica %d killed at request %llu, restored from %s at "
+                         "request %llu (then %llu batches; %.3f s), digest %s\n",
+                    n->killed, (unsigned long long)n->kill_at,
+                    n->restored ? "replica 0's snapshot" : "the stream",
+                    (unsigned long long)n->restore_at,
+                    (unsigned long long)n->restore_batches, n->restore_s,
+                    n->restore_digest_equal ? "equal" : "DIFFERENT");
+    }
 }
 
 void cluster_report_print(FILE *out, int json_out, const report *r, cluster_report *c)

@@ -25,6 +25,7 @@ typedef struct cluster_report {
     uint64_t n_queries;
     feed_stats feed;
     const zmq_feed_stats *zmq;     /* --transport zmq; NULL for inproc */
+    const struct nats_cluster_stats *nats; /* --transport nats (nats_cluster.h); NULL otherwise */
     int index_agrees; /* the index holds exactly the workers' blocks, tier by tier */
 } cluster_report;
 

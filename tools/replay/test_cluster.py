@@ -20,6 +20,16 @@ Cases:
                            hand through the timing model; bad lists and timing options exit 2
                            (the kv-load and llm-d rows against their own runs)
   cluster-compare-rows     every row against its own run, on a larger built-in workload (long)
+  cluster-nats             --transport nats --routers 2 --kill-router (a nats-server the tool
+                           starts): every replica's digest equal, the restored one's too (from
+                           replica 0's snapshot, then the batches after it), 0
+                           requests routed otherwise than in-process, and hits, requests per
+                           worker and events equal to a separate --transport inproc run; the
+                           server's temporary directory is gone afterwards
+  cluster-nats-checks      option errors exit 2, a missing nats-server exits 1 saying so,
+                           --corrupt-restored (the restored replica drops worker 0's blocks)
+                           exits 1 naming the mismatch
+  cluster-nats-long        the same on a larger built-in workload with 3 replicas (long)
   cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
                            subscriber) routes exactly as --transport inproc: same hits, same
                            requests per worker, same events and index, and batches were received
@@ -192,6 +202,106 @@ def case_zmq():
                   f"{z['batches_replayed']} replayed)")
 
 
+def needs_nats():
+    """--transport nats needs a libkvreg with NATS and nats-server (found as the tool does)."""
+    proc = subprocess.run([ARGS.replay, "--workers", "1", "--transport", "nats",
+                           "--max-requests", "1"], capture_output=True, timeout=120)
+    err = proc.stderr.decode(errors="replace")
+    if proc.returncode == 2 and "built without NATS" in err:
+        print("SKIP: this libkvreg was built without NATS (libnats-dev)")
+        sys.exit(SKIP)
+    if proc.returncode != 0 and "nats-server not found" in err:
+        if os.environ.get("CI") == "true":
+            raise Failure("nats-server not found; CI=true, so this is a failure")
+        print("SKIP: nats-server not found (apt-get install nats-server)")
+        sys.exit(SKIP)
+
+
+def case_nats(conversations, routers):
+    """Each replica reads the stream into its own index and routes every routers-th request;
+    the reference is an independent --transport inproc run of the same workload."""
+    needs_wire()
+    needs_nats()
+    src = ["--conversations", str(conversations), "--g1-blocks", "150", "--g2-blocks", "300"]
+    ref = run_json(["--workers", "4", "--router", "kv"] + src)
+    with tempfile.TemporaryDirectory() as tmp:
+        env_tmp = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = tmp  # where the tool makes the server's store directory
+        try:
+            r = run_json(["--workers", "4", "--router", "kv", "--transport", "nats",
+                          "--routers", str(routers), "--kill-router"] + src)
+        finally:
+            if env_tmp is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = env_tmp
+        check(os.listdir(tmp) == [], f"the server's directory is left: {os.listdir(tmp)}")
+    consistent(r, 4, "kv")
+    c, n = r["cluster"], r["cluster"]["nats"]
+    check(c["transport"] == "nats" and n["own_server"] is True, f"transport {c['transport']}")
+    check(n["routers"] == routers and len(n["digests"]) == routers, f"replicas {n}")
+    check(len(set(n["digests"])) == 1 and n["digests_equal"] is True, f"digests {n['digests']}")
+    check(n["requests_compared"] == r["requests"] == ref["requests"], "requests compared")
+    check(n["routing_differs"] == 0, f"{n['routing_differs']} requests routed otherwise")
+    k = n["kill_router"]
+    check(k["replica"] == routers - 1 and k["killed_at_request"] == r["requests"] // 3 and
+          k["restored_at_request"] == 2 * r["requests"] // 3, f"kill {k}")
+    # restored from replica 0's snapshot taken at the kill, then the batches after it
+    check(k["restored_from"] == "snapshot" and k["snapshot_stream_seq"] > 0, f"restore {k}")
+    check(k["digest_equal"] is True and k["restore_batches"] > 0, f"restore {k}")
+    # every replica applied every batch once; the restored one read the stream again
+    check(n["batches_acked"] == n["batches_published"] > 0, f"acks {n}")
+    check(n["batches_applied"] >= routers * n["batches_published"], f"applied {n}")
+    check(n["publish_duplicates"] == 0 and n["publish_retries"] == 0, f"resends {n}")
+    # the same routing as the separate in-process run: same hits, shares and events
+    for key in ("hit_blocks", "hit_tokens", "events"):
+        check(r[key] == ref[key], f"{key}: nats {r[key]} != inproc {ref[key]}")
+    check(c["requests_per_worker"] == ref["cluster"]["requests_per_worker"], "requests per worker")
+    check(c["index"]["entries"] == ref["cluster"]["index"]["entries"], "index entries")
+    print(f"{routers} replicas: digest {n['digests'][0]} on all, {n['batches_published']} "
+          f"batches, 0 of {n['requests_compared']} routed otherwise; replica {k['replica']} "
+          f"restored with {k['restore_batches']} batches in {k['restore_s']:.3f} s; "
+          f"elapsed {r['elapsed_s']:.2f} s")
+
+
+def case_nats_detects():
+    """--corrupt-restored drops worker 0's blocks from the restored replica: the digests, the
+    index check and (likely) the routing must say so, with exit status 1."""
+    needs_wire()
+    needs_nats()
+    rc, out, err = test_replay.run(["--json", "--block-tokens", "32", "--workers", "4",
+                                    "--conversations", "6", "--g1-blocks", "150",
+                                    "--g2-blocks", "300", "--transport", "nats", "--routers", "2",
+                                    "--kill-router", "--corrupt-restored"], expect_rc=None)
+    check(rc == 1, f"a corrupted replica went unnoticed: exit {rc}\n{out}\n{err}")
+    check("MISMATCH" in err and "differs from replica 0's" in err, f"stderr: {err}")
+    print("the corrupted replica was caught: " + err.strip().splitlines()[-1])
+
+
+def case_nats_cli():
+    for bad in (["--workers", "2", "--routers", "2"], ["--workers", "2", "--kill-router"],
+                ["--workers", "2", "--transport", "nats", "--kill-router"],
+                ["--workers", "2", "--transport", "nats", "--routers", "0"],
+                ["--workers", "2", "--transport", "nats", "--nats-url", ""],
+                ["--workers", "2", "--transport", "nats", "--router", "kv,random"],
+                ["--workers", "2", "--transport", "nats", "--routers", "2", "--corrupt-restored"]):
+        _, err = run(bad, expect_rc=2)
+        check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
+    saved = os.environ.get("KVREG_NATS_SERVER")
+    os.environ["KVREG_NATS_SERVER"] = "/nonexistent/nats-server"
+    try:
+        rc, out, err = test_replay.run(["--workers", "2", "--transport", "nats",
+                                        "--max-requests", "3"], expect_rc=None)
+    finally:
+        if saved is None:
+            del os.environ["KVREG_NATS_SERVER"]
+        else:
+            os.environ["KVREG_NATS_SERVER"] = saved
+    if rc == 2 and "built without NATS" in err:
+        return
+    check(rc == 1 and "nats-server not found" in err, f"no server: exit {rc}: {err!r}")
+
+
 def case_fair():
     """Every request distinct and alike: no worker ever matches, so kv is pure load balance
     and must spread the requests as least_loaded does, evenly. The even share is computed
@@ -309,6 +419,9 @@ CASES = {
     "cluster-synthetic": lambda: kv_beats_random(
         ["--g1-blocks", "2000", "--g2-blocks", "4000", trace("synthetic_trace.jsonl")], 8),
     "cluster-zmq": case_zmq,
+    "cluster-nats": lambda: case_nats(12, 2),
+    "cluster-nats-checks": lambda: (case_nats_cli(), case_nats_detects()),
+    "cluster-nats-long": lambda: case_nats(300, 3),
     "cluster-fair": case_fair,
     "cluster-compare": case_compare,
     "cluster-compare-rows": lambda: case_compare(every_row=True),

@@ -16,11 +16,12 @@ from .registry import STATS, Registry
 from .sequence import Sequence
 from .snapshot import Snapshot
 from . import wire
+from . import nats
 
 __all__ = [
     "KvregError", "InvalidArgument", "OutOfMemory", "RangeError", "StateError",
     "AlreadyRegistered", "NotFound", "StaleHandle", "Busy", "Overflow", "NotSupported",
-    "ProtocolError", "Event", "EventKind", "Medium", "Snapshot", "wire",
+    "ProtocolError", "Event", "EventKind", "Medium", "Snapshot", "wire", "nats",
     "features", "FEATURE_WIRE", "FEATURE_ZMQ", "EVENT_ID_SNAPSHOT", "BlockInfo", "hash_blocks", "block_hash", "sequence_hash",
     "ROUTER_SALT", "MAX_POOLS", "STATS", "Registry", "Pool", "Block", "Sequence",
     "version", "version_number", "strerror", "__version__",

@@ -347,6 +347,8 @@ extern "C" {
 
 mod wire;
 pub use crate::wire::*;
+mod nats;
+pub use crate::nats::*;
 
 #[cfg(test)]
 mod header;

@@ -72,6 +72,7 @@ mod pool;
 mod registry;
 mod sequence;
 pub mod wire;
+pub mod nats;
 
 use std::ffi::CStr;
 

@@ -232,6 +232,14 @@ pub struct Registry {
     inner: Arc<Inner>,
 }
 
+impl Registry {
+    /// The C registry, for the crate's wrappers that lend it to the library (a NATS
+    /// publisher keeps a clone of this handle, so the pointer outlives it).
+    pub(crate) fn raw_ptr(&self) -> *mut ffi::kvreg_registry {
+        self.inner.raw.as_ptr()
+    }
+}
+
 /// A handle that does not keep the registry alive; `upgrade` gives a `Registry` while one
 /// exists. For event handlers that call back into their registry.
 #[derive(Clone)]

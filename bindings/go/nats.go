@@ -1,0 +1,411 @@
+package kvreg
+
+// The NATS JetStream event plane (include/kvreg_nats.h, docs/nats.md): an engine's
+// NatsPublisher takes a Registry's events and publishes them into a stream; a router
+// replica's NatsConsumer reads the stream into an Index. NatsAvailable says whether the
+// loaded library was built with NATS; without it every call returns ErrNotSupported.
+//
+// Borrowing: a NatsPublisher uses its Registry and a NatsConsumer its Index until their
+// Close: close them first. Notices (kvreg_nats_consumer_set_notice_fn) are not bound: the
+// library never calls into Go (see the package comment); the consumer's counters (NatsStat*)
+// count what the notices would say.
+
+/*
+#include <stdlib.h>
+#include <kvreg.h>
+#include <kvreg_index.h>
+#include <kvreg_nats.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// NatsAvailable reports whether the loaded libkvreg was built with NATS.
+func NatsAvailable() bool { return C.kvreg_nats_available() != 0 }
+
+// Publisher options (kvreg_nats_publisher_set) and string options (SetString).
+const (
+	NatsPubFormat            = uint32(C.KVREG_NATS_PUB_OPT_FORMAT)
+	NatsPubWorkerID          = uint32(C.KVREG_NATS_PUB_OPT_WORKER_ID)
+	NatsPubDPRank            = uint32(C.KVREG_NATS_PUB_OPT_DP_RANK)
+	NatsPubMaxInFlight       = uint32(C.KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT)
+	NatsPubAckTimeoutMs      = uint32(C.KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS)
+	NatsPubRetryMs           = uint32(C.KVREG_NATS_PUB_OPT_RETRY_MS)
+	NatsPubMaxEvents         = uint32(C.KVREG_NATS_PUB_OPT_MAX_EVENTS)
+	NatsPubBlockSize         = uint32(C.KVREG_NATS_PUB_OPT_BLOCK_SIZE)
+	NatsPubBatchUs           = uint32(C.KVREG_NATS_PUB_OPT_BATCH_US)
+	NatsPubLingerMs          = uint32(C.KVREG_NATS_PUB_OPT_LINGER_MS)
+	NatsPubInstance          = uint32(C.KVREG_NATS_PUB_OPT_INSTANCE)
+	NatsPubCreateStream      = uint32(C.KVREG_NATS_PUB_OPT_CREATE_STREAM)
+	NatsPubMaxAgeS           = uint32(C.KVREG_NATS_PUB_OPT_MAX_AGE_S)
+	NatsPubDuplicateWindowMs = uint32(C.KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS)
+	NatsPubConnectTimeoutMs  = uint32(C.KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS)
+
+	NatsURL           = uint32(C.KVREG_NATS_URL)
+	NatsStream        = uint32(C.KVREG_NATS_STREAM)
+	NatsSubjectPrefix = uint32(C.KVREG_NATS_SUBJECT_PREFIX)
+	NatsNamespace     = uint32(C.KVREG_NATS_NAMESPACE)
+	NatsComponent     = uint32(C.KVREG_NATS_COMPONENT)
+	NatsSubject       = uint32(C.KVREG_NATS_SUBJECT)
+	NatsLoraName      = uint32(C.KVREG_NATS_LORA_NAME)
+	NatsDurable       = uint32(C.KVREG_NATS_DURABLE)
+	NatsFilter        = uint32(C.KVREG_NATS_FILTER)
+)
+
+// Publisher counters (NatsPublisher.Stat).
+const (
+	NatsPubStatBatches        = uint32(C.KVREG_NATS_PUB_STAT_BATCHES)
+	NatsPubStatAcked          = uint32(C.KVREG_NATS_PUB_STAT_ACKED)
+	NatsPubStatDuplicates     = uint32(C.KVREG_NATS_PUB_STAT_DUPLICATES)
+	NatsPubStatRetries        = uint32(C.KVREG_NATS_PUB_STAT_RETRIES)
+	NatsPubStatInFlight       = uint32(C.KVREG_NATS_PUB_STAT_IN_FLIGHT)
+	NatsPubStatEventsSent     = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_SENT)
+	NatsPubStatEventsLost     = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_LOST)
+	NatsPubStatResyncs        = uint32(C.KVREG_NATS_PUB_STAT_RESYNCS)
+	NatsPubStatEventsSkipped  = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_SKIPPED)
+	NatsPubStatEventsUnsent   = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_UNSENT)
+	NatsPubStatBatchesUnacked = uint32(C.KVREG_NATS_PUB_STAT_BATCHES_UNACKED)
+	NatsPubStatErrors         = uint32(C.KVREG_NATS_PUB_STAT_ERRORS)
+	NatsPubStatEventsHandled  = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_HANDLED)
+)
+
+// Consumer options and counters.
+const (
+	NatsConFetchBatch       = uint32(C.KVREG_NATS_CON_OPT_FETCH_BATCH)
+	NatsConAckWaitMs        = uint32(C.KVREG_NATS_CON_OPT_ACK_WAIT_MS)
+	NatsConMaxAckPending    = uint32(C.KVREG_NATS_CON_OPT_MAX_ACK_PENDING)
+	NatsConReorderWindow    = uint32(C.KVREG_NATS_CON_OPT_REORDER_WINDOW)
+	NatsConReorderMs        = uint32(C.KVREG_NATS_CON_OPT_REORDER_MS)
+	NatsConMaxMsgBytes      = uint32(C.KVREG_NATS_CON_OPT_MAX_MSG_BYTES)
+	NatsConResume           = uint32(C.KVREG_NATS_CON_OPT_RESUME)
+	NatsConConnectTimeoutMs = uint32(C.KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS)
+	NatsConSnapshotEvents   = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS)
+	NatsConSnapshotMs       = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_MS)
+	NatsConSnapshotKeep     = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_KEEP)
+	NatsConSnapshotPurge    = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_PURGE)
+	NatsConRestore          = uint32(C.KVREG_NATS_CON_OPT_RESTORE)
+	NatsSnapshotBucket      = uint32(C.KVREG_NATS_SNAPSHOT_BUCKET)
+	NatsSnapshotName        = uint32(C.KVREG_NATS_SNAPSHOT_NAME)
+	NatsLivenessBucket      = uint32(C.KVREG_NATS_LIVENESS_BUCKET)
+
+	NatsConStatMessages    = uint32(C.KVREG_NATS_CON_STAT_MESSAGES)
+	NatsConStatBatches     = uint32(C.KVREG_NATS_CON_STAT_BATCHES)
+	NatsConStatEvents      = uint32(C.KVREG_NATS_CON_STAT_EVENTS)
+	NatsConStatDuplicates  = uint32(C.KVREG_NATS_CON_STAT_DUPLICATES)
+	NatsConStatLost        = uint32(C.KVREG_NATS_CON_STAT_LOST)
+	NatsConStatResets      = uint32(C.KVREG_NATS_CON_STAT_RESETS)
+	NatsConStatMalformed   = uint32(C.KVREG_NATS_CON_STAT_MALFORMED)
+	NatsConStatStale       = uint32(C.KVREG_NATS_CON_STAT_STALE)
+	NatsConStatHeld        = uint32(C.KVREG_NATS_CON_STAT_HELD)
+	NatsConStatFetchErrors = uint32(C.KVREG_NATS_CON_STAT_FETCH_ERRORS)
+	NatsConStatSnapshots   = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOTS)
+	NatsConStatRestored    = uint32(C.KVREG_NATS_CON_STAT_RESTORED)
+)
+
+// Index options (NewIndex) and counters (Index.Stat), as kvreg_index.h names them.
+const (
+	IndexOptBlockSize       = uint32(C.KVREG_INDEX_OPT_BLOCK_SIZE)
+	IndexOptHashes          = uint32(C.KVREG_INDEX_OPT_HASHES)
+	IndexHashesEngine       = uint64(C.KVREG_INDEX_HASHES_ENGINE)
+	IndexHashesOwn          = uint64(C.KVREG_INDEX_HASHES_OWN)
+	IndexOptSalt            = uint32(C.KVREG_INDEX_OPT_SALT)
+	IndexOptExpectedEntries = uint32(C.KVREG_INDEX_OPT_EXPECTED_ENTRIES)
+
+	IndexStatEntries = uint32(C.KVREG_INDEX_STAT_ENTRIES)
+	IndexStatWorkers = uint32(C.KVREG_INDEX_STAT_WORKERS)
+)
+
+// Index is a router's kvreg_index, what a NatsConsumer feeds. Close it after its consumers.
+type Index struct {
+	mu  sync.RWMutex
+	ptr *C.kvreg_index
+}
+
+// NewIndex makes an index with options (kvreg_index_config_set pairs; nil: defaults).
+func NewIndex(options map[uint32]uint64) (*Index, error) {
+	var cfg *C.kvreg_index_config
+	if err := check("kvreg_index_config_new", C.kvreg_index_config_new(&cfg)); err != nil {
+		return nil, err
+	}
+	defer C.kvreg_index_config_free(cfg)
+	for opt, v := range options {
+		if err := check("kvreg_index_config_set", C.kvreg_index_config_set(cfg, C.uint32_t(opt), C.uint64_t(v))); err != nil {
+			return nil, err
+		}
+	}
+	x := &Index{}
+	if err := check("kvreg_index_new", C.kvreg_index_new(&x.ptr, cfg)); err != nil {
+		return nil, err
+	}
+	runtime.SetFinalizer(x, func(x *Index) { x.Close() })
+	return x, nil
+}
+
+// Stat returns one counter (IndexStat*).
+func (x *Index) Stat(stat uint32) (uint64, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return 0, closedErr("kvreg_index_stat")
+	}
+	var v C.uint64_t
+	err := check("kvreg_index_stat", C.kvreg_index_stat(x.ptr, C.uint32_t(stat), &v))
+	return uint64(v), err
+}
+
+// Digest is kvreg_index_digest: equal for equal contents (workers with their next seqs,
+// entries and tiers), whatever order the events came in.
+func (x *Index) Digest() (uint64, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return 0, closedErr("kvreg_index_digest")
+	}
+	var v C.uint64_t
+	err := check("kvreg_index_digest", C.kvreg_index_digest(x.ptr, &v))
+	return uint64(v), err
+}
+
+// Dump returns the index's dump (kvreg_index_dump: versioned, checksummed).
+func (x *Index) Dump() ([]byte, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return nil, closedErr("kvreg_index_dump_alloc")
+	}
+	var data unsafe.Pointer
+	var n C.size_t
+	if err := check("kvreg_index_dump_alloc", C.kvreg_index_dump_alloc(x.ptr, &data, &n)); err != nil {
+		return nil, err
+	}
+	defer C.free(data)
+	return C.GoBytes(data, C.int(n)), nil
+}
+
+// Load loads a dump into this index, which must know no worker (ErrProto: corrupt,
+// ErrInvalid: another configuration, ErrState: not empty).
+func (x *Index) Load(dump []byte) error {
+	x.mu.Lock() // nothing else may change the index meanwhile
+	defer x.mu.Unlock()
+	if x.ptr == nil {
+		return closedErr("kvreg_index_load")
+	}
+	var p unsafe.Pointer
+	if len(dump) > 0 {
+		p = C.CBytes(dump) // C memory: the library never reads Go memory after the call
+		defer C.free(p)
+	}
+	return check("kvreg_index_load", C.kvreg_index_load(x.ptr, p, C.size_t(len(dump))))
+}
+
+// Close frees the index. Idempotent.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ptr != nil {
+		C.kvreg_index_free(x.ptr)
+		x.ptr = nil
+		runtime.SetFinalizer(x, nil)
+	}
+	return nil
+}
+
+// NatsPublisher publishes a Registry's events (the registry must be in POLL delivery: it
+// takes them on its own thread, so do not poll that registry yourself).
+type NatsPublisher struct {
+	mu  sync.RWMutex
+	ptr *C.kvreg_nats_publisher
+	reg *Registry // borrowed: kept reachable
+}
+
+// NewNatsPublisher makes a publisher for reg (ErrNotSupported without NATS, ErrInvalid when
+// reg does not deliver in POLL mode).
+func NewNatsPublisher(reg *Registry) (*NatsPublisher, error) {
+	reg.mu.RLock()
+	defer reg.mu.RUnlock()
+	if reg.ptr == nil {
+		return nil, closedErr("kvreg_nats_publisher_new")
+	}
+	p := &NatsPublisher{reg: reg}
+	if err := check("kvreg_nats_publisher_new", C.kvreg_nats_publisher_new(&p.ptr, reg.ptr)); err != nil {
+		return nil, err
+	}
+	runtime.SetFinalizer(p, func(p *NatsPublisher) { p.Close() })
+	return p, nil
+}
+
+func (p *NatsPublisher) call(op string, f func(*C.kvreg_nats_publisher) C.int) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.ptr == nil {
+		return closedErr(op)
+	}
+	return check(op, f(p.ptr))
+}
+
+// Set sets a numeric option (NatsPub*) before Start.
+func (p *NatsPublisher) Set(opt uint32, v uint64) error {
+	return p.call("kvreg_nats_publisher_set", func(c *C.kvreg_nats_publisher) C.int {
+		return C.kvreg_nats_publisher_set(c, C.uint32_t(opt), C.uint64_t(v))
+	})
+}
+
+// SetString sets a string option (NatsURL, NatsStream, NatsSubjectPrefix, ...) before Start.
+func (p *NatsPublisher) SetString(opt uint32, v string) error {
+	cs := C.CString(v)
+	defer C.free(unsafe.Pointer(cs))
+	return p.call("kvreg_nats_publisher_set_string", func(c *C.kvreg_nats_publisher) C.int {
+		return C.kvreg_nats_publisher_set_string(c, C.uint32_t(opt), cs)
+	})
+}
+
+// Start connects, makes sure the stream exists and starts the sender thread.
+func (p *NatsPublisher) Start() error {
+	return p.call("kvreg_nats_publisher_start", func(c *C.kvreg_nats_publisher) C.int {
+		return C.kvreg_nats_publisher_start(c)
+	})
+}
+
+// Stop publishes what is queued and waits for the acks (bounded by NatsPubLingerMs).
+func (p *NatsPublisher) Stop() error {
+	return p.call("kvreg_nats_publisher_stop", func(c *C.kvreg_nats_publisher) C.int {
+		return C.kvreg_nats_publisher_stop(c)
+	})
+}
+
+// Stat returns one counter (NatsPubStat*).
+func (p *NatsPublisher) Stat(stat uint32) (uint64, error) {
+	var v C.uint64_t
+	err := p.call("kvreg_nats_publisher_stat", func(c *C.kvreg_nats_publisher) C.int {
+		return C.kvreg_nats_publisher_stat(c, C.uint32_t(stat), &v)
+	})
+	return uint64(v), err
+}
+
+// Close stops the publisher if it runs and frees it. Idempotent.
+func (p *NatsPublisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ptr != nil {
+		C.kvreg_nats_publisher_free(p.ptr)
+		p.ptr = nil
+		p.reg = nil
+		runtime.SetFinalizer(p, nil)
+	}
+	return nil
+}
+
+// NatsConsumer is a router replica: a durable pull consumer applying the stream to an Index.
+// Run fetches and applies on the caller's goroutine; Stop and Stat may come from others.
+type NatsConsumer struct {
+	mu  sync.RWMutex
+	ptr *C.kvreg_nats_consumer
+	idx *Index // borrowed: kept reachable
+}
+
+// NewNatsConsumer makes a consumer feeding idx.
+func NewNatsConsumer(idx *Index) (*NatsConsumer, error) {
+	idx.mu.RLock()
+	defer idx.mu.RUnlock()
+	if idx.ptr == nil {
+		return nil, closedErr("kvreg_nats_consumer_new")
+	}
+	c := &NatsConsumer{idx: idx}
+	if err := check("kvreg_nats_consumer_new", C.kvreg_nats_consumer_new(&c.ptr, idx.ptr)); err != nil {
+		return nil, err
+	}
+	runtime.SetFinalizer(c, func(c *NatsConsumer) { c.Close() })
+	return c, nil
+}
+
+func (c *NatsConsumer) call(op string, f func(*C.kvreg_nats_consumer) C.int) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ptr == nil {
+		return closedErr(op)
+	}
+	return check(op, f(c.ptr))
+}
+
+// Set sets a numeric option (NatsCon*) before Start.
+func (c *NatsConsumer) Set(opt uint32, v uint64) error {
+	return c.call("kvreg_nats_consumer_set", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_set(p, C.uint32_t(opt), C.uint64_t(v))
+	})
+}
+
+// SetString sets NatsURL, NatsStream, NatsDurable or NatsFilter before Start.
+func (c *NatsConsumer) SetString(opt uint32, v string) error {
+	cs := C.CString(v)
+	defer C.free(unsafe.Pointer(cs))
+	return c.call("kvreg_nats_consumer_set_string", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_set_string(p, C.uint32_t(opt), cs)
+	})
+}
+
+// Start connects and (re)creates the durable consumer.
+func (c *NatsConsumer) Start() error {
+	return c.call("kvreg_nats_consumer_start", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_start(p)
+	})
+}
+
+// Run fetches and applies for timeoutMs (0: one fetch of what is ready; -1: until Stop).
+func (c *NatsConsumer) Run(timeoutMs int) error {
+	return c.call("kvreg_nats_consumer_run", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_run(p, C.int(timeoutMs))
+	})
+}
+
+// Stop makes a Run in progress return within one fetch wait.
+func (c *NatsConsumer) Stop() error {
+	return c.call("kvreg_nats_consumer_stop", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_stop(p)
+	})
+}
+
+// Stat returns one counter (NatsConStat*).
+func (c *NatsConsumer) Stat(stat uint32) (uint64, error) {
+	var v C.uint64_t
+	err := c.call("kvreg_nats_consumer_stat", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_stat(p, C.uint32_t(stat), &v)
+	})
+	return uint64(v), err
+}
+
+// Worker returns the instance and next seq the consumer follows for (workerID, dpRank);
+// an error matching ErrNotFound when it has not seen the worker. Not during a Run.
+func (c *NatsConsumer) Worker(workerID uint64, dpRank uint32) (instance, nextSeq uint64, err error) {
+	var i, n C.uint64_t
+	err = c.call("kvreg_nats_consumer_worker", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_worker(p, C.uint64_t(workerID), C.uint32_t(dpRank), &i, &n)
+	})
+	return uint64(i), uint64(n), err
+}
+
+// Snapshot writes a snapshot now (needs NatsSnapshotBucket; between Runs) and returns the
+// stream sequence it covers; a consumer started with the same bucket restores it.
+func (c *NatsConsumer) Snapshot() (uint64, error) {
+	var seq C.uint64_t
+	err := c.call("kvreg_nats_consumer_snapshot", func(p *C.kvreg_nats_consumer) C.int {
+		return C.kvreg_nats_consumer_snapshot(p, &seq)
+	})
+	return uint64(seq), err
+}
+
+// Close frees the consumer (unacknowledged batches are redelivered to its durable later).
+func (c *NatsConsumer) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr != nil {
+		C.kvreg_nats_consumer_free(c.ptr)
+		c.ptr = nil
+		c.idx = nil
+		runtime.SetFinalizer(c, nil)
+	}
+	return nil
+}

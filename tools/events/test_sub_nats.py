@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""kvreg-events sub --nats against a nats-server this test starts (JetStream on, a temporary
+store, 127.0.0.1, an ephemeral port); Python 3 standard library only.
+
+The stream and its messages are made here with the NATS text protocol over a plain socket
+(CONNECT, SUB, PUB/HPUB, MSG/HMSG), independent of libkvreg and libnats. The payload is the
+spec's example A written out as hex (test_events.EXAMPLE_A), its events written out by hand
+(test_events.EXAMPLE_EVENTS); what sub --nats prints must be those, with the message's subject,
+Kvreg-Batch header fields and stream sequence added. Also: a message without the header
+(decoded as vllm, worker null), one whose payload does not decode (reported, skipped), an empty
+stream ("nothing arrived", exit 1), a missing stream (exit 1), bad usage (exit 2).
+Exit 77 (skipped) without nats-server, except with CI=true, where that fails.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from test_events import EXAMPLE_A, EXAMPLE_EVENTS
+
+SKIP = 77
+
+
+def fail(what):
+    print(f"FAIL: {what}")
+    sys.exit(1)
+
+
+def check(cond, what):
+    if not cond:
+        fail(what)
+
+
+def find_server():
+    env = os.environ.get("KVREG_NATS_SERVER")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    path = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/usr/local/sbin"
+    for d in path.split(":"):
+        exe = os.path.join(d, "nats-server")
+        if d and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+class Server:
+    def __init__(self, exe, tmp):
+        self.tmp = tmp
+        self.proc = subprocess.Popen([exe, "-js", "-sd", os.path.join(tmp, "store"), "-a",
+                                      "127.0.0.1", "-p", "-1", "--ports_file_dir", tmp,
+                                      "-l", os.path.join(tmp, "log")])
+        ports = os.path.join(tmp, f"nats-server_{self.proc.pid}.ports")
+        deadline = time.monotonic() + 10
+        self.port = None
+        while self.port is None:  # poll the ports file, bounded
+            check(self.proc.poll() is None, "nats-server exited at start")
+            check(time.monotonic() < deadline, "nats-server wrote no ports file")
+            try:
+                with open(ports) as f:
+                    text = f.read()
+                self.port = int(json.loads(text)["nats"][0].rsplit(":", 1)[1])
+            except (OSError, ValueError, KeyError, IndexError):
+                time.sleep(0.01)
+        self.url = f"nats://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Client:
+    """Just enough of the NATS text protocol: publish, request on an inbox, read answers."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+        check(self.line().startswith(b"INFO "), "no INFO from the server")
+        self.s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
+                       b'"no_responders":true}\r\nPING\r\n')
+        self.expect_pong()
+        self.s.sendall(b"SUB _INBOX.test 1\r\n")
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            data = self.s.recv(65536)
+            check(data, "the server closed the connection")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def take(self, n):
+        while len(self.buf) < n + 2:
+            data = self.s.recv(65536)
+            check(data, "the server closed the connection")
+            self.buf += data
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def expect_pong(self):
+        while True:
+            line = self.line()
+            if line == b"PONG":
+                return
+            check(not line.startswith(b"-ERR"), f"server error: {line!r}")
+
+    def answer(self):
+        """The next message on the inbox: its payload (headers dropped)."""
+        while True:
+            line = self.line()
+            if line == b"PING":
+                self.s.sendall(b"PONG\r\n")
+                continue
+            check(not line.startswith(b"-ERR"), f"server error: {line!r}")
+            parts = line.split()
+            if parts[0] == b"MSG":
+                return self.take(int(parts[-1]))
+            if parts[0] == b"HMSG":
+                data = self.take(int(parts[-1]))
+                return data[int(parts[-2]):]
+
+    def request(self, subject, payload, headers=None):
+        if headers:
+            h = b"NATS/1.0\r\n" + b"".join(k.encode() + b": " + v.encode() + b"\r\n"
+                                          for k, v in headers.items()) + b"\r\n"
+            self.s.sendall(b"HPUB %s _INBOX.test %d %d\r\n" % (subject.encode(), len(h),
+                                                               len(h) + len(payload))
+                           + h + payload + b"\r\n")
+        else:
+            self.s.sendall(b"PUB %s _INBOX.test %d\r\n" % (subject.encode(), len(payload))
+                           + payload + b"\r\n")
+        reply = json.loads(self.answer())
+        check("error" not in reply, f"{subject}: {reply}")
+        return reply
+
+
+def run(exe, *args, rc=0):
+    p = subprocess.run([exe, "sub", *args], capture_output=True, timeout=60)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    if p.returncode != rc:
+        fail(f"sub {' '.join(args)}: exit {p.returncode}, expected {rc}\n{out}\n{err}")
+    return [json.loads(x) for x in out.splitlines()], err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", required=True)
+    exe = ap.parse_args().events
+    server_exe = find_server()
+    if not server_exe:
+        if os.environ.get("CI") == "true":
+            fail("nats-server not found; CI=true, so this is a failure")
+        print("SKIP: nats-server not found (apt-get install nats-server)")
+        sys.exit(SKIP)
+    tmp = tempfile.mkdtemp(prefix="kvreg-sub-nats-")
+    server = Server(server_exe, tmp)
+    try:
+        c = Client(server.port)
+        c.request("$JS.API.STREAM.CREATE.EV", json.dumps(
+            {"name": "EV", "subjects": ["ev.>"], "storage": "memory"}).encode())
+        c.request("$JS.API.STREAM.CREATE.EMPTY", json.dumps(
+            {"name": "EMPTY", "subjects": ["empty.>"], "storage": "memory"}).encode())
+        # stream seq 1: worker 7, rank 0, instance 42, seq 0, format 1 (vLLM)
+        ack = c.request("ev.default.backend.7.0", EXAMPLE_A,
+                        {"Nats-Msg-Id": "7-0-42-0", "Kvreg-Batch": "1 7 0 42 0 1"})
+        check(ack.get("seq") == 1, f"ack {ack}")
+        # seq 2: no header; seq 3: a header, a payload that is not msgpack; seq 4: rank 3 seq 1
+        c.request("ev.other", EXAMPLE_A)
+        c.request("ev.default.backend.7.0", b"\xc1garbage", {"Kvreg-Batch": "1 7 0 42 1 1"})
+        c.request("ev.default.backend.9.3", EXAMPLE_A, {"Kvreg-Batch": "1 9 3 43 5 1"})
+
+        def with_head(subject, worker, rank, instance, seq, sseq):
+            return [dict({"subject": subject, "worker": worker, "dp_rank": rank,
+                          "instance": instance, "seq": seq, "stream_seq": sseq,
+                          "format": "vllm"}, **e) for e in EXAMPLE_EVENTS]
+
+        want = (with_head("ev.default.backend.7.0", 7, 0, 42, 0, 1) +
+                with_head("ev.other", None, None, None, None, 2) +
+                with_head("ev.default.backend.9.3", 9, 3, 43, 5, 4))
+        got, err = run(exe, "--nats", server.url, "--stream", "EV", "--count", str(len(want)),
+                       "--timeout", "20")
+        check(got == want, f"events:\n{json.dumps(got, indent=1)}\nexpected\n"
+              f"{json.dumps(want, indent=1)}")
+        check("stream seq 2 (ev.other): no valid Kvreg-Batch header" in err, f"stderr: {err}")
+        check("stream seq 3" in err and "rejected" in err, f"stderr: {err}")
+        # --subject narrows; --count stops early
+        got, _ = run(exe, "--nats", server.url, "--stream", "EV", "--subject", "ev.*.*.9.>",
+                     "--count", "2", "--timeout", "20")
+        check(got == want[6:8], f"--subject: {got}")
+        # an empty stream: nothing arrived (exit 1), as for ZeroMQ
+        _, err = run(exe, "--nats", server.url, "--stream", "EMPTY", "--timeout", "0.3", rc=1)
+        check("nothing arrived in 0.3 s" in err, f"empty: {err}")
+        _, err = run(exe, "--nats", server.url, "--stream", "NOPE", "--timeout", "1", rc=1)
+        check("no stream NOPE" in err, f"missing stream: {err}")
+        for bad in (["--nats", server.url, "tcp://127.0.0.1:5557"], ["--stream", "EV", "x"],
+                    ["--nats", server.url, "--format", "sglang"]):
+            _, err = run(exe, *bad, rc=2)
+            check(err.startswith("kvreg-events sub: "), f"{bad}: {err}")
+        print(f"ok: {len(want)} events from 3 batches, a malformed one reported")
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
