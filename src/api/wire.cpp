@@ -241,16 +241,22 @@ KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t
                                           size_t *payload_len) noexcept {
     if (!dec || !payload || !payload_len)
         return KVREG_EINVAL;
-    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK)
-        return KVREG_ENOTSUP;
-    if (!reencodable(dec->batch))
-        return KVREG_ESTATE;
-    reencode_vllm(dec->batch, dec->reencoded);
+    KVREG_GUARD_BEGIN
+    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK) {
+        if (!dynamo_reencodable(dec->batch))
+            return KVREG_ESTATE;
+        reencode_dynamo(dec->batch, dec->reencoded, dec->format == KVREG_WIRE_DYNAMO_JSON);
+    } else {
+        if (!reencodable(dec->batch))
+            return KVREG_ESTATE;
+        reencode_vllm(dec->batch, dec->reencoded);
+    }
     if (!dec->reencoded.ok())
         return KVREG_ENOMEM;
     *payload = dec->reencoded.data();
     *payload_len = dec->reencoded.size();
     return KVREG_OK;
+    KVREG_GUARD_END
 }
 
 KVREG_API const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) noexcept {

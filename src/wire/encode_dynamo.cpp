@@ -6,6 +6,7 @@
 // for a group of snapshot events (KVREG_EVENT_ID_SNAPSHOT) the encoder's next snapshot id,
 // so that a snapshot's RouterEvents carry contiguous ids.
 // JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
+#include "wire/dyn_sink.hpp"
 #include "wire/encode.hpp"
 #include "wire/media.hpp"
 
@@ -13,82 +14,6 @@
 
 namespace kvreg::wire {
 namespace {
-
-// The two outputs differ only in how a key, an integer or a container is spelt; this small
-// sink keeps one description of the RouterEvent for both.
-class Sink {
-public:
-    Sink(MpWriter &w, bool json) : w_(w), json_(json) {}
-
-    void begin_map(size_t n) {
-        if (json_)
-            w_.raw("{", 1), first_ = true;
-        else
-            w_.map(n);
-    }
-    void end_map() {
-        if (json_)
-            w_.raw("}", 1), first_ = false;
-    }
-    void begin_array(size_t n) {
-        if (json_)
-            w_.raw("[", 1), first_ = true;
-        else
-            w_.array(n);
-    }
-    void end_array() {
-        if (json_)
-            w_.raw("]", 1), first_ = false;
-    }
-    // An element of an array (JSON needs the comma).
-    void element() {
-        if (json_ && !first_)
-            w_.raw(",", 1);
-        first_ = false;
-    }
-    void key(const char *k) {
-        if (json_) {
-            element();
-            w_.raw("\"", 1), w_.raw(k), w_.raw("\":", 2);
-            first_ = true; // the value follows without a comma
-        } else {
-            w_.str(k);
-        }
-    }
-    void u64(uint64_t v, bool is_hash) {
-        if (json_) {
-            char buf[24];
-            char *p = buf + sizeof buf;
-            do {
-                *--p = static_cast<char>('0' + v % 10);
-                v /= 10;
-            } while (v);
-            w_.raw(p, static_cast<size_t>(buf + sizeof buf - p));
-            first_ = false;
-        } else if (is_hash) {
-            w_.hash(v);
-        } else {
-            w_.uint(v);
-        }
-    }
-    void string(const char *s) { // constant names only: no escaping needed
-        if (json_)
-            w_.raw("\"", 1), w_.raw(s), w_.raw("\"", 1), first_ = false;
-        else
-            w_.str(s);
-    }
-    void nil() {
-        if (json_)
-            w_.raw("null", 4), first_ = false;
-        else
-            w_.nil();
-    }
-
-private:
-    MpWriter &w_;
-    bool json_;
-    bool first_ = true;
-};
 
 void data(Sink &s, const kvreg_event *ev, const Group &g) {
     if (g.type == KVREG_WIRE_CLEARED) {
