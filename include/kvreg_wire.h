@@ -53,14 +53,31 @@ KVREG_API void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) KVREG_NOEXCEPT; 
  * stored events whose block_size differs from theirs (default 0: not checked; each stored
  * event then carries its own blocks' token count). 0 .. 2^32-1. */
 #define KVREG_WIRE_OPT_BLOCK_SIZE 4u
-/* Dynamo formats: the event_id of the next RouterEvent encoded from snapshot events (kvreg
- * events whose event_id is KVREG_EVENT_ID_SNAPSHOT). Each such RouterEvent takes it and it
- * goes up by one, across calls, so a snapshot's RouterEvents carry real, contiguous ids
- * (Dynamo's consumers order and deduplicate by event_id) instead of UINT64_MAX. Set it before
- * encoding a snapshot, e.g. to the id after the last one this worker published; read it back
- * with kvreg_wire_encoder_get() to continue after the snapshot. Default 0. Events with real
- * kvreg event ids keep them (the group's first event's id), as before. (0.5) */
+/* Dynamo formats: RouterEvent event ids. Dynamo's consumers order RouterEvents by event_id
+ * and take a jump (id != the previous one + 1, per worker and DP rank) for a gap, so the ids
+ * must be contiguous and unique across live batches and snapshots alike.
+ *
+ * KVREG_WIRE_OPT_EVENT_IDS (0.6) chooses where they come from:
+ *   KVREG_WIRE_EVENT_IDS_CONTIGUOUS (the default since 0.6): every RouterEvent, live or
+ *     snapshot, takes the encoder's next event id (KVREG_WIRE_OPT_NEXT_EVENT_ID), which then
+ *     goes up by one, across calls: live batch, snapshot, live batch come out as one
+ *     contiguous run (as Dynamo's own publisher numbers them: one id per RouterEvent, not per
+ *     engine event). Encoding live events again (a call whose first event has the same kvreg
+ *     event_id as the previous call's first, e.g. to cut a payload smaller) reuses the ids
+ *     that call gave, so a retry leaves no hole; snapshot events encoded again take new ids
+ *     (unique; the consumer sees a gap and resyncs).
+ *   KVREG_WIRE_EVENT_IDS_KVREG (0.5's behaviour): a RouterEvent carries the kvreg event_id
+ *     of its group's first event (groups of several events leave holes), and only snapshot
+ *     events (KVREG_EVENT_ID_SNAPSHOT) take the next event id. Choose it when the consumer
+ *     maps RouterEvents back to registry event ids.
+ * KVREG_WIRE_OPT_NEXT_EVENT_ID: the id the next RouterEvent takes (default 0; read it back
+ * with kvreg_wire_encoder_get() to know where the stream is, set it when a worker resumes).
+ * KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID is its 0.5 name (the same option). */
 #define KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID 5u
+#define KVREG_WIRE_OPT_NEXT_EVENT_ID 5u
+#define KVREG_WIRE_OPT_EVENT_IDS 6u
+#define KVREG_WIRE_EVENT_IDS_CONTIGUOUS 0u
+#define KVREG_WIRE_EVENT_IDS_KVREG 1u
 KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t value) KVREG_NOEXCEPT;
 /* The current value of an option (KVREG_EINVAL for an unknown option or NULL). (0.5) */
@@ -80,8 +97,8 @@ KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
  * Cleared becomes AllBlocksCleared / "cleared".
  * Wire fields from kvreg events: vLLM block_hashes = sequence hashes, parent_block_hash = the
  * first one's parent, token_ids = the events' tokens, block_size = their n_tokens; Dynamo
- * block_hash = sequence hash, tokens_hash = block hash, event_id = the kvreg event_id of the
- * group's first event, storage_tier from the medium.
+ * block_hash = sequence hash, tokens_hash = block hash, event_id per KVREG_WIRE_OPT_EVENT_IDS,
+ * storage_tier from the medium.
  * Events a format cannot carry are never sent half-right: encoding stops before the first
  * such event (the payload holds the ones before it, *n_consumed says how many) and the next
  * call, starting at it, returns its status with *n_consumed = 0 and no payload:

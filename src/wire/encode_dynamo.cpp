@@ -2,9 +2,10 @@
 // in serde's representation: data is {"stored":{parent_hash, blocks[{block_hash,
 // tokens_hash}]}}, {"removed":{block_hashes}} or the bare string "cleared" (a unit variant).
 // Our sequence hash is Dynamo's block_hash (ExternalSequenceBlockHash), our block hash its
-// tokens_hash (LocalBlockHash); event_id is the kvreg event_id of the group's first event, or
-// for a group of snapshot events (KVREG_EVENT_ID_SNAPSHOT) the encoder's next snapshot id,
-// so that a snapshot's RouterEvents carry contiguous ids.
+// tokens_hash (LocalBlockHash). event_id: by default the encoder's next id for every
+// RouterEvent, so that live batches and snapshots form one contiguous run as Dynamo's
+// consumers check it; with KVREG_WIRE_EVENT_IDS_KVREG the kvreg event_id of the group's first
+// event, and the next id only for snapshot groups (KVREG_EVENT_ID_SNAPSHOT).
 // JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
 #include "wire/dyn_sink.hpp"
 #include "wire/encode.hpp"
@@ -65,6 +66,12 @@ void data(Sink &s, const kvreg_event *ev, const Group &g) {
 void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeOptions &o,
                    bool json) {
     Sink s(w, json);
+    if (!o.kvreg_ids) {
+        const uint64_t first = plan.n_events ? ev[0].event_id : KVREG_EVENT_ID_SNAPSHOT;
+        if (first != KVREG_EVENT_ID_SNAPSHOT && first == o.last_first)
+            o.next_event_id = o.last_start; // the same live events again: the same ids
+        o.last_first = first, o.last_start = o.next_event_id;
+    }
     s.begin_array(plan.groups.size());
     for (const Group &g : plan.groups) {
         s.element();
@@ -74,8 +81,8 @@ void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeO
         s.key("event");
         s.begin_map(3);
         uint64_t id = ev[g.first].event_id;
-        if (id == KVREG_EVENT_ID_SNAPSHOT)
-            id = o.next_snapshot_id++;
+        if (!o.kvreg_ids || id == KVREG_EVENT_ID_SNAPSHOT)
+            id = o.next_event_id++;
         s.key("event_id"), s.u64(id, false);
         s.key("data"), data(s, ev, g);
         s.key("dp_rank"), s.u64(o.dp_rank, false);
