@@ -53,14 +53,31 @@ KVREG_API void kvreg_wire_encoder_free(kvreg_wire_encoder *enc) KVREG_NOEXCEPT; 
  * stored events whose block_size differs from theirs (default 0: not checked; each stored
  * event then carries its own blocks' token count). 0 .. 2^32-1. */
 #define KVREG_WIRE_OPT_BLOCK_SIZE 4u
-/* Dynamo formats: the event_id of the next RouterEvent encoded from snapshot events (kvreg
- * events whose event_id is KVREG_EVENT_ID_SNAPSHOT). Each such RouterEvent takes it and it
- * goes up by one, across calls, so a snapshot's RouterEvents carry real, contiguous ids
- * (Dynamo's consumers order and deduplicate by event_id) instead of UINT64_MAX. Set it before
- * encoding a snapshot, e.g. to the id after the last one this worker published; read it back
- * with kvreg_wire_encoder_get() to continue after the snapshot. Default 0. Events with real
- * kvreg event ids keep them (the group's first event's id), as before. (0.5) */
+/* Dynamo formats: RouterEvent event ids. Dynamo's consumers order RouterEvents by event_id
+ * and take a jump (id != the previous one + 1, per worker and DP rank) for a gap, so the ids
+ * must be contiguous and unique across live batches and snapshots alike.
+ *
+ * KVREG_WIRE_OPT_EVENT_IDS (0.6) chooses where they come from:
+ *   KVREG_WIRE_EVENT_IDS_CONTIGUOUS (the default since 0.6): every RouterEvent, live or
+ *     snapshot, takes the encoder's next event id (KVREG_WIRE_OPT_NEXT_EVENT_ID), which then
+ *     goes up by one, across calls: live batch, snapshot, live batch come out as one
+ *     contiguous run (as Dynamo's own publisher numbers them: one id per RouterEvent, not per
+ *     engine event). Encoding live events again (a call whose first event has the same kvreg
+ *     event_id as the previous call's first, e.g. to cut a payload smaller) reuses the ids
+ *     that call gave, so a retry leaves no hole; snapshot events encoded again take new ids
+ *     (unique; the consumer sees a gap and resyncs).
+ *   KVREG_WIRE_EVENT_IDS_KVREG (0.5's behaviour): a RouterEvent carries the kvreg event_id
+ *     of its group's first event (groups of several events leave holes), and only snapshot
+ *     events (KVREG_EVENT_ID_SNAPSHOT) take the next event id. Choose it when the consumer
+ *     maps RouterEvents back to registry event ids.
+ * KVREG_WIRE_OPT_NEXT_EVENT_ID: the id the next RouterEvent takes (default 0; read it back
+ * with kvreg_wire_encoder_get() to know where the stream is, set it when a worker resumes).
+ * KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID is its 0.5 name (the same option). */
 #define KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID 5u
+#define KVREG_WIRE_OPT_NEXT_EVENT_ID 5u
+#define KVREG_WIRE_OPT_EVENT_IDS 6u
+#define KVREG_WIRE_EVENT_IDS_CONTIGUOUS 0u
+#define KVREG_WIRE_EVENT_IDS_KVREG 1u
 KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t value) KVREG_NOEXCEPT;
 /* The current value of an option (KVREG_EINVAL for an unknown option or NULL). (0.5) */
@@ -80,8 +97,8 @@ KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
  * Cleared becomes AllBlocksCleared / "cleared".
  * Wire fields from kvreg events: vLLM block_hashes = sequence hashes, parent_block_hash = the
  * first one's parent, token_ids = the events' tokens, block_size = their n_tokens; Dynamo
- * block_hash = sequence hash, tokens_hash = block hash, event_id = the kvreg event_id of the
- * group's first event, storage_tier from the medium.
+ * block_hash = sequence hash, tokens_hash = block hash, event_id per KVREG_WIRE_OPT_EVENT_IDS,
+ * storage_tier from the medium.
  * Events a format cannot carry are never sent half-right: encoding stops before the first
  * such event (the payload holds the ones before it, *n_consumed says how many) and the next
  * call, starting at it, returns its status with *n_consumed = 0 and no payload:
@@ -236,7 +253,16 @@ KVREG_API int kvreg_wire_decoder_set(kvreg_wire_decoder *dec, uint32_t option,
 #define KVREG_WIRE_SHAPE_ARRAY 2u /* a positional event ["Tag", field, ...] */
 #define KVREG_WIRE_SHAPE_DYNAMO 3u /* a Dynamo RouterEvent */
 
-/* 168 bytes on LP64 (tests/header pins it); later fields go after reserved32. */
+/* One multimodal object of a Dynamo stored block's mm_extra_info (BlockMmObjectInfo). (0.6) */
+typedef struct kvreg_wire_mm_object {
+    uint64_t mm_hash;
+    uint32_t block;        /* index of its block in the event (block_hashes[block]) */
+    uint32_t n_offsets;    /* its (start, end) pairs, relative to the block's first token */
+    size_t first_offset;   /* its first pair: kvreg_wire_event_ext.mm_offsets[2 * first_offset] */
+} kvreg_wire_mm_object;
+
+/* 248 bytes on LP64 (tests/header pins it; 168 up to reserved32, the 0.5 layout); later
+ * fields go at the end. */
 typedef struct kvreg_wire_event_ext {
     uint32_t struct_size;     /* in: sizeof the caller's struct; out: bytes filled */
     uint32_t shape;           /* KVREG_WIRE_SHAPE_* */
@@ -277,6 +303,30 @@ typedef struct kvreg_wire_event_ext {
     uint32_t block_size_form;
     uint32_t parent_form;     /* parent_block_hash: absent, nil, or set (has_parent) */
     uint32_t reserved32;      /* zero */
+    /* ---- 0.6: Dynamo RouterEvent fields (KVREG_WIRE_SHAPE_DYNAMO; absent / NULL / 0 for
+     * the other shapes). A caller built against the 0.5 header (struct_size 168) gets the
+     * fields above only. 248 bytes on LP64. */
+    uint32_t start_position_form; /* stored.start_position (Option<u32>): absent, null, set */
+    uint32_t start_position;      /* when start_position_form == SET */
+    /* stored: one KVREG_WIRE_FIELD_* per block (n_block_hashes of them): whether that block's
+     * mm_extra_info was absent, null or an object; NULL for other events. */
+    const uint8_t *mm_extra_info_forms;
+    /* The multimodal objects of every block whose mm_extra_info is set, in wire order (block
+     * by block): {mm_hash, block, n_offsets, first_offset}; their (start, end) token offsets
+     * are mm_offsets[2 * first_offset .. 2 * (first_offset + n_offsets)). */
+    const struct kvreg_wire_mm_object *mm_objects;
+    size_t n_mm_objects;
+    const uint64_t *mm_offsets;
+    size_t n_mm_offsets;          /* 2 * pairs */
+    /* residency_domain: "worker", "cache_owner" or another string, as on the wire (SET); NIL
+     * for null or a value of another type (Dynamo reads both as invalid); ABSENT: legacy. */
+    const char *residency_domain;
+    uint32_t residency_domain_form;
+    uint32_t state_source_form;   /* state_source (Option<CacheOwnerId>): absent, null, set */
+    /* state_source's value as on the wire (its MessagePack bytes, or its JSON text): a
+     * nested owner id this library does not interpret; NULL unless SET. */
+    const uint8_t *state_source;
+    size_t state_source_len;
 } kvreg_wire_event_ext;
 
 /* Fills *ext for event `index` of the last successful kvreg_wire_decode() on dec (pointers
@@ -291,12 +341,21 @@ KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t
  * the same order, every integer in its smallest form, floats as float64, None as nil): for a
  * payload an upstream encoder wrote, the bytes are identical to the input. Bytes hashes are
  * kept as they came (the u64 the struct holds is their last 8 bytes).
+ * Dynamo formats (0.6): serde's rules as Dynamo configures them (rmp_serde::to_vec_named: maps
+ * with field names in declaration order; serde_json compact for JSON; externally tagged
+ * variants, "cleared" bare; every integer in its smallest form; null / nil for None). The keys
+ * that were on the wire are written, so that what each Dynamo release wrote (with or without
+ * storage_tier, residency_domain, start_position, mm_extra_info, state_source) comes back
+ * byte for byte; state_source comes back as the bytes it came as; an array of RouterEvents
+ * stays an array, a single one stays single. Input no Dynamo release writes (keys in another
+ * order, JSON whitespace, {"cleared": null}) comes back in the form Dynamo writes.
  * *payload points into dec and stays valid until its next call or free.
  * KVREG_ESTATE: nothing decoded yet, the last decode failed, or the payload held something the
  * decoder does not keep (a key it does not read, an event of an unknown type, a value of
- * another type in a position it recognises by type): re-encoding would lose it.
- * KVREG_ENOTSUP: Dynamo formats (not supported yet). KVREG_EINVAL: NULL arguments.
- * KVREG_ENOMEM. (0.5) */
+ * another type in a position it recognises by type; for Dynamo also a residency_domain that
+ * is not a string or null): re-encoding would lose it.
+ * KVREG_EINVAL: NULL arguments. KVREG_ENOMEM. (0.5; Dynamo formats since 0.6, which returned
+ * KVREG_ENOTSUP for them) */
 KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
                                           size_t *payload_len) KVREG_NOEXCEPT;
 

@@ -30,7 +30,23 @@ type Options struct {
 	// DiscardEvents counts and drops every event instead of queueing it; Poll then fails
 	// with ErrInvalid. For users who only need the registry's bookkeeping.
 	DiscardEvents bool
+	// EventMode says what a Register and a Remove stand for when pools on several media hold
+	// a hash (KVREG_OPT_EVENT_MODE): EventsGlobal (the default) or EventsPerTier.
+	EventMode EventMode
 }
+
+// EventMode is a registry's tier semantics (KVREG_OPT_EVENT_MODE in kvreg.h).
+type EventMode uint32
+
+const (
+	// EventsGlobal: one Register when a hash first enters any pool, one Remove when it leaves
+	// the last one; the Remove carries its Register's medium.
+	EventsGlobal EventMode = C.KVREG_EVENTS_GLOBAL
+	// EventsPerTier: a Register and a Remove per medium, as vLLM's offloading connector and
+	// Dynamo's block manager emit (stored on GPU, stored on CPU when offloaded, removed from
+	// GPU while the CPU copy stays).
+	EventsPerTier EventMode = C.KVREG_EVENTS_PER_TIER
+)
 
 // Registry is the global registry that pools share. It is safe for concurrent use.
 //
@@ -92,6 +108,7 @@ func NewRegistry(opts *Options) (*Registry, error) {
 		{C.KVREG_OPT_POLL_CAPACITY, o.PollCapacity, o.PollCapacity != 0},
 		{C.KVREG_OPT_SHARDS, uint64(o.Shards), o.Shards != 0},
 		{C.KVREG_OPT_RESERVE_BLOCKS, o.ReserveBlocks, o.ReserveBlocks != 0},
+		{C.KVREG_OPT_EVENT_MODE, uint64(o.EventMode), o.EventMode != EventsGlobal},
 	}
 	for _, s := range settings {
 		if !s.set {

@@ -72,8 +72,15 @@ KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
             return KVREG_EINVAL;
         enc->block_size = static_cast<uint32_t>(value);
         return KVREG_OK;
-    case KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID:
-        enc->opts.next_snapshot_id = value;
+    case KVREG_WIRE_OPT_NEXT_EVENT_ID:
+        enc->opts.next_event_id = value;
+        enc->opts.last_first = KVREG_EVENT_ID_SNAPSHOT; // the caller's value wins
+        return KVREG_OK;
+    case KVREG_WIRE_OPT_EVENT_IDS:
+        if (value != KVREG_WIRE_EVENT_IDS_CONTIGUOUS && value != KVREG_WIRE_EVENT_IDS_KVREG)
+            return KVREG_EINVAL;
+        enc->opts.kvreg_ids = value == KVREG_WIRE_EVENT_IDS_KVREG;
+        enc->opts.last_first = KVREG_EVENT_ID_SNAPSHOT;
         return KVREG_OK;
     default:
         return KVREG_EINVAL;
@@ -89,7 +96,10 @@ KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t opt
     case KVREG_WIRE_OPT_MAX_EVENTS: *value = enc->max_events; return KVREG_OK;
     case KVREG_WIRE_OPT_WORKER_ID: *value = enc->opts.worker_id; return KVREG_OK;
     case KVREG_WIRE_OPT_BLOCK_SIZE: *value = enc->block_size; return KVREG_OK;
-    case KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID: *value = enc->opts.next_snapshot_id; return KVREG_OK;
+    case KVREG_WIRE_OPT_NEXT_EVENT_ID: *value = enc->opts.next_event_id; return KVREG_OK;
+    case KVREG_WIRE_OPT_EVENT_IDS:
+        *value = enc->opts.kvreg_ids ? KVREG_WIRE_EVENT_IDS_KVREG : KVREG_WIRE_EVENT_IDS_CONTIGUOUS;
+        return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -241,16 +251,22 @@ KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t
                                           size_t *payload_len) noexcept {
     if (!dec || !payload || !payload_len)
         return KVREG_EINVAL;
-    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK)
-        return KVREG_ENOTSUP;
-    if (!reencodable(dec->batch))
-        return KVREG_ESTATE;
-    reencode_vllm(dec->batch, dec->reencoded);
+    KVREG_GUARD_BEGIN
+    if (dec->format == KVREG_WIRE_DYNAMO_JSON || dec->format == KVREG_WIRE_DYNAMO_MSGPACK) {
+        if (!dynamo_reencodable(dec->batch))
+            return KVREG_ESTATE;
+        reencode_dynamo(dec->batch, dec->reencoded, dec->format == KVREG_WIRE_DYNAMO_JSON);
+    } else {
+        if (!reencodable(dec->batch))
+            return KVREG_ESTATE;
+        reencode_vllm(dec->batch, dec->reencoded);
+    }
     if (!dec->reencoded.ok())
         return KVREG_ENOMEM;
     *payload = dec->reencoded.data();
     *payload_len = dec->reencoded.size();
     return KVREG_OK;
+    KVREG_GUARD_END
 }
 
 KVREG_API const char *kvreg_wire_decoder_error(const kvreg_wire_decoder *dec) noexcept {

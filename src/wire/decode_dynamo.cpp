@@ -1,11 +1,16 @@
 // Dynamo RouterEvent payloads, JSON or msgpack with field names, read lazily (doc.hpp):
 //   payload: an array of RouterEvents, or one RouterEvent;
-//   RouterEvent {worker_id, storage_tier = "device", event {event_id, data, dp_rank = 0}};
-//   data: {"stored": {parent_hash, blocks [{block_hash, tokens_hash, ...}]}},
+//   RouterEvent {worker_id, storage_tier = "device", residency_domain?, event {event_id,
+//                data, dp_rank = 0}, state_source?};
+//   data: {"stored": {parent_hash, start_position?, blocks [{block_hash, tokens_hash,
+//         mm_extra_info? {mm_objects [{mm_hash, offsets [[start, end], ...]}]}}]}},
 //         {"removed": {block_hashes}}, "cleared" (or {"cleared": null}); other variants are
 //         skipped and counted. Unknown keys are ignored everywhere; a key we read that appears
 //         twice in one map is an error (as serde's derived decoders say "duplicate field").
-// block_hash (Dynamo's sequence hash) goes to block_hashes, tokens_hash to tokens_hashes.
+// block_hash (Dynamo's sequence hash) goes to block_hashes, tokens_hash to tokens_hashes;
+// the rest to kvreg_wire_event_ext (state_source, a nested owner id, as its raw bytes). Which
+// keys were present is kept for re-encoding; a key we do not read makes the event lossy (its
+// re-encoding would drop it).
 #include "wire/decode.hpp"
 #include "wire/doc.hpp"
 #include "wire/media.hpp"
@@ -20,11 +25,12 @@ constexpr size_t kMinEventBytes = 21;
 
 template <class Doc> class DynamoReader {
 public:
-    DynamoReader(const Doc &d, size_t len, DecodedBatch &out, DecodeError &err,
-                 const DecodeLimits &lim)
-        : d_(d), len_(len), out_(out), err_(err), lim_(lim) {}
+    DynamoReader(const Doc &d, const uint8_t *base, size_t len, DecodedBatch &out,
+                 DecodeError &err, const DecodeLimits &lim)
+        : d_(d), base_(base), len_(len), out_(out), err_(err), lim_(lim) {}
 
     bool payload(const Val &root) {
+        out_.shape.single = root.kind == Val::Map;
         if (root.kind == Val::Map)
             return router_event(root);
         if (root.kind != Val::Array)
@@ -68,7 +74,8 @@ private:
         Val key, val;
         while (d_.next(it, key)) {
             d_.next(it, val);
-            for (size_t k = 0; k < N; k++) {
+            size_t k = 0;
+            for (; k < N; k++) {
                 if (!d_.is(key, names[k]))
                     continue;
                 if (have[k])
@@ -76,8 +83,14 @@ private:
                 have[k] = true, vals[k] = val;
                 break;
             }
+            lossy_ |= k == N; // ignored, as Dynamo does; re-encoding would drop it
         }
         return true;
+    }
+    static uint8_t form_of(bool have, const Val &v) {
+        return !have ? KVREG_WIRE_FIELD_ABSENT
+               : v.kind == Val::Nil ? KVREG_WIRE_FIELD_NIL
+                                    : KVREG_WIRE_FIELD_SET;
     }
 
     bool u64(const Val &n, uint64_t &v, const char *why) {
@@ -132,9 +145,11 @@ private:
     bool router_event(const Val &re) {
         if (re.kind != Val::Map)
             return fail(re, "a RouterEvent must be an object");
-        static constexpr const char *kRe[] = {"worker_id", "storage_tier", "event"};
-        Val f[3];
-        bool have[3];
+        lossy_ = false;
+        static constexpr const char *kRe[] = {"worker_id", "storage_tier", "event",
+                                              "residency_domain", "state_source"};
+        Val f[5];
+        bool have[5];
         if (!fields(re, kRe, f, have))
             return false;
         uint64_t worker = 0;
@@ -201,32 +216,76 @@ private:
         e.worker_id = worker, e.event_id = event_id;
         e.has_dp_rank = 1, e.dp_rank = static_cast<int64_t>(dp);
         EventParts &p = out_.parts[idx];
-        p.medium_form = !have[1] ? KVREG_WIRE_FIELD_ABSENT
-                        : tier.kind == Val::Nil ? KVREG_WIRE_FIELD_NIL
-                                                : KVREG_WIRE_FIELD_SET;
+        p.dyn_keys = static_cast<uint8_t>((have[0] ? DYN_WORKER : 0) | (hg[0] ? DYN_EVENT_ID : 0) |
+                                          (hg[1] ? DYN_DP_RANK : 0));
+        p.medium_form = form_of(have[1], tier);
+        if (!residency(f[3], have[3], idx) || !state_source(f[4], have[4], idx))
+            return false;
+        out_.parts[idx].lossy = lossy_;
         if (tier.kind == Val::Str && have[1]) {
-            p.medium_name = out_.strings.size();
+            const size_t at = out_.strings.size();
             d_.text(tier, out_.strings);
             out_.strings.push_back('\0');
-            const char *name = &out_.strings[p.medium_name];
-            e.medium = medium_from_name(name, out_.strings.size() - 1 - p.medium_name);
+            out_.parts[idx].medium_name = at;
+            e.medium = medium_from_name(&out_.strings[at], out_.strings.size() - 1 - at);
         }
+        return true;
+    }
+
+    // residency_domain: a string kept as it is; null, or any other value, is what Dynamo
+    // reads as invalid (and writes back as null).
+    bool residency(const Val &v, bool have, size_t idx) {
+        EventParts &p = out_.parts[idx];
+        p.residency_form = form_of(have, v);
+        if (have && v.kind == Val::Str) {
+            const size_t at = out_.strings.size();
+            d_.text(v, out_.strings);
+            out_.strings.push_back('\0');
+            out_.parts[idx].residency = at;
+        } else if (have && v.kind != Val::Nil) {
+            p.residency_form = KVREG_WIRE_FIELD_NIL;
+            lossy_ = true;
+        }
+        return true;
+    }
+
+    // state_source: a CacheOwnerId (nested); kept as the bytes of its value.
+    bool state_source(const Val &v, bool have, size_t idx) {
+        out_.parts[idx].state_form = form_of(have, v);
+        if (!have || v.kind == Val::Nil)
+            return true;
+        const size_t end = d_.value_end(v);
+        const size_t at = out_.strings.size();
+        out_.strings.insert(out_.strings.end(), reinterpret_cast<const char *>(base_) + v.off,
+                            reinterpret_cast<const char *>(base_) + end);
+        out_.parts[idx].state_source = at;
+        out_.parts[idx].state_source_len = end - v.off;
         return true;
     }
 
     bool stored(const Val &body, size_t idx) {
         if (body.kind != Val::Map)
             return fail(body, "stored must be an object");
-        static constexpr const char *kSt[] = {"parent_hash", "blocks"};
-        Val f[2];
-        bool have[2];
+        static constexpr const char *kSt[] = {"parent_hash", "blocks", "start_position"};
+        Val f[3];
+        bool have[3];
         if (!fields(body, kSt, f, have))
             return false;
+        out_.parts[idx].parent_form = form_of(have[0], f[0]);
         if (have[0] && f[0].kind != Val::Nil) {
             kvreg_wire_event &e = out_.events[idx];
             if (!u64(f[0], e.parent_block_hash, "parent_hash must be an integer or null"))
                 return false;
             e.has_parent = 1;
+        }
+        out_.parts[idx].start_form = form_of(have[2], f[2]);
+        if (have[2] && f[2].kind != Val::Nil) {
+            uint64_t sp = 0;
+            if (!u64(f[2], sp, "start_position must be an unsigned integer or null"))
+                return false;
+            if (sp > UINT32_MAX || f[2].kind != Val::Uint)
+                return fail(f[2], "start_position out of range (u32)");
+            out_.parts[idx].start_position = static_cast<uint32_t>(sp);
         }
         if (!have[1])
             return fail(body, "stored without \"blocks\"");
@@ -234,15 +293,18 @@ private:
         if (blocks.kind != Val::Array)
             return fail(blocks, "stored.blocks must be an array");
         out_.parts[idx].tokens_hashes = out_.tokens_hashes.size();
-        reserve_hashes(count_of(blocks), true);
+        out_.parts[idx].mm_forms = out_.mm_forms.size();
+        const size_t n_blocks = count_of(blocks);
+        reserve_hashes(n_blocks, true);
+        out_.mm_forms.reserve(out_.mm_forms.size() + n_blocks);
         Iter it = d_.begin(blocks);
         Val b;
         while (d_.next(it, b)) {
             if (b.kind != Val::Map)
                 return fail(b, "a stored block must be an object");
-            static constexpr const char *kBl[] = {"block_hash", "tokens_hash"};
-            Val g[2];
-            bool hg[2];
+            static constexpr const char *kBl[] = {"block_hash", "tokens_hash", "mm_extra_info"};
+            Val g[3];
+            bool hg[3];
             if (!fields(b, kBl, g, hg))
                 return false;
             if (!hg[0] || !hg[1])
@@ -253,6 +315,54 @@ private:
                 return false;
             out_.hashes.push_back(h);
             out_.tokens_hashes.push_back(th);
+            out_.mm_forms.push_back(form_of(hg[2], g[2]));
+            if (hg[2] && g[2].kind != Val::Nil &&
+                !mm_extra_info(g[2], out_.hashes.size() - 1 - out_.parts[idx].hashes, idx))
+                return false;
+        }
+        return true;
+    }
+
+    // BlockExtraInfo {mm_objects: [BlockMmObjectInfo {mm_hash, offsets: [(start, end)]}]}.
+    bool mm_extra_info(const Val &info, size_t block, size_t idx) {
+        if (info.kind != Val::Map)
+            return fail(info, "mm_extra_info must be an object or null");
+        static constexpr const char *kInfo[] = {"mm_objects"};
+        Val f[1];
+        bool have[1];
+        if (!fields(info, kInfo, f, have))
+            return false;
+        if (!have[0] || f[0].kind != Val::Array)
+            return fail(info, "mm_extra_info needs an array mm_objects");
+        Iter it = d_.begin(f[0]);
+        Val obj;
+        while (d_.next(it, obj)) {
+            if (obj.kind != Val::Map)
+                return fail(obj, "an mm object must be an object");
+            static constexpr const char *kObj[] = {"mm_hash", "offsets"};
+            Val g[2];
+            bool hg[2];
+            if (!fields(obj, kObj, g, hg))
+                return false;
+            if (!hg[0] || !hg[1] || g[0].kind != Val::Uint || g[1].kind != Val::Array)
+                return fail(obj, "an mm object needs an unsigned mm_hash and an array offsets");
+            kvreg_wire_mm_object m{};
+            m.mm_hash = g[0].u;
+            m.block = static_cast<uint32_t>(block);
+            m.first_offset = (out_.mm_offsets.size() - out_.parts[idx].mm_offsets) / 2;
+            Iter jt = d_.begin(g[1]);
+            Val pair;
+            while (d_.next(jt, pair)) {
+                Iter kt = d_.begin(pair);
+                Val a, b, extra;
+                if (pair.kind != Val::Array || !d_.next(kt, a) || !d_.next(kt, b) ||
+                    d_.next(kt, extra) || a.kind != Val::Uint || b.kind != Val::Uint)
+                    return fail(pair, "an mm offset must be [start, end] (unsigned)");
+                out_.mm_offsets.push_back(a.u);
+                out_.mm_offsets.push_back(b.u);
+                m.n_offsets++;
+            }
+            out_.mm_objects.push_back(m);
         }
         return true;
     }
@@ -282,6 +392,8 @@ private:
     }
 
     const Doc &d_;
+    const uint8_t *base_ = nullptr; // the payload (for values kept as bytes)
+    bool lossy_ = false;            // the current RouterEvent had a key we do not read
     size_t len_;
     DecodedBatch &out_;
     DecodeError &err_;
@@ -289,10 +401,11 @@ private:
 };
 
 template <class Doc>
-bool run(const Doc &d, size_t len, DecodedBatch &out, DecodeError &err, const DecodeLimits &lim) {
+bool run(const Doc &d, const uint8_t *p, size_t len, DecodedBatch &out, DecodeError &err,
+         const DecodeLimits &lim) {
     if (!d.validate(err.offset, err.why))
         return false;
-    DynamoReader<Doc> r(d, len, out, err, lim);
+    DynamoReader<Doc> r(d, p, len, out, err, lim);
     return r.payload(d.read(0));
 }
 
@@ -301,12 +414,13 @@ bool run(const Doc &d, size_t len, DecodedBatch &out, DecodeError &err, const De
 bool decode_dynamo(const uint8_t *p, size_t len, bool json, DecodedBatch &out, DecodeError &err,
                    const DecodeLimits &lim) {
     out.clear();
-    bool ok = json ? run(JsonDoc(p, len, lim.max_depth), len, out, err, lim)
-                   : run(MpDoc(p, len, lim.max_depth), len, out, err, lim);
+    bool ok = json ? run(JsonDoc(p, len, lim.max_depth), p, len, out, err, lim)
+                   : run(MpDoc(p, len, lim.max_depth), p, len, out, err, lim);
     if (!ok) {
         out.clear();
         return false;
     }
+    out.shape.dynamo = true;
     out.finish();
     return true;
 }

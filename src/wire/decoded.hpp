@@ -51,7 +51,21 @@ struct EventParts {
     bool sglang_meta = false;    // position 7 held SGLang's {"cache_salt": ...} map
     size_t raw_hashes = kNone, raw_hashes_len = 0; // block_hashes' bytes when any was bin
     size_t raw_parent = kNone, raw_parent_len = 0; // parent_block_hash's bytes when bin
+    // Dynamo RouterEvent fields (decode_dynamo.cpp), and which keys were on the wire so that
+    // re-encoding (reencode_dynamo.cpp) writes the same ones: upstream's older releases lack
+    // some that its newer ones always write.
+    uint32_t start_position = 0;
+    uint8_t start_form = KVREG_WIRE_FIELD_ABSENT, residency_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t state_form = KVREG_WIRE_FIELD_ABSENT;
+    uint8_t dyn_keys = 0;                 // DYN_* bits
+    size_t residency = kNone;             // offset in strings
+    size_t state_source = kNone, state_source_len = 0; // offset in strings (raw value)
+    size_t mm_forms = kNone;              // first index in mm_forms (stored events)
+    size_t mm_objects = 0, mm_offsets = 0; // first index in mm_objects / mm_offsets
 };
+
+// EventParts::dyn_keys: RouterEvent / KvCacheEvent keys present on the wire.
+enum : uint8_t { DYN_WORKER = 1, DYN_EVENT_ID = 2, DYN_DP_RANK = 4 };
 
 // The batch around the events, for re-encoding.
 struct BatchShape {
@@ -64,6 +78,8 @@ struct BatchShape {
     int64_t dp = 0;
     bool lossy = false;   // extra elements / unknown keys
     bool ok = false;      // a vLLM-family payload was decoded last
+    bool dynamo = false;  // a Dynamo payload was decoded last
+    bool single = false;  // Dynamo: the payload was one RouterEvent, not an array
 };
 
 class DecodedBatch {
@@ -74,12 +90,15 @@ public:
     std::vector<uint64_t> tokens_hashes;
     std::vector<uint32_t> tokens;
     std::vector<char> strings;
+    std::vector<uint8_t> mm_forms;              // Dynamo: per stored block
+    std::vector<kvreg_wire_mm_object> mm_objects; // Dynamo: first_offset relative to event
+    std::vector<uint64_t> mm_offsets;           // Dynamo: (start, end) pairs
     uint64_t skipped = 0; // events of unknown type in this payload
     BatchShape shape;
 
     void clear() noexcept {
         events.clear(), parts.clear(), hashes.clear(), tokens_hashes.clear(), tokens.clear();
-        strings.clear();
+        strings.clear(), mm_forms.clear(), mm_objects.clear(), mm_offsets.clear();
         skipped = 0;
         shape = BatchShape{};
     }
@@ -93,6 +112,8 @@ public:
         EventParts p;
         p.hashes = hashes.size();
         p.tokens = tokens.size();
+        p.mm_objects = mm_objects.size();
+        p.mm_offsets = mm_offsets.size();
         parts.push_back(p);
         return events.size() - 1;
     }
@@ -103,6 +124,10 @@ public:
         tokens.resize(p.tokens);
         if (p.tokens_hashes != kNone)
             tokens_hashes.resize(p.tokens_hashes);
+        if (p.mm_forms != kNone)
+            mm_forms.resize(p.mm_forms);
+        mm_objects.resize(p.mm_objects);
+        mm_offsets.resize(p.mm_offsets);
         events.pop_back(), parts.pop_back();
     }
     // A copy of s[0..n) with a NUL; returns its offset.
@@ -164,6 +189,27 @@ public:
         x.session_id = str(p.session), x.session_id_form = p.session_form;
         x.block_size_form = p.block_size_form;
         x.parent_form = p.parent_form;
+        if (p.shape == KVREG_WIRE_SHAPE_DYNAMO) {
+            const bool last = k + 1 == parts.size();
+            const size_t obj_end = last ? mm_objects.size() : parts[k + 1].mm_objects;
+            const size_t off_end = last ? mm_offsets.size() : parts[k + 1].mm_offsets;
+            x.start_position_form = p.start_form;
+            x.start_position = p.start_position;
+            if (p.mm_forms != kNone)
+                x.mm_extra_info_forms = mm_forms.data() + p.mm_forms;
+            if (obj_end > p.mm_objects)
+                x.mm_objects = mm_objects.data() + p.mm_objects,
+                x.n_mm_objects = obj_end - p.mm_objects;
+            if (off_end > p.mm_offsets)
+                x.mm_offsets = mm_offsets.data() + p.mm_offsets,
+                x.n_mm_offsets = off_end - p.mm_offsets;
+            x.residency_domain = str(p.residency);
+            x.residency_domain_form = p.residency_form;
+            x.state_source_form = p.state_form;
+            if (p.state_source != kNone)
+                x.state_source = reinterpret_cast<const uint8_t *>(strings.data() + p.state_source),
+                x.state_source_len = p.state_source_len;
+        }
         const size_t n = out.struct_size < sizeof x ? out.struct_size : sizeof x;
         std::memcpy(&out, &x, n);
         out.struct_size = static_cast<uint32_t>(n);

@@ -112,6 +112,14 @@ public:
     void text(const Val &v, std::vector<char> &out) const {
         out.insert(out.end(), v.s, v.s + v.len);
     }
+    // The offset just past value v (to keep a value's bytes as they are).
+    size_t value_end(const Val &v) const noexcept {
+        MpReader r(p_, len_);
+        r.seek(v.off);
+        r.set_max_depth(MpReader::kMaxDepthCap);
+        r.skip(1); // validated: cannot fail
+        return r.pos();
+    }
 
 private:
     const uint8_t *p_;
@@ -137,6 +145,7 @@ public:
     bool next(Iter &it, Val &v) const noexcept;
     bool is(const Val &v, const char *lit) const noexcept;
     void text(const Val &v, std::vector<char> &out) const;
+    size_t value_end(const Val &v) const noexcept { return end_of(v.off); }
 
 private:
     size_t ws(size_t pos) const noexcept;

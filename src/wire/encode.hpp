@@ -16,7 +16,12 @@ struct EncodeOptions {
     uint64_t worker_id = 0;
     bool has_lora = false;
     std::string lora_name;
-    uint64_t next_snapshot_id = 0; // KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID
+    uint64_t next_event_id = 0; // KVREG_WIRE_OPT_NEXT_EVENT_ID
+    bool kvreg_ids = false;     // KVREG_WIRE_OPT_EVENT_IDS == KVREG_WIRE_EVENT_IDS_KVREG
+    // The previous call's first kvreg event id and the id it started from: a call starting
+    // at the same live event encodes it again and reuses those ids.
+    uint64_t last_first = KVREG_EVENT_ID_SNAPSHOT;
+    uint64_t last_start = 0;
 };
 
 // vLLM KVEventBatch [ts, events, dp_rank]: map events (legacy = false) in msgspec's key order,
@@ -26,7 +31,7 @@ void encode_vllm(MpWriter &w, const Plan &plan, const kvreg_event *ev, double ts
 
 // Dynamo RouterEvents, one per group, as a JSON array (json = true) or a msgpack array of maps
 // with field names (rmp_serde::to_vec_named's shape).
-// Snapshot groups take o.next_snapshot_id in turn (it advances).
+// RouterEvent ids per o.kvreg_ids (KVREG_WIRE_OPT_EVENT_IDS); o.next_event_id advances.
 void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeOptions &o,
                    bool json);
 

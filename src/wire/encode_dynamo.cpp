@@ -2,10 +2,12 @@
 // in serde's representation: data is {"stored":{parent_hash, blocks[{block_hash,
 // tokens_hash}]}}, {"removed":{block_hashes}} or the bare string "cleared" (a unit variant).
 // Our sequence hash is Dynamo's block_hash (ExternalSequenceBlockHash), our block hash its
-// tokens_hash (LocalBlockHash); event_id is the kvreg event_id of the group's first event, or
-// for a group of snapshot events (KVREG_EVENT_ID_SNAPSHOT) the encoder's next snapshot id,
-// so that a snapshot's RouterEvents carry contiguous ids.
+// tokens_hash (LocalBlockHash). event_id: by default the encoder's next id for every
+// RouterEvent, so that live batches and snapshots form one contiguous run as Dynamo's
+// consumers check it; with KVREG_WIRE_EVENT_IDS_KVREG the kvreg event_id of the group's first
+// event, and the next id only for snapshot groups (KVREG_EVENT_ID_SNAPSHOT).
 // JSON is written by hand (a fixed shape of integers and constant strings: nothing to escape).
+#include "wire/dyn_sink.hpp"
 #include "wire/encode.hpp"
 #include "wire/media.hpp"
 
@@ -13,82 +15,6 @@
 
 namespace kvreg::wire {
 namespace {
-
-// The two outputs differ only in how a key, an integer or a container is spelt; this small
-// sink keeps one description of the RouterEvent for both.
-class Sink {
-public:
-    Sink(MpWriter &w, bool json) : w_(w), json_(json) {}
-
-    void begin_map(size_t n) {
-        if (json_)
-            w_.raw("{", 1), first_ = true;
-        else
-            w_.map(n);
-    }
-    void end_map() {
-        if (json_)
-            w_.raw("}", 1), first_ = false;
-    }
-    void begin_array(size_t n) {
-        if (json_)
-            w_.raw("[", 1), first_ = true;
-        else
-            w_.array(n);
-    }
-    void end_array() {
-        if (json_)
-            w_.raw("]", 1), first_ = false;
-    }
-    // An element of an array (JSON needs the comma).
-    void element() {
-        if (json_ && !first_)
-            w_.raw(",", 1);
-        first_ = false;
-    }
-    void key(const char *k) {
-        if (json_) {
-            element();
-            w_.raw("\"", 1), w_.raw(k), w_.raw("\":", 2);
-            first_ = true; // the value follows without a comma
-        } else {
-            w_.str(k);
-        }
-    }
-    void u64(uint64_t v, bool is_hash) {
-        if (json_) {
-            char buf[24];
-            char *p = buf + sizeof buf;
-            do {
-                *--p = static_cast<char>('0' + v % 10);
-                v /= 10;
-            } while (v);
-            w_.raw(p, static_cast<size_t>(buf + sizeof buf - p));
-            first_ = false;
-        } else if (is_hash) {
-            w_.hash(v);
-        } else {
-            w_.uint(v);
-        }
-    }
-    void string(const char *s) { // constant names only: no escaping needed
-        if (json_)
-            w_.raw("\"", 1), w_.raw(s), w_.raw("\"", 1), first_ = false;
-        else
-            w_.str(s);
-    }
-    void nil() {
-        if (json_)
-            w_.raw("null", 4), first_ = false;
-        else
-            w_.nil();
-    }
-
-private:
-    MpWriter &w_;
-    bool json_;
-    bool first_ = true;
-};
 
 void data(Sink &s, const kvreg_event *ev, const Group &g) {
     if (g.type == KVREG_WIRE_CLEARED) {
@@ -140,6 +66,12 @@ void data(Sink &s, const kvreg_event *ev, const Group &g) {
 void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeOptions &o,
                    bool json) {
     Sink s(w, json);
+    if (!o.kvreg_ids) {
+        const uint64_t first = plan.n_events ? ev[0].event_id : KVREG_EVENT_ID_SNAPSHOT;
+        if (first != KVREG_EVENT_ID_SNAPSHOT && first == o.last_first)
+            o.next_event_id = o.last_start; // the same live events again: the same ids
+        o.last_first = first, o.last_start = o.next_event_id;
+    }
     s.begin_array(plan.groups.size());
     for (const Group &g : plan.groups) {
         s.element();
@@ -149,8 +81,8 @@ void encode_dynamo(MpWriter &w, const Plan &plan, const kvreg_event *ev, EncodeO
         s.key("event");
         s.begin_map(3);
         uint64_t id = ev[g.first].event_id;
-        if (id == KVREG_EVENT_ID_SNAPSHOT)
-            id = o.next_snapshot_id++;
+        if (!o.kvreg_ids || id == KVREG_EVENT_ID_SNAPSHOT)
+            id = o.next_event_id++;
         s.key("event_id"), s.u64(id, false);
         s.key("data"), data(s, ev, g);
         s.key("dp_rank"), s.u64(o.dp_rank, false);

@@ -12,4 +12,9 @@ bool reencodable(const DecodedBatch &b) noexcept;
 // b into w (cleared first). Call only when reencodable(b).
 void reencode_vllm(const DecodedBatch &b, MpWriter &w);
 
+// Whether b (a Dynamo decode) kept everything its payload held (reencode_dynamo.cpp).
+bool dynamo_reencodable(const DecodedBatch &b) noexcept;
+// b into w (cleared first), as JSON or named MessagePack. Call only when dynamo_reencodable(b).
+void reencode_dynamo(const DecodedBatch &b, MpWriter &w, bool json);
+
 } // namespace kvreg::wire

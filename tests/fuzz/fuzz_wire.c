@@ -3,7 +3,8 @@
  * with events whose arrays and strings can all be read, or fails with KVREG_EPROTO and an
  * offset inside the payload; nothing else. A vLLM batch that decodes is encoded again (as
  * kvreg events) and must decode to the same number of hashes. Every event's extended fields
- * are read; a vLLM / SGLang batch the decoder can re-encode must decode again from its
+ * are read (the Dynamo ones too: multimodal objects within their offsets, state_source's
+ * bytes); a batch of any format the decoder can re-encode must decode again from its
  * re-encoding to as many events, and re-encode to the same bytes (a fixed point). */
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,17 @@ static uint64_t read_ext(const kvreg_wire_decoder *dec, size_t n)
         for (size_t i = 0; i < x.extra_keys_len; i++)
             sum += x.extra_keys[i];
         check(x.n_pair_token_ids % 2 == 0, "pairs come in twos");
+        sum += x.residency_domain ? strlen(x.residency_domain) : 0;
+        for (size_t i = 0; i < x.state_source_len; i++)
+            sum += x.state_source[i];
+        check(x.n_mm_offsets % 2 == 0, "mm offsets come in pairs");
+        for (size_t i = 0; i < x.n_mm_offsets; i++)
+            sum += x.mm_offsets[i];
+        for (size_t i = 0; i < x.n_mm_objects; i++) {
+            const kvreg_wire_mm_object *m = &x.mm_objects[i];
+            check(2 * (m->first_offset + m->n_offsets) <= x.n_mm_offsets, "mm object offsets");
+            sum += m->mm_hash + m->block;
+        }
     }
     return sum;
 }
@@ -136,8 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sum += w[k].lora_name ? strlen(w[k].lora_name) : 0;
         }
         fuzz_sink += sum + read_ext(dec, n);
-        if (format == KVREG_WIRE_VLLM || format == KVREG_WIRE_SGLANG)
-            reencode_fixed_point(dec, format, n);
+        reencode_fixed_point(dec, format, n);
         if (format == KVREG_WIRE_VLLM)
             reencode(w, n);
     } else {

@@ -142,11 +142,73 @@ static void describe(const kvreg_wire_decoder *dec, const kvreg_wire_event *ev, 
     }
 }
 
+/* A Dynamo batch in gen_corpus.py's dyn_expect format: every field of kvreg_wire_event and
+ * kvreg_wire_event_ext a RouterEvent fills. */
+static void describe_dynamo(const kvreg_wire_decoder *dec, const kvreg_wire_event *ev, size_t n,
+                            text_t *t)
+{
+    add(t, "events %zu\n", n);
+    for (size_t k = 0; k < n; k++) {
+        const kvreg_wire_event *e = &ev[k];
+        kvreg_wire_event_ext x;
+        memset(&x, 0xab, sizeof x);
+        x.struct_size = sizeof x;
+        assert_int_equal(kvreg_wire_decoder_event_ext(dec, k, &x), KVREG_OK);
+        assert_int_equal(x.struct_size, sizeof x);
+        assert_int_equal(x.shape, KVREG_WIRE_SHAPE_DYNAMO);
+        add(t, "event %zu type %u tag %s\n", k, e->type, x.tag);
+        add(t, "worker_id %" PRIu64 " event_id %" PRIu64 " dp_rank %" PRId64 "\n", e->worker_id,
+            e->event_id, e->dp_rank);
+        str_line(t, "storage_tier", e->medium_name, x.medium_form);
+        str_line(t, "residency_domain", x.residency_domain, x.residency_domain_form);
+        add(t, "state_source ");
+        if (x.state_source_form != KVREG_WIRE_FIELD_SET)
+            add(t, "-");
+        for (size_t i = 0; i < x.state_source_len; i++)
+            add(t, "%02x", x.state_source[i]);
+        add(t, " %s\n", form(x.state_source_form));
+        add(t, "hashes");
+        for (size_t i = 0; i < e->n_block_hashes; i++)
+            add(t, " %" PRIu64, e->block_hashes[i]);
+        add(t, "\ntokens_hashes");
+        for (size_t i = 0; e->tokens_hashes && i < e->n_block_hashes; i++)
+            add(t, " %" PRIu64, e->tokens_hashes[i]);
+        add(t, "\n");
+        if (e->has_parent)
+            add(t, "parent %" PRIu64 " %s\n", e->parent_block_hash, form(x.parent_form));
+        else
+            add(t, "parent - %s\n", form(x.parent_form));
+        int_line(t, "start_position", x.start_position, x.start_position_form);
+        add(t, "mm_forms");
+        for (size_t i = 0; x.mm_extra_info_forms && i < e->n_block_hashes; i++)
+            add(t, " %s", form(x.mm_extra_info_forms[i]));
+        add(t, "\n");
+        for (size_t o = 0; o < x.n_mm_objects; o++) {
+            const kvreg_wire_mm_object *m = &x.mm_objects[o];
+            add(t, "mm_object block %u hash %" PRIu64 " offsets", m->block, m->mm_hash);
+            assert_true(2 * (m->first_offset + m->n_offsets) <= x.n_mm_offsets);
+            for (uint32_t j = 0; j < m->n_offsets; j++)
+                add(t, " %" PRIu64 "-%" PRIu64, x.mm_offsets[2 * (m->first_offset + j)],
+                    x.mm_offsets[2 * (m->first_offset + j) + 1]);
+            add(t, "\n");
+        }
+        /* the vLLM-only fields stay empty */
+        assert_int_equal(x.kv_cache_spec_kind_form, KVREG_WIRE_FIELD_ABSENT);
+        assert_null(x.extra_keys);
+        assert_int_equal(e->n_token_ids, 0);
+    }
+}
+
 static void check_one(const char *name, const char *format)
 {
-    uint32_t f = strcmp(format, "sglang") == 0 ? KVREG_WIRE_SGLANG : KVREG_WIRE_VLLM;
+    int dyn_json = strcmp(format, "dynamo-json") == 0;
+    int dyn_mp = strcmp(format, "dynamo-msgpack") == 0;
+    uint32_t f = dyn_json ? KVREG_WIRE_DYNAMO_JSON
+                 : dyn_mp ? KVREG_WIRE_DYNAMO_MSGPACK
+                 : strcmp(format, "sglang") == 0 ? KVREG_WIRE_SGLANG
+                                                 : KVREG_WIRE_VLLM;
     size_t len, elen;
-    char *payload = slurp(name, ".msgpack", &len);
+    char *payload = slurp(name, dyn_json ? ".json" : ".msgpack", &len);
     char *expect = slurp(name, ".expect", &elen);
     kvreg_wire_decoder *dec;
     assert_int_equal(kvreg_wire_decoder_new(&dec, f), KVREG_OK);
@@ -156,7 +218,10 @@ static void check_one(const char *name, const char *format)
     if (rc != KVREG_OK)
         fail_msg("%s: %s", name, kvreg_wire_decoder_error(dec));
     text_t t = {0};
-    describe(dec, ev, n, &t);
+    if (dyn_json || dyn_mp)
+        describe_dynamo(dec, ev, n, &t);
+    else
+        describe(dec, ev, n, &t);
     if (strcmp(t.s, expect) != 0) {
         fprintf(stderr, "%s: decoded\n%s\nexpected\n%s\n", name, t.s, expect);
         fail_msg("%s: decoded fields differ from %s.expect", name, name);
@@ -189,7 +254,7 @@ static void test_corpus(void **state)
         check_one(name, format);
         count++;
     }
-    assert_true(count >= 12); /* every shape gen_corpus.py writes */
+    assert_true(count >= 22); /* every shape gen_corpus.py writes */
     free(manifest);
 }
 
@@ -210,6 +275,20 @@ static void refuse(uint32_t format, const char *spec)
     kvreg_wire_decoder_free(dec);
 }
 
+/* The same for a payload given as text (JSON). */
+static void refuse_text(uint32_t format, const char *text)
+{
+    kvreg_wire_decoder *dec;
+    assert_int_equal(kvreg_wire_decoder_new(&dec, format), KVREG_OK);
+    const kvreg_wire_event *ev;
+    size_t n;
+    const uint8_t *p;
+    size_t plen;
+    assert_int_equal(kvreg_wire_decode(dec, text, strlen(text), &ev, &n, NULL), KVREG_OK);
+    assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_ESTATE);
+    kvreg_wire_decoder_free(dec);
+}
+
 static void test_reencode_refuses(void **state)
 {
     (void)state;
@@ -226,7 +305,17 @@ static void test_reencode_refuses(void **state)
     /* ts as an integer (upstream always sends a float) */
     refuse(KVREG_WIRE_VLLM, "93 01 90 00");
 
-    /* a failed decode leaves nothing to re-encode; Dynamo is not supported */
+    /* Dynamo: a key the decoder does not read; a variant it skips; a residency_domain that
+     * is not a string (Dynamo reads it as invalid and writes null: not what came) */
+    refuse_text(KVREG_WIRE_DYNAMO_JSON,
+                "{\"worker_id\":1,\"zz\":2,\"event\":{\"data\":\"cleared\"}}");
+    refuse(KVREG_WIRE_DYNAMO_MSGPACK, "91 81 a5 \"event\" 81 a4 \"data\" 81 a4 \"xxxx\" c0");
+    refuse(KVREG_WIRE_DYNAMO_MSGPACK,
+           "81 a5 \"event\" 82 a4 \"data\" a7 \"cleared\" a2 \"zz\" 00");
+    refuse(KVREG_WIRE_DYNAMO_MSGPACK,
+           "82 b0 \"residency_domain\" 05 a5 \"event\" 81 a4 \"data\" a7 \"cleared\"");
+
+    /* a failed decode leaves nothing to re-encode, in either family */
     kvreg_wire_decoder *dec;
     const kvreg_wire_event *ev;
     size_t n;
@@ -240,7 +329,7 @@ static void test_reencode_refuses(void **state)
     kvreg_wire_decoder_free(dec);
     assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
     assert_int_equal(kvreg_wire_decode(dec, "\"x\"", 3, &ev, &n, NULL), KVREG_EPROTO);
-    assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_ENOTSUP);
+    assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_ESTATE);
     kvreg_wire_decoder_free(dec);
 }
 
@@ -308,6 +397,64 @@ static void test_dynamo_ext(void **state)
     kvreg_wire_decoder_free(dec);
 }
 
+/* A caller built against the 0.5 header passes struct_size 168: it gets the 0.5 fields of a
+ * Dynamo event that carries the 0.6 ones, and nothing is written past its struct. */
+static void test_dynamo_ext_old_size(void **state)
+{
+    (void)state;
+    const char *js = "{\"worker_id\":1,\"residency_domain\":\"worker\",\"event\":{\"event_id\":5,"
+                     "\"data\":{\"stored\":{\"parent_hash\":null,\"start_position\":9,\"blocks\":"
+                     "[{\"block_hash\":1,\"tokens_hash\":2,\"mm_extra_info\":{\"mm_objects\":"
+                     "[{\"mm_hash\":3,\"offsets\":[[0,1]]}]}}]}},\"dp_rank\":0}}";
+    kvreg_wire_decoder *dec;
+    const kvreg_wire_event *ev;
+    size_t n;
+    assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_decode(dec, js, strlen(js), &ev, &n, NULL), KVREG_OK);
+    assert_int_equal(n, 1);
+    const size_t v05 = offsetof(kvreg_wire_event_ext, start_position_form);
+    assert_int_equal(v05, 168);
+    kvreg_wire_event_ext x;
+    memset(&x, 0xee, sizeof x);
+    x.struct_size = (uint32_t)v05;
+    assert_int_equal(kvreg_wire_decoder_event_ext(dec, 0, &x), KVREG_OK);
+    assert_int_equal(x.struct_size, v05);
+    assert_int_equal(x.shape, KVREG_WIRE_SHAPE_DYNAMO);
+    assert_int_equal(x.parent_form, KVREG_WIRE_FIELD_NIL);
+    const unsigned char *tail = (const unsigned char *)&x + v05;
+    for (size_t i = 0; i < sizeof x - v05; i++)
+        assert_int_equal(tail[i], 0xee);
+    /* the whole struct: the 0.6 fields */
+    x.struct_size = sizeof x;
+    assert_int_equal(kvreg_wire_decoder_event_ext(dec, 0, &x), KVREG_OK);
+    assert_int_equal(x.struct_size, sizeof x);
+    assert_int_equal(x.start_position_form, KVREG_WIRE_FIELD_SET);
+    assert_int_equal(x.start_position, 9);
+    assert_string_equal(x.residency_domain, "worker");
+    assert_int_equal(x.state_source_form, KVREG_WIRE_FIELD_ABSENT);
+    assert_null(x.state_source);
+    assert_int_equal(x.mm_extra_info_forms[0], KVREG_WIRE_FIELD_SET);
+    assert_int_equal(x.n_mm_objects, 1);
+    assert_true(x.mm_objects[0].mm_hash == 3);
+    assert_int_equal(x.n_mm_offsets, 2);
+    /* a vLLM event fills none of them */
+    static const uint8_t vllm[] = {0x93, 0x00, 0x91, 0x91, 0xb0, 'A', 'l', 'l', 'B', 'l', 'o', 'c',
+                                   'k', 's', 'C', 'l', 'e', 'a', 'r', 'e', 'd', 0x00};
+    kvreg_wire_decoder_free(dec);
+    assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_decode(dec, vllm, sizeof vllm, &ev, &n, NULL), KVREG_OK);
+    memset(&x, 0xee, sizeof x);
+    x.struct_size = sizeof x;
+    assert_int_equal(kvreg_wire_decoder_event_ext(dec, 0, &x), KVREG_OK);
+    assert_int_equal(x.start_position_form, KVREG_WIRE_FIELD_ABSENT);
+    assert_null(x.mm_extra_info_forms);
+    assert_null(x.mm_objects);
+    assert_int_equal(x.n_mm_offsets, 0);
+    assert_null(x.residency_domain);
+    assert_null(x.state_source);
+    kvreg_wire_decoder_free(dec);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -320,6 +467,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reencode_refuses),
         cmocka_unit_test(test_ext_struct_size),
         cmocka_unit_test(test_dynamo_ext),
+        cmocka_unit_test(test_dynamo_ext_old_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,9 @@ static void test_dynamo_json(void **state)
     assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_WORKER_ID, 7), KVREG_OK);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, 2), KVREG_OK);
+    /* 0.5's ids: the kvreg event_id of each group's first event */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_EVENT_IDS,
+                                            KVREG_WIRE_EVENT_IDS_KVREG), KVREG_OK);
     assert_int_equal(kvreg_wire_encode(enc, ev, 4, -1.0, &used, &p, &len), KVREG_OK);
     assert_int_equal(used, 4);
     const char *want =
@@ -105,9 +108,10 @@ static void test_dynamo_json(void **state)
     kvreg_wire_encoder_free(enc);
 }
 
-/* Snapshot events (event_id KVREG_EVENT_ID_SNAPSHOT) get real, contiguous RouterEvent ids from
- * KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, across calls; live events after them keep their own ids
- * (issue 35: they used to go out as 18446744073709551615). */
+/* KVREG_WIRE_EVENT_IDS_KVREG (0.5's ids): snapshot events (event_id KVREG_EVENT_ID_SNAPSHOT)
+ * get real, contiguous RouterEvent ids from KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, across calls;
+ * live events after them keep their own ids (issue 35: they used to go out as
+ * 18446744073709551615). */
 static void test_dynamo_snapshot_ids(void **state)
 {
     (void)state;
@@ -130,6 +134,11 @@ static void test_dynamo_snapshot_ids(void **state)
     assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, &next),
                      KVREG_OK);
     assert_true(next == 0); /* the default */
+    assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_EVENT_IDS, &next), KVREG_OK);
+    assert_true(next == KVREG_WIRE_EVENT_IDS_CONTIGUOUS); /* the default */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_EVENT_IDS,
+                                            KVREG_WIRE_EVENT_IDS_KVREG), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_EVENT_IDS, 2), KVREG_EINVAL);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_SNAPSHOT_EVENT_ID, 40), KVREG_OK);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, 2), KVREG_OK);
     const char *want[3] = {
@@ -167,6 +176,100 @@ static void test_dynamo_snapshot_ids(void **state)
     kvreg_wire_encoder_free(enc);
 }
 
+/* The RouterEvent ids of a JSON payload, in order, as a Dynamo consumer reads them (the
+ * "event_id" values; worker and DP rank are fixed in these tests). */
+static size_t json_ids(const uint8_t *p, size_t len, uint64_t *ids, size_t cap)
+{
+    size_t n = 0;
+    static const char key[] = "\"event_id\":";
+    for (size_t i = 0; i + sizeof key - 1 < len; i++) {
+        if (memcmp(p + i, key, sizeof key - 1) != 0)
+            continue;
+        uint64_t v = 0;
+        for (i += sizeof key - 1; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+            v = v * 10 + (uint64_t)(p[i] - '0');
+        assert_true(n < cap);
+        ids[n++] = v;
+    }
+    return n;
+}
+
+/* The default ids (KVREG_WIRE_EVENT_IDS_CONTIGUOUS): a live batch, a snapshot, a live batch
+ * give RouterEvent ids that are contiguous and unique, as Dynamo's consumers check them (each
+ * the previous + 1). Before 0.6 the snapshot took ids from 0 while live RouterEvents carried
+ * kvreg ids: the snapshot's ids repeated the live ones and the run had holes (issue 35). */
+static void test_dynamo_ids_contiguous(void **state)
+{
+    (void)state;
+    /* live: a two-block chain (one RouterEvent, kvreg ids 1, 2), a remove (3) */
+    kvreg_event live1[3], snap[3], live2[2];
+    memset(live1, 0, sizeof live1), memset(snap, 0, sizeof snap), memset(live2, 0, sizeof live2);
+    for (int k = 0; k < 2; k++) {
+        live1[k].kind = KVREG_EVENT_REGISTER, live1[k].event_id = 1 + (uint64_t)k;
+        live1[k].sequence_hash = 10 + (uint64_t)k, live1[k].block_hash = 20 + (uint64_t)k;
+        live1[k].has_parent = k > 0, live1[k].parent_sequence_hash = 10;
+    }
+    live1[2].kind = KVREG_EVENT_REMOVE, live1[2].event_id = 3, live1[2].sequence_hash = 11;
+    /* snapshot: Cleared, then two chains of one block each (three RouterEvents) */
+    snap[0].kind = KVREG_EVENT_CLEARED;
+    for (int k = 0; k < 3; k++)
+        snap[k].event_id = KVREG_EVENT_ID_SNAPSHOT;
+    for (int k = 1; k < 3; k++) {
+        snap[k].kind = KVREG_EVENT_REGISTER;
+        snap[k].sequence_hash = 30 + (uint64_t)k, snap[k].block_hash = 40 + (uint64_t)k;
+    }
+    /* live again: kvreg ids 4, 5 (a register, a remove on another medium) */
+    live2[0].kind = KVREG_EVENT_REGISTER, live2[0].event_id = 4, live2[0].sequence_hash = 50;
+    live2[1].kind = KVREG_EVENT_REMOVE, live2[1].event_id = 5, live2[1].sequence_hash = 31;
+    live2[1].medium = KVREG_MEDIUM_CPU;
+
+    kvreg_wire_encoder *enc;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    const kvreg_event *parts[3] = {live1, snap, live2};
+    const size_t counts[3] = {3, 3, 2};
+    uint64_t ids[16];
+    size_t n_ids = 0;
+    for (int b = 0; b < 3; b++) {
+        const uint8_t *p;
+        size_t len, used;
+        assert_int_equal(kvreg_wire_encode(enc, parts[b], counts[b], 1.0, &used, &p, &len),
+                         KVREG_OK);
+        assert_int_equal(used, counts[b]);
+        n_ids += json_ids(p, len, ids + n_ids, 16 - n_ids);
+    }
+    /* RouterEvents: chain, remove | cleared, stored, stored | stored, removed */
+    assert_int_equal(n_ids, 7);
+    for (size_t i = 0; i < n_ids; i++)
+        assert_true(ids[i] == i); /* from the default start, 0, one up each */
+    uint64_t next = 0;
+    assert_int_equal(kvreg_wire_encoder_get(enc, KVREG_WIRE_OPT_NEXT_EVENT_ID, &next), KVREG_OK);
+    assert_true(next == 7);
+
+    /* a retry of live events (the same first event, cut smaller) reuses their ids */
+    kvreg_event live3[2];
+    memcpy(live3, live2, sizeof live3);
+    live3[0].event_id = 6, live3[1].event_id = 7;
+    const uint8_t *p;
+    size_t len, used;
+    assert_int_equal(kvreg_wire_encode(enc, live3, 2, 1.0, &used, &p, &len), KVREG_OK);
+    assert_int_equal(json_ids(p, len, ids, 16), 2);
+    assert_true(ids[0] == 7 && ids[1] == 8);
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_MAX_EVENTS, 1), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, live3, 2, 1.0, &used, &p, &len), KVREG_OK);
+    assert_int_equal(used, 1);
+    assert_int_equal(json_ids(p, len, ids, 16), 1);
+    assert_true(ids[0] == 7);
+    assert_int_equal(kvreg_wire_encode(enc, live3 + 1, 1, 1.0, &used, &p, &len), KVREG_OK);
+    assert_int_equal(json_ids(p, len, ids, 16), 1);
+    assert_true(ids[0] == 8);
+    /* a resuming worker sets where its ids go on */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_NEXT_EVENT_ID, 1000), KVREG_OK);
+    assert_int_equal(kvreg_wire_encode(enc, live3 + 1, 1, 1.0, &used, &p, &len), KVREG_OK);
+    assert_int_equal(json_ids(p, len, ids, 16), 1);
+    assert_true(ids[0] == 1000);
+    kvreg_wire_encoder_free(enc);
+}
+
 /* A one-event Dynamo msgpack payload: the named-field maps, written out by hand. */
 static void test_dynamo_msgpack(void **state)
 {
@@ -182,7 +285,7 @@ static void test_dynamo_msgpack(void **state)
     uint8_t want[128];
     size_t want_len = wire_bytes(
         "91 83 a9 \"worker_id\" 00 ac \"storage_tier\" ab \"host_pinned\""
-        " a5 \"event\" 83 a8 \"event_id\" 03 a4 \"data\" 81 a7 \"removed\""
+        " a5 \"event\" 83 a8 \"event_id\" 00 a4 \"data\" 81 a7 \"removed\""
         "  81 ac \"block_hashes\" 91 cf0000000000000009 a7 \"dp_rank\" 00", want, sizeof want);
     assert_int_equal(len, want_len);
     assert_memory_equal(p, want, len);
@@ -325,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_dynamo_json),
         cmocka_unit_test(test_dynamo_msgpack),
         cmocka_unit_test(test_dynamo_snapshot_ids),
+        cmocka_unit_test(test_dynamo_ids_contiguous),
         cmocka_unit_test(test_grouping),
         cmocka_unit_test(test_max_events),
         cmocka_unit_test(test_tokenless_and_block_size),

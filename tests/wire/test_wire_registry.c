@@ -113,6 +113,9 @@ static void test_engine_calls(void **state)
 
     /* Dynamo: tokens_hash is the block hash, event_id the first kvreg event's */
     assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_DYNAMO_MSGPACK), KVREG_OK);
+    /* the grouping is checked through 0.5's ids (each group's first kvreg event_id) */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_EVENT_IDS, KVREG_WIRE_EVENT_IDS_KVREG),
+                     KVREG_OK);
     assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_MSGPACK), KVREG_OK);
     w = round_trip(enc, dec, l.ev, l.n, &n);
     assert_int_equal(n, 4);

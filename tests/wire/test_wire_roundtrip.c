@@ -177,6 +177,9 @@ static void round_trip(uint32_t format, uint64_t seed)
     kvreg_wire_encoder *enc;
     kvreg_wire_decoder *dec;
     assert_int_equal(kvreg_wire_encoder_new(&enc, format), KVREG_OK);
+    /* the grouping is checked through 0.5's ids (each group's first kvreg event_id) */
+    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_EVENT_IDS, KVREG_WIRE_EVENT_IDS_KVREG),
+                     KVREG_OK);
     assert_int_equal(kvreg_wire_decoder_new(&dec, format), KVREG_OK);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, seed % 5), KVREG_OK);
     assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_WORKER_ID, seed), KVREG_OK);

@@ -28,7 +28,10 @@ static void decode_usage(FILE *f)
             "each only when the payload has it: \"tag\" (the wire type name when it differs from \"type\", e.g.\n"
             "TierBlocksCleared), \"lora_id\", \"cache_salt\", \"kv_cache_spec_kind\",\n"
             "\"kv_cache_spec_sliding_window\", \"extra_keys_msgpack\" (hex), \"locality\",\n"
-            "\"ownership\", \"session_id\"; EAGLE bigram token_ids print as pairs [[a,b],...].\n"
+            "\"ownership\", \"session_id\"; EAGLE bigram token_ids print as pairs [[a,b],...];\n"
+            "Dynamo formats: \"start_position\", \"residency_domain\", \"state_source_bytes\"\n"
+            "(hex), \"mm_extra_info\" (per block: null or {\"mm_objects\":[{\"mm_hash\",\n"
+            "\"offsets\":[[start,end],...]}]}).\n"
             "\n"
             "FORMAT:\n"
             "  vllm            vLLM KVEventBatch, any generation (map or positional events),\n"
@@ -159,6 +162,53 @@ static void print_opt_int(const char *key, int64_t v, uint32_t form)
         printf(",\"%s\":null", key);
 }
 
+/* Dynamo's start_position, residency_domain, state_source (hex of its bytes as on the wire)
+ * and mm_extra_info (one entry per block: null when absent or null, else its objects), each
+ * only when the payload has it. */
+static void print_dynamo_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x)
+{
+    if (x->shape != KVREG_WIRE_SHAPE_DYNAMO)
+        return;
+    print_opt_int("start_position", x->start_position, x->start_position_form);
+    print_opt_string("residency_domain", x->residency_domain, x->residency_domain_form);
+    if (x->state_source_form == KVREG_WIRE_FIELD_NIL)
+        fputs(",\"state_source_bytes\":null", stdout);
+    else if (x->state_source_form == KVREG_WIRE_FIELD_SET) {
+        fputs(",\"state_source_bytes\":\"", stdout);
+        for (size_t i = 0; i < x->state_source_len; i++)
+            printf("%02x", x->state_source[i]);
+        putchar('"');
+    }
+    int any = 0;
+    for (size_t i = 0; x->mm_extra_info_forms && i < e->n_block_hashes; i++)
+        any |= x->mm_extra_info_forms[i] != KVREG_WIRE_FIELD_ABSENT;
+    if (!any)
+        return;
+    fputs(",\"mm_extra_info\":[", stdout);
+    size_t o = 0;
+    for (size_t i = 0; i < e->n_block_hashes; i++) {
+        if (i)
+            putchar(',');
+        if (x->mm_extra_info_forms[i] != KVREG_WIRE_FIELD_SET) {
+            fputs("null", stdout);
+            continue;
+        }
+        fputs("{\"mm_objects\":[", stdout);
+        for (int first = 1; o < x->n_mm_objects && x->mm_objects[o].block == i; o++, first = 0) {
+            const kvreg_wire_mm_object *m = &x->mm_objects[o];
+            printf("%s{\"mm_hash\":%llu,\"offsets\":[", first ? "" : ",",
+                   (unsigned long long)m->mm_hash);
+            for (uint32_t j = 0; j < m->n_offsets; j++)
+                printf("%s[%llu,%llu]", j ? "," : "",
+                       (unsigned long long)x->mm_offsets[2 * (m->first_offset + j)],
+                       (unsigned long long)x->mm_offsets[2 * (m->first_offset + j) + 1]);
+            fputs("]}", stdout);
+        }
+        fputs("]}", stdout);
+    }
+    putchar(']');
+}
+
 /* The fields only kvreg_wire_event_ext carries, each only when the payload has it. */
 static void print_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x)
 {
@@ -180,6 +230,7 @@ static void print_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x)
     print_opt_string("locality", x->locality, x->locality_form);
     print_opt_string("ownership", x->ownership, x->ownership_form);
     print_opt_string("session_id", x->session_id, x->session_id_form);
+    print_dynamo_ext(e, x);
 }
 
 static void events_print_event_ext(const kvreg_wire_event *e, const kvreg_wire_event_ext *x,

@@ -209,6 +209,34 @@ def case_fields(r):
     check(f'rejected at byte {second}:' in err and 'repeated key' in err, err)
 
 
+def case_dynamo_fields(r):
+    """Dynamo's extended fields with --all-fields, each only when the payload has it."""
+    msgpack = need_msgpack()
+    owner = {'pool': 3, 'slot': 'a'}
+    mm = {'mm_objects': [{'mm_hash': 2**63 + 1, 'offsets': [[0, 2], [3, 4]]},
+                         {'mm_hash': 5, 'offsets': []}]}
+    doc = [{'worker_id': 1, 'storage_tier': 'disk', 'residency_domain': 'cache_owner',
+            'event': {'event_id': 2, 'data': {'stored': {
+                'parent_hash': None, 'start_position': 12, 'blocks': [
+                    {'block_hash': 3, 'tokens_hash': 4, 'mm_extra_info': mm},
+                    {'block_hash': 5, 'tokens_hash': 6, 'mm_extra_info': None},
+                    {'block_hash': 7, 'tokens_hash': 8}]}}, 'dp_rank': 0},
+            'state_source': owner},
+           {'worker_id': 1, 'event': {'event_id': 3, 'data': 'cleared', 'dp_rank': 0}}]
+    base = {'parent_block_hash': None, 'token_ids': [], 'block_size': None, 'lora_name': None,
+            'group_idx': None, 'dp_rank': 0, 'ts': None, 'worker_id': 1}
+    for fmt, enc in (('dynamo-json', lambda d: json.dumps(d, separators=(',', ':')).encode()),
+                     ('dynamo-msgpack', lambda d: msgpack.packb(d, use_bin_type=True))):
+        ev = r.events('decode', '--format', fmt, '--all-fields', r.file(enc(doc)))
+        want = [dict(base, type='BlockStored', block_hashes=[3, 5, 7], medium='STORAGE',
+                     event_id=2, tokens_hashes=[4, 6, 8], tag='stored', start_position=12,
+                     residency_domain='cache_owner', state_source_bytes=enc(owner).hex(),
+                     mm_extra_info=[mm, None, None]),
+                dict(base, type='AllBlocksCleared', block_hashes=[], medium=None, event_id=3,
+                     tag='cleared')]
+        check(ev == want, f'{fmt}: {ev}')
+
+
 def case_rejected(r):
     good = r.file(EXAMPLE_A)
     truncated = r.file(EXAMPLE_A[:100])

@@ -54,7 +54,10 @@ _OPT_DP_RANK = 1
 _OPT_MAX_EVENTS = 2
 _OPT_WORKER_ID = 3
 _OPT_BLOCK_SIZE = 4
-_OPT_SNAPSHOT_EVENT_ID = 5
+_OPT_SNAPSHOT_EVENT_ID = 5   # 0.5's name of _OPT_NEXT_EVENT_ID
+_OPT_NEXT_EVENT_ID = 5
+_OPT_EVENT_IDS = 6
+_EVENT_IDS = {"contiguous": 0, "kvreg": 1}
 _DEC_OPTS = {"max_payload": 1, "max_depth": 2, "max_events": 3}
 _FIELD_FORMS = {0: "absent", 1: "nil", 2: "set"}
 _SHAPES = {1: "map", 2: "array", 3: "dynamo"}
@@ -95,6 +98,15 @@ if ctypes.sizeof(ctypes.c_void_p) == 8:
     assert ctypes.sizeof(kvreg_wire_event) == 152, ctypes.sizeof(kvreg_wire_event)
 
 
+class kvreg_wire_mm_object(ctypes.Structure):
+    _fields_ = [
+        ("mm_hash", _ffi.c_u64),
+        ("block", _ffi.c_u32),
+        ("n_offsets", _ffi.c_u32),
+        ("first_offset", _ffi.c_size),
+    ]
+
+
 class kvreg_wire_event_ext(ctypes.Structure):
     _fields_ = [
         ("struct_size", _ffi.c_u32),
@@ -127,11 +139,24 @@ class kvreg_wire_event_ext(ctypes.Structure):
         ("block_size_form", _ffi.c_u32),
         ("parent_form", _ffi.c_u32),
         ("reserved32", _ffi.c_u32),
+        # 0.6: Dynamo fields (a 0.5 library fills the 168 bytes above; these stay zero)
+        ("start_position_form", _ffi.c_u32),
+        ("start_position", _ffi.c_u32),
+        ("mm_extra_info_forms", ctypes.POINTER(ctypes.c_uint8)),
+        ("mm_objects", ctypes.POINTER(kvreg_wire_mm_object)),
+        ("n_mm_objects", _ffi.c_size),
+        ("mm_offsets", _ffi.u64_p),
+        ("n_mm_offsets", _ffi.c_size),
+        ("residency_domain", ctypes.c_char_p),
+        ("residency_domain_form", _ffi.c_u32),
+        ("state_source_form", _ffi.c_u32),
+        ("state_source", ctypes.POINTER(ctypes.c_uint8)),
+        ("state_source_len", _ffi.c_size),
     ]
 
 
 if ctypes.sizeof(ctypes.c_void_p) == 8:
-    assert ctypes.sizeof(kvreg_wire_event_ext) == 168, ctypes.sizeof(kvreg_wire_event_ext)
+    assert ctypes.sizeof(kvreg_wire_event_ext) == 248, ctypes.sizeof(kvreg_wire_event_ext)
 
 
 class kvreg_wire_encoder(ctypes.Structure):
@@ -296,7 +321,8 @@ class Encoder(_Closable):
     lora_name in stored events (default None: nil). Bad values raise InvalidArgument."""
 
     def __init__(self, format="vllm", *, dp_rank=None, max_events=None, worker_id=None,
-                 block_size=None, lora_name=None, snapshot_event_id=None):
+                 block_size=None, lora_name=None, snapshot_event_id=None, event_ids=None,
+                 next_event_id=None):
         w = _wire_lib()
         fmt = _format(format, {Format.VLLM, Format.VLLM_LEGACY, Format.DYNAMO_JSON,
                                Format.DYNAMO_MSGPACK})
@@ -309,9 +335,14 @@ class Encoder(_Closable):
                                      (_OPT_WORKER_ID, worker_id, "worker_id"),
                                      (_OPT_BLOCK_SIZE, block_size, "block_size"),
                                      (_OPT_SNAPSHOT_EVENT_ID, snapshot_event_id,
-                                      "snapshot_event_id")):
+                                      "snapshot_event_id"),
+                                     (_OPT_NEXT_EVENT_ID, next_event_id, "next_event_id")):
                 if value is not None:
                     w.kvreg_wire_encoder_set(h.ptr, opt, _buffers.u64(value, name))
+            if event_ids is not None:
+                if event_ids not in _EVENT_IDS:
+                    raise ValueError("event_ids must be 'contiguous' or 'kvreg'")
+                w.kvreg_wire_encoder_set(h.ptr, _OPT_EVENT_IDS, _EVENT_IDS[event_ids])
             if lora_name is not None:
                 raw = lora_name.encode("utf-8") if isinstance(lora_name, str) else lora_name
                 if b"\0" in raw:
@@ -324,6 +355,14 @@ class Encoder(_Closable):
     def __repr__(self):
         return "<kvreg.wire.Encoder %s%s>" % (self.format.name.lower(),
                                               " closed" if self.closed else "")
+
+    @property
+    def next_event_id(self):
+        """Dynamo formats: the id the next RouterEvent takes. By default (event_ids=
+        "contiguous", libkvreg >= 0.6) every RouterEvent, live or snapshot, takes one, so the
+        ids form one contiguous run as Dynamo's consumers check them; with event_ids="kvreg"
+        (0.5's ids) only snapshot RouterEvents do. Needs libkvreg 0.5."""
+        return self.snapshot_event_id
 
     @property
     def snapshot_event_id(self):
@@ -444,6 +483,12 @@ class WireEventExt(NamedTuple):
     session_id: Tuple[str, Optional[str]]
     block_size: str                    # form
     parent_block_hash: str             # form
+    # 0.6, Dynamo RouterEvents ("absent" with an older library):
+    start_position: Tuple[str, Optional[int]] = ("absent", None)
+    # (block index, mm_hash, ((start, end), ...)) per multimodal object of a stored event
+    mm_objects: Tuple[Tuple[int, int, Tuple[Tuple[int, int], ...]], ...] = ()
+    residency_domain: Tuple[str, Optional[str]] = ("absent", None)
+    state_source: Tuple[str, Optional[bytes]] = ("absent", None)  # its bytes as on the wire
 
 
 def _text(raw):
@@ -469,7 +514,23 @@ def _ext_from_c(x):
         (f(x.locality_form), _text(x.locality)),
         (f(x.ownership_form), _text(x.ownership)),
         (f(x.session_id_form), _text(x.session_id)),
-        f(x.block_size_form), f(x.parent_form))
+        f(x.block_size_form), f(x.parent_form),
+        (f(x.start_position_form), x.start_position if x.start_position_form == 2 else None),
+        _mm_objects(x), (f(x.residency_domain_form), _text(x.residency_domain)),
+        (f(x.state_source_form),
+         ctypes.string_at(x.state_source, x.state_source_len) if x.state_source_form == 2
+         else None))
+
+
+def _mm_objects(x):
+    offs = x.mm_offsets[:x.n_mm_offsets] if x.n_mm_offsets else []
+    out = []
+    for i in range(x.n_mm_objects):
+        m = x.mm_objects[i]
+        first = 2 * m.first_offset
+        pairs = tuple((offs[first + 2 * j], offs[first + 2 * j + 1]) for j in range(m.n_offsets))
+        out.append((m.block, m.mm_hash, pairs))
+    return tuple(out)
 
 
 def _wire_from_c(ev):

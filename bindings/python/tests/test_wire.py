@@ -342,16 +342,55 @@ class Fidelity(unittest.TestCase):
             with self.assertRaises(kvreg.StateError):
                 dec.reencode()
         with wire.Decoder("dynamo_json") as dec:
-            dec.decode(b'{"event":{"data":"cleared"}}')
-            with self.assertRaises(kvreg.NotSupported):
+            dec.decode(b'{"event":{"data":"cleared"},"zz":1}')  # a key it does not read
+            with self.assertRaises(kvreg.StateError):
                 dec.reencode()
+
+    def test_dynamo_extended_fields_and_reencode(self):
+        # as Dynamo's serde writes it (keys in declaration order, compact JSON / named msgpack)
+        owner = {"pool": 3, "slot": "a"}
+        doc = {"worker_id": 1, "storage_tier": "disk", "residency_domain": "cache_owner",
+               "event": {"event_id": 2, "data": {"stored": {
+                   "parent_hash": None, "start_position": 12, "blocks": [
+                       {"block_hash": 3, "tokens_hash": 4, "mm_extra_info": {"mm_objects": [
+                           {"mm_hash": 2**63 + 1, "offsets": [[0, 2], [3, 4]]}]}},
+                       {"block_hash": 5, "tokens_hash": 6, "mm_extra_info": None}]}},
+                   "dp_rank": 0},
+               "state_source": owner}
+        js = json.dumps(doc, separators=(",", ":")).encode()
+        with wire.Decoder("dynamo_json") as dec:
+            (ev, x), = dec.decode_extended(js)
+            self.assertEqual(dec.reencode(), js)
+        self.assertEqual(ev.block_hashes, (3, 5))
+        self.assertEqual(x.shape, "dynamo")
+        self.assertEqual(x.start_position, ("set", 12))
+        self.assertEqual(x.residency_domain, ("set", "cache_owner"))
+        self.assertEqual(x.state_source,
+                         ("set", json.dumps(owner, separators=(",", ":")).encode()))
+        self.assertEqual(x.mm_objects, ((0, 2**63 + 1, ((0, 2), (3, 4))),))
+
+    def test_dynamo_ids_contiguous_across_live_and_snapshot(self):
+        with kvreg.Registry("poll", keep_tokens=True) as reg, reg.pool("g") as pool:
+            for b in pool.register_batch(support.infos(2)):
+                b.detach()
+            live = list(reg.poll())
+            snap = list(reg.snapshot())
+        with wire.Encoder("dynamo_json", max_events=1) as enc, \
+                wire.Decoder("dynamo_json") as dec:
+            ids = [e.event_id for batch in (live, snap, live[:1]) for p in enc.encode(batch)
+                   for e in dec.decode(p)]
+            self.assertEqual(ids, list(range(len(ids))))
+            self.assertEqual(enc.next_event_id, len(ids))
+        with self.assertRaises(ValueError):
+            wire.Encoder("dynamo_json", event_ids="other")
 
     def test_dynamo_snapshot_ids_are_contiguous(self):
         with kvreg.Registry("poll", keep_tokens=True) as reg, reg.pool("g") as pool:
             for b in pool.register_batch(support.infos(3)):
                 b.detach()
             snap = list(reg.snapshot())
-        with wire.Encoder("dynamo_json", snapshot_event_id=10, max_events=1) as enc, \
+        with wire.Encoder("dynamo_json", snapshot_event_id=10, max_events=1,
+                          event_ids="kvreg") as enc, \
                 wire.Decoder("dynamo_json") as dec:
             ids = [e.event_id for p in enc.encode(snap) for e in dec.decode(p)]
             self.assertEqual(ids, [10, 11, 12])

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Writes the round-trip corpus: one payload per shape that vLLM, SGLang and their older
-releases put on the wire, encoded by Debian's python3-msgpack following msgspec's rules (not by
+"""Writes the round-trip corpus: one payload per shape that vLLM, SGLang, Dynamo and their
+older releases put on the wire, encoded by Debian's python3-msgpack following msgspec's rules (not by
 libkvreg), and next to it what a decoder must read from it.
 
 Run from anywhere: /usr/bin/python3 tests/wire/corpus/gen_corpus.py (rewrites the files next to
@@ -19,6 +19,7 @@ Each NAME.msgpack has a NAME.expect: the decoded events, one line per field, in 
 tests/wire/test_wire_corpus.c prints them (written from the values below, not from libkvreg).
 MANIFEST lists NAME FORMAT per line.
 """
+import json
 import os
 import struct
 
@@ -224,8 +225,155 @@ def main():
         map_event('BlockRemoved', ['block_hashes', 'medium'], {'block_hashes': [-5]},
                   {'block_hashes'})], None], manifest)
 
+    dynamo_corpus(manifest)
+
     with open(os.path.join(HERE, 'MANIFEST'), 'w') as f:
         f.write('\n'.join(manifest) + '\n')
+
+
+# ---- Dynamo RouterEvents ------------------------------------------------------------------
+# What Dynamo's publisher writes (serde derive on lib/kv-router's protocol types): a struct is a
+# map with its field names in declaration order (rmp_serde::to_vec_named; serde_json for
+# JSON); Option::None is nil / null unless the field skips it; enums are externally tagged
+# ({"stored": {...}}, a unit variant as its bare name); every integer in its smallest form.
+# python3-msgpack's packb and json.dumps(separators=(',', ':'), ensure_ascii=False) make the
+# same choices for the same dicts (kept in insertion order), so they stand in for rmp-serde
+# and serde_json here.
+#
+#   RouterEvent {worker_id, storage_tier, residency_domain (skipped when missing),
+#                event: KvCacheEvent {event_id, data, dp_rank}, state_source (skipped when None)}
+#   KvCacheStoreData {parent_hash, start_position, blocks: [{block_hash, tokens_hash,
+#                     mm_extra_info: {mm_objects: [{mm_hash, offsets: [[start, end]]}]} | None}]}
+# Older releases wrote fewer keys: 1.0.x had no residency_domain / start_position /
+# mm_extra_info, and before that no storage_tier either; each generation is in the corpus.
+
+def dyn_stored(parent, blocks, start=ABSENT):
+    """blocks: (block_hash, tokens_hash[, mm_extra_info]) tuples."""
+    body = {'parent_hash': parent}
+    if start is not ABSENT:
+        body['start_position'] = start
+    out = []
+    for b in blocks:
+        d = {'block_hash': b[0], 'tokens_hash': b[1]}
+        if len(b) > 2:
+            d['mm_extra_info'] = b[2]
+        out.append(d)
+    body['blocks'] = out
+    return {'stored': body}
+
+
+def dyn_event(worker, event_id, data, dp_rank=0, tier=ABSENT, residency=ABSENT,
+              state_source=ABSENT):
+    ev = {}
+    if worker is not ABSENT:
+        ev['worker_id'] = worker
+    if tier is not ABSENT:
+        ev['storage_tier'] = tier
+    if residency is not ABSENT:
+        ev['residency_domain'] = residency
+    ev['event'] = {'event_id': event_id, 'data': data, 'dp_rank': dp_rank}
+    if state_source is not ABSENT:
+        ev['state_source'] = state_source
+    return ev
+
+
+def dyn_encode(obj, json_form):
+    if json_form:
+        return json.dumps(obj, separators=(',', ':'), ensure_ascii=False).encode()
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def dyn_expect(events, json_form):
+    lines = [f'events {len(events)}']
+    for k, re in enumerate(events):
+        ev = re['event']
+        data = ev['data']
+        tag = data if isinstance(data, str) else next(iter(data))
+        typ = {'stored': 1, 'removed': 2, 'cleared': 3}[tag]
+        lines.append(f'event {k} type {typ} tag {tag}')
+        lines.append(f"worker_id {re.get('worker_id', 0)} event_id {ev.get('event_id', 0)} "
+                     f"dp_rank {ev.get('dp_rank', 0)}")
+        lines.append(f"storage_tier {fmt_str(re.get('storage_tier'))} {form(re, 'storage_tier')}")
+        lines.append(f"residency_domain {fmt_str(re.get('residency_domain'))} "
+                     f"{form(re, 'residency_domain')}")
+        st = re.get('state_source')
+        lines.append('state_source ' + ('-' if st is None else dyn_encode(st, json_form).hex()) +
+                     ' ' + form(re, 'state_source'))
+        body = data.get(tag) if isinstance(data, dict) else None
+        blocks = body.get('blocks', []) if tag == 'stored' else []
+        hashes = ([b['block_hash'] for b in blocks] if tag == 'stored' else
+                  body['block_hashes'] if tag == 'removed' else [])
+        lines.append('hashes' + ''.join(f' {h}' for h in hashes))
+        lines.append('tokens_hashes' + ''.join(f" {b['tokens_hash']}" for b in blocks))
+        b = body if tag == 'stored' else {}
+        p = b.get('parent_hash')
+        lines.append(f"parent {'-' if p is None else p} {form(b, 'parent_hash')}")
+        sp = b.get('start_position')
+        lines.append(f"start_position {'-' if sp is None else sp} {form(b, 'start_position')}")
+        lines.append('mm_forms' + ''.join(' ' + form(bl, 'mm_extra_info') for bl in blocks))
+        for i, bl in enumerate(blocks):
+            info = bl.get('mm_extra_info')
+            for obj in (info or {}).get('mm_objects', []):
+                lines.append(f"mm_object block {i} hash {obj['mm_hash']} offsets" +
+                             ''.join(f' {a}-{e}' for a, e in obj['offsets']))
+    return lines
+
+
+def dyn_write(name, events, manifest, single=False):
+    for json_form, ext, fmt in ((True, 'json', 'dynamo-json'),
+                                (False, 'msgpack', 'dynamo-msgpack')):
+        payload = dyn_encode(events[0] if single else events, json_form)
+        full = f'{name}_{ext}'
+        with open(os.path.join(HERE, f'{full}.{ext}'), 'wb') as f:
+            f.write(payload)
+        with open(os.path.join(HERE, full + '.expect'), 'w') as f:
+            f.write('\n'.join(dyn_expect(events, json_form)) + '\n')
+        manifest.append(f'{full} {fmt}')
+
+
+def dynamo_corpus(manifest):
+    big = 2**64 - 1
+    mm = {'mm_objects': [{'mm_hash': H1, 'offsets': [[0, 3], [5, 16]]},
+                         {'mm_hash': 7, 'offsets': []}]}
+    mm2 = {'mm_objects': [{'mm_hash': 2**40, 'offsets': [[300, 70000]]}]}
+    # the current publisher: every field, worker-owned residency, a chain with its parent
+    dyn_write('dynamo_current', [
+        dyn_event(7, 42, dyn_stored(None, [(H1, 13226331709069118873, None)], None),
+                  tier='device', residency='worker'),
+        dyn_event(7, 43, dyn_stored(H1, [(H2, 5, None), (big, 2**32, None)], 1),
+                  tier='device', residency='worker'),
+        dyn_event(7, 44, {'removed': {'block_hashes': [H2, 0, 127, 128, 255, 256, 65535,
+                                                       65536, 2**32 - 1, big]}},
+                  tier='device', residency='worker'),
+        dyn_event(7, 45, 'cleared', tier='device', residency='worker')], manifest)
+    # multimodal blocks (mm_extra_info with objects and offsets; an object without offsets,
+    # an empty object list), start_position, DP rank, host_pinned tier
+    dyn_write('dynamo_multimodal', [
+        dyn_event(2**63, 2**33, dyn_stored(None, [(1, 2, mm), (3, 4, None),
+                                                  (5, 6, {'mm_objects': []}), (9, 10, mm2)],
+                                           4000000000),
+                  dp_rank=3, tier='host_pinned', residency='worker')], manifest)
+    # cache-owner residency with its state source (a nested owner id, kept as its bytes);
+    # residency strings this library does not know, one with characters JSON escapes; the
+    # invalid residency Dynamo writes back as null; disk and external tiers
+    owner = {'pool': {'dc_id': 3, 'indexer_domain': [[1, 2], 'scope-a']},
+             'slot': 'slot/7', 'epoch': None}
+    dyn_write('dynamo_cache_owner', [
+        dyn_event(9, 1, dyn_stored(None, [(11, 12, None)], None), tier='disk',
+                  residency='cache_owner', state_source=owner),
+        dyn_event(9, 2, {'removed': {'block_hashes': [11]}}, tier='external',
+                  residency='future "owner"\n\u00e9\t\u0001\u007f', state_source=owner),
+        dyn_event(9, 3, 'cleared', tier='device', residency=None)], manifest)
+    # Dynamo 1.0.x (no residency_domain, start_position, mm_extra_info) and before it (no
+    # storage_tier), with a unit dp_rank of another value
+    dyn_write('dynamo_legacy', [
+        dyn_event(1, 5, dyn_stored(None, [(H1, H2)]), tier='host_pinned'),
+        dyn_event(1, 6, {'removed': {'block_hashes': [H1]}}, dp_rank=1),
+        dyn_event(1, 7, 'cleared')], manifest)
+    # one RouterEvent per message, as the event plane publishes them
+    dyn_write('dynamo_single', [
+        dyn_event(4, 100, dyn_stored(77, [(78, 79, None)], 2), tier='device',
+                  residency='worker')], manifest, single=True)
 
 
 if __name__ == '__main__':

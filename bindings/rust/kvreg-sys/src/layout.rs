@@ -109,3 +109,18 @@ fn strerror_links_and_names_codes() {
     assert!(!known.to_bytes().is_empty());
     assert_eq!(unknown.to_str().unwrap(), "unknown error");
 }
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn wire_event_ext_layout() {
+    assert_eq!(size_of::<kvreg_wire_event_ext>(), 248);
+    assert_eq!(offset!(kvreg_wire_event_ext, extra_keys_len), 112);
+    assert_eq!(offset!(kvreg_wire_event_ext, reserved32), 164);
+    assert_eq!(offset!(kvreg_wire_event_ext, start_position_form), 168);
+    assert_eq!(offset!(kvreg_wire_event_ext, mm_extra_info_forms), 176);
+    assert_eq!(offset!(kvreg_wire_event_ext, n_mm_offsets), 208);
+    assert_eq!(offset!(kvreg_wire_event_ext, residency_domain_form), 224);
+    assert_eq!(offset!(kvreg_wire_event_ext, state_source_len), 240);
+    assert_eq!(size_of::<kvreg_wire_mm_object>(), 24);
+    assert_eq!(offset!(kvreg_wire_mm_object, first_offset), 16);
+}

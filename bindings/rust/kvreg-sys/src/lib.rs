@@ -101,6 +101,9 @@ pub const KVREG_OPT_KEEP_TOKENS: u32 = 2;
 pub const KVREG_OPT_POLL_CAPACITY: u32 = 3;
 pub const KVREG_OPT_SHARDS: u32 = 4;
 pub const KVREG_OPT_RESERVE_BLOCKS: u32 = 5;
+pub const KVREG_OPT_EVENT_MODE: u32 = 6;
+pub const KVREG_EVENTS_GLOBAL: u64 = 0;
+pub const KVREG_EVENTS_PER_TIER: u64 = 1;
 
 // ---- Registry ---------------------------------------------------------------------------
 #[repr(C)]

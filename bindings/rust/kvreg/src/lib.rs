@@ -82,7 +82,9 @@ pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, EventKind, Medium};
 pub use crate::hash::{block_hash, hash_blocks, sequence_hash, BlockInfo, ROUTER_SALT};
 pub use crate::pool::{Block, BlockDesc, Pool};
-pub use crate::registry::{Delivery, Registry, RegistryBuilder, Snapshot, Stat, WeakRegistry};
+pub use crate::registry::{
+    Delivery, EventMode, Registry, RegistryBuilder, Snapshot, Stat, WeakRegistry,
+};
 pub use crate::sequence::Sequence;
 
 /// Compiles and runs the README's example as a doctest, so it cannot rot.

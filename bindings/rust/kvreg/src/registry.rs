@@ -54,8 +54,22 @@ impl Stat {
     }
 }
 
+/// What a Register and a Remove stand for when pools on several media (tiers) hold a hash
+/// (`KVREG_OPT_EVENT_MODE` in kvreg.h).
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub enum EventMode {
+    /// One Register when a hash first enters any pool, one Remove when it leaves the last;
+    /// the Remove carries its Register's medium (the default).
+    #[default]
+    Global,
+    /// A Register and a Remove per medium, as vLLM's offloading connector and Dynamo's block
+    /// manager emit: a copy on another tier is stored there, and removed on its own.
+    PerTier,
+}
+
 /// Options for a new registry; `Registry::builder()` starts from the library defaults.
 pub struct RegistryBuilder {
+    event_mode: EventMode,
     delivery: Delivery,
     keep_tokens: bool,
     poll_capacity: Option<u64>,
@@ -65,6 +79,12 @@ pub struct RegistryBuilder {
 }
 
 impl RegistryBuilder {
+    /// Tier semantics of the events (`EventMode::Global` by default).
+    pub fn event_mode(mut self, mode: EventMode) -> Self {
+        self.event_mode = mode;
+        self
+    }
+
     pub fn delivery(mut self, delivery: Delivery) -> Self {
         self.delivery = delivery;
         self
@@ -123,6 +143,9 @@ impl RegistryBuilder {
         }
         if let Some(n) = self.reserve_blocks {
             cfg.set(ffi::KVREG_OPT_RESERVE_BLOCKS, n)?;
+        }
+        if self.event_mode == EventMode::PerTier {
+            cfg.set(ffi::KVREG_OPT_EVENT_MODE, ffi::KVREG_EVENTS_PER_TIER)?;
         }
 
         let handler = self.handler.map(HandlerRef::new);
@@ -285,6 +308,7 @@ impl Registry {
 
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder {
+            event_mode: EventMode::Global,
             delivery: Delivery::Inline,
             keep_tokens: false,
             poll_capacity: None,

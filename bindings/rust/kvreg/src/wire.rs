@@ -61,6 +61,93 @@ impl Format {
     }
 }
 
+/// Where a Dynamo encoder's RouterEvent ids come from (`KVREG_WIRE_OPT_EVENT_IDS`).
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub enum EventIds {
+    /// Every RouterEvent, live or snapshot, takes the encoder's next id (the default).
+    #[default]
+    Contiguous,
+    /// The kvreg event_id of each group's first event; only snapshot events are numbered.
+    Kvreg,
+}
+
+/// A decoder limit (`KVREG_WIRE_DEC_OPT_*`).
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Hash)]
+pub enum DecoderLimit {
+    /// Largest payload in bytes (1 ..= 2^32-1; default 16 MiB).
+    MaxPayload,
+    /// Deepest nesting of arrays / maps (1 ..= 64; default 32).
+    MaxDepth,
+    /// Most events in one payload (>= 1; default 65,536).
+    MaxEvents,
+}
+
+/// A field that a payload may leave out, write as nil / null, or set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Field<T> {
+    #[default]
+    Absent,
+    Nil,
+    Set(T),
+}
+
+impl<T> Field<T> {
+    fn from_form(form: u32, value: impl FnOnce() -> Option<T>) -> Field<T> {
+        match form {
+            ffi::KVREG_WIRE_FIELD_SET => value().map_or(Field::Nil, Field::Set),
+            ffi::KVREG_WIRE_FIELD_NIL => Field::Nil,
+            _ => Field::Absent,
+        }
+    }
+
+    /// The value when set.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Field::Set(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// One multimodal object of a Dynamo stored block (its mm_extra_info).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MmObject {
+    /// Index of its block in the event.
+    pub block: u32,
+    pub mm_hash: u64,
+    /// (start, end) token offsets within the block.
+    pub offsets: Vec<(u64, u64)>,
+}
+
+/// What a decoded event carries beyond [`WireEvent`] (`kvreg_wire_event_ext`), copied out.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WireEventExt {
+    /// The type name as on the wire ("BlockStored", "TierBlocksCleared", "stored", ...).
+    pub tag: Option<String>,
+    /// `KVREG_WIRE_SHAPE_*`: 1 map, 2 positional array, 3 Dynamo RouterEvent.
+    pub shape: u32,
+    pub medium: Field<()>,
+    pub lora_id: Field<i64>,
+    /// EAGLE bigram token ids, when the payload had pairs.
+    pub token_pairs: Option<Vec<(u32, u32)>>,
+    pub cache_salt: Field<String>,
+    pub kv_cache_spec_kind: Field<String>,
+    pub kv_cache_spec_sliding_window: Field<i64>,
+    /// extra_keys as its MessagePack bytes.
+    pub extra_keys: Field<Vec<u8>>,
+    pub locality: Field<String>,
+    pub ownership: Field<String>,
+    pub session_id: Field<String>,
+    /// Dynamo (0.6): stored.start_position.
+    pub start_position: Field<u32>,
+    /// Dynamo (0.6): the objects of every block whose mm_extra_info is set.
+    pub mm_objects: Vec<MmObject>,
+    /// Dynamo (0.6): residency_domain (Nil also for a value of another type).
+    pub residency_domain: Field<String>,
+    /// Dynamo (0.6): state_source's bytes as on the wire (msgpack bytes or JSON text).
+    pub state_source: Field<Vec<u8>>,
+}
+
 /// Turns kvreg events into payloads. See the module docs.
 pub struct Encoder {
     raw: NonNull<ffi::kvreg_wire_encoder>,
@@ -104,6 +191,34 @@ impl Encoder {
     /// events of another block size). 0, the default, does not check.
     pub fn set_block_size(&mut self, tokens: u64) -> Result<()> {
         self.set(ffi::KVREG_WIRE_OPT_BLOCK_SIZE, tokens)
+    }
+
+    fn get(&self, option: u32) -> Result<u64> {
+        let mut v: u64 = 0;
+        // SAFETY: live encoder, valid out pointer; reading an option changes nothing.
+        check(unsafe { ffi::kvreg_wire_encoder_get(self.raw.as_ptr(), option, &mut v) })?;
+        Ok(v)
+    }
+
+    /// Dynamo formats: where RouterEvent event ids come from (`EventIds::Contiguous`, the
+    /// default: the encoder numbers every RouterEvent, live and snapshot, so that Dynamo's
+    /// consumers see one contiguous run; `EventIds::Kvreg`: 0.5's ids).
+    pub fn set_event_ids(&mut self, ids: EventIds) -> Result<()> {
+        let v = match ids {
+            EventIds::Contiguous => ffi::KVREG_WIRE_EVENT_IDS_CONTIGUOUS,
+            EventIds::Kvreg => ffi::KVREG_WIRE_EVENT_IDS_KVREG,
+        };
+        self.set(ffi::KVREG_WIRE_OPT_EVENT_IDS, v)
+    }
+
+    /// The id the next Dynamo RouterEvent takes (`KVREG_WIRE_OPT_NEXT_EVENT_ID`).
+    pub fn next_event_id(&self) -> Result<u64> {
+        self.get(ffi::KVREG_WIRE_OPT_NEXT_EVENT_ID)
+    }
+
+    /// Sets the id the next Dynamo RouterEvent takes (e.g. a worker resuming its stream).
+    pub fn set_next_event_id(&mut self, id: u64) -> Result<()> {
+        self.set(ffi::KVREG_WIRE_OPT_NEXT_EVENT_ID, id)
     }
 
     /// LoRA adapter name written as lora_name in stored events (None: nil, the default).
@@ -320,6 +435,53 @@ impl WireEvent {
     }
 }
 
+/// # Safety
+/// `x` was filled by kvreg_wire_decoder_event_ext and the decoder has not been called since.
+unsafe fn ext_from_raw(x: &ffi::kvreg_wire_event_ext) -> WireEventExt {
+    let s = |form: u32, p: *const c_char| Field::from_form(form, || text(p));
+    let offsets = copy(x.mm_offsets, x.n_mm_offsets);
+    let mm_objects = copy(x.mm_objects, x.n_mm_objects)
+        .into_iter()
+        .map(|m| MmObject {
+            block: m.block,
+            mm_hash: m.mm_hash,
+            offsets: (0..m.n_offsets as usize)
+                .filter_map(|j| {
+                    let i = 2 * (m.first_offset + j);
+                    Some((*offsets.get(i)?, *offsets.get(i + 1)?))
+                })
+                .collect(),
+        })
+        .collect();
+    let pairs = copy(x.pair_token_ids, x.n_pair_token_ids);
+    WireEventExt {
+        tag: text(x.tag),
+        shape: x.shape,
+        medium: Field::from_form(x.medium_form, || Some(())),
+        lora_id: Field::from_form(x.lora_id_form, || Some(x.lora_id)),
+        token_pairs: if x.token_pairs != 0 {
+            Some(pairs.chunks_exact(2).map(|p| (p[0], p[1])).collect())
+        } else {
+            None
+        },
+        cache_salt: s(x.cache_salt_form, x.cache_salt),
+        kv_cache_spec_kind: s(x.kv_cache_spec_kind_form, x.kv_cache_spec_kind),
+        kv_cache_spec_sliding_window: Field::from_form(x.sliding_window_form, || {
+            Some(x.kv_cache_spec_sliding_window)
+        }),
+        extra_keys: Field::from_form(x.extra_keys_form, || Some(copy(x.extra_keys, x.extra_keys_len))),
+        locality: s(x.locality_form, x.locality),
+        ownership: s(x.ownership_form, x.ownership),
+        session_id: s(x.session_id_form, x.session_id),
+        start_position: Field::from_form(x.start_position_form, || Some(x.start_position)),
+        mm_objects,
+        residency_domain: s(x.residency_domain_form, x.residency_domain),
+        state_source: Field::from_form(x.state_source_form, || {
+            Some(copy(x.state_source, x.state_source_len))
+        }),
+    }
+}
+
 /// A payload that did not decode (`ErrorKind::Protocol`: `offset` and `detail` say where and
 /// why), or another failure of the decoder (`ErrorKind::OutOfMemory`...; offset 0, no detail).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -423,6 +585,42 @@ impl Decoder {
         }
         // SAFETY: n records, valid (with what they point to) until the decoder's next call.
         Ok(unsafe { slice::from_raw_parts(evs, n) }.iter().map(|e| unsafe { WireEvent::from_raw(e) }).collect())
+    }
+
+    /// Sets one of the decoder's limits (`InvalidArgument` out of its range).
+    pub fn set_limit(&mut self, limit: DecoderLimit, value: u64) -> Result<()> {
+        let opt = match limit {
+            DecoderLimit::MaxPayload => ffi::KVREG_WIRE_DEC_OPT_MAX_PAYLOAD,
+            DecoderLimit::MaxDepth => ffi::KVREG_WIRE_DEC_OPT_MAX_DEPTH,
+            DecoderLimit::MaxEvents => ffi::KVREG_WIRE_DEC_OPT_MAX_EVENTS,
+        };
+        // SAFETY: live decoder (&mut self).
+        check(unsafe { ffi::kvreg_wire_decoder_set(self.raw.as_ptr(), opt, value) }).map(drop)
+    }
+
+    /// The extended fields of event `index` of the last successful `decode` (`OutOfRange`
+    /// past the batch).
+    pub fn event_ext(&self, index: usize) -> Result<WireEventExt> {
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut x: ffi::kvreg_wire_event_ext = unsafe { std::mem::zeroed() };
+        x.struct_size = std::mem::size_of::<ffi::kvreg_wire_event_ext>() as u32;
+        // SAFETY: live decoder; x is writable for struct_size bytes.
+        check(unsafe { ffi::kvreg_wire_decoder_event_ext(self.raw.as_ptr(), index, &mut x) })?;
+        // Fields past what the library filled (an older library) stay zero: absent.
+        // SAFETY: the pointers are valid until the decoder's next call; all copied now.
+        Ok(unsafe { ext_from_raw(&x) })
+    }
+
+    /// The last decoded payload encoded again the way its upstream encoder writes it (for a
+    /// payload that encoder wrote, the same bytes). `InvalidState` when nothing was decoded
+    /// or the payload held something the decoder does not keep.
+    pub fn reencode(&mut self) -> Result<Vec<u8>> {
+        let mut p: *const u8 = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: live decoder (&mut self); the bytes are copied before its next call.
+        check(unsafe { ffi::kvreg_wire_decoder_reencode(self.raw.as_ptr(), &mut p, &mut n) })?;
+        // SAFETY: n bytes at p, valid until the decoder's next call.
+        Ok(unsafe { copy(p, n) })
     }
 
     /// The decoder's counters.

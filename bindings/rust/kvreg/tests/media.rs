@@ -154,3 +154,33 @@ fn snapshot_resync() {
 fn features_are_known_bits() {
     assert_eq!(features() & !(FEATURE_WIRE | FEATURE_ZMQ), 0);
 }
+
+/// KVREG_OPT_EVENT_MODE through the builder: a hash on GPU and CPU, released from both, gives
+/// one Register/Remove pair (global) or one per medium (per tier).
+#[test]
+fn event_mode_option() {
+    use kvreg::EventMode;
+    for (mode, want) in [
+        (EventMode::Global, vec![(EventKind::Register, Medium::Gpu), (EventKind::Remove, Medium::Gpu)]),
+        (
+            EventMode::PerTier,
+            vec![
+                (EventKind::Register, Medium::Gpu),
+                (EventKind::Register, Medium::Cpu),
+                (EventKind::Remove, Medium::Gpu),
+                (EventKind::Remove, Medium::Cpu),
+            ],
+        ),
+    ] {
+        let reg = Registry::builder().delivery(Delivery::Poll).event_mode(mode).build().unwrap();
+        let gpu = reg.pool_on("gpu", Medium::Gpu).unwrap();
+        let cpu = reg.pool_on("cpu", Medium::Cpu).unwrap();
+        let d = BlockDesc { sequence_hash: 7, block_hash: 7, parent_sequence_hash: None, block_size: 0, tokens: &[] };
+        let g = gpu.register(&d).unwrap();
+        let c = cpu.register(&d).unwrap();
+        gpu.release(g).unwrap();
+        cpu.release(c).unwrap();
+        let got: Vec<_> = reg.poll().unwrap().iter().map(|e| (e.kind, e.medium)).collect();
+        assert_eq!(got, want, "{:?}", mode);
+    }
+}

@@ -1,7 +1,9 @@
 //! kvreg::wire: the spec's worked example A decoded field for field, bad payloads with their
 //! offsets, encode -> decode round trips in every format, and what encode refuses.
 
-use kvreg::wire::{Decoder, DecoderStats, Encoder, Format, WireEventKind};
+use kvreg::wire::{
+    Decoder, DecoderLimit, DecoderStats, Encoder, EventIds, Field, Format, MmObject, WireEventKind,
+};
 use kvreg::{
     features, hash_blocks, BlockDesc, BlockInfo, Delivery, ErrorKind, Event, Medium, Registry,
     FEATURE_WIRE, ROUTER_SALT,
@@ -239,4 +241,110 @@ fn snapshot_and_cleared_encode() {
     let kinds: Vec<_> = got.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [WireEventKind::Stored, WireEventKind::Cleared]);
     assert_eq!(got[0].block_hashes, infos.iter().map(|b| b.sequence_hash).collect::<Vec<_>>());
+}
+
+/// 0.6: a Dynamo payload (Python-style named msgpack, written out by hand) decodes with its
+/// extended fields, and re-encodes to the same bytes; the decoder limits are settable.
+#[test]
+fn dynamo_ext_and_reencode() {
+    if features() & FEATURE_WIRE == 0 {
+        return;
+    }
+    // {"worker_id": 1, "residency_domain": "worker", "event": {"event_id": 5, "data":
+    //  {"stored": {"parent_hash": nil, "start_position": 9, "blocks": [{"block_hash": 1,
+    //  "tokens_hash": 2, "mm_extra_info": {"mm_objects": [{"mm_hash": 3, "offsets":
+    //  [[0, 1]]}]}}]}}, "dp_rank": 0}}
+    let mut p = vec![0x83];
+    let s = |p: &mut Vec<u8>, t: &str| {
+        p.push(0xa0 | t.len() as u8);
+        p.extend_from_slice(t.as_bytes());
+    };
+    s(&mut p, "worker_id");
+    p.push(1);
+    s(&mut p, "residency_domain");
+    s(&mut p, "worker");
+    s(&mut p, "event");
+    p.push(0x83);
+    s(&mut p, "event_id");
+    p.push(5);
+    s(&mut p, "data");
+    p.push(0x81);
+    s(&mut p, "stored");
+    p.push(0x83);
+    s(&mut p, "parent_hash");
+    p.push(0xc0);
+    s(&mut p, "start_position");
+    p.push(9);
+    s(&mut p, "blocks");
+    p.extend_from_slice(&[0x91, 0x83]);
+    s(&mut p, "block_hash");
+    p.push(1);
+    s(&mut p, "tokens_hash");
+    p.push(2);
+    s(&mut p, "mm_extra_info");
+    p.push(0x81);
+    s(&mut p, "mm_objects");
+    p.extend_from_slice(&[0x91, 0x82]);
+    s(&mut p, "mm_hash");
+    p.push(3);
+    s(&mut p, "offsets");
+    p.extend_from_slice(&[0x91, 0x92, 0x00, 0x01]);
+    s(&mut p, "dp_rank");
+    p.push(0);
+
+    let mut dec = Decoder::new(Format::DynamoMsgpack).unwrap();
+    dec.set_limit(DecoderLimit::MaxDepth, 16).unwrap();
+    assert_eq!(dec.set_limit(DecoderLimit::MaxDepth, 0).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let evs = dec.decode(&p).unwrap();
+    assert_eq!(evs.len(), 1);
+    assert_eq!(evs[0].block_hashes, vec![1]);
+    assert_eq!(evs[0].tokens_hashes, vec![2]);
+    let x = dec.event_ext(0).unwrap();
+    assert_eq!(x.tag.as_deref(), Some("stored"));
+    assert_eq!(x.start_position, Field::Set(9));
+    assert_eq!(x.residency_domain, Field::Set("worker".to_string()));
+    assert_eq!(x.state_source, Field::Absent);
+    assert_eq!(x.mm_objects, vec![MmObject { block: 0, mm_hash: 3, offsets: vec![(0, 1)] }]);
+    assert_eq!(dec.event_ext(1).unwrap_err().kind(), ErrorKind::OutOfRange);
+    assert_eq!(dec.reencode().unwrap(), p);
+    // a payload with a key the decoder does not read cannot be re-encoded whole
+    let mut q = p.clone();
+    q[0] = 0x84;
+    s(&mut q, "zz");
+    q.push(0);
+    dec.decode(&q).unwrap();
+    assert_eq!(dec.reencode().unwrap_err().kind(), ErrorKind::InvalidState);
+}
+
+/// 0.6: Dynamo event ids are contiguous by default, and can be read and set.
+#[test]
+fn dynamo_event_ids() {
+    if features() & FEATURE_WIRE == 0 {
+        return;
+    }
+    let mut enc = Encoder::new(Format::DynamoJson).unwrap();
+    assert_eq!(enc.next_event_id().unwrap(), 0);
+    enc.set_next_event_id(10).unwrap();
+    let reg = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let pool = reg.pool("p").unwrap();
+    let hash_only = |h: u64| BlockDesc {
+        sequence_hash: h,
+        block_hash: h,
+        parent_sequence_hash: None,
+        block_size: 0,
+        tokens: &[],
+    };
+    let a = pool.register(&hash_only(1)).unwrap();
+    let _b = pool.register(&hash_only(2)).unwrap();
+    pool.release(a).unwrap();
+    let evs = reg.poll().unwrap();
+    enc.encode(&evs, Some(1.0)).unwrap();
+    let after = enc.next_event_id().unwrap();
+    assert!(after > 10);
+    enc.set_event_ids(EventIds::Kvreg).unwrap();
+    enc.set_next_event_id(0).unwrap();
+    let out = enc.encode(&evs, Some(1.0)).unwrap();
+    let mut dec = Decoder::new(Format::DynamoJson).unwrap();
+    let back = dec.decode(&out[0]).unwrap();
+    assert_eq!(back[0].event_id, evs[0].event_id);
 }
