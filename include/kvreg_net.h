@@ -325,6 +325,13 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               all publishers together (default 256 MiB);
                                               past it newer ones are not kept (the next replay
                                               fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
+#define KVREG_SUB_OPT_RCV_BYTES 10u        /* bytes libzmq may queue per SUB connection while
+                                              run() is not reading (default 256 MiB; 0 = no
+                                              byte bound). libzmq counts messages, so its
+                                              high-water mark becomes min(RCVHWM,
+                                              RCV_BYTES / MAX_MSG_SIZE) (at least 1); past it
+                                              libzmq stops reading that connection and the
+                                              backlog waits at the publisher (its own HWM) */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -437,6 +444,9 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
                                          MAX_HELD_BYTES (fetched by the next replay) */
 #define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
+#define KVREG_SUB_STAT_REPLAYS_BUSY 17u /* replay answers that were the publisher's busy marker
+                                         (KVREG_PUB_REPLAY_BUSY): the request is sent again
+                                         after a back-off, until the replay's deadline */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 
