@@ -326,7 +326,7 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               past it newer ones are not kept (the next replay
                                               fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
 #define KVREG_SUB_OPT_RCV_BYTES 10u        /* bytes libzmq may queue per SUB connection while
-                                              run() is not reading (default 256 MiB; 0 = no
+                                              run() is not reading (default 64 MiB; 0 = no
                                               byte bound). libzmq counts messages, so its
                                               high-water mark becomes min(RCVHWM,
                                               RCV_BYTES / MAX_MSG_SIZE) (at least 1); past it

@@ -10,10 +10,14 @@
 //               below the last live one, or a new instance in the topic, is a restart: RESET,
 //               and the stream starts again from 0. Once a stream delivers in order it sends a
 //               probe (a replay request from `next`, normally answered by the end marker
-//               alone) to learn the publisher's instance id (kProbing); again after its SUB
-//               socket reconnects.
-//   k*Queued    One DEALER per endpoint runs one request at a time: a stream whose endpoint's
-//               DEALER is taken waits (live batches held) until that one ends.
+//               alone) to learn the publisher's instance id (kProbing) when its endpoint's
+//               DEALER is free (else at a later delivery); again after its SUB socket
+//               reconnects.
+//   kReplayQueued  One DEALER per endpoint runs one request at a time: a stream whose gap
+//               finds it taken waits (live batches held) until that one ends; if that one
+//               failed, the waiting streams do not ask the same ROUTER: back to kLive, their
+//               gaps reported lost. (A probe never waits: streams whose probes could not be
+//               answered would pin every publisher slot.)
 //   kProbing    Live batches are held. The end marker names the instance: the same, or
 //   kReplaying  none known, and the stream is back to kLive; another, and the publisher
 //               restarted: RESET, held batches dropped, a replay from 0. A replayed batch is
@@ -34,6 +38,7 @@
 #include <zmq.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "net/zmq.hpp"
 
@@ -42,14 +47,13 @@ namespace kvreg::net {
 void Subscriber::enter(Stream &s, Stage to) {
     // kMoves[from][to]: the moves the protocol above makes. Anything else is a bug (debug
     // builds stop at it).
-    static constexpr bool kMoves[6][6] = {
-        //               Live   PrQueued Probing RpQueued Replaying BusyWait
-        /* Live      */ {false, true,    true,   true,    true,     false},
-        /* PrQueued  */ {false, false,   true,   false,   false,    false},
-        /* Probing   */ {true,  false,   false,  false,   false,    false},
-        /* RpQueued  */ {false, false,   false,  false,   true,     false},
-        /* Replaying */ {true,  false,   false,  false,   false,    true},
-        /* BusyWait  */ {true,  false,   false,  false,   true,     false},
+    static constexpr bool kMoves[5][5] = {
+        //               Live   Probing RpQueued Replaying BusyWait
+        /* Live      */ {false, true,   true,    true,     false},
+        /* Probing   */ {true,  false,  false,   false,    false},
+        /* RpQueued  */ {true,  false,  false,   true,     false},
+        /* Replaying */ {true,  false,  false,   false,    true},
+        /* BusyWait  */ {true,  false,  false,   true,     false},
     };
     if (!kMoves[static_cast<size_t>(s.stage)][static_cast<size_t>(to)]) {
 #ifndef NDEBUG
@@ -128,7 +132,7 @@ void Subscriber::request_replay(Stream &s, uint64_t from, bool probe) {
     Endpoint &e = eps_[s.ep];
     s.replay_from = from;
     if (e.replay_owner && e.replay_owner != &s) {
-        enter(s, probe ? Stage::kProbeQueued : Stage::kReplayQueued);
+        enter(s, Stage::kReplayQueued); // probe() never gets here: it waits for a free DEALER
         return;
     }
     enter(s, probe ? Stage::kProbing : Stage::kReplaying);
@@ -224,8 +228,8 @@ void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p
 void Subscriber::probe(Stream &s) {
     const Endpoint &e = eps_[s.ep];
     const auto now = Clock::now();
-    if (s.probed || !e.has_replay || !e.dealer || s.stage != Stage::kLive || now < e.no_replay_until ||
-        now < e.probe_after)
+    if (s.probed || !e.has_replay || !e.dealer || e.replay_owner || s.stage != Stage::kLive ||
+        now < e.no_replay_until || now < e.probe_after)
         return;
     s.probed = true;
     request_replay(s, s.next, true);
@@ -298,14 +302,27 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
     for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
-    // Another stream of this endpoint waited for the DEALER.
-    if (!e.replay_owner) {
+    // Another stream of this endpoint waited for the DEALER. After a failure the ROUTER is
+    // not asked again for a while (no_replay_until): every waiting stream goes back to kLive,
+    // where its held batches find their gaps again and report them lost.
+    if (failed) {
+        std::vector<Stream *> queued;
+        for_each_stream([&](Stream &o) {
+            if (o.ep == s.ep && o.stage == Stage::kReplayQueued) queued.push_back(&o);
+        });
+        for (Stream *o : queued) {
+            enter(*o, Stage::kLive);
+            std::deque<Waiting> h;
+            h.swap(o->waiting);
+            for (const Waiting &w : h) unhold(w);
+            for (Waiting &w : h) on_live(*o, w.seq, w.payload.data(), w.payload.size(), w.restarted);
+        }
+    } else if (!e.replay_owner) {
         Stream *queued = nullptr;
         for_each_stream([&](Stream &o) {
-            if (!queued && o.ep == s.ep && (o.stage == Stage::kProbeQueued || o.stage == Stage::kReplayQueued))
-                queued = &o;
+            if (!queued && o.ep == s.ep && o.stage == Stage::kReplayQueued) queued = &o;
         });
-        if (queued) request_replay(*queued, queued->replay_from, queued->stage == Stage::kProbeQueued);
+        if (queued) request_replay(*queued, queued->replay_from);
     }
 }
 

@@ -53,7 +53,6 @@ class Subscriber {
     // every change (enter(), checked against its table of allowed moves).
     enum class Stage : uint8_t {
         kLive,         // in order: a live seq that is the next one is delivered at once
-        kProbeQueued,  // a probe waits for the endpoint's DEALER (another stream's replay runs)
         kProbing,      // a probe is in flight on the DEALER; live batches are held
         kReplayQueued, // a replay waits for the DEALER; live batches are held
         kReplaying,    // a replay is in flight on the DEALER; live batches are held
@@ -156,7 +155,7 @@ class Subscriber {
 
     // Options.
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
-    uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(256) << 20;
+    uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(64) << 20;
     int64_t max_msg_size_ = INT64_C(16) << 20;
     uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
     std::string topic_;

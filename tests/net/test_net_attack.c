@@ -8,6 +8,7 @@
  *   dupreplay  a replay ROUTER that answers a gap by repeating one batch and never ends
  *   heldbytes  a gap whose replay never answers, then 200 live batches of 1 MB (held)
  *   busy       a replay ROUTER that answers every request busy
+ *   topicsreplay  5,000 topics from a publisher whose replay ROUTER never answers
  *   foreign    a replay ROUTER that answers one topic's gap with another topic's batches
  *   rcvbytes   200 live messages of 1 MB while run() does not read (receive queue in bytes)
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
@@ -207,6 +208,38 @@ static void attack_topics(void) {
     CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS) <= keep);
     CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_EVICTED) >= (uint64_t)topics - keep);
     CHECK_FIX(a.c.notices[KVREG_SUB_EVICTED] >= (uint64_t)topics - keep);
+    finish(&a, 32, 60000);
+}
+
+/* Many topics from a publisher whose replay ROUTER never answers, after the well-behaved
+ * stream went quiet: each new topic delivers in order and would probe the ROUTER for its
+ * instance. Before, the probes queued for the one DEALER and a stream with a probe queued
+ * could not be evicted: 1,000 such streams pinned every slot (MAX_PUBLISHERS 1,000 here),
+ * later topics were dropped, and so was the well-behaved stream once evicted. Now a probe
+ * waits for a free DEALER instead of queueing. */
+static void attack_topicsreplay(void) {
+    attack a = {.name = "topicsreplay"};
+    setup(&a, 1, KVREG_SUB_OPT_MAX_PUBLISHERS, 1000);
+    good_send(&a, 1);
+    while (good_received(&a) < 1) assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    uint8_t buf[256];
+    const size_t len = net_payload(42, buf, sizeof buf);
+    char topic[64];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(topic, sizeof topic, "kv@attacker-%d@model", i);
+        net_peer_live(&a.bad, topic, 0, buf, len);
+        if (i % 25 == 0) assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
+    }
+    const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
+    uint64_t from_bad = 0;
+    while (net_now_ms() < deadline) {
+        from_bad = 0;
+        for (size_t i = 0; i < a.c.n; i++) from_bad += a.c.recs[i].publisher == a.bad_idx;
+        if (from_bad == 5000) break;
+        assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
+    }
+    assert_int_equal(from_bad, 5000);
+    assert_true(stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS) <= 1000);
     finish(&a, 32, 60000);
 }
 
@@ -457,6 +490,7 @@ static void run_attack(void **state) {
     else if (strcmp(which, "dupreplay") == 0) attack_dupreplay();
     else if (strcmp(which, "heldbytes") == 0) attack_heldbytes();
     else if (strcmp(which, "busy") == 0) attack_busy();
+    else if (strcmp(which, "topicsreplay") == 0) attack_topicsreplay();
     else if (strcmp(which, "foreign") == 0) attack_foreign();
     else if (strcmp(which, "rcvbytes") == 0) attack_rcvbytes();
     else fail_msg("unknown attack %s", which);
@@ -464,7 +498,7 @@ static void run_attack(void **state) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay\n");
         return 2;
     }
     which = argv[1];
