@@ -452,8 +452,9 @@ void Subscriber::check_replay_timeouts() {
         size_t len = sizeof events;
         // Once per deadline: a flood of duplicates also leaves answers waiting, and must not
         // hold the gap open for ever.
-        if (!e.replay_grace && e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 &&
-            (events & ZMQ_POLLIN)) {
+        // (Not in kBusyWait: nothing it would read counts.)
+        if (!e.replay_grace && e.replay_owner->stage != Stage::kBusyWait && e.dealer &&
+            zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
             e.replay_grace = true;
             e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
             continue;

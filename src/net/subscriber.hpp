@@ -1,6 +1,7 @@
 // The subscriber behind kvreg_subscriber (see kvreg_net.h for the contract).
-//   net_subscriber.cpp  options, sockets, the run loop, frame checks;
-//   net_sub_order.cpp   per-publisher ordering: seq tracking, gaps, replays, resets, delivery.
+//   subscriber.cpp  options, sockets, the run loop, frame checks;
+//   sub_order.cpp   per-publisher ordering: the protocol's stages (its head comment walks
+//                   through them), seq tracking, gaps, replays, resets, delivery.
 // Everything runs on the thread in run(); the stats and the stop flag are atomics so that
 // other threads may read and set them.
 #pragma once
