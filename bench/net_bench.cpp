@@ -19,8 +19,16 @@
 //   nats     (not in `all`; built with the library's NATS) the JetStream plane against raw
 //            libnats and a replica's restore against its rebuild: bench/net_nats.cpp.
 //            --nats-events N (default 200000), --trace FILE (default: the conversation trace).
-// --workload NAME: run only pubsub, register_release, attacked-replay or nats (default: all
-// but nats).
+//   attacked  (issue 36) every attack of the issue, one row each, in one run: the row above
+//            (the publisher's side), then the subscriber's: 50,000 topics, 50 x 20 MB, a
+//            replay peer repeating one batch, an unanswered gap then 200 x 1 MB, 4 MiB nested
+//            msgpack headers for the decoder (SubAttacker says what each sends). Each row:
+//            the attacked process's resident growth over its unattacked pass (target <= 64
+//            MiB, or the configured bound + 64) and the well-behaved stream's events/s
+//            attacked / unattacked (target >= 0.9). JSON line per row; the table on stderr.
+//            Not part of "all" (it takes about a minute).
+// --workload NAME: run only pubsub, register_release, attacked-replay, attacked or nats
+// (default: all but attacked and nats).
 // --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
 // side moves the payloads that setting gives), default 1024.
 // Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
@@ -36,12 +44,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +154,7 @@ struct SubCount {
 
 void on_batch(const kvreg_sub_batch *b, void *ud) {
     auto *c = static_cast<SubCount *>(ud);
+    if (b->publisher != 0) return; // an attacker's endpoint (attacked): not the measured stream
     uint64_t h = 0;
     for (size_t i = 0; i < b->n_events; i++) h += b->events[i].n_block_hashes;
     c->hashes += h;
@@ -158,7 +170,11 @@ struct Link {
     std::thread th;
 
     // ring > 0: the publisher also serves replays from a ring of that many batches.
-    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true, size_t ring = 0) {
+    // extra: more (endpoint, replay endpoint or "") pairs the subscriber reads (attackers);
+    // sub_opts: (option, value) pairs set on the subscriber first.
+    explicit Link(kvreg_registry *reg, size_t max_events, bool with_sub = true, size_t ring = 0,
+                  const std::vector<std::pair<std::string, std::string>> &extra = {},
+                  const std::vector<std::pair<uint32_t, uint64_t>> &sub_opts = {}) {
         check(kvreg_publisher_new(&pub, reg), "publisher");
         check(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://127.0.0.1:*"), "endpoint");
         if (ring) {
@@ -173,7 +189,10 @@ struct Link {
         if (!with_sub) return;
         check(kvreg_subscriber_new(&sub), "subscriber");
         check(kvreg_subscriber_set(sub, KVREG_SUB_OPT_RCVHWM, 0), "rcvhwm");
+        for (const auto &[opt, v] : sub_opts) check(kvreg_subscriber_set(sub, opt, v), "subscriber option");
         check(kvreg_subscriber_add(sub, ep, nullptr, nullptr), "add");
+        for (const auto &[e, r] : extra)
+            check(kvreg_subscriber_add(sub, e.c_str(), r.empty() ? nullptr : r.c_str(), nullptr), "add attacker");
         check(kvreg_subscriber_set_batch_fn(sub, on_batch, &count), "batch fn");
         th = std::thread([this] {
             while (!stop.load(std::memory_order_acquire)) kvreg_subscriber_run(sub, 50);
@@ -195,8 +214,14 @@ struct Link {
     void wait_for(uint64_t events, double timeout_s) {
         const double deadline = now_s() + timeout_s;
         while (count.events.load(std::memory_order_acquire) < events)
-            if (now_s() > deadline) die("events missing at the subscriber", KVREG_ESTATE);
-            else std::this_thread::yield();
+            if (now_s() > deadline) {
+                std::fprintf(stderr, "kvreg-net-bench: %llu of %llu events\n",
+                             static_cast<unsigned long long>(count.events.load()),
+                             static_cast<unsigned long long>(events));
+                die("events missing at the subscriber", KVREG_ESTATE);
+            } else {
+                std::this_thread::yield();
+            }
     }
     ~Link() {
         kvreg_publisher_free(pub);
@@ -396,7 +421,14 @@ struct Attacker {
 // A stat of the publisher; false when the library does not have it (an older build).
 bool pub_stat(kvreg_publisher *pub, uint32_t stat, uint64_t *v) { return kvreg_publisher_stat(pub, stat, v) == KVREG_OK; }
 
-void attacked_replay(const Input &in, size_t reps, Attacker &att) {
+// One row of the attacked table.
+struct Row {
+    std::string attack;
+    double growth_mib, target_mib, ratio;
+    std::string outcome;
+};
+
+void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Row> *rows = nullptr) {
     constexpr size_t kMaxEvents = 64;
     const uint64_t events = 2 * in.descs.size();
     const size_t ring = (events + kMaxEvents - 1) / kMaxEvents; // about one pass of batches
@@ -506,8 +538,305 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att) {
                 (static_cast<double>(growth_attacked) - static_cast<double>(growth_plain)) / 1024.0,
                 before_kib / 1024.0, during_kib / 1024.0, static_cast<unsigned long long>(busy),
                 queued_peak / 1048576.0);
+    if (rows)
+        rows->push_back({"30 replay requesters that never read (publisher side)",
+                         (static_cast<double>(growth_attacked) - static_cast<double>(growth_plain)) / 1024.0, 64,
+                         best_plain / best_attacked, std::to_string(busy) + " requests answered busy"});
     delete owned;
     kvreg_registry_free(reg);
+}
+
+// ---------------------------------------------------------------------------- attacked
+// The subscriber's attacks of issue 36, each while the well-behaved publisher streams one
+// register_release pass to the same subscriber. The hostile peer is a child process forked
+// before any thread or ZeroMQ context exists here (what it holds is not ours). Commands on a
+// pipe, one line each, each answered with one line:
+//   "open"        bind an XPUB (no send limit) and a ROUTER on 127.0.0.1 ephemeral ports;
+//                 answers "<xpub> <router>"
+//   "go KIND"     wait (bounded) for the subscription, then attack; answers "sent" once the
+//                 attack's messages are queued (dup keeps answering replays until "stop")
+//   "stop"        close the sockets; answers "ok"
+// KINDs: topics (50,000 topics, one small batch each), bigmsg (50 x 20 MB), dup (a live
+// batch at seq 5, then every replay request answered by repeating seq 0, 20 every 5 ms,
+// never ending; the live seq jumps ahead every 100 ms so gaps recur), held (a live batch at
+// seq 5 whose replay is never answered, then 200 live batches of 1 MB), nested (20 payloads
+// of 4 MiB: 31 nested msgpack array32 headers each claiming every byte after it, then
+// zeros, for the decoder).
+// One vLLM batch of one Register (the attackers' small payload); made before any fork.
+std::string one_batch() {
+    kvreg_wire_encoder *enc = nullptr;
+    check(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), "encoder");
+    kvreg_event ev{};
+    ev.kind = KVREG_EVENT_REGISTER;
+    ev.sequence_hash = ev.block_hash = 42;
+    const uint32_t tokens[kBlock] = {};
+    ev.tokens = tokens;
+    ev.n_tokens = kBlock;
+    size_t used = 0, len = 0;
+    const uint8_t *p = nullptr;
+    check(kvreg_wire_encode(enc, &ev, 1, 1.5, &used, &p, &len), "encode");
+    std::string out(reinterpret_cast<const char *>(p), len);
+    kvreg_wire_encoder_free(enc);
+    return out;
+}
+
+struct SubAttacker {
+    pid_t pid = -1;
+    FILE *cmd = nullptr, *ans = nullptr;
+    std::string small; // one valid vLLM batch (made before the fork)
+
+    static void noop_free(void *, void *) {}
+    static void send3(void *s, const std::string &topic, uint64_t seq, const void *p, size_t len, bool zero_copy) {
+        unsigned char s8[8];
+        for (int i = 7; i >= 0; i--, seq >>= 8) s8[i] = static_cast<unsigned char>(seq);
+        zmq_send(s, topic.data(), topic.size(), ZMQ_SNDMORE);
+        zmq_send(s, s8, 8, ZMQ_SNDMORE);
+        if (!zero_copy) {
+            zmq_send(s, p, len, 0);
+            return;
+        }
+        zmq_msg_t m;
+        zmq_msg_init_data(&m, const_cast<void *>(p), len, noop_free, nullptr);
+        zmq_msg_send(&m, s, 0);
+    }
+
+    void child(int cmd_fd, int ans_fd) {
+        FILE *in = fdopen(cmd_fd, "r");
+        FILE *out = fdopen(ans_fd, "w");
+        void *ctx = zmq_ctx_new();
+        void *xpub = nullptr, *router = nullptr;
+        std::vector<unsigned char> big(20u * 1000 * 1000, 0x5a), mb(1u << 20, 0x33), nested(4u << 20, 0);
+        for (unsigned l = 0; l < 31; l++) { // each header claims every byte after it
+            const uint32_t n = static_cast<uint32_t>(nested.size() - 5 * (l + 1));
+            nested[5 * l] = 0xdd;
+            for (int b = 0; b < 4; b++) nested[5 * l + 1 + b] = static_cast<unsigned char>(n >> (24 - 8 * b));
+        }
+        const std::string topic = "kv@attacker@model";
+        char line[256];
+        while (in && std::fgets(line, sizeof line, in)) {
+            line[std::strcspn(line, "\n")] = 0;
+            if (!std::strcmp(line, "open")) {
+                const int zero = 0;
+                xpub = zmq_socket(ctx, ZMQ_XPUB);
+                router = zmq_socket(ctx, ZMQ_ROUTER);
+                char e1[256], e2[256];
+                size_t l1 = sizeof e1, l2 = sizeof e2;
+                for (void *sk : {xpub, router}) {
+                    zmq_setsockopt(sk, ZMQ_SNDHWM, &zero, sizeof zero);
+                    zmq_setsockopt(sk, ZMQ_LINGER, &zero, sizeof zero);
+                    zmq_bind(sk, "tcp://127.0.0.1:*");
+                }
+                zmq_getsockopt(xpub, ZMQ_LAST_ENDPOINT, e1, &l1);
+                zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, e2, &l2);
+                std::fprintf(out, "%s %s\n", e1, e2);
+            } else if (!std::strncmp(line, "go ", 3)) {
+                const std::string kind = line + 3;
+                char sub[64];
+                zmq_pollitem_t it = {xpub, 0, ZMQ_POLLIN, 0};
+                if (zmq_poll(&it, 1, 10000) > 0) zmq_recv(xpub, sub, sizeof sub, 0);
+                if (kind == "topics") {
+                    for (int i = 0; i < 50000; i++)
+                        send3(xpub, "kv@attacker-" + std::to_string(i) + "@model", 0, small.data(), small.size(), false);
+                } else if (kind == "bigmsg") {
+                    for (int i = 0; i < 50; i++) send3(xpub, topic, i, big.data(), big.size(), true);
+                } else if (kind == "nested") {
+                    for (int i = 0; i < 20; i++) send3(xpub, topic, i, nested.data(), nested.size(), true);
+                } else if (kind == "held") {
+                    send3(xpub, topic, 5, small.data(), small.size(), false);
+                    for (uint64_t q = 6; q < 206; q++) send3(xpub, topic, q, mb.data(), mb.size(), true);
+                } else if (kind == "dup") {
+                    std::fprintf(out, "sent\n"); // answered now: this one runs until "stop"
+                    std::fflush(out);
+                    dup_loop(in, xpub, router, topic);
+                    xpub = router = nullptr;
+                    std::fprintf(out, "ok\n");
+                    std::fflush(out);
+                    continue;
+                }
+                std::fprintf(out, "sent\n");
+            } else if (!std::strcmp(line, "stop")) {
+                if (xpub) zmq_close(xpub);
+                if (router) zmq_close(router);
+                xpub = router = nullptr;
+                std::fprintf(out, "ok\n");
+            }
+            std::fflush(out);
+        }
+        if (xpub) zmq_close(xpub);
+        if (router) zmq_close(router);
+        zmq_ctx_term(ctx);
+        _exit(0);
+    }
+
+    // dup: serve replays by repeating one batch until "stop" comes on the command pipe (then
+    // close the sockets).
+    void dup_loop(FILE *in, void *xpub, void *router, const std::string &topic) {
+        uint64_t live = 5;
+        send3(xpub, topic, live, small.data(), small.size(), false);
+        std::vector<std::vector<unsigned char>> ids;
+        double next_live = now_s() + 0.1;
+        for (;;) {
+            zmq_pollitem_t items[2] = {{router, 0, ZMQ_POLLIN, 0}, {nullptr, fileno(in), ZMQ_POLLIN, 0}};
+            zmq_poll(items, 2, 5);
+            if (items[1].revents & ZMQ_POLLIN) break; // "stop"
+            while (items[0].revents & ZMQ_POLLIN) {
+                zmq_msg_t m;
+                zmq_msg_init(&m);
+                if (zmq_msg_recv(&m, router, ZMQ_DONTWAIT) < 0) break;
+                const auto *d = static_cast<const unsigned char *>(zmq_msg_data(&m));
+                ids.emplace_back(d, d + zmq_msg_size(&m));
+                while (zmq_msg_more(&m)) zmq_msg_recv(&m, router, 0);
+                zmq_msg_close(&m);
+            }
+            for (const auto &id : ids)
+                for (int k = 0; k < 20; k++) {
+                    unsigned char s8[8] = {0};
+                    zmq_send(router, id.data(), id.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                    zmq_send(router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                    zmq_send(router, topic.data(), topic.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                    zmq_send(router, s8, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                    zmq_send(router, small.data(), small.size(), ZMQ_DONTWAIT);
+                }
+            if (now_s() >= next_live) { // a new gap, so that the attack goes on
+                live += 2;
+                send3(xpub, topic, live, small.data(), small.size(), false);
+                next_live = now_s() + 0.1;
+            }
+        }
+        char line[64];
+        if (!std::fgets(line, sizeof line, in)) return;
+        zmq_close(xpub);
+        zmq_close(router);
+    }
+
+    void start() {
+        int c[2], a[2];
+        if (pipe(c) != 0 || pipe(a) != 0) die("pipe", KVREG_ENOMEM);
+        pid = fork();
+        if (pid < 0) die("fork", KVREG_ENOMEM);
+        if (pid == 0) {
+            close(c[1]);
+            close(a[0]);
+            child(c[0], a[1]);
+        }
+        close(c[0]);
+        close(a[1]);
+        cmd = fdopen(c[1], "w");
+        ans = fdopen(a[0], "r");
+    }
+    std::string ask(const std::string &line) {
+        if (getenv("KVREG_BENCH_VERBOSE")) std::fprintf(stderr, "attacker: %s\n", line.c_str());
+        std::fprintf(cmd, "%s\n", line.c_str());
+        std::fflush(cmd);
+        char buf[600];
+        if (!std::fgets(buf, sizeof buf, ans)) die("sub attacker", KVREG_ESTATE);
+        buf[std::strcspn(buf, "\n")] = 0;
+        return buf;
+    }
+    void finish() {
+        if (pid <= 0) return;
+        std::fclose(cmd);
+        std::fclose(ans);
+        waitpid(pid, nullptr, 0);
+        pid = -1;
+    }
+};
+
+uint64_t sub_stat(kvreg_subscriber *sub, uint32_t s) {
+    uint64_t v = 0;
+    kvreg_subscriber_stat(sub, s, &v);
+    return v;
+}
+
+// One attack on the subscriber: an unattacked pass then an attacked one on the same link
+// (the attacker's sockets bound and subscribed in both), best of reps each. Growth: the peak
+// resident memory from the start of the pass until 1 s after it (late effects), over the
+// memory before it; the row is the attacked growth over the unattacked one.
+void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *kind, const char *label,
+                  const std::vector<std::pair<uint32_t, uint64_t>> &opts, double target_mib,
+                  std::vector<Row> &rows) {
+    const uint64_t events = 2 * in.descs.size();
+    double best[2] = {1e9, 1e9};
+    uint64_t growth[2] = {0, 0};
+    std::string outcome;
+    for (size_t r = 0; r < reps; r++) {
+        for (int attacked = 0; attacked < 2; attacked++) {
+            std::istringstream eps(att.ask("open"));
+            std::string xpub, router;
+            eps >> xpub >> router;
+            kvreg_registry *reg = poll_registry();
+            kvreg_pool *pool = nullptr;
+            check(kvreg_pool_new(&pool, reg, "G1"), "pool");
+            auto *link = new Link(reg, 64, true, 0, {{xpub, router}}, opts);
+            link->sync(pool);
+            const uint64_t warm = link->count.events.load();
+            register_release(pool, in); // warm: the state every measured pass starts from
+            link->wait_for(warm + events, 20);
+            const uint64_t r0 = rss_kib();
+            std::atomic<bool> done{false};
+            uint64_t peak = r0;
+            std::thread sampler([&] {
+                while (!done.load(std::memory_order_acquire)) {
+                    peak = std::max(peak, rss_kib());
+                    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // sampling period
+                }
+            });
+            if (attacked) att.ask(std::string("go ") + kind);
+            const uint64_t base = link->count.events.load();
+            const double t = now_s();
+            register_release(pool, in);
+            link->wait_for(base + events, 60);
+            best[attacked] = std::min(best[attacked], now_s() - t);
+            std::this_thread::sleep_for(std::chrono::seconds(1)); // the window for late effects
+            done.store(true, std::memory_order_release);
+            sampler.join();
+            growth[attacked] = std::max(growth[attacked], std::max(peak, rss_kib()) - r0);
+            if (attacked) {
+                char o[200];
+                std::snprintf(o, sizeof o,
+                              "notices: %llu evicted, %llu disconnects, %llu malformed, %llu lost, %llu held dropped",
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_EVICTED)),
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_DISCONNECTS)),
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_MALFORMED)),
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_LOST)),
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_HELD_DROPPED)));
+                outcome = o;
+            }
+            att.ask("stop");
+            delete link;
+            kvreg_registry_free(reg);
+        }
+    }
+    const double over = (static_cast<double>(growth[1]) - static_cast<double>(growth[0])) / 1024.0;
+    std::printf("{\"workload\":\"attacked\",\"attack\":\"%s\",\"events\":%llu,\"events_per_s\":%.0f,"
+                "\"events_per_s_attacked\":%.0f,\"ratio\":%.3f,\"target\":0.9,\"rss_growth_mib\":%.1f,"
+                "\"rss_growth_attacked_mib\":%.1f,\"growth_over_unattacked_mib\":%.1f,\"target_mib\":%.0f}\n",
+                kind, static_cast<unsigned long long>(events), events / best[0], events / best[1],
+                best[0] / best[1], growth[0] / 1024.0, growth[1] / 1024.0, over, target_mib);
+    std::fflush(stdout);
+    rows.push_back({label, over, target_mib, best[0] / best[1], outcome});
+}
+
+void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att) {
+    std::vector<Row> rows;
+    attacked_replay(in, reps, att, &rows);
+    attacked_sub(in, reps, sub_att, "topics", "50,000 topics", {}, 64, rows);
+    attacked_sub(in, reps, sub_att, "bigmsg", "50 messages of 20 MB", {}, 64, rows);
+    attacked_sub(in, reps, sub_att, "dup", "replay peer repeating one batch (timeout 500 ms)",
+                 {{KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500}}, 64, rows);
+    // The held batches are bounded by MAX_HELD_BYTES (32 MiB here): that bound plus 64 MiB.
+    attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB)",
+                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
+                 32 + 64, rows);
+    // The attacker's stream holds its later payloads while its probe goes unanswered: the
+    // held bound applies as in the row above.
+    attacked_sub(in, reps, sub_att, "nested", "20 payloads of 4 MiB nested msgpack headers (MAX_HELD_BYTES 32 MiB)",
+                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}}, 32 + 64, rows);
+    std::fprintf(stderr, "\n| Attack | Growth over unattacked (MiB) | Target (MiB) | Well-behaved events/s attacked / "
+                         "unattacked (target 0.9) | What the attacked side reported |\n|---|---|---|---|---|\n");
+    for (const Row &r : rows)
+        std::fprintf(stderr, "| %s | %.1f | %.0f | %.2f | %s |\n", r.attack.c_str(), r.growth_mib, r.target_mib, r.ratio,
+                     r.outcome.c_str());
 }
 
 } // namespace
@@ -533,7 +862,7 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--max-events")) max_events = v;
         else {
             std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]"
-                                 " [--workload all|pubsub|register_release|attacked-replay|nats]"
+                                 " [--workload all|pubsub|register_release|attacked-replay|attacked|nats]"
                                  " [--nats-events N] [--trace FILE]\n");
             return 2;
         }
@@ -551,13 +880,19 @@ int main(int argc, char **argv) {
     (void)nats_events, (void)trace;
 #endif
     const bool all = workload == "all";
-    if (!all && workload != "pubsub" && workload != "register_release" && workload != "attacked-replay") {
+    if (!all && workload != "pubsub" && workload != "register_release" && workload != "attacked-replay" &&
+        workload != "attacked") {
         std::fprintf(stderr, "kvreg-net-bench: unknown workload %s\n", workload.c_str());
         return 2;
     }
     // Forked first, before any thread or ZeroMQ context exists here.
     Attacker attacker;
-    if (all || workload == "attacked-replay") attacker.start();
+    if (all || workload == "attacked-replay" || workload == "attacked") attacker.start();
+    SubAttacker sub_attacker;
+    if (workload == "attacked") {
+        sub_attacker.small = one_batch();
+        sub_attacker.start();
+    }
     if ((kvreg_features() & KVREG_FEATURE_ZMQ) == 0 || (kvreg_features() & KVREG_FEATURE_WIRE) == 0) {
         std::printf("{\"skipped\":\"library built without zmq or wire\"}\n");
         return 77;
@@ -565,8 +900,10 @@ int main(int argc, char **argv) {
     const Input in = make_input(seqs, len);
     const uint64_t events = 2 * in.descs.size(); // one Register and one Remove per block
     if (all || workload == "attacked-replay") attacked_replay(in, reps, attacker);
+    if (workload == "attacked") attacked(in, reps, attacker, sub_attacker);
+    sub_attacker.finish(); // first: its child holds a copy of the other's pipe
     attacker.finish();
-    if (workload == "attacked-replay") return 0;
+    if (workload == "attacked-replay" || workload == "attacked") return 0;
 
     if (all || workload == "pubsub") pubsub(in, events, reps, max_events);
     if (all || workload == "register_release") register_release_with(in, reps, max_events);

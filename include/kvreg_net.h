@@ -263,8 +263,17 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *   one frame (a payload)       16 MiB       OPT_MAX_MSG_SIZE       libzmq closes the
  *                                                                   connection before reading
  *                                                                   it: DISCONNECTED notice
- *   libzmq receive queue        100000 msgs  OPT_RCVHWM             libzmq drops newer ones:
- *     per connection            (x 16 MiB)                          a GAP, replayed or LOSS
+ *   libzmq receive queue        64 MiB:      OPT_RCV_BYTES,         libzmq stops reading the
+ *     per connection, while     RCVHWM =     OPT_RCVHWM             connection; the backlog
+ *     run() is not reading      min(RCVHWM,                         waits at the publisher
+ *                               RCV_BYTES /                         (its HWM drops past it:
+ *                               MAX_MSG_SIZE)                       a GAP, replayed or LOSS)
+ *   replay batch of another     none applied —                      MALFORMED notice; the
+ *     topic than the asking one                                     replay fails: LOSS
+ *   busy replay answers         back-off     (REPLAY_TIMEOUT_MS)    5 ms x 2^n, <= timeout/4,
+ *                                                                   jittered; STAT_REPLAYS_
+ *                                                                   BUSY; at the deadline
+ *                                                                   REPLAY_DONE and LOSS
  *   live batches held for       256 MiB,     OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
  *     replays (all publishers)  100000/pub   OPT_MAX_WAITING        DROPPED): the next replay
  *                                                                   fetches them or LOSS
@@ -281,8 +290,8 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
  *                                                                   in hand (one decode of at
  *                                                                   most MAX_MSG_SIZE)
- * libzmq counts its queue in messages, not bytes: its byte bound is RCVHWM x MAX_MSG_SIZE
- * per connection while run() is not reading; lower either for a tighter one.
+ * libzmq counts its queue in messages, not bytes: hence the RCVHWM derived from RCV_BYTES
+ * (docs/limits.md says what is bounded where).
  *
  * A bound SUB socket: libzmq gives a publisher that connects our subscription only when the
  * caller's thread next touches the socket (kvreg_subscriber_add touches it once, and every
@@ -325,6 +334,13 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               all publishers together (default 256 MiB);
                                               past it newer ones are not kept (the next replay
                                               fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
+#define KVREG_SUB_OPT_RCV_BYTES 10u        /* bytes libzmq may queue per SUB connection while
+                                              run() is not reading (default 64 MiB; 0 = no
+                                              byte bound). libzmq counts messages, so its
+                                              high-water mark becomes min(RCVHWM,
+                                              RCV_BYTES / MAX_MSG_SIZE) (at least 1); past it
+                                              libzmq stops reading that connection and the
+                                              backlog waits at the publisher (its own HWM) */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -437,6 +453,9 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
                                          MAX_HELD_BYTES (fetched by the next replay) */
 #define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
+#define KVREG_SUB_STAT_REPLAYS_BUSY 17u /* replay answers that were the publisher's busy marker
+                                         (KVREG_PUB_REPLAY_BUSY): the request is sent again
+                                         after a back-off, until the replay's deadline */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

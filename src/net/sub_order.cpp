@@ -1,23 +1,77 @@
-// Subscriber: per-publisher ordering (see net_subscriber.hpp and kvreg_net.h). Each stream
+// Subscriber: per-publisher ordering (see subscriber.hpp and kvreg_net.h). Each stream
 // delivers seqs in order, once each; a gap asks its endpoint's replay ROUTER for the missing
 // seqs while later live batches wait; whatever cannot be had is named in a LOSS notice.
+//
+// The protocol, one stream ((endpoint, topic)) at a time; its Stage says where it is:
+//   kLive       A live seq equal to `next` is delivered. One below is a duplicate (a replay
+//               delivered it first). One above is a gap: GAP notice, the batch is held, and a
+//               replay from `next` is asked (kReplaying), or with no replay endpoint (or one
+//               that failed lately) a LOSS notice and the batch is delivered. A live seq at or
+//               below the last live one, or a new instance in the topic, is a restart: RESET,
+//               and the stream starts again from 0. Once a stream delivers in order it sends a
+//               probe (a replay request from `next`, normally answered by the end marker
+//               alone) to learn the publisher's instance id (kProbing) when its endpoint's
+//               DEALER is free (else at a later delivery); again after its SUB socket
+//               reconnects.
+//   kReplayQueued  One DEALER per endpoint runs one request at a time: a stream whose gap
+//               finds it taken waits (live batches held) until that one ends; if that one
+//               failed, the waiting streams do not ask the same ROUTER: back to kLive, their
+//               gaps reported lost. (A probe never waits: streams whose probes could not be
+//               answered would pin every publisher slot.)
+//   kProbing    Live batches are held. The end marker names the instance: the same, or
+//   kReplaying  none known, and the stream is back to kLive; another, and the publisher
+//               restarted: RESET, held batches dropped, a replay from 0. A replayed batch is
+//               delivered in order (held live batches older than it first); the deadline runs
+//               from the request and only a new seq moves it. A batch of another topic (the
+//               ROUTER serves another publisher) is refused with a MALFORMED notice, and the
+//               answer counts as failed. Busy marker: kBusyWait (a probe just ends, and asks
+//               again after a back-off).
+//   kBusyWait   Asks again at retry_at: a bounded exponential back-off with jitter (backoff()),
+//               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
+//   end         At the marker, the held batches go through kLive again (a new gap asks
+//               again: each round makes progress). At the deadline (or a failed answer):
+//               REPLAY_DONE says why, LOSS for the seqs before the first held batch, a fresh
+//               DEALER, and no replay from that endpoint for 5 timeouts. Then the next queued
+//               stream of the endpoint gets the DEALER.
 #include "net/subscriber.hpp"
 
 #include <zmq.h>
+
+#include <cstdlib>
+#include <vector>
 
 #include "net/zmq.hpp"
 
 namespace kvreg::net {
 
+void Subscriber::enter(Stream &s, Stage to) {
+    // kMoves[from][to]: the moves the protocol above makes. Anything else is a bug (debug
+    // builds stop at it).
+    static constexpr bool kMoves[5][5] = {
+        //               Live   Probing RpQueued Replaying BusyWait
+        /* Live      */ {false, true,   true,    true,     false},
+        /* Probing   */ {true,  false,  false,   false,    false},
+        /* RpQueued  */ {true,  false,  false,   true,     false},
+        /* Replaying */ {true,  false,  false,   false,    true},
+        /* BusyWait  */ {true,  false,  false,   true,     false},
+    };
+    if (!kMoves[static_cast<size_t>(s.stage)][static_cast<size_t>(to)]) {
+#ifndef NDEBUG
+        std::abort();
+#endif
+    }
+    s.stage = to;
+}
+
 void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
-    if (s.replaying || s.wants_replay) {
+    if (s.holds()) {
         hold(s, seq, p, len, restarted);
         return;
     }
-    if (restarted && s.started) {
+    if (restarted && s.delivered) {
         // The live seqs went back: a new publisher process numbers from 0 again.
         notice(KVREG_SUB_RESET, &s, s.ep, s.next, seq, "seq went back: the publisher restarted");
-        s.started = false;
+        s.delivered = 0;
         s.next = 0;
     }
     if (seq == s.next) {
@@ -36,8 +90,8 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
     Endpoint &e = eps_[s.ep];
     const bool replay = e.has_replay && Clock::now() >= e.no_replay_until;
     notice(KVREG_SUB_GAP, &s, s.ep, s.next, seq - 1,
-           s.started ? "seqs missing (publisher high-water mark or network)"
-                     : "joined late: earlier seqs missing",
+           s.delivered ? "seqs missing (publisher high-water mark or network)"
+                       : "joined late: earlier seqs missing",
            replay);
     if (replay) {
         hold(s, seq, p, len, false);
@@ -66,31 +120,75 @@ void Subscriber::unhold(const Waiting &w) {
     uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
 }
 
-void Subscriber::request_replay(Stream &s, uint64_t from) {
+// [\"\", start8]: the DEALER sends the empty delimiter a REQ socket would add.
+bool Subscriber::send_request(Endpoint &e, uint64_t from) {
+    unsigned char start[8];
+    put_be64(start, from);
+    return zmq_send(e.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+           zmq_send(e.dealer, start, 8, ZMQ_DONTWAIT) >= 0;
+}
+
+void Subscriber::request_replay(Stream &s, uint64_t from, bool probe) {
     Endpoint &e = eps_[s.ep];
     s.replay_from = from;
     if (e.replay_owner && e.replay_owner != &s) {
-        s.wants_replay = true; // the DEALER is busy with another stream's replay
+        enter(s, Stage::kReplayQueued); // probe() never gets here: it waits for a free DEALER
         return;
     }
-    unsigned char start[8];
-    put_be64(start, from);
-    // DEALER: the client sends the empty delimiter a REQ socket would add.
-    if (zmq_send(e.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(e.dealer, start, 8, ZMQ_DONTWAIT) < 0) {
-        s.wants_replay = false;
-        s.replaying = true; // let the timeout path report and move on
-        e.replay_owner = &s;
-        e.replay_deadline = Clock::now();
-        return;
-    }
-    if (!s.probing) count(KVREG_SUB_STAT_REPLAYS);
-    s.wants_replay = false;
-    s.replaying = true;
+    enter(s, probe ? Stage::kProbing : Stage::kReplaying);
     s.replay_count = 0;
     e.replay_owner = &s;
     e.replay_grace = false;
+    e.replay_foreign = false;
     e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+    if (!send_request(e, from)) {
+        e.replay_deadline = Clock::now(); // let the timeout path report and move on
+        return;
+    }
+    if (!probe) count(KVREG_SUB_STAT_REPLAYS);
+}
+
+// Bounded exponential back-off with jitter: the n-th busy answer in a row waits a random time
+// in [d/2, d], d = 5 ms x 2^n, at most a quarter of the replay timeout (so a replay asks a
+// busy publisher a few times before its deadline, never in a loop). The jitter spreads
+// subscribers that were refused together.
+Clock::duration Subscriber::backoff(uint32_t busy) noexcept {
+    const uint64_t cap_us = replay_timeout_ms_ * 1000 / 4;
+    uint64_t d_us = UINT64_C(5000) << (busy < 20 ? busy : 20);
+    if (d_us > cap_us) d_us = cap_us;
+    if (d_us < 2) d_us = 2;
+    uint64_t z = (rng_ += UINT64_C(0x9E3779B97F4A7C15)); // splitmix64
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    z ^= z >> 31;
+    return std::chrono::microseconds(d_us / 2 + z % (d_us / 2 + 1));
+}
+
+// The ROUTER answered the running request with its busy marker (too many replays in flight
+// there): no batch came and none will for this request.
+void Subscriber::on_busy(Stream &s) {
+    Endpoint &e = eps_[s.ep];
+    count(KVREG_SUB_STAT_REPLAYS_BUSY);
+    const Clock::time_point at = Clock::now() + backoff(e.busy++);
+    if (s.stage == Stage::kProbing) {
+        e.probe_after = at;
+        finish_replay(s, End::kProbeBusy);
+        return;
+    }
+    e.retry_at = at;
+    enter(s, Stage::kBusyWait);
+}
+
+// A kBusyWait owner whose retry_at has come asks again (from its next seq); the deadline
+// stays where the first request put it.
+void Subscriber::retry_busy(Endpoint &e) {
+    Stream &s = *e.replay_owner;
+    enter(s, Stage::kReplaying);
+    if (!send_request(e, s.next)) {
+        e.replay_deadline = Clock::now();
+        return;
+    }
+    count(KVREG_SUB_STAT_REPLAYS);
 }
 
 // Held live batches older than a replayed one come before it: the replay answer can start
@@ -129,12 +227,12 @@ void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p
 // again after its endpoint reconnects (read_monitor).
 void Subscriber::probe(Stream &s) {
     const Endpoint &e = eps_[s.ep];
-    if (s.probed || !e.has_replay || !e.dealer || s.replaying || s.wants_replay ||
-        Clock::now() < e.no_replay_until)
+    const auto now = Clock::now();
+    if (s.probed || !e.has_replay || !e.dealer || e.replay_owner || s.stage != Stage::kLive ||
+        now < e.no_replay_until || now < e.probe_after)
         return;
     s.probed = true;
-    s.probing = true;
-    request_replay(s, s.next);
+    request_replay(s, s.next, true);
 }
 
 // The end marker named another instance than the one this stream knew: the publisher
@@ -146,20 +244,21 @@ void Subscriber::restarted_instance(Stream &s, uint64_t instance) {
     for (const Waiting &w : s.waiting) unhold(w);
     s.waiting.clear();
     s.instance = instance;
-    s.started = false;
+    s.delivered = 0;
     s.next = 0;
     s.live_seen = false;
     s.probed = true;
     request_replay(s, 0);
 }
 
-void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
+void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     Endpoint &e = eps_[s.ep];
     e.replay_owner = nullptr;
-    s.replaying = false;
-    const bool was_probe = s.probing;
-    s.probing = false;
-    if (!timed_out) {
+    const bool was_probe = s.stage == Stage::kProbing;
+    enter(s, Stage::kLive);
+    const bool failed = how == End::kTimeout || how == End::kBusy || how == End::kForeign;
+    if (how == End::kMarker) {
+        e.busy = 0;
         s.probed = true;
         if (instance && s.instance && instance != s.instance) {
             if (!was_probe) notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
@@ -168,24 +267,33 @@ void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
         }
         if (instance) s.instance = instance;
     }
-    if (timed_out) {
-        // The ROUTER is gone or stuck: a fresh DEALER, so that a late answer to the abandoned
-        // request cannot be mistaken for the next one, and no replay for a while.
+    if (failed) {
+        // The ROUTER is gone, stuck, busy or serving another publisher: a fresh DEALER, so
+        // that a late answer to the abandoned request cannot be mistaken for the next one,
+        // and no replay for a while.
         zmq_close(e.dealer);
         e.dealer = nullptr;
         open_dealer(e);
         if (!e.dealer) e.has_replay = false;
+        e.busy = 0;
         e.no_replay_until = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_) * 5;
-        notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay timed out", false, false);
-    } else if (!was_probe) {
+        notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0,
+               how == End::kBusy      ? "replay given up: the publisher answered busy until the deadline"
+               : how == End::kForeign ? "replay failed: the answer carried another topic's batches"
+                                      : "replay timed out",
+               false, false);
+    } else if (how == End::kMarker && !was_probe) {
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0, "replay done", false, false);
     }
-    // A timed-out replay leaves what it did not give lost. After an answer, the held batches
+    // A failed replay leaves what it did not give lost. After an answer, the held batches
     // go through the live path: a gap still before the first of them (it was sent after the
     // ring answered) asks again, and the ring has it then, or the next answer starts later
     // than asked and reports the loss; each round makes progress.
-    if (timed_out && !s.waiting.empty() && s.waiting.front().seq > s.next) {
-        notice(KVREG_SUB_LOSS, &s, s.ep, s.next, s.waiting.front().seq - 1, "lost: the replay did not answer");
+    if (failed && !s.waiting.empty() && s.waiting.front().seq > s.next) {
+        notice(KVREG_SUB_LOSS, &s, s.ep, s.next, s.waiting.front().seq - 1,
+               how == End::kBusy      ? "lost: the publisher answered busy until the replay deadline"
+               : how == End::kForeign ? "lost: the replay answered with another topic's batches"
+                                      : "lost: the replay did not answer");
         s.next = s.waiting.front().seq;
     }
     std::deque<Waiting> held;
@@ -194,18 +302,32 @@ void Subscriber::finish_replay(Stream &s, bool timed_out, uint64_t instance) {
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
     for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
-    // Another stream of this endpoint waited for the DEALER.
-    if (!e.replay_owner) {
-        Stream *waiting = nullptr;
+    // Another stream of this endpoint waited for the DEALER. After a failure the ROUTER is
+    // not asked again for a while (no_replay_until): every waiting stream goes back to kLive,
+    // where its held batches find their gaps again and report them lost.
+    if (failed) {
+        std::vector<Stream *> queued;
         for_each_stream([&](Stream &o) {
-            if (!waiting && o.ep == s.ep && o.wants_replay) waiting = &o;
+            if (o.ep == s.ep && o.stage == Stage::kReplayQueued) queued.push_back(&o);
         });
-        if (waiting) request_replay(*waiting, waiting->replay_from);
+        for (Stream *o : queued) {
+            enter(*o, Stage::kLive);
+            std::deque<Waiting> h;
+            h.swap(o->waiting);
+            for (const Waiting &w : h) unhold(w);
+            for (Waiting &w : h) on_live(*o, w.seq, w.payload.data(), w.payload.size(), w.restarted);
+        }
+    } else if (!e.replay_owner) {
+        Stream *queued = nullptr;
+        for_each_stream([&](Stream &o) {
+            if (!queued && o.ep == s.ep && o.stage == Stage::kReplayQueued) queued = &o;
+        });
+        if (queued) request_replay(*queued, queued->replay_from);
     }
 }
 
 void Subscriber::deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed) {
-    s.started = true;
+    s.delivered++;
     s.next = seq + 1;
     const kvreg_wire_event *events = nullptr;
     size_t n = 0;

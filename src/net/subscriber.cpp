@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "net/endpoint.hpp"
@@ -31,6 +32,8 @@ Subscriber::~Subscriber() {
 }
 
 int Subscriber::init() {
+    std::random_device rd; // the back-off's jitter differs between subscribers
+    rng_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
     ctx_ = zmq_ctx_new();
     if (!ctx_) return KVREG_ENOMEM;
     return kvreg_wire_decoder_new(&dec_, static_cast<uint32_t>(format_));
@@ -75,6 +78,9 @@ int Subscriber::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_SUB_OPT_MAX_HELD_BYTES:
         max_held_bytes_ = v;
         return KVREG_OK;
+    case KVREG_SUB_OPT_RCV_BYTES:
+        rcv_bytes_ = v;
+        return KVREG_OK;
     case KVREG_SUB_OPT_MAX_WAITING:
         if (v < 1) return KVREG_EINVAL;
         max_waiting_ = v;
@@ -118,7 +124,7 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     e.sub = zmq_socket(ctx_, ZMQ_SUB);
     // MAXMSGSIZE: libzmq drops a connection whose next message is larger, from its size
     // header, before reading the body (a peer cannot make us hold it).
-    bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, static_cast<int>(rcvhwm_)) &&
+    bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, live_rcvhwm()) &&
               set_int(e.sub, ZMQ_LINGER, 0) &&
               zmq_setsockopt(e.sub, ZMQ_MAXMSGSIZE, &max_msg_size_, sizeof max_msg_size_) == 0 &&
               zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0;
@@ -148,6 +154,20 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     zmq_getsockopt(e.sub, ZMQ_EVENTS, &events, &elen);
     if (index) *index = static_cast<uint32_t>(eps_.size() - 1);
     return KVREG_OK;
+}
+
+// libzmq bounds its receive queue in messages (ZMQ_RCVHWM, per connection); a byte budget
+// becomes a message count through the largest message it lets in. Past it libzmq stops
+// reading the connection: the backlog waits in the kernel and at the publisher, whose own
+// high-water mark drops batches as a gap (replayed or reported).
+int Subscriber::live_rcvhwm() const noexcept {
+    uint64_t hwm = rcvhwm_; // 0: no count bound
+    if (rcv_bytes_ && max_msg_size_ > 0) {
+        uint64_t by_bytes = rcv_bytes_ / static_cast<uint64_t>(max_msg_size_);
+        if (by_bytes < 1) by_bytes = 1;
+        if (hwm == 0 || by_bytes < hwm) hwm = by_bytes;
+    }
+    return hwm > INT_MAX ? INT_MAX : static_cast<int>(hwm);
 }
 
 int Subscriber::endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept {
@@ -269,7 +289,7 @@ bool Subscriber::make_room() {
         const bool over = streams_.size() >= max_publishers_;
         const bool stale = idle_ms_ && now - old->last_active >= idle;
         if (!over && !stale) return true;
-        if (old->replaying || old->wants_replay || !old->waiting.empty()) continue;
+        if (old->holds() || !old->waiting.empty()) continue;
         const size_t ep = old->ep;
         // Reported before it goes: the notice names its topic.
         notice(KVREG_SUB_EVICTED, old, ep, old->next, old->next,
@@ -344,34 +364,50 @@ void Subscriber::read_live(size_t ep, Frames &f) {
 void Subscriber::read_replay(size_t ep, Frames &f) {
     // After the empty delimiter: [topic, seq8, payload] (vLLM >= 0.26) or [seq8, payload]
     // (older vLLM, SGLang). The end marker has seq ff x 8 and an empty payload.
-    Stream *s = eps_[ep].replay_owner;
+    Endpoint &e = eps_[ep];
+    Stream *s = e.replay_owner;
     const size_t n = f.count();
     if (n < 3 || n > 4 || f.size(0) != 0 || f.size(n - 2) != 8) {
         notice(KVREG_SUB_MALFORMED, s, ep, 0, 0, "replay message that is not [\"\", topic, seq, payload]",
                false, false);
         return;
     }
-    if (!s) return; // an answer nobody waits for (cannot happen: a given-up DEALER is closed)
+    // An answer nobody waits for (cannot happen: a given-up DEALER is closed), or one that
+    // comes while the owner waits out a busy answer (a ROUTER answering twice).
+    if (!s || s->stage == Stage::kBusyWait) return;
+    std::string_view topic;
+    if (n == 4) topic = {reinterpret_cast<const char *>(f.data(1)), f.size(1)};
     const uint64_t seq = get_be64(f.data(n - 2));
     if (seq == UINT64_MAX && f.size(n - 1) == 0) {
+        if (topic == KVREG_PUB_REPLAY_BUSY) {
+            on_busy(*s);
+            return;
+        }
         // A kvreg publisher names its instance in the marker's topic frame (else 0).
-        const uint64_t instance =
-            n == 4 ? parse_instance_tag({reinterpret_cast<const char *>(f.data(1)), f.size(1)}) : 0;
-        finish_replay(*s, false, instance);
+        finish_replay(*s, e.replay_foreign ? End::kForeign : End::kMarker, parse_instance_tag(topic));
         return;
     }
-    if (n == 4 && !s->topic_known) {
-        std::string_view topic(reinterpret_cast<const char *>(f.data(1)), f.size(1));
+    if (n == 4) {
         strip_topic_instance(topic);
-        if (!stream_for(ep, topic)) return; // adopts s (always has room: s exists)
+        if (!s->topic_known) {
+            if (!stream_for(ep, topic)) return; // adopts s (always has room: s exists)
+        } else if (topic != s->topic) {
+            // The ROUTER answered with another publisher's batches (it serves another topic
+            // than the one whose gap asked: several publishers share this endpoint). Applying
+            // them would put one publisher's blocks under another's name.
+            e.replay_foreign = true;
+            notice(KVREG_SUB_MALFORMED, s, ep, seq, seq,
+                   "replay batch of another topic than the one asked for: not applied");
+            return;
+        }
     }
     // The deadline runs from the request; only progress (a seq not delivered before) moves
     // it: a peer that repeats itself cannot keep the gap open.
     const uint64_t before = s->next;
     on_replay_batch(*s, seq, f.data(n - 1), f.size(n - 1));
-    if (s->next > before && eps_[ep].replay_owner == s) {
-        eps_[ep].replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
-        eps_[ep].replay_grace = false;
+    if (s->next > before && e.replay_owner == s) {
+        e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+        e.replay_grace = false;
     }
 }
 
@@ -404,20 +440,26 @@ void Subscriber::read_monitor(size_t ep) {
 void Subscriber::check_replay_timeouts() {
     const auto now = Clock::now();
     for (Endpoint &e : eps_) {
-        if (!e.replay_owner || now < e.replay_deadline) continue;
+        if (!e.replay_owner) continue;
+        if (e.replay_owner->stage == Stage::kBusyWait && now >= e.retry_at && now < e.replay_deadline) {
+            retry_busy(e);
+            continue;
+        }
+        if (now < e.replay_deadline) continue;
         // Silence is measured at the socket: answers already waiting there (the run loop was
         // busy elsewhere) are not a timeout.
         int events = 0;
         size_t len = sizeof events;
         // Once per deadline: a flood of duplicates also leaves answers waiting, and must not
         // hold the gap open for ever.
-        if (!e.replay_grace && e.dealer && zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 &&
-            (events & ZMQ_POLLIN)) {
+        // (Not in kBusyWait: nothing it would read counts.)
+        if (!e.replay_grace && e.replay_owner->stage != Stage::kBusyWait && e.dealer &&
+            zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
             e.replay_grace = true;
             e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
             continue;
         }
-        finish_replay(*e.replay_owner, true);
+        finish_replay(*e.replay_owner, e.replay_owner->stage == Stage::kBusyWait ? End::kBusy : End::kTimeout);
     }
 }
 
@@ -455,8 +497,10 @@ int Subscriber::run(int timeout_ms) {
                 items.push_back({eps_[i].dealer, 0, ZMQ_POLLIN, 0});
                 owners.push_back({i, true});
                 if (eps_[i].replay_owner) {
+                    const bool busy = eps_[i].replay_owner->stage == Stage::kBusyWait;
                     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        eps_[i].replay_deadline - now).count();
+                        (busy ? std::min(eps_[i].retry_at, eps_[i].replay_deadline) : eps_[i].replay_deadline) -
+                        now).count();
                     wait = std::min<long>(wait, left < 0 ? 0 : static_cast<long>(left) + 1);
                 }
             }

@@ -1,6 +1,7 @@
 // The subscriber behind kvreg_subscriber (see kvreg_net.h for the contract).
-//   net_subscriber.cpp  options, sockets, the run loop, frame checks;
-//   net_sub_order.cpp   per-publisher ordering: seq tracking, gaps, replays, resets, delivery.
+//   subscriber.cpp  options, sockets, the run loop, frame checks;
+//   sub_order.cpp   per-publisher ordering: the protocol's stages (its head comment walks
+//                   through them), seq tracking, gaps, replays, resets, delivery.
 // Everything runs on the thread in run(); the stats and the stop flag are atomics so that
 // other threads may read and set them.
 #pragma once
@@ -21,7 +22,7 @@
 namespace kvreg::net {
 
 class Frames;
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_LIVE_READ;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_REPLAYS_BUSY;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -49,15 +50,31 @@ class Subscriber {
         std::vector<unsigned char> payload;
         bool restarted; // the live stream went back when it came (see Stream::live_last)
     };
+    // Where a stream is in the protocol. sub_order.cpp walks through the protocol and owns
+    // every change (enter(), checked against its table of allowed moves).
+    enum class Stage : uint8_t {
+        kLive,         // in order: a live seq that is the next one is delivered at once
+        kProbing,      // a probe is in flight on the DEALER; live batches are held
+        kReplayQueued, // a replay waits for the DEALER; live batches are held
+        kReplaying,    // a replay is in flight on the DEALER; live batches are held
+        kBusyWait,     // the replay ROUTER answered busy: asks again at the endpoint's retry_at
+    };
+    // How a replay (or probe) ended.
+    enum class End : uint8_t {
+        kMarker,    // the end marker (or the gone marker) came
+        kTimeout,   // the deadline passed in kReplaying or kProbing
+        kBusy,      // the deadline passed in kBusyWait: the ROUTER stayed busy
+        kProbeBusy, // a probe was answered busy: asked again later (Endpoint::probe_after)
+        kForeign,   // the end marker came after batches of another topic (none applied)
+    };
     // One publisher: an (endpoint, topic) pair.
     struct Stream {
         size_t ep = 0;
         std::string topic, pod, model;
         bool topic_known = true; // false for a stream made for FROM_SEQ before any message
-        bool started = false;    // delivered or skipped a seq since the start or a reset
+        Stage stage = Stage::kLive;
+        uint64_t delivered = 0;  // seqs delivered (or skipped as malformed) since the start or a reset
         uint64_t next = 0;       // the seq expected next
-        bool replaying = false;  // its replay is running on the endpoint's DEALER
-        bool wants_replay = false; // waiting for the DEALER (another stream's replay runs)
         uint64_t replay_from = 0;
         uint64_t replay_count = 0;
         std::deque<Waiting> waiting; // live batches that came during the replay
@@ -68,14 +85,14 @@ class Subscriber {
         bool live_seen = false;
         uint64_t live_last = 0;
         // The publisher's instance id (net_instance.hpp; 0: not known, e.g. a foreign
-        // publisher). probed: a replay end marker was read since the stream began or its
-        // endpoint last reconnected; until then a short replay request (a probe) asks for one.
+        // publisher). probed: an end marker was read since the stream began or its endpoint
+        // last reconnected; until then a short replay request (a probe) asks for one.
         uint64_t instance = 0;
         bool probed = false;
-        bool probing = false; // the running replay is a probe: no REPLAY_DONE notice
         // Recency, for idle eviction and the MAX_PUBLISHERS bound (net_subscriber.cpp).
         Clock::time_point last_active{};
         std::list<Stream *>::iterator lru{};
+        bool holds() const { return stage != Stage::kLive; } // live batches wait for the DEALER
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -84,7 +101,12 @@ class Subscriber {
         Stream *replay_owner = nullptr;
         Clock::time_point replay_deadline{};
         bool replay_grace = false; // the deadline was moved once for answers waiting unread
+        bool replay_foreign = false; // the running answer carried another topic's batches
         Clock::time_point no_replay_until{}; // after a replay timed out
+        // The ROUTER's busy answers (KVREG_PUB_REPLAY_BUSY) in a row: the back-off grows with
+        // them. retry_at: when a kBusyWait owner asks again; probe_after: when a probe may.
+        uint32_t busy = 0;
+        Clock::time_point retry_at{}, probe_after{};
         // Connection events of the SUB socket (with a replay endpoint only): a reconnect may
         // be a restarted publisher, so its streams are probed again.
         void *monitor = nullptr;
@@ -93,6 +115,7 @@ class Subscriber {
 
     // net_subscriber.cpp
     bool open_dealer(Endpoint &e);
+    int live_rcvhwm() const noexcept;
     void read_live(size_t ep, Frames &f);
     void read_replay(size_t ep, Frames &f);
     void check_replay_timeouts();
@@ -118,9 +141,14 @@ class Subscriber {
     void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
     void unhold(const Waiting &w);
     void release_held_before(Stream &s, uint64_t seq);
-    void request_replay(Stream &s, uint64_t from);
+    void enter(Stream &s, Stage to);
+    void request_replay(Stream &s, uint64_t from, bool probe = false);
+    bool send_request(Endpoint &e, uint64_t from);
+    void on_busy(Stream &s);
+    void retry_busy(Endpoint &e);
+    Clock::duration backoff(uint32_t busy) noexcept;
     void on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
-    void finish_replay(Stream &s, bool timed_out, uint64_t instance = 0);
+    void finish_replay(Stream &s, End how, uint64_t instance = 0);
     void probe(Stream &s);
     void restarted_instance(Stream &s, uint64_t instance);
     void read_monitor(size_t ep);
@@ -128,7 +156,7 @@ class Subscriber {
 
     // Options.
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
-    uint64_t rcvhwm_ = 100000, max_waiting_ = 100000;
+    uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(64) << 20;
     int64_t max_msg_size_ = INT64_C(16) << 20;
     uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
     std::string topic_;
@@ -148,6 +176,7 @@ class Subscriber {
     void *notice_ud_ = nullptr;
     bool in_callback_ = false;
     bool ran_ = false;
+    uint64_t rng_ = 0; // the back-off's jitter (splitmix64), seeded per subscriber in init()
     std::atomic<bool> stop_{false};
     std::atomic<uint64_t> stats_[kLastStat + 1] = {};
 };
