@@ -1,0 +1,44 @@
+// The one prefix walk every query of the index makes (query.cpp: ranked matches with tiers;
+// depths.cpp: depths only), over the holder table.
+//
+// Only workers holding a prompt's first block can match at all, so the candidates are fixed at
+// block 0 (the caller reads them) and only shrink: a candidate that misses a block stops there.
+// Each later block's lookup copies only the entries of candidates still matching and stops as
+// soon as it has found them all (usually long before the end of the hash's probe cluster). The
+// walk ends when no candidate is left, so a prompt costs one holder lookup per block some
+// worker still holds.
+//
+// What differs between the queries is only how they know "still matching" and what they record
+// for a block's holders, so that is the State the walk is given:
+//   auto matching(uint32_t block) const  -> a callable keep(tag) -> bool: is the candidate with
+//                                           this tag still matching at `block`? It must only
+//                                           read: a lookup racing a writer runs it again.
+//   size_t take(const Holder *h, size_t n, uint32_t block)
+//                                        -> the n holders of `block` it kept: record them, and
+//                                           return how many candidates still match.
+// Each State stays a small struct whose calls inline into this loop: the walk is a query's
+// innermost loop, and a virtual call per holder would cost more than the work.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "index/holder_table.hpp"
+#include "index/query_scratch.hpp"
+
+namespace kvreg::index {
+
+// Blocks 1 .. limit-1 of hashes, n_cand candidates at block 0; h has room for all of them.
+template <class State>
+inline void walk_prefix(const HolderTable &table, const uint64_t *hashes, size_t limit, size_t n_cand, Holder *h,
+                        State &state) {
+    size_t n_alive = n_cand;
+    for (size_t i = 1; i < limit && n_alive; i++) {
+        if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
+        const uint32_t at = static_cast<uint32_t>(i);
+        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, state.matching(at));
+        n_alive = state.take(h, nh, at);
+    }
+}
+
+} // namespace kvreg::index
