@@ -2,8 +2,9 @@
 # Side-by-side benchmark: the seed design's peer (../shared/peers/seed-rust) against kvreg-bench.
 # Builds both (release), runs every workload alternately N times with the same flags, checks the
 # checksums agree, and prints a Markdown table of medians and ratios (bench/compare_table.py).
-# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free, many_pools and
-# scaling_limit are kvreg-only (the seed design has no counterpart) and run kvreg-bench alone.
+# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free, many_pools,
+# scaling_limit, index_k1 and index_k2 are kvreg-only (the seed design has no counterpart) and run
+# kvreg-bench alone (the index workloads against Dynamo's published figures, their own table).
 #
 #   bench/compare.sh            # full sizes (the peer's defaults), 5 runs each
 #   bench/compare.sh --quick    # small sizes, 2 runs: a sanity check in seconds
@@ -22,7 +23,7 @@ build=/tmp/kvreg-bench-release
 runs=""
 quick=0
 keep=""
-workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit"
+workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit index_k1 index_k2"
 thread_counts="1 2 4 8"
 disjoint_threads=2
 
@@ -73,6 +74,8 @@ sizes() {
             pool_free) echo "--big-pool 200000" ;;
             many_pools) echo "--seqs 200" ;;
             scaling_limit) echo "--seqs 512 --rounds 4 --limit-ops 500000 --reps 1" ;;
+            index_k1) echo "--workers 50 --dup 2 --windows 1000,500" ;;
+            index_k2) echo "--workers 4 --trace-dup 2 --length-factor 2 --capacity 256 --windows 1000,500" ;;
             *) echo "--seqs 2000" ;;
         esac
     fi
@@ -121,7 +124,7 @@ for w in $workloads; do
                     run "$out/ours.jsonl" "$ours" --workload disjoint --delivery "$d" \
                         --threads "$disjoint_threads" "${sz[@]}"
                 done ;;
-            hol|pool_free|many_pools|scaling_limit) # kvreg only
+            hol|pool_free|many_pools|scaling_limit|index_k1|index_k2) # kvreg only
                 run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
             register_release|two_pools|shared_prefix)
                 both "$r" "" --workload "$w" "${sz[@]}"
