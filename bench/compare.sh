@@ -46,9 +46,16 @@ done
 [ -n "$runs" ] || { [ "$quick" = 1 ] && runs=2 || runs=5; }
 [ "$runs" -ge 1 ] 2>/dev/null || { echo "compare.sh: --runs must be a number >= 1" >&2; exit 2; }
 
-echo "== building seed-peer (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
-"$peer_src/build.sh" >&2
+# The peer is needed only for the workloads it has (e.g. not for --workloads "index_k1 index_k2").
 peer=$CARGO_TARGET_DIR/release/seed-peer
+need_peer=0
+for w in $workloads; do
+    case "$w" in disjoint|hol|pool_free|many_pools|scaling_limit|index_k1|index_k2) ;; *) need_peer=1 ;; esac
+done
+if [ "$need_peer" = 1 ]; then
+    echo "== building seed-peer (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+    "$peer_src/build.sh" >&2
+fi
 
 echo "== building kvreg-bench (release, $build)" >&2
 # Only the library and kvreg-bench are needed: leave the other parts out of this build.
