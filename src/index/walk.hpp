@@ -29,15 +29,32 @@
 namespace kvreg::index {
 
 // Blocks 1 .. limit-1 of hashes, n_cand candidates at block 0; h has room for all of them.
+// A walk that gets this deep (a long prompt some worker still matches) loads kDeepAhead blocks
+// ahead from there on: its lookups are a chain of cache misses, and two in flight leave the
+// core waiting on each; most walks end before this (or the lines would be for blocks past where
+// they end).
+constexpr size_t kDeepAfter = 16;
+constexpr size_t kDeepAhead = 8;
+
 template <class State>
 inline void walk_prefix(const HolderTable &table, const uint64_t *hashes, size_t limit, size_t n_cand, Holder *h,
                         State &state) {
     size_t n_alive = n_cand;
-    for (size_t i = 1; i < limit && n_alive; i++) {
+    size_t i = 1;
+    // The usual walk, which ends within kDeepAfter blocks: as it always was (a test for the
+    // deeper distance inside this loop made the K1 workload's queries slower).
+    for (const size_t shallow = limit < kDeepAfter ? limit : kDeepAfter; i < shallow && n_alive; i++) {
         if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const uint32_t at = static_cast<uint32_t>(i);
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, state.matching(at));
-        n_alive = state.take(h, nh, at);
+        n_alive = state.take(h, table.holders_if(hashes[i], h, n_cand, n_alive, state.matching(uint32_t(i))),
+                             uint32_t(i));
+    }
+    if (i >= limit || !n_alive) return;
+    // Deeper: the blocks the longer distance skips over first, then kDeepAhead ahead.
+    for (size_t j = i + kAhead; j < i + kDeepAhead && j < limit; j++) table.prefetch(hashes[j]);
+    for (; i < limit && n_alive; i++) {
+        if (i + kDeepAhead < limit) table.prefetch(hashes[i + kDeepAhead]);
+        n_alive = state.take(h, table.holders_if(hashes[i], h, n_cand, n_alive, state.matching(uint32_t(i))),
+                             uint32_t(i));
     }
 }
 
