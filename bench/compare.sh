@@ -26,6 +26,7 @@ keep=""
 workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit index_k1 index_k2"
 thread_counts="1 2 4 8"
 disjoint_threads=2
+workloads_given=0
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=${2:?}; shift ;;
         --build-dir) build=${2:?}; shift ;;
         --keep) keep=${2:?}; shift ;;
-        --workloads) workloads=${2:?}; shift ;;
+        --workloads) workloads=${2:?}; workloads_given=1; shift ;;
         --thread-counts) thread_counts=${2:?}; shift ;;
         --disjoint-threads) disjoint_threads=${2:?}; shift ;;
         -h|--help) usage ;;
@@ -146,5 +147,6 @@ done
 
 cmd="bench/compare.sh"
 [ "$quick" = 1 ] && cmd="$cmd --quick"
+[ "$workloads_given" = 1 ] && cmd="$cmd --workloads \"$workloads\""
 python3 "$here/compare_table.py" --runs "$runs" --command "$cmd --runs $runs" \
     "$out/peer.jsonl" "$out/ours.jsonl"

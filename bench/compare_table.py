@@ -69,6 +69,11 @@ DYNAMO_K2_BLOCK_OPS, DYNAMO_K2_CORES = 13.26e6, 64  # CRTC highest offered corre
 DYNAMO_K2_P99_US = 10.12                            # its lookup p99 at half that load
 
 
+def xfmt(v):
+    """A ratio: 1.23x, or n/a."""
+    return "n/a" if v is None else fmt(v) + "x"
+
+
 def index_ceiling(runs, rate):
     """Per run (one process, one line per window): the highest offered `rate` kept up, the
     line of that window and the line of the window twice as long (half the load), if run."""
@@ -322,7 +327,7 @@ def main():
         irows.append(("index_k1", f"highest offered logical ops/s kept up ({r0['workers']:,} workers, {r0['cores']} cores; "
                       f"query p99 there; answers checked: mismatches)",
                       f"{fmt(DYNAMO_K1_OPS)} (p99 {DYNAMO_K1_P99_US} µs)",
-                      f"{fmt(c)} (p99 {fmt(p99)} µs; {bad})", fmt(ratio(c, DYNAMO_K1_OPS)) + "x"))
+                      f"{fmt(c)} (p99 {fmt(p99)} µs; {bad})", xfmt(ratio(c, DYNAMO_K1_OPS))))
     if O("index_k2"):
         runs = index_runs(O("index_k2"))
         ceil = index_ceiling(runs, "offered_block_ops_per_s")
@@ -333,11 +338,11 @@ def main():
         bad = sum(l["mismatches"] for run in runs for l in run)
         irows.append(("index_k2", f"highest offered corrected block ops/s kept up ({r0['workers']} workers, {cores} cores; "
                       "answers checked: mismatches)", f"{fmt(DYNAMO_K2_BLOCK_OPS)} ({DYNAMO_K2_CORES} cores)",
-                      f"{fmt(c)} ({bad})", fmt(ratio(c, DYNAMO_K2_BLOCK_OPS)) + "x"))
+                      f"{fmt(c)} ({bad})", xfmt(ratio(c, DYNAMO_K2_BLOCK_OPS))))
         irows.append(("index_k2", "same, per core", fmt(DYNAMO_K2_BLOCK_OPS / DYNAMO_K2_CORES),
-                      fmt(c / cores), fmt(ratio(c / cores, DYNAMO_K2_BLOCK_OPS / DYNAMO_K2_CORES)) + "x"))
+                      fmt(c / cores), xfmt(ratio(c / cores, DYNAMO_K2_BLOCK_OPS / DYNAMO_K2_CORES))))
         irows.append(("index_k2", "lookup service p99 at half that load, µs", fmt(DYNAMO_K2_P99_US),
-                      fmt(half), fmt(ratio(half, DYNAMO_K2_P99_US)) + "x"))
+                      fmt(half), xfmt(ratio(half, DYNAMO_K2_P99_US))))
 
     # The cost of one shared line in these runs (transfer.cpp): the 2-thread ratios above
     # move with it from one run to the next.
