@@ -62,6 +62,11 @@ struct Opts {
     std::string windows = "30000,18455,11352,6983,4296,2643,1626,1000"; // ms, Dynamo's sweep
     size_t dup = 7;   // each worker's timeline replayed this many times (Dynamo's -d)
     bool k1_matches = false; // --answer matches: ranked kvreg_index_match answers (default depths)
+    // kvreg-only `index_k2` (wl_index_k2.cpp): the gen-3 / CKF shape (few workers, evictions).
+    size_t trace_dup = 20;     // copies of the trace, disjoint hash ids (--trace-duplication-factor)
+    size_t length_factor = 4;  // blocks per trace hash id (--trace-length-factor)
+    size_t capacity = 16384;   // blocks per worker, LRU
+    bool windows_given = false; // --windows given (index_k2's default windows differ)
     size_t cores = 2; // 2: event and query threads pinned to CPUs 0 and 1; 1: both on CPU 0
     bool seed_given = false;
     // --expect NAME=HEX: the workload fails (verified false) unless its checksum equals HEX.
@@ -292,6 +297,7 @@ std::string wl_append(const Opts &o, bool &ok);
 std::string wl_wire(const Opts &o, bool &ok);
 std::string wl_index(const Opts &o, bool &ok);
 std::string wl_index_k1(const Opts &o, bool &ok);
+std::string wl_index_k2(const Opts &o, bool &ok);
 
 } // namespace bench
 

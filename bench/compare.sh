@@ -2,8 +2,9 @@
 # Side-by-side benchmark: the seed design's peer (../shared/peers/seed-rust) against kvreg-bench.
 # Builds both (release), runs every workload alternately N times with the same flags, checks the
 # checksums agree, and prints a Markdown table of medians and ratios (bench/compare_table.py).
-# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free, many_pools and
-# scaling_limit are kvreg-only (the seed design has no counterpart) and run kvreg-bench alone.
+# `threads` runs at every T of --thread-counts in both programs; disjoint, hol, pool_free, many_pools,
+# scaling_limit, index_k1 and index_k2 are kvreg-only (the seed design has no counterpart) and run
+# kvreg-bench alone (the index workloads against Dynamo's published figures, their own table).
 #
 #   bench/compare.sh            # full sizes (the peer's defaults), 5 runs each
 #   bench/compare.sh --quick    # small sizes, 2 runs: a sanity check in seconds
@@ -22,9 +23,10 @@ build=/tmp/kvreg-bench-release
 runs=""
 quick=0
 keep=""
-workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit"
+workloads="hash register_release two_pools shared_prefix threads hold disjoint hol pool_free many_pools scaling_limit index_k1 index_k2"
 thread_counts="1 2 4 8"
 disjoint_threads=2
+workloads_given=0
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=${2:?}; shift ;;
         --build-dir) build=${2:?}; shift ;;
         --keep) keep=${2:?}; shift ;;
-        --workloads) workloads=${2:?}; shift ;;
+        --workloads) workloads=${2:?}; workloads_given=1; shift ;;
         --thread-counts) thread_counts=${2:?}; shift ;;
         --disjoint-threads) disjoint_threads=${2:?}; shift ;;
         -h|--help) usage ;;
@@ -45,9 +47,16 @@ done
 [ -n "$runs" ] || { [ "$quick" = 1 ] && runs=2 || runs=5; }
 [ "$runs" -ge 1 ] 2>/dev/null || { echo "compare.sh: --runs must be a number >= 1" >&2; exit 2; }
 
-echo "== building seed-peer (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
-"$peer_src/build.sh" >&2
+# The peer is needed only for the workloads it has (e.g. not for --workloads "index_k1 index_k2").
 peer=$CARGO_TARGET_DIR/release/seed-peer
+need_peer=0
+for w in $workloads; do
+    case "$w" in disjoint|hol|pool_free|many_pools|scaling_limit|index_k1|index_k2) ;; *) need_peer=1 ;; esac
+done
+if [ "$need_peer" = 1 ]; then
+    echo "== building seed-peer (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+    "$peer_src/build.sh" >&2
+fi
 
 echo "== building kvreg-bench (release, $build)" >&2
 # Only the library and kvreg-bench are needed: leave the other parts out of this build.
@@ -73,6 +82,8 @@ sizes() {
             pool_free) echo "--big-pool 200000" ;;
             many_pools) echo "--seqs 200" ;;
             scaling_limit) echo "--seqs 512 --rounds 4 --limit-ops 500000 --reps 1" ;;
+            index_k1) echo "--workers 50 --dup 2 --windows 1000,500" ;;
+            index_k2) echo "--workers 4 --trace-dup 2 --length-factor 2 --capacity 256 --windows 1000,500" ;;
             *) echo "--seqs 2000" ;;
         esac
     fi
@@ -121,7 +132,7 @@ for w in $workloads; do
                     run "$out/ours.jsonl" "$ours" --workload disjoint --delivery "$d" \
                         --threads "$disjoint_threads" "${sz[@]}"
                 done ;;
-            hol|pool_free|many_pools|scaling_limit) # kvreg only
+            hol|pool_free|many_pools|scaling_limit|index_k1|index_k2) # kvreg only
                 run "$out/ours.jsonl" "$ours" --workload "$w" "${sz[@]}" ;;
             register_release|two_pools|shared_prefix)
                 both "$r" "" --workload "$w" "${sz[@]}"
@@ -136,5 +147,6 @@ done
 
 cmd="bench/compare.sh"
 [ "$quick" = 1 ] && cmd="$cmd --quick"
+[ "$workloads_given" = 1 ] && cmd="$cmd --workloads \"$workloads\""
 python3 "$here/compare_table.py" --runs "$runs" --command "$cmd --runs $runs" \
     "$out/peer.jsonl" "$out/ours.jsonl"

@@ -60,7 +60,45 @@ def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-KVREG_ONLY = ("disjoint", "hol", "pool_free", "many_pools", "scaling_limit")
+KVREG_ONLY = ("disjoint", "hol", "pool_free", "many_pools", "scaling_limit", "index_k1", "index_k2")
+
+# Dynamo's published indexer figures the index workloads stand beside (gen 2: INDEXER_BENCH on
+# the conversation trace, hardware not stated; gen 3: CKF_CRTC_CROSSOVER on a 64-core EPYC 7702P).
+DYNAMO_K1_OPS, DYNAMO_K1_P99_US = 130096, 655       # best branch-sharded run, logical ops/s
+DYNAMO_K2_BLOCK_OPS, DYNAMO_K2_CORES = 13.26e6, 64  # CRTC highest offered corrected block ops/s kept up
+DYNAMO_K2_P99_US = 10.12                            # its lookup p99 at half that load
+
+
+def xfmt(v):
+    """A ratio: 1.23x, or n/a."""
+    return "n/a" if v is None else fmt(v) + "x"
+
+
+def index_ceiling(runs, rate):
+    """Per run (one process, one line per window): the highest offered `rate` kept up, the
+    line of that window and the line of the window twice as long (half the load), if run."""
+    out = []
+    for lines in runs:
+        kept = [l for l in lines if l["kept_up"]]
+        if not kept:
+            out.append((0, None, None))
+            continue
+        best = max(kept, key=lambda l: l[rate])
+        half = next((l for l in lines if abs(l["window_s"] - 2 * best["window_s"]) < 1e-6), None)
+        out.append((best[rate], best, half))
+    return out
+
+
+def index_runs(recs):
+    """The lines of a workload grouped by run: a run is one process, whose windows come in
+    decreasing order, so a window not shorter than the previous one starts the next run."""
+    runs, prev = [], None
+    for r in recs:
+        if prev is None or r["window_s"] >= prev:
+            runs.append([])
+        runs[-1].append(r)
+        prev = r["window_s"]
+    return runs
 
 
 def checksum_key(r):
@@ -96,7 +134,8 @@ def main():
     for who, by in (("seed-peer", peer), ("kvreg", ours)):
         for w, recs in by.items():
             for r in recs:
-                groups.setdefault(checksum_key(r), set()).add(r["hash_checksum"])
+                if "hash_checksum" in r:  # the index workloads check answers, not a checksum
+                    groups.setdefault(checksum_key(r), set()).add(r["hash_checksum"])
             bad = sum(1 for r in recs if not r.get("verified"))
             if bad:
                 problems.append(f"{w}: {bad} {who} run(s) not verified")
@@ -274,6 +313,37 @@ def main():
             krows.append(("scaling_limit", "same, each thread with a registry of its own (nothing shared)",
                           fmt(med(sl, lambda r: r["kvreg_isolated_ratio"]))))
 
+    # The router-side index against Dynamo's published indexer figures (bench/README.md, K1
+    # and K2): each run's keep-up ceiling (the highest offered load done within 1.1 x its
+    # window), medians over runs.
+    irows = []
+    if O("index_k1"):
+        runs = index_runs(O("index_k1"))
+        ceil = index_ceiling(runs, "offered_logical_ops_per_s")
+        c = statistics.median(x[0] for x in ceil)
+        p99 = med([x for x in ceil if x[1]], lambda x: x[1]["query_service_p99_us"])
+        r0 = runs[0][0]
+        bad = sum(l["mismatches"] for run in runs for l in run)
+        irows.append(("index_k1", f"highest offered logical ops/s kept up ({r0['workers']:,} workers, {r0['cores']} cores; "
+                      f"query p99 there; answers checked: mismatches)",
+                      f"{fmt(DYNAMO_K1_OPS)} (p99 {DYNAMO_K1_P99_US} µs)",
+                      f"{fmt(c)} (p99 {fmt(p99)} µs; {bad})", xfmt(ratio(c, DYNAMO_K1_OPS))))
+    if O("index_k2"):
+        runs = index_runs(O("index_k2"))
+        ceil = index_ceiling(runs, "offered_block_ops_per_s")
+        c = statistics.median(x[0] for x in ceil)
+        r0 = runs[0][0]
+        cores = r0["cores"]
+        half = med([x for x in ceil if x[2]], lambda x: x[2]["query_service_p99_us"])
+        bad = sum(l["mismatches"] for run in runs for l in run)
+        irows.append(("index_k2", f"highest offered corrected block ops/s kept up ({r0['workers']} workers, {cores} cores; "
+                      "answers checked: mismatches)", f"{fmt(DYNAMO_K2_BLOCK_OPS)} ({DYNAMO_K2_CORES} cores)",
+                      f"{fmt(c)} ({bad})", xfmt(ratio(c, DYNAMO_K2_BLOCK_OPS))))
+        irows.append(("index_k2", "same, per core", fmt(DYNAMO_K2_BLOCK_OPS / DYNAMO_K2_CORES),
+                      fmt(c / cores), xfmt(ratio(c / cores, DYNAMO_K2_BLOCK_OPS / DYNAMO_K2_CORES))))
+        irows.append(("index_k2", "lookup service p99 at half that load, µs", fmt(DYNAMO_K2_P99_US),
+                      fmt(half), xfmt(ratio(half, DYNAMO_K2_P99_US))))
+
     # The cost of one shared line in these runs (transfer.cpp): the 2-thread ratios above
     # move with it from one run to the next.
     tx = [r["core_transfer_ns"] for w in ("threads", "disjoint", "scaling_limit") for r in O(w, [])
@@ -319,6 +389,15 @@ def main():
         print("| probe | metric | kvreg |")
         print("| --- | --- | ---: |")
         for r in krows:
+            print("| " + " | ".join(r) + " |")
+    if irows:
+        print()
+        print("The router-side index against Dynamo's published indexer figures (`kvreg-bench --workload "
+              "index_k1|index_k2`; Dynamo's gen-2 hardware is not stated, gen 3 ran on a 64-core EPYC 7702P):")
+        print()
+        print("| workload | figure | Dynamo | kvreg | kvreg / Dynamo |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        for r in irows:
             print("| " + " | ".join(r) + " |")
     print()
     sums = []

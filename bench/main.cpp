@@ -49,6 +49,9 @@ const char kUsage[] =
     "  index_k1          Dynamo's gen-2 indexer benchmark rebuilt: the conversation --trace over\n"
     "                    --workers (1000) x --dup (7) workers, open loop over --windows, one event\n"
     "                    thread and one query thread (--cores 2: pinned apart, 1: on one CPU)\n"
+    "  index_k2          Dynamo's gen-3 / CKF shape: the --trace copied --trace-dup (20) times,\n"
+    "                    --length-factor (4) blocks per hash id, --workers (16) LRU caches of\n"
+    "                    --capacity (16384) blocks (Removed events), open loop over --windows\n"
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
@@ -67,12 +70,16 @@ const char kUsage[] =
     "  --work-ns W       private ns per op      (0: kvreg's own, measured; scaling_limit)\n"
     "  --limit-ops N     ops per thread         (4000000; scaling_limit; --reps runs each)\n"
     "  --trace FILE      Mooncake JSONL trace, plain or gzip (data/traces/conversation_trace.jsonl.gz; index)\n"
-    "  --workers N       index workers          (8; index; 1000: index_k1)\n"
-    "  --windows MS,...  index_k1 sweep windows (30000,18455,11352,6983,4296,2643,1626,1000)\n"
+    "  --workers N       index workers          (8; index; 1000: index_k1; 16: index_k2)\n"
+    "  --windows MS,...  index_k1 sweep windows (30000,18455,11352,6983,4296,2643,1626,1000;\n"
+    "                    index_k2: 24000,12000,6000,3000,1500,750)\n"
+    "  --trace-dup N     index_k2 copies of the trace, disjoint hash ids (20)\n"
+    "  --length-factor N index_k2 blocks per trace hash id (4)\n"
+    "  --capacity N      index_k2 blocks per worker, LRU (16384)\n"
     "  --dup N           index_k1 replays of each worker (7)\n"
-    "  --answer A        index_k1 query: depths (kvreg_index_query_depths, every worker's depth,\n"
+    "  --answer A        index_k1/k2 query: depths (kvreg_index_query_depths, every worker's depth,\n"
     "                    Dynamo's answer; default) or matches (kvreg_index_query_hashes, ranked)\n"
-    "  --cores N         index_k1 CPUs for its two threads (2)\n"
+    "  --cores N         index_k1/k2 CPUs for its two threads (2)\n"
     "  --reps R          timing repetitions     (5; hash, append)\n"
     "  --shards N        the registry's lock shards, KVREG_OPT_SHARDS (library default: 64)\n"
     "  --reserve-blocks auto|N  KVREG_OPT_RESERVE_BLOCKS: auto, the blocks the workload holds at\n"
@@ -154,7 +161,10 @@ bool parse_args(const std::vector<std::string> &args, Opts &o, bool &in_process)
         else if (name == "--pools") o.pools = num();
         else if (name == "--trace") o.trace = val();
         else if (name == "--workers") o.index_workers = num();
-        else if (name == "--windows") o.windows = val();
+        else if (name == "--windows") o.windows = val(), o.windows_given = true;
+        else if (name == "--trace-dup") o.trace_dup = num();
+        else if (name == "--length-factor") o.length_factor = num();
+        else if (name == "--capacity") o.capacity = num();
         else if (name == "--dup") o.dup = num();
         else if (name == "--answer") {
             const std::string a = val();
@@ -201,6 +211,7 @@ int run_one(const Opts &o) {
 #endif
     else if (w == "index") line = bench::wl_index(o, ok);
     else if (w == "index_k1") line = bench::wl_index_k1(o, ok);
+    else if (w == "index_k2") line = bench::wl_index_k2(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

@@ -31,8 +31,23 @@
  * Thread-safety: everything may be called from any number of threads at once. Batches of
  * different workers apply in parallel; batches of one worker are serialized. Queries take no
  * lock: they never wait for a writer beyond one entry's change and never slow writers down.
- * A query sees each block's holders in a consistent state, not the whole index at one instant,
- * and names each worker at most once (a worker removed while the query runs may be left out).
+ * What a query running beside writers may answer, exactly:
+ *   - It reads the prompt's blocks one after another, each block's holders as one consistent
+ *     state of that block (some moment during the call), not the whole index at one instant.
+ *     A worker answered with depth d held each of blocks 0 .. d-1 at the moment that block was
+ *     read, and did not hold block d when it was read (or d is the prompt's length). So d may
+ *     match no single instant: a worker that stores block 5 and then drops block 2 while the
+ *     query runs may be answered with depth 6.
+ *   - Only workers holding block 0 when it was read are candidates: a worker that stores it
+ *     later in the call is not in the answer.
+ *   - Each worker at most once, only workers that hold or held the blocks counted; a ranked
+ *     match's blocks per tier add up to its depth, each tier's count and prefix as read from
+ *     the same entries.
+ *   - A worker cleared or removed during the call may be left out, or answered with what it
+ *     held before; a worker id added again (a new slot) is never answered with the entries of
+ *     the worker that had the id before.
+ *   - Once every apply, clear and remove call has returned before the query starts, the
+ *     answer is exact.
  *
  * Everything returns a KVREG_* status (kvreg.h). Outputs are written only on success unless
  * a function says otherwise.

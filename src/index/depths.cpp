@@ -1,8 +1,8 @@
 // Depths only: how deep each worker matches a prompt, without tiers, scores or ranking.
 //
-// The walk is query.cpp's (candidates fixed at block 0, each later block's lookup copies only
-// the holders still matching and stops once it found them all), with less to carry: a
-// worker's whole state is its depth so far. In the dense case (candidate slots fill a good
+// The walk is query.cpp's (walk.hpp: candidates fixed at block 0, each later block's lookup
+// copies only the holders still matching and stops once it found them all), with less to
+// carry: a worker's whole state is its depth so far. In the dense case (candidate slots fill a good
 // part of 0 .. max_slot, as when thousands of workers hold a prompt's first block) that state
 // is an array indexed by slot, and "still matching at block i" is "its depth is i": no set to
 // rebuild per block, no candidate record to find. When a few candidates have large slot
@@ -13,6 +13,7 @@
 
 #include "index/index.hpp"
 #include "index/query_scratch.hpp"
+#include "index/walk.hpp"
 
 namespace kvreg::index {
 
@@ -23,42 +24,48 @@ namespace {
 constexpr size_t kDenseWordsPerCandidate = 16;
 constexpr size_t kDenseSlack = 1024;
 
-// depth[0 .. max_slot]: 0 for a slot that is not a candidate, else how many blocks it matched
-// so far. h has room for every candidate.
-void walk_dense(const HolderTable &table, const uint64_t *hashes, size_t limit, uint32_t *depth,
-                uint32_t max_slot, size_t n_cand, Holder *h) {
-    size_t n_alive = n_cand;
-    for (size_t i = 1; i < limit && n_alive; i++) {
-        if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const uint32_t at = static_cast<uint32_t>(i);
-        n_alive = table.holders_if(hashes[i], h, n_cand, n_alive, [depth, max_slot, at](uint32_t tag) {
-            const uint32_t s = slot_of(tag);
-            return s <= max_slot && depth[s] == at;
-        });
-        for (size_t k = 0; k < n_alive; k++) depth[slot_of(h[k].slot)] = at + 1;
-    }
-}
+// The walk's state (walk.hpp) in the dense case: depth[0 .. max_slot] is 0 for a slot that is
+// not a candidate, else how many blocks it matched so far.
+struct DenseState {
+    uint32_t *depth;
+    uint32_t max_slot;
 
-// tags[0 .. n_cand) sorted by slot, depth[k] the depth of tags[k]'s worker so far.
-void walk_sparse(const HolderTable &table, const uint64_t *hashes, size_t limit, const uint32_t *tags,
-                 uint32_t *depth, size_t n_cand, Holder *h) {
-    auto find = [tags, n_cand](uint32_t tag) -> size_t {
+    auto matching(uint32_t block) const noexcept {
+        return [d = depth, max = max_slot, block](uint32_t tag) {
+            const uint32_t s = slot_of(tag);
+            return s <= max && d[s] == block;
+        };
+    }
+    size_t take(const Holder *h, size_t nh, uint32_t block) noexcept {
+        for (size_t k = 0; k < nh; k++) depth[slot_of(h[k].slot)] = block + 1;
+        return nh;
+    }
+};
+
+// The sparse case: tags[0 .. n_cand) sorted by slot, depth[k] the depth of tags[k]'s worker so
+// far.
+struct SparseState {
+    const uint32_t *tags;
+    uint32_t *depth;
+    size_t n_cand;
+
+    size_t find(uint32_t tag) const noexcept {
         const uint32_t s = slot_of(tag);
         const uint32_t *p =
             std::lower_bound(tags, tags + n_cand, s, [](uint32_t a, uint32_t b) { return slot_of(a) < b; });
         return p != tags + n_cand && slot_of(*p) == s ? static_cast<size_t>(p - tags) : SIZE_MAX;
-    };
-    size_t n_alive = n_cand;
-    for (size_t i = 1; i < limit && n_alive; i++) {
-        if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const uint32_t at = static_cast<uint32_t>(i);
-        n_alive = table.holders_if(hashes[i], h, n_cand, n_alive, [&find, depth, at](uint32_t tag) {
-            const size_t k = find(tag);
-            return k != SIZE_MAX && depth[k] == at;
-        });
-        for (size_t k = 0; k < n_alive; k++) depth[find(h[k].slot)] = at + 1;
     }
-}
+    auto matching(uint32_t block) const noexcept {
+        return [this, block](uint32_t tag) {
+            const size_t k = find(tag);
+            return k != SIZE_MAX && depth[k] == block;
+        };
+    }
+    size_t take(const Holder *h, size_t nh, uint32_t block) noexcept {
+        for (size_t k = 0; k < nh; k++) depth[find(h[k].slot)] = block + 1;
+        return nh;
+    }
+};
 
 } // namespace
 
@@ -97,7 +104,8 @@ int Index::depths(const uint64_t *hashes, size_t n, kvreg_index_depth *out, size
             d[slot_of(h[k].slot)] = 1;
             gen.data()[slot_of(h[k].slot)] = static_cast<uint16_t>(gen_of(h[k].slot));
         }
-        walk_dense(table_, hashes, limit, d, max_slot, n_cand, h);
+        DenseState st{d, max_slot};
+        walk_prefix(table_, hashes, limit, n_cand, h, st);
         for (uint32_t c = 0; c <= max_slot / Workers::kChunk; c++) {
             const WorkerIdent *who = workers_.idents(c);
             const uint32_t base = c * Workers::kChunk;
@@ -119,7 +127,8 @@ int Index::depths(const uint64_t *hashes, size_t n, kvreg_index_depth *out, size
         for (size_t k = 0; k < n_cand; k++) tags.data()[k] = h[k].slot;
         std::sort(tags.data(), tags.data() + n_cand, [](uint32_t a, uint32_t b) { return slot_of(a) < slot_of(b); });
         std::fill_n(depth.data(), n_cand, 1u);
-        walk_sparse(table_, hashes, limit, tags.data(), depth.data(), n_cand, h);
+        SparseState st{tags.data(), depth.data(), n_cand};
+        walk_prefix(table_, hashes, limit, n_cand, h, st);
         for (size_t k = 0; k < n_cand; k++) {
             const uint32_t tag = tags.data()[k];
             kvreg_index_depth &o = out[j];

@@ -1,11 +1,7 @@
-// Matching a prompt: walk its router hashes in order and follow the workers still matching.
-//
-// Only workers holding the first block can match at all, so the candidates are fixed at
-// block 0 and only shrink: a candidate that misses a block stops there. Each
-// later block's lookup copies only the entries of candidates still matching and stops as soon
-// as it has found them all (usually long before the end of the hash's probe cluster). The walk
-// ends when no candidate is left, so a prompt costs one holder lookup per block some worker
-// still holds. Small clusters (up to kInline holders or candidates) never touch the heap.
+// Matching a prompt with tiers and ranking: the walk (walk.hpp) follows the workers still
+// matching and records, per candidate, its blocks per tier and where each tier's prefix ends;
+// then the candidates are scored and ranked. Small clusters (up to kInline holders or
+// candidates) never touch the heap.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -13,6 +9,7 @@
 
 #include "index/index.hpp"
 #include "index/query_scratch.hpp"
+#include "index/walk.hpp"
 
 namespace kvreg::index {
 
@@ -57,71 +54,82 @@ void finish(Candidate &c) noexcept {
     for (uint32_t u = c.unbroken; u; u &= u - 1) c.tier_depth[__builtin_ctz(u)] = c.alive_at + 1;
 }
 
-// The walk past block 0 when every candidate's slot is below 64 (any cluster of up to 64
-// workers, and the usual case): the candidates still matching are a bit set, and a block's
-// lookup copies only their entries and stops at the cluster's end or once it found them all.
-void walk_small(const HolderTable &table, const uint64_t *hashes, size_t limit, Candidate *cb, size_t n_cand,
-                Holder *h) {
+// The walk's state (walk.hpp) when every candidate's slot is below 64 (any cluster of up to 64
+// workers, and the usual case): the candidates still matching are a bit set.
+struct SmallState {
+    Candidate *cb;
     uint8_t pos[64]; // candidate index of a slot (read for alive slots only)
     uint64_t alive = 0;
-    for (size_t k = 0; k < n_cand; k++) {
-        const uint32_t s = slot_of(cb[k].tag);
-        pos[s] = static_cast<uint8_t>(k);
-        alive |= uint64_t{1} << s;
+
+    SmallState(Candidate *c, size_t n_cand) noexcept : cb(c) {
+        for (size_t k = 0; k < n_cand; k++) {
+            const uint32_t s = slot_of(cb[k].tag);
+            pos[s] = static_cast<uint8_t>(k);
+            alive |= uint64_t{1} << s;
+        }
     }
-    size_t n_alive = n_cand; // bits set in alive (kept, not counted: no popcnt in the base ISA)
-    for (size_t i = 1; i < limit && n_alive; i++) {
-        if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const uint64_t bits = alive;
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [bits](uint32_t tag) {
+    auto matching(uint32_t) const noexcept {
+        return [bits = alive](uint32_t tag) {
             const uint32_t s = slot_of(tag);
             return s < 64 && (bits >> s & 1);
-        });
+        };
+    }
+    // The bits set in alive are counted here, not by popcnt (not in the base ISA).
+    size_t take(const Holder *h, size_t nh, uint32_t block) noexcept {
         alive = 0;
-        n_alive = 0;
+        size_t n_alive = 0;
         for (size_t k = 0; k < nh; k++) {
             const uint32_t m = tier_mask(h[k].counts);
             if (!m) continue;
             const uint32_t s = slot_of(h[k].slot);
-            account(cb[pos[s]], m, static_cast<uint32_t>(i));
+            account(cb[pos[s]], m, block);
             alive |= uint64_t{1} << s;
             n_alive++;
         }
+        return n_alive;
     }
-}
+};
 
 // The same for any slot numbers (a cluster of more than 64 workers): the candidates still
 // matching are a bit set over slot numbers up to max_slot, and pos names each one's candidate.
 // A block's lookup tests a bit per holder instead of searching the candidates, and the set is
 // rebuilt from the holders found (a word per 64 slots).
-void walk_wide(const HolderTable &table, const uint64_t *hashes, size_t limit, Candidate *cb, size_t n_cand,
-               uint32_t max_slot, uint32_t *pos, uint64_t *alive, Holder *h) {
-    const size_t words = max_slot / 64 + 1;
-    std::memset(alive, 0, words * sizeof(uint64_t));
-    for (size_t k = 0; k < n_cand; k++) {
-        const uint32_t s = slot_of(cb[k].tag);
-        pos[s] = static_cast<uint32_t>(k);
-        alive[s / 64] |= uint64_t{1} << (s % 64);
-    }
-    size_t n_alive = n_cand;
-    for (size_t i = 1; i < limit && n_alive; i++) {
-        if (i + kAhead < limit) table.prefetch(hashes[i + kAhead]);
-        const size_t nh = table.holders_if(hashes[i], h, n_cand, n_alive, [alive, max_slot](uint32_t tag) {
-            const uint32_t s = slot_of(tag);
-            return s <= max_slot && (alive[s / 64] >> (s % 64) & 1);
-        });
+struct WideState {
+    Candidate *cb;
+    uint32_t max_slot;
+    uint32_t *pos;
+    uint64_t *alive;
+    size_t words;
+
+    WideState(Candidate *c, size_t n_cand, uint32_t max, uint32_t *p, uint64_t *a) noexcept
+        : cb(c), max_slot(max), pos(p), alive(a), words(max / 64 + 1) {
         std::memset(alive, 0, words * sizeof(uint64_t));
-        n_alive = 0;
+        for (size_t k = 0; k < n_cand; k++) {
+            const uint32_t s = slot_of(cb[k].tag);
+            pos[s] = static_cast<uint32_t>(k);
+            alive[s / 64] |= uint64_t{1} << (s % 64);
+        }
+    }
+    auto matching(uint32_t) const noexcept {
+        return [a = alive, max = max_slot](uint32_t tag) {
+            const uint32_t s = slot_of(tag);
+            return s <= max && (a[s / 64] >> (s % 64) & 1);
+        };
+    }
+    size_t take(const Holder *h, size_t nh, uint32_t block) noexcept {
+        std::memset(alive, 0, words * sizeof(uint64_t));
+        size_t n_alive = 0;
         for (size_t k = 0; k < nh; k++) {
             const uint32_t m = tier_mask(h[k].counts);
             if (!m) continue;
             const uint32_t s = slot_of(h[k].slot);
-            account(cb[pos[s]], m, static_cast<uint32_t>(i));
+            account(cb[pos[s]], m, block);
             alive[s / 64] |= uint64_t{1} << (s % 64);
             n_alive++;
         }
+        return n_alive;
     }
-}
+};
 
 // A candidate's place in the answer: the fields the order compares, and which candidate it is.
 // The answer is ranked as these small keys and each match is written once, field by field,
@@ -262,13 +270,15 @@ int Index::query(const uint64_t *hashes, size_t n, size_t top_k, kvreg_index_mat
     Candidate *const cb = cand.data();
     const size_t limit = std::min<size_t>(n, UINT32_MAX - 1);
     if (n_cand && max_slot < 64) {
-        walk_small(table_, hashes, limit, cb, n_cand, holders.data());
+        SmallState st(cb, n_cand);
+        walk_prefix(table_, hashes, limit, n_cand, holders.data(), st);
     } else if (n_cand) {
         Scratch<uint32_t> pos;
         Scratch<uint64_t> alive;
         pos.reserve(size_t{max_slot} + 1);
         alive.reserve(size_t{max_slot} / 64 + 1);
-        walk_wide(table_, hashes, limit, cb, n_cand, max_slot, pos.data(), alive.data(), holders.data());
+        WideState st(cb, n_cand, max_slot, pos.data(), alive.data());
+        walk_prefix(table_, hashes, limit, n_cand, holders.data(), st);
     }
 
     for (size_t k = 0; k < n_cand; k++) finish(cb[k]);

@@ -297,7 +297,11 @@ int cli_parse(int argc, char **argv, replay_options *o)
 #undef FLAG
 #undef OPTION
     }
-    if (!o->workers && router_given) {
+    if (o->n_sweep_workers && o->workers) {
+        fprintf(stderr, "kvreg-replay: --sweep-workers gives the worker counts: drop --workers\n");
+        return CLI_USAGE;
+    }
+    if (!o->workers && !o->n_sweep_workers && router_given) {
         fprintf(stderr, "kvreg-replay: --router and --transport need --workers\n");
         return CLI_USAGE;
     }
@@ -318,12 +322,16 @@ int cli_parse(int argc, char **argv, replay_options *o)
                         "must stay to route)\n");
         return CLI_USAGE;
     }
-    if (o->workers && (o->verify || o->dump_trace || o->sweep || o->wire_out)) {
+    if (o->n_sweep_workers && o->transport == REPLAY_TRANSPORT_NATS) {
+        fprintf(stderr, "kvreg-replay: --sweep-workers runs in process; it takes no --transport nats\n");
+        return CLI_USAGE;
+    }
+    if ((o->workers || o->n_sweep_workers) && (o->verify || o->dump_trace || o->sweep || o->wire_out)) {
         fprintf(stderr, "kvreg-replay: --workers does not combine with --verify-events, "
                         "--dump-trace, --sweep or --wire-out\n");
         return CLI_USAGE;
     }
-    if (o->plot && o->n_routers < 2) {
+    if (o->plot && o->n_routers < 2 && !o->n_sweep_workers) {
         fprintf(stderr, "kvreg-replay: --plot needs --router with two policies or more\n");
         return CLI_USAGE;
     }

@@ -46,6 +46,9 @@ typedef struct replay_options {
     timing_model timing;       /* --prefill-tps, --decode-tps, ... (the table's TTFT) */
     const char *plot;          /* --plot FILE.svg|.png: the table drawn (compare_chart.h) */
     nats_options nats;         /* --transport nats: --routers, --nats-url, --kill-router */
+    /* --sweep-workers 2,4,8,16 (compare.c): the comparison once per worker count */
+    uint32_t sweep_workers[16];
+    size_t n_sweep_workers;
 } replay_options;
 
 #define REPLAY_TRANSPORT_INPROC 0

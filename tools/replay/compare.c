@@ -28,6 +28,9 @@ const char compare_usage[] =
 "  --cpu-weight X            kv-load, llm-d: share of a block matched only in G2 that counts\n"
 "                            as cached, 0 to 1 (default 0.8)\n"
 "  --plot FILE.svg|FILE.png  also draw the table: hit rate, TTFT and throughput per policy\n"
+"                            (with --sweep-workers: TTFT p99 and hit rate against workers)\n"
+"  --sweep-workers LIST      the comparison once per worker count (e.g. 2,4,8,16; replaces\n"
+"                            --workers): one table of TTFT and hit rate per policy and count\n"
 "Engine timing model (--router A,B,...): each worker admits --batch requests at once, first\n"
 "come first served on the trace's timestamps; a request's prefill (uncached tokens at\n"
 "--prefill-tps, G2 hits at --onboard-tps) runs after the prefills before it; TTFT is its end\n"
@@ -50,13 +53,43 @@ int compare_is_option(const char *name)
     for (i = 0; i < sizeof real_options / sizeof real_options[0]; i++)
         if (strcmp(name, real_options[i]) == 0)
             return 1;
-    return strcmp(name, "--batch") == 0 || strcmp(name, "--plot") == 0;
+    return strcmp(name, "--batch") == 0 || strcmp(name, "--plot") == 0 ||
+           strcmp(name, "--sweep-workers") == 0;
+}
+
+/* "2,4,8,16": whole numbers from 1 to 4096 (--workers' range), increasing, at most
+ * sizeof o->sweep_workers of them. */
+static int parse_worker_counts(replay_options *o, const char *val)
+{
+    const size_t max = sizeof o->sweep_workers / sizeof o->sweep_workers[0];
+    const char *p = val;
+    o->n_sweep_workers = 0;
+    for (;;) {
+        char *end;
+        unsigned long v;
+        errno = 0;
+        v = strtoul(p, &end, 10);
+        if (*p < '0' || *p > '9' || end == p || errno == ERANGE || v < 1 || v > 4096 ||
+            (*end != ',' && *end != '\0') || o->n_sweep_workers == max ||
+            (o->n_sweep_workers && v <= o->sweep_workers[o->n_sweep_workers - 1])) {
+            fprintf(stderr, "kvreg-replay: --sweep-workers: expected up to %zu increasing worker "
+                            "counts from 1 to 4096 (e.g. 2,4,8,16), got '%s'\n", max, val);
+            o->n_sweep_workers = 0;
+            return -1;
+        }
+        o->sweep_workers[o->n_sweep_workers++] = (uint32_t)v;
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
 }
 
 int compare_set_option(replay_options *o, const char *name, const char *val)
 {
     char *end;
     double v;
+    if (strcmp(name, "--sweep-workers") == 0)
+        return parse_worker_counts(o, val);
     if (strcmp(name, "--plot") == 0) {
         size_t len = strlen(val);
         if (len <= 4 || (strcmp(val + len - 4, ".svg") != 0 && strcmp(val + len - 4, ".png") != 0)) {
@@ -235,8 +268,114 @@ static int plot(const replay_options *o, const row *rows, size_t n)
     return compare_chart_write(o->plot, title, bars, n) == 0 ? 0 : EXIT_LIBRARY;
 }
 
+/* --sweep-workers: every policy at every worker count, rows[count][policy]. */
+static void print_sweep_text(const replay_options *o, const int *policies, size_t n_pol, const row *rows)
+{
+    size_t c, i;
+    printf("kvreg-replay: %s, %llu requests; G1 %llu + G2 %llu blocks per worker\n",
+           o->trace ? o->trace : "built-in workload",
+           (unsigned long long)(n_pol ? rows[0].oc.st.requests : 0),
+           (unsigned long long)o->g1_blocks, (unsigned long long)o->g2_blocks);
+    printf("timing model (assumed): prefill %.0f tok/s, onboard %.0f tok/s, decode %.0f tok/s "
+           "per request, batch %u, speedup %g\n\n",
+           o->timing.prefill_tps, o->timing.onboard_tps, o->timing.decode_tps, o->timing.batch,
+           o->timing.speedup);
+    printf("%7s %-13s %7s %9s %10s %10s\n", "workers", "router", "hit", "imbalance", "TTFT p50",
+           "TTFT p99");
+    for (c = 0; c < o->n_sweep_workers; c++)
+        for (i = 0; i < n_pol; i++) {
+            const row *r = &rows[c * n_pol + i];
+            printf("%7u %-13s %6.2f%% %9.3f %9.3fs %9.3fs\n", o->sweep_workers[c], r->policy,
+                   100 * r->hit, r->imbalance, r->t.ttft_p50_s, r->t.ttft_p99_s);
+        }
+    (void)policies;
+}
+
+static void print_sweep_json(const replay_options *o, size_t n_pol, const row *rows)
+{
+    size_t c, i;
+    printf("{\"source\":");
+    json_string(stdout, o->trace ? o->trace : "built-in");
+    printf(",\"timing\":{\"prefill_tps\":%.17g,\"onboard_tps\":%.17g,\"decode_tps\":%.17g,"
+           "\"batch\":%u,\"speedup\":%.17g},\"sweep\":[",
+           o->timing.prefill_tps, o->timing.onboard_tps, o->timing.decode_tps, o->timing.batch,
+           o->timing.speedup);
+    for (c = 0; c < o->n_sweep_workers; c++)
+        for (i = 0; i < n_pol; i++) {
+            const row *r = &rows[c * n_pol + i];
+            printf("%s{\"workers\":%u,\"router\":\"%s\",\"requests\":%llu,\"blocks\":%llu,"
+                   "\"hit_rate_blocks\":{\"total\":%.6f,\"g1\":%.6f,\"g2\":%.6f},"
+                   "\"load_imbalance\":%.6f,\"ttft_s\":{\"p50\":%.6f,\"p99\":%.6f,\"mean\":%.6f},"
+                   "\"output_tokens_per_s\":%.3f}",
+                   c || i ? "," : "", o->sweep_workers[c], r->policy,
+                   (unsigned long long)r->oc.st.requests, (unsigned long long)r->oc.st.blocks,
+                   r->hit, r->hit_g1, r->hit_g2, r->imbalance, r->t.ttft_p50_s, r->t.ttft_p99_s,
+                   r->t.ttft_mean_s, r->t.output_tps);
+        }
+    printf("]}\n");
+}
+
+static int plot_sweep(const replay_options *o, size_t n_pol, const row *rows)
+{
+    compare_sweep_point *pts = calloc(o->n_sweep_workers * n_pol, sizeof *pts);
+    char title[256];
+    const char *src = o->trace ? strrchr(o->trace, '/') : NULL;
+    size_t k;
+    int rc;
+    if (!pts) {
+        fprintf(stderr, "kvreg-replay: out of memory\n");
+        return EXIT_LIBRARY;
+    }
+    for (k = 0; k < o->n_sweep_workers * n_pol; k++) {
+        pts[k].policy = rows[k].policy;
+        pts[k].workers = o->sweep_workers[k / n_pol];
+        pts[k].hit = rows[k].hit;
+        pts[k].ttft_p99 = rows[k].t.ttft_p99_s;
+    }
+    snprintf(title, sizeof title, "%s: TTFT p99 and hit rate against workers",
+             o->trace ? (src ? src + 1 : o->trace) : "built-in workload");
+    rc = compare_sweep_chart_write(o->plot, title, pts, o->n_sweep_workers, n_pol);
+    free(pts);
+    return rc == 0 ? 0 : EXIT_LIBRARY;
+}
+
+static int sweep_workers_main(const replay_options *base)
+{
+    replay_options o = *base;
+    /* --router A,B,... or one policy (the default, kv, when --router is not given) */
+    const size_t n_pol = base->n_routers ? base->n_routers : 1;
+    const int *policies = base->n_routers ? base->routers : &base->router;
+    const size_t n = base->n_sweep_workers * n_pol;
+    row *rows = calloc(n, sizeof *rows);
+    size_t c, i, done = 0;
+    int status = 0;
+    if (!rows) {
+        fprintf(stderr, "kvreg-replay: out of memory\n");
+        return EXIT_LIBRARY;
+    }
+    for (c = 0; c < base->n_sweep_workers && status == 0; c++) {
+        o.workers = base->sweep_workers[c];
+        for (i = 0; i < n_pol && status == 0; i++, done++)
+            status = run_policy(&o, policies[i], &rows[c * n_pol + i]);
+    }
+    if (status == 0) {
+        if (o.json)
+            print_sweep_json(base, n_pol, rows);
+        else
+            print_sweep_text(base, policies, n_pol, rows);
+        if (base->plot)
+            status = plot_sweep(base, n_pol, rows);
+    }
+    for (i = 0; i < done; i++)
+        cluster_outcome_free(&rows[i].oc);
+    free(rows);
+    return status;
+}
+
 int compare_main(const replay_options *o)
 {
+    if (o->n_sweep_workers)
+        return sweep_workers_main(o);
     row *rows = calloc(o->n_routers, sizeof *rows);
     size_t i;
     int status = 0;

@@ -4,6 +4,8 @@
  * engine timing model (timing.h) turns each run's per-request hits into TTFT and throughput on
  * the trace's own timestamps; one table compares them: hit rate per tier, load imbalance
  * (busiest worker's requests / the mean), TTFT p50/p99, throughput, index query p50.
+ * --sweep-workers 2,4,8,16 runs that comparison once per worker count: one table (TTFT and hit
+ * rate per policy per count) and, with --plot, TTFT p99 and hit rate against the count.
  */
 #ifndef KVREG_REPLAY_COMPARE_H
 #define KVREG_REPLAY_COMPARE_H

@@ -99,13 +99,13 @@ static double hit(const compare_bar *b, int k) { return 100 * (k ? b->hit_g2 : b
 static double ttft(const compare_bar *b, int k) { return k ? b->ttft_p99 : b->ttft_p50; }
 static double tput(const compare_bar *b, int k) { (void)k; return b->output_tps; }
 
-int compare_chart_write(const char *path, const char *title, const compare_bar *bars, size_t n)
+/* The one cairo setup of both charts: a W x H surface, SVG or PNG by path's extension, white,
+ * the title on top; draw(cr, ctx) adds the rest. 0, or -1 after a message. */
+static int write_chart(const char *path, const char *title, void (*draw)(cairo_t *, const void *),
+                       const void *ctx)
 {
-    static const int hit_colours[] = {0, 1}, ttft_colours[] = {2, 3}, tput_colours[] = {4};
-    static const char *const hit_names[] = {"G1", "G2"}, *const ttft_names[] = {"p50", "p99"};
     size_t len = strlen(path);
     int png = len > 4 && strcmp(path + len - 4, ".png") == 0;
-    double pw = (W - LEFT - 2 * GAP - 20) / 3.0;
     cairo_surface_t *s;
     cairo_status_t st;
     cairo_t *cr;
@@ -123,11 +123,7 @@ int compare_chart_write(const char *path, const char *title, const compare_bar *
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_set_font_size(cr, 14);
     text_at(cr, W / 2.0, 18, title, 0.5);
-    panel(cr, LEFT, pw, "hit rate by blocks", "%", 100, bars, n, 1, 2, hit_colours, hit_names, hit);
-    panel(cr, LEFT + pw + GAP, pw, "TTFT (timing model)", "s", 0, bars, n, 0, 2, ttft_colours,
-          ttft_names, ttft);
-    panel(cr, LEFT + 2 * (pw + GAP), pw, "output throughput", "tok/s", 0, bars, n, 0, 1, tput_colours,
-          NULL, tput);
+    draw(cr, ctx);
     cairo_destroy(cr);
     st = png ? cairo_surface_write_to_png(s, path) : CAIRO_STATUS_SUCCESS;
     cairo_surface_finish(s);
@@ -146,11 +142,140 @@ int compare_chart_write(const char *path, const char *title, const compare_bar *
     return 0;
 }
 
+typedef struct bars_ctx {
+    const compare_bar *bars;
+    size_t n;
+} bars_ctx;
+
+static void draw_bars(cairo_t *cr, const void *ctx)
+{
+    static const int hit_colours[] = {0, 1}, ttft_colours[] = {2, 3}, tput_colours[] = {4};
+    static const char *const hit_names[] = {"G1", "G2"}, *const ttft_names[] = {"p50", "p99"};
+    const bars_ctx *b = ctx;
+    double pw = (W - LEFT - 2 * GAP - 20) / 3.0;
+    panel(cr, LEFT, pw, "hit rate by blocks", "%", 100, b->bars, b->n, 1, 2, hit_colours, hit_names, hit);
+    panel(cr, LEFT + pw + GAP, pw, "TTFT (timing model)", "s", 0, b->bars, b->n, 0, 2, ttft_colours,
+          ttft_names, ttft);
+    panel(cr, LEFT + 2 * (pw + GAP), pw, "output throughput", "tok/s", 0, b->bars, b->n, 0, 1,
+          tput_colours, NULL, tput);
+}
+
+int compare_chart_write(const char *path, const char *title, const compare_bar *bars, size_t n)
+{
+    bars_ctx ctx;
+    ctx.bars = bars;
+    ctx.n = n;
+    return write_chart(path, title, draw_bars, &ctx);
+}
+
+/* --sweep-workers: lines against the worker count, evenly spaced (the counts are usually
+ * doublings). */
+typedef struct sweep_ctx {
+    const compare_sweep_point *pts;
+    size_t n_counts, n_policies;
+} sweep_ctx;
+
+static const double line_colours[][3] = {{0.12, 0.40, 0.75}, {0.90, 0.45, 0.10}, {0.20, 0.60, 0.25},
+                                         {0.75, 0.15, 0.20}, {0.50, 0.30, 0.70}, {0.45, 0.45, 0.45}};
+
+static double sweep_hit(const compare_sweep_point *p) { return 100 * p->hit; }
+static double sweep_ttft(const compare_sweep_point *p) { return p->ttft_p99; }
+
+static void line_panel(cairo_t *cr, double x0, double pw, const char *title, const char *unit,
+                       double fixed_max, const sweep_ctx *c, double (*value)(const compare_sweep_point *))
+{
+    double max = fixed_max, y0 = H - BOTTOM, ph = H - TOP - BOTTOM;
+    double step = c->n_counts > 1 ? pw / (double)(c->n_counts - 1) : 0;
+    char buf[64];
+    size_t i, k;
+    if (max <= 0)
+        for (i = 0; i < c->n_counts * c->n_policies; i++)
+            if (value(&c->pts[i]) > max)
+                max = value(&c->pts[i]);
+    if (max <= 0)
+        max = 1;
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_font_size(cr, 13);
+    text_at(cr, x0 + pw / 2, TOP - 28, title, 0.5);
+    cairo_set_font_size(cr, 10);
+    snprintf(buf, sizeof buf, "%.*f %s", max >= 100 ? 0 : 2, max, unit);
+    text_at(cr, x0 - 4, TOP + 4, buf, 1.0);
+    text_at(cr, x0 - 4, y0, "0", 1.0);
+    for (i = 0; i < c->n_counts; i++) {
+        snprintf(buf, sizeof buf, "%u", c->pts[i * c->n_policies].workers);
+        text_at(cr, x0 + step * (double)i + (c->n_counts > 1 ? 0 : pw / 2), y0 + 16, buf, 0.5);
+    }
+    text_at(cr, x0 + pw / 2, y0 + 34, "workers", 0.5);
+    cairo_set_line_width(cr, 2);
+    for (k = 0; k < c->n_policies; k++) {
+        const double *rgb = line_colours[k % (sizeof line_colours / sizeof line_colours[0])];
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        for (i = 0; i < c->n_counts; i++) {
+            double x = x0 + step * (double)i + (c->n_counts > 1 ? 0 : pw / 2);
+            double y = y0 - ph * value(&c->pts[i * c->n_policies + k]) / max;
+            if (i == 0)
+                cairo_move_to(cr, x, y);
+            else
+                cairo_line_to(cr, x, y);
+        }
+        cairo_stroke(cr);
+        for (i = 0; i < c->n_counts; i++) { /* a dot per point: one count alone still shows */
+            double x = x0 + step * (double)i + (c->n_counts > 1 ? 0 : pw / 2);
+            double y = y0 - ph * value(&c->pts[i * c->n_policies + k]) / max;
+            cairo_arc(cr, x, y, 3, 0, 6.2832);
+            cairo_fill(cr);
+        }
+    }
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_move_to(cr, x0, TOP);
+    cairo_line_to(cr, x0, y0);
+    cairo_line_to(cr, x0 + pw, y0);
+    cairo_stroke(cr);
+}
+
+static void draw_sweep(cairo_t *cr, const void *ctx)
+{
+    const sweep_ctx *c = ctx;
+    double pw = (W - LEFT - GAP - 140) / 2.0;
+    size_t k;
+    line_panel(cr, LEFT, pw, "TTFT p99 (timing model)", "s", 0, c, sweep_ttft);
+    line_panel(cr, LEFT + pw + GAP, pw, "hit rate by blocks", "%", 100, c, sweep_hit);
+    cairo_set_font_size(cr, 11);
+    for (k = 0; k < c->n_policies; k++) { /* the legend, right of the panels */
+        const double *rgb = line_colours[k % (sizeof line_colours / sizeof line_colours[0])];
+        double lx = LEFT + 2 * pw + GAP + 24, ly = TOP + 16.0 * (double)k;
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_rectangle(cr, lx, ly - 9, 14, 10);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, lx + 18, ly, c->pts[k].policy, 0.0);
+    }
+}
+
+int compare_sweep_chart_write(const char *path, const char *title, const compare_sweep_point *pts,
+                              size_t n_counts, size_t n_policies)
+{
+    sweep_ctx ctx;
+    ctx.pts = pts;
+    ctx.n_counts = n_counts;
+    ctx.n_policies = n_policies;
+    return write_chart(path, title, draw_sweep, &ctx);
+}
+
 #else /* !REPLAY_HAVE_CAIRO */
 
 int compare_chart_write(const char *path, const char *title, const compare_bar *bars, size_t n)
 {
     (void)title, (void)bars, (void)n;
+    fprintf(stderr, "kvreg-replay: cannot write %s: built without cairo (libcairo2-dev)\n", path);
+    return -1;
+}
+
+int compare_sweep_chart_write(const char *path, const char *title, const compare_sweep_point *pts,
+                              size_t n_counts, size_t n_policies)
+{
+    (void)title, (void)pts, (void)n_counts, (void)n_policies;
     fprintf(stderr, "kvreg-replay: cannot write %s: built without cairo (libcairo2-dev)\n", path);
     return -1;
 }

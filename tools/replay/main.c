@@ -87,7 +87,9 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     if (o.sweep)
         return sweep_main(&o);
-    if (o.n_routers > 1) /* --router A,B,...: the policies side by side (compare.c) */
+    /* --router A,B,...: the policies side by side; --sweep-workers: that per worker count
+     * (compare.c) */
+    if (o.n_routers > 1 || o.n_sweep_workers)
         return compare_main(&o);
 
     if (o.trace) {

@@ -30,6 +30,9 @@ Cases:
                            --corrupt-restored (the restored replica drops worker 0's blocks)
                            exits 1 naming the mismatch
   cluster-nats-long        the same on a larger built-in workload with 3 replicas (long)
+  cluster-sweep-workers    --sweep-workers 2,4,8,16: one row per policy per count, hit rates in
+                           [0, 1], round_robin as even as the request count allows, a row equal
+                           to its own run, a well-formed SVG from --plot, bad lists exit 2
   cluster-zmq              --transport zmq (the events cross loopback TCP, publisher to
                            subscriber) routes exactly as --transport inproc: same hits, same
                            requests per worker, same events and index, and batches were received
@@ -409,6 +412,65 @@ def case_compare(every_row=False):
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
 
 
+def case_sweep_workers():
+    """--sweep-workers 2,4,8,16: the table's shape (every policy at every count, in order),
+    hit rates within [0, 1], round_robin's load exactly as even as the request count allows
+    (computed here), a row equal to the single run at its count, and a well-formed SVG."""
+    needs_wire()
+    policies = ["kv", "round_robin", "random"]
+    counts = [2, 4, 8, 16]
+    src = ["--conversations", "20", "--g1-blocks", "100", "--g2-blocks", "200"]
+    t = run_json(["--sweep-workers", ",".join(map(str, counts)), "--router", ",".join(policies)] + src)
+    rows = t["sweep"]
+    check([(r["workers"], r["router"]) for r in rows] == [(c, p) for c in counts for p in policies],
+          f"one row per policy per count, in order: {[(r['workers'], r['router']) for r in rows]}")
+    for r in rows:
+        h = r["hit_rate_blocks"]
+        check(0 <= h["g1"] <= 1 and 0 <= h["g2"] <= 1 and abs(h["total"] - h["g1"] - h["g2"]) < 2e-6,
+              f"{r['workers']} {r['router']}: hit rate {h}")
+        check(0 < r["ttft_s"]["p50"] <= r["ttft_s"]["p99"], f"ttft {r['ttft_s']}")
+        check(r["load_imbalance"] >= 1, f"imbalance below 1: {r['load_imbalance']}")
+        if r["router"] == "round_robin":
+            # requests dealt in turn: the busiest worker has ceil(R / W), the mean is R / W
+            n, w = r["requests"], r["workers"]
+            want = -(-n // w) / (n / w)
+            check(abs(r["load_imbalance"] - want) < 1e-5,
+                  f"round_robin at {w} workers: imbalance {r['load_imbalance']}, want {want}")
+    # a row is the single run of its policy at its count
+    one = run_json(["--workers", "4", "--router", "kv"] + src)
+    row = rows[counts.index(4) * len(policies)]
+    check(row["hit_rate_blocks"]["total"] == round(one["hit_rate_blocks"]["total"], 6),
+          f"4 workers, kv: {row['hit_rate_blocks']} vs its own run {one['hit_rate_blocks']}")
+    # the text table: a header and one line per row
+    out, _ = run(["--sweep-workers", "2,4", "--router", "kv,random"] + src)
+    lines = [l for l in out.splitlines() if l.strip()]
+    head = next(i for i, l in enumerate(lines) if l.split()[:2] == ["workers", "router"])
+    check([l.split()[:2] for l in lines[head + 1:]] ==
+          [["2", "kv"], ["2", "random"], ["4", "kv"], ["4", "random"]], f"text table: {lines[head:]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        svg = os.path.join(tmp, "s.svg")
+        rc, _, err = test_replay.run(["--sweep-workers", "2,4", "--router", "kv,random",
+                                      "--plot", svg] + src, expect_rc=None)
+        if "without cairo" in err:
+            print(f"--plot not checked: {err.strip()}")
+        else:
+            import xml.etree.ElementTree as ET
+            check(rc == 0, f"--plot failed: {err}")
+            root = ET.parse(svg).getroot()  # raises on a malformed file
+            check(root.tag.endswith("svg") and root.get("width", "").startswith("960"),
+                  f"not an SVG of the chart's size: {root.tag} {root.attrib}")
+            paths = [e for e in root.iter() if e.tag.endswith("path")]
+            check(len(paths) >= 2 * 2, f"fewer paths than lines drawn: {len(paths)}")
+    for bad in (["--sweep-workers", "4,2"], ["--sweep-workers", "0,2"], ["--sweep-workers", "2,x"],
+                ["--sweep-workers", "2,4", "--workers", "4"], ["--sweep-workers", ""],
+                ["--sweep-workers", "2,4", "--sweep"]):
+        _, err = run(bad, expect_rc=2)
+        check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
+    for r in rows:
+        print(f"{r['workers']:3d} {r['router']:12s} hit {r['hit_rate_blocks']['total']:.4f} "
+              f"imbalance {r['load_imbalance']:.3f} ttft p99 {r['ttft_s']['p99']:.3f} s")
+
+
 CASES = {
     "cluster-cli": case_cli,
     "cluster-one-worker": case_one_worker,
@@ -425,6 +487,7 @@ CASES = {
     "cluster-fair": case_fair,
     "cluster-compare": case_compare,
     "cluster-compare-rows": lambda: case_compare(every_row=True),
+    "cluster-sweep-workers": case_sweep_workers,
 }
 
 if __name__ == "__main__":
