@@ -67,7 +67,7 @@ KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
 KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t *value) KVREG_NOEXCEPT;
 /* LoRA adapter name written as lora_name in stored events (NULL: nil, the default). Copied. */
-KVREG_API KVREG_DEPRECATED("use kvreg_wire_encoder_set_string(enc, KVREG_WIRE_LORA_NAME, name)") int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
+KVREG_API KVREG_DEPRECATED("use kvreg_wire_encoder_set_string with KVREG_WIRE_LORA_NAME") int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
                                                const char *lora_name) KVREG_NOEXCEPT;
 
 /* Encode events[0..n) (in event_id order, as a callback or poll gives them) into one payload.
