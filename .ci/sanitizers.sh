@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Sanitizer, valgrind and fuzz passes, run by .ci/run after the main suite, from the
 # repository root, with the main build in ./build. Budget on 2 cores: about 10 minutes.
-#   1. ASan+UBSan build: unit, api, stress, fuzz (corpus replay) and net suites (with
-#      replay-cluster-zmq: kvreg-replay --transport zmq against inproc); kvreg-replay's
-#      input, gzip, sweep and chart cases.
+#   1. ASan+UBSan build with clang, the libFuzzer targets built in it (-Dfuzz=enabled,
+#      -fsanitize=fuzzer-no-link on the whole tree: the library is instrumented once for both):
+#      unit, api, stress, fuzz (corpus replay) and net suites (with replay-cluster-zmq:
+#      kvreg-replay --transport zmq against inproc); kvreg-replay's input, gzip, sweep and chart
+#      cases; the Python binding's tests on the ASan library.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
 #      clear_snapshot, index_race, shard_lock), kvreg-replay --sweep (two worker threads) and the net suite
 #      (the publisher's sender thread against its users; libzmq's own hand-overs suppressed).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
-#   4. libFuzzer (clang only): 60 s from the checked-in corpus, with ASan+UBSan; then the wire
-#      decoders' target (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's
-#      (fuzz_index.c, garbage decoded events) for a third of the first budget.
+#   4. libFuzzer, in build 1: 60 s from the checked-in corpus; then the wire decoders' target
+#      (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's (fuzz_index.c,
+#      garbage decoded events) for a third of the first budget.
+# Without clang, build 1 is made with the default compiler and step 4 is skipped (said so).
 # Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
 # against the ASan library.
@@ -35,9 +38,21 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/te
 
 rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
 
-section "ASan + UBSan"
-meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dbuildtype=debugoptimized -Dexamples=true
+section "ASan + UBSan (and the libFuzzer targets)"
+have_clang=0
+if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then have_clang=1; fi
+if [ "$have_clang" = 1 ]; then
+  # -fsanitize=fuzzer-no-link on the whole build dir puts coverage into the library too
+  CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
+    meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dbuildtype=debugoptimized -Dexamples=true -Dfuzz=enabled
+  asan_rt="$(clang -print-file-name=libclang_rt.asan-x86_64.so)"
+else
+  echo "SKIP: clang not found: ASan+UBSan with the default compiler, no libFuzzer run"
+  meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized -Dexamples=true
+  asan_rt="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+fi
 meson compile -C build-asan -j "$jobs"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
@@ -50,9 +65,9 @@ run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild 
 # The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
 # through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
 # runtimes first, as the interpreter is not instrumented (its own leaks are not ours).
-if command -v python3 >/dev/null 2>&1 && [ -e "$(cc -print-file-name=libasan.so)" ]; then
+if command -v python3 >/dev/null 2>&1 && [ -e "${asan_rt%% *}" ]; then
   run "ASan+UBSan python-binding" env \
-    LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" \
+    LD_PRELOAD="$asan_rt" \
     ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
     KVREG_LIBRARY=build-asan/src/libkvreg.so.0 PYTHONPATH=bindings/python PYTHONDONTWRITEBYTECODE=1 \
     python3 -X dev -m unittest tests.test_wire tests.test_media_clear_snapshot
@@ -86,13 +101,8 @@ else
   echo "SKIP: no valgrind test setup (valgrind not installed?)"
 fi
 
-section "libFuzzer"
-if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
-  # -fsanitize=fuzzer-no-link on the whole build dir puts coverage into the library too
-  CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
-    meson setup build-fuzz "${common[@]}" -Dfuzz=enabled -Db_sanitize=address,undefined \
-      -Db_lundef=false -Dbuildtype=debugoptimized
-  meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz tests/fuzz/kvreg-fuzz-index
+section "libFuzzer (in the ASan+UBSan build)"
+if [ "$have_clang" = 1 ]; then
   # fuzz NAME TARGET CORPUS SECONDS MAX_LEN: run a target from a copy of its checked-in corpus;
   # a crash or model mismatch leaves its input in artifacts/ (printed), replayable with the
   # matching build/tests/fuzz/kvreg-fuzz*-replay FILE
@@ -114,18 +124,18 @@ if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
     fi
     rm -rf "$work"
   }
-  fuzz libFuzzer build-fuzz/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
-  fuzz libFuzzer-index build-fuzz/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
+  fuzz libFuzzer build-asan/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
+  fuzz libFuzzer-index build-asan/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
     "$((fuzz_seconds / 3 + 1))" 2048
   # The wire decoders (built when msgpack-c is found), from their own corpus.
-  if meson compile -C build-fuzz -j "$jobs" tests/fuzz/kvreg-fuzz-wire 2>/dev/null; then
-    fuzz libFuzzer-wire build-fuzz/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
+  if [ -x build-asan/tests/fuzz/kvreg-fuzz-wire ]; then
+    fuzz libFuzzer-wire build-asan/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
       "$fuzz_wire_seconds" 65536
   else
     echo "SKIP: kvreg-fuzz-wire not built (no msgpack-c?)"
   fi
 else
-  echo "SKIP: clang not found, no libFuzzer run"
+  echo "SKIP: clang not found, no libFuzzer run (said above)"
 fi
 section "done"
 if [ ${#failed[@]} -gt 0 ]; then

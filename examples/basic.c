@@ -69,30 +69,30 @@ int main(void)
 
     /* 3. Register both full blocks: one Register event each, carrying the block's tokens. */
     printf("register:\n");
-    CHECK_OK(kvreg_register_sequence_block(gpu, seq, 0, &h0));
-    CHECK_OK(kvreg_register_sequence_block(gpu, seq, 1, &h1));
+    CHECK_OK(kvreg_pool_register_sequence_block(gpu, seq, 0, &h0));
+    CHECK_OK(kvreg_pool_register_sequence_block(gpu, seq, 1, &h1));
     CHECK(s.registers == 2 && s.removes == 0);
     CHECK_OK(kvreg_registry_contains(reg, b1.sequence_hash, &present));
     CHECK(present == 1);
-    CHECK(kvreg_register_sequence_block(gpu, seq, 2, &again) == KVREG_ESTATE); /* partial */
+    CHECK(kvreg_pool_register_sequence_block(gpu, seq, 2, &again) == KVREG_ESTATE); /* partial */
 
     /* 4. A second user of block 0 takes a reference instead of registering again. */
-    CHECK(kvreg_register_sequence_block(gpu, seq, 0, &again) == KVREG_EEXIST);
-    CHECK_OK(kvreg_acquire(gpu, b0.sequence_hash, &again));
+    CHECK(kvreg_pool_register_sequence_block(gpu, seq, 0, &again) == KVREG_EEXIST);
+    CHECK_OK(kvreg_pool_acquire(gpu, b0.sequence_hash, &again));
     CHECK(again == h0);
-    CHECK_OK(kvreg_block_refcount(gpu, h0, &refs));
+    CHECK_OK(kvreg_pool_block_refcount(gpu, h0, &refs));
     CHECK(refs == 2);
 
     /* 5. Release: the hash leaves when its last reference goes, with one Remove event. */
     printf("release:\n");
-    CHECK_OK(kvreg_release(gpu, again));
+    CHECK_OK(kvreg_pool_release(gpu, again));
     CHECK(s.removes == 0); /* one reference left */
-    CHECK_OK(kvreg_release(gpu, h0));
-    CHECK_OK(kvreg_release(gpu, h1));
+    CHECK_OK(kvreg_pool_release(gpu, h0));
+    CHECK_OK(kvreg_pool_release(gpu, h1));
     CHECK(s.registers == 2 && s.removes == 2);
     CHECK_OK(kvreg_registry_contains(reg, b0.sequence_hash, &present));
     CHECK(present == 0);
-    CHECK(kvreg_release(gpu, h1) == KVREG_ESTALE); /* double release is detected */
+    CHECK(kvreg_pool_release(gpu, h1) == KVREG_ESTALE); /* double release is detected */
 
     kvreg_registry_free(reg); /* also frees the pool */
     kvreg_sequence_free(seq);

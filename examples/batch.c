@@ -62,18 +62,18 @@ int main(void)
     CHECK_OK(kvreg_pool_new(&pool, reg, "gpu"));
 
     printf("register the sequence's %d full blocks in one call:\n", N_BLOCKS);
-    CHECK_OK(kvreg_register_sequence(pool, seq, 0, N_BLOCKS, handles, status, &n));
+    CHECK_OK(kvreg_pool_register_sequence(pool, seq, 0, N_BLOCKS, handles, status, &n));
     CHECK(n == N_BLOCKS);
     CHECK(c.calls == 1 && c.last_batch == N_BLOCKS && c.last_kind == KVREG_EVENT_REGISTER);
 
     printf("again: every block is already there, so per-block EEXIST and no events:\n");
-    CHECK_OK(kvreg_register_sequence(pool, seq, 0, N_BLOCKS, again, status, &n));
+    CHECK_OK(kvreg_pool_register_sequence(pool, seq, 0, N_BLOCKS, again, status, &n));
     CHECK(n == 0 && c.calls == 1);
     for (i = 0; i < N_BLOCKS; i++)
         CHECK(status[i] == KVREG_EEXIST && again[i] == KVREG_BLOCK_NONE);
 
     printf("release them in one call:\n");
-    CHECK_OK(kvreg_release_batch(pool, handles, N_BLOCKS, NULL, &n));
+    CHECK_OK(kvreg_pool_release_batch(pool, handles, N_BLOCKS, NULL, &n));
     CHECK(n == N_BLOCKS);
     CHECK(c.calls == 2 && c.last_batch == N_BLOCKS && c.last_kind == KVREG_EVENT_REMOVE);
     CHECK(c.in_order);

@@ -24,7 +24,7 @@ static int (*p_registry_contains)(const kvreg_registry *, uint64_t, int *);
 static int (*p_pool_new)(kvreg_pool **, kvreg_registry *, const char *);
 static int (*p_hash_blocks)(const uint32_t *, size_t, uint32_t, uint64_t, kvreg_block_info *,
                             size_t, size_t *);
-static int (*p_register)(kvreg_pool *, const kvreg_block_desc *, kvreg_block *);
+static int (*p_register)(kvreg_pool *, const kvreg_pool_block_desc *, kvreg_block *);
 static int (*p_release)(kvreg_pool *, kvreg_block);
 
 /* ISO C has no conversion from void * to a function pointer; POSIX guarantees the
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     const char *path = argc > 1 ? argv[1] : "libkvreg.so.0";
     const uint32_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     kvreg_block_info info[2];
-    kvreg_block_desc d = {0, 0, 0, 0, 0, NULL, 0};
+    kvreg_pool_block_desc d = KVREG_POOL_BLOCK_DESC_INIT;
     kvreg_config *cfg;
     kvreg_registry *reg;
     int present = 0;
@@ -96,8 +96,8 @@ int main(int argc, char **argv)
     RESOLVE(lib, p_registry_contains, kvreg_registry_contains);
     RESOLVE(lib, p_pool_new, kvreg_pool_new);
     RESOLVE(lib, p_hash_blocks, kvreg_hash_blocks);
-    RESOLVE(lib, p_register, kvreg_register);
-    RESOLVE(lib, p_release, kvreg_release);
+    RESOLVE(lib, p_register, kvreg_pool_register);
+    RESOLVE(lib, p_release, kvreg_pool_release);
 
     CALL_OK(p_config_new(&cfg));
     CALL_OK(p_config_set_event_fn(cfg, count, kinds, NULL));

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* kvreg_net.h and kvreg_index.h are the experimental tier (README, "API stability"): this
+ * program accepts that they may change between 0.x releases. */
+#define KVREG_EXPERIMENTAL
 #include <kvreg.h>
 #include <kvreg_net.h>
 
@@ -33,7 +36,7 @@ static void serve(kvreg_pool *gpu, uint32_t question, kvreg_block handles[DEMO_P
     uint32_t tokens[DEMO_PROMPT_TOKENS];
     kvreg_block_info info[DEMO_PROMPT_BLOCKS];
     uint64_t hashes[DEMO_PROMPT_BLOCKS];
-    kvreg_block_desc descs[DEMO_PROMPT_BLOCKS];
+    kvreg_pool_block_desc descs[DEMO_PROMPT_BLOCKS];
     size_t n = 0, cached = 0, i;
 
     demo_prompt(question, tokens);
@@ -42,11 +45,12 @@ static void serve(kvreg_pool *gpu, uint32_t question, kvreg_block handles[DEMO_P
     CHECK(n == DEMO_PROMPT_BLOCKS);
     for (i = 0; i < n; i++)
         hashes[i] = info[i].sequence_hash;
-    CHECK_OK(kvreg_acquire_prefix(gpu, hashes, n, handles, &cached));
+    CHECK_OK(kvreg_pool_acquire_prefix(gpu, hashes, n, handles, &cached));
     /* The blocks after the cached prefix are computed, then registered with their tokens
      * (vLLM's BlockStored carries them; a router hashes them itself). */
     for (i = cached; i < n; i++) {
         memset(&descs[i], 0, sizeof descs[i]);
+        descs[i].size = sizeof descs[i]; /* the struct this program was compiled with */
         descs[i].sequence_hash = info[i].sequence_hash;
         descs[i].block_hash = info[i].block_hash;
         descs[i].parent_sequence_hash = info[i].parent_sequence_hash;
@@ -55,7 +59,7 @@ static void serve(kvreg_pool *gpu, uint32_t question, kvreg_block handles[DEMO_P
         descs[i].tokens = tokens + i * DEMO_BLOCK;
         descs[i].n_tokens = DEMO_BLOCK;
     }
-    CHECK_OK(kvreg_register_batch(gpu, descs + cached, n - cached, handles + cached, NULL, NULL));
+    CHECK_OK(kvreg_pool_register_batch(gpu, descs + cached, n - cached, handles + cached, NULL, NULL));
     printf("engine: request %u: %zu blocks cached, %zu registered\n", question, cached, n - cached);
 }
 
@@ -110,7 +114,7 @@ int main(int argc, char **argv)
         serve(gpu, q, held[q]);
     /* The first request is done and its question evicted: one Remove per block nobody else
      * holds (the system prompt stays, held by the other requests). */
-    CHECK_OK(kvreg_release_batch(gpu, held[0], DEMO_PROMPT_BLOCKS, NULL, NULL));
+    CHECK_OK(kvreg_pool_release_batch(gpu, held[0], DEMO_PROMPT_BLOCKS, NULL, NULL));
     printf("engine: request 0 finished, its blocks released\n");
 
     CHECK_OK(kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REGISTER, &registers));

@@ -41,9 +41,9 @@ static void hashes_of(const uint32_t *tokens, uint64_t *hashes, kvreg_block_info
 }
 
 /* A block described by its hashes only (the registry does not need the tokens). */
-static kvreg_block_desc desc_of(const kvreg_block_info *info)
+static kvreg_pool_block_desc desc_of(const kvreg_block_info *info)
 {
-    kvreg_block_desc d = {0, 0, 0, 0, 0, NULL, 0};
+    kvreg_pool_block_desc d = KVREG_POOL_BLOCK_DESC_INIT;
     d.sequence_hash = info->sequence_hash;
     d.block_hash = info->block_hash;
     d.parent_sequence_hash = info->parent_sequence_hash;
@@ -56,7 +56,7 @@ int main(void)
     uint32_t tokens[PROMPT_BLOCKS * BLOCK];
     uint64_t hashes_a[PROMPT_BLOCKS], hashes_b[PROMPT_BLOCKS];
     kvreg_block_info info[PROMPT_BLOCKS];
-    kvreg_block_desc descs[PROMPT_BLOCKS];
+    kvreg_pool_block_desc descs[PROMPT_BLOCKS];
     kvreg_block a[PROMPT_BLOCKS], b[PROMPT_BLOCKS];
     kvreg_config *cfg;
     kvreg_registry *reg;
@@ -77,7 +77,7 @@ int main(void)
     CHECK(matched == 0);
     for (i = 0; i < PROMPT_BLOCKS; i++)
         descs[i] = desc_of(&info[i]);
-    CHECK_OK(kvreg_register_batch(pool, descs, PROMPT_BLOCKS, a, NULL, &n_reg));
+    CHECK_OK(kvreg_pool_register_batch(pool, descs, PROMPT_BLOCKS, a, NULL, &n_reg));
     CHECK(n_reg == PROMPT_BLOCKS && registers == PROMPT_BLOCKS);
 
     /* Request B: same system prompt, new question. Its first 2 hashes equal A's. */
@@ -89,18 +89,18 @@ int main(void)
     CHECK(hashes_b[0] == hashes_a[0] && hashes_b[2] != hashes_a[2]);
 
     /* Hold the cached prefix while B runs, then register only what B computed. */
-    CHECK_OK(kvreg_acquire_prefix(pool, hashes_b, PROMPT_BLOCKS, b, &got));
+    CHECK_OK(kvreg_pool_acquire_prefix(pool, hashes_b, PROMPT_BLOCKS, b, &got));
     CHECK(got == 2 && b[0] == a[0] && b[1] == a[1]);
     for (i = got; i < PROMPT_BLOCKS; i++) {
-        kvreg_block_desc d = desc_of(&info[i]);
-        CHECK_OK(kvreg_register(pool, &d, &b[i]));
+        kvreg_pool_block_desc d = desc_of(&info[i]);
+        CHECK_OK(kvreg_pool_register(pool, &d, &b[i]));
     }
     printf("Register events: %u (A: 4, B: 2 new)\n", registers);
     CHECK(registers == PROMPT_BLOCKS + 2);
     CHECK(kvreg_pool_size(pool) == 6);
 
-    CHECK_OK(kvreg_release_batch(pool, a, PROMPT_BLOCKS, NULL, NULL));
-    CHECK_OK(kvreg_release_batch(pool, b, PROMPT_BLOCKS, NULL, NULL));
+    CHECK_OK(kvreg_pool_release_batch(pool, a, PROMPT_BLOCKS, NULL, NULL));
+    CHECK_OK(kvreg_pool_release_batch(pool, b, PROMPT_BLOCKS, NULL, NULL));
     CHECK(kvreg_pool_size(pool) == 0);
     kvreg_registry_free(reg);
     printf("prefix_match: ok\n");

@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* kvreg_net.h and kvreg_index.h are the experimental tier (README, "API stability"): this
+ * program accepts that they may change between 0.x releases. */
+#define KVREG_EXPERIMENTAL
 #include <kvreg.h>
 #include <kvreg_index.h>
 #include <kvreg_net.h>
@@ -35,7 +38,7 @@ typedef struct router {
 
 /* Every batch, live or replayed, in each engine's order. The engine's id is the subscriber's
  * index of its endpoint (a real router would use the pod from the topic, batch->pod). */
-static void on_batch(const kvreg_sub_batch *batch, void *user_data)
+static void on_batch(const kvreg_subscriber_batch *batch, void *user_data)
 {
     router *r = user_data;
     kvreg_index_apply_info info = {0};
@@ -63,7 +66,7 @@ static void on_batch(const kvreg_sub_batch *batch, void *user_data)
 /* Gaps, replays, resets and malformed messages: never silent. A RESET is a restarted engine
  * (its seq went back or its instance id changed): what the index holds for it is the old
  * process's, so drop it; the subscriber resyncs the new one by replay from its start. */
-static void on_notice(const kvreg_sub_notice *notice, void *user_data)
+static void on_notice(const kvreg_subscriber_notice *notice, void *user_data)
 {
     router *r = user_data;
     fprintf(stderr, "router: %s: %s\n", notice->endpoint, notice->message);
@@ -120,8 +123,8 @@ int main(int argc, char **argv)
     CHECK_OK(kvreg_subscriber_new(&r.sub));
     CHECK_OK(kvreg_subscriber_set(r.sub, KVREG_SUB_OPT_FROM_SEQ, 0)); /* everything, via replay */
     CHECK_OK(kvreg_subscriber_set_string(r.sub, KVREG_SUB_TOPIC, "kv@"));
-    CHECK_OK(kvreg_subscriber_set_batch_fn(r.sub, on_batch, &r));
-    CHECK_OK(kvreg_subscriber_set_notice_fn(r.sub, on_notice, &r));
+    CHECK_OK(kvreg_subscriber_set_batch_cb(r.sub, on_batch, &r, NULL));
+    CHECK_OK(kvreg_subscriber_set_notice_cb(r.sub, on_notice, &r, NULL));
     rc = kvreg_subscriber_add(r.sub, argv[1], argv[2], NULL);
     if (rc != KVREG_OK) {
         fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", argv[1], argv[2],

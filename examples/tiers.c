@@ -38,9 +38,9 @@ static void on_events(const kvreg_event *events, size_t n, void *user_data)
 }
 
 /* Describe block i of the hashed blocks, by hash only (no tokens stored). */
-static kvreg_block_desc describe(const kvreg_block_info *info)
+static kvreg_pool_block_desc describe(const kvreg_block_info *info)
 {
-    kvreg_block_desc d = {0, 0, 0, 0, 0, NULL, 0};
+    kvreg_pool_block_desc d = KVREG_POOL_BLOCK_DESC_INIT;
     d.sequence_hash = info->sequence_hash;
     d.block_hash = info->block_hash;
     d.parent_sequence_hash = info->parent_sequence_hash;
@@ -76,36 +76,36 @@ int main(void)
 
     printf("compute into G1:\n");
     for (i = 0; i < N_BLOCKS; i++) {
-        kvreg_block_desc d = describe(&info[i]);
-        CHECK_OK(kvreg_register(g1, &d, &g1_handle[i]));
+        kvreg_pool_block_desc d = describe(&info[i]);
+        CHECK_OK(kvreg_pool_register(g1, &d, &g1_handle[i]));
     }
 
     printf("offload all to G2 (no events expected):\n");
     for (i = 0; i < N_BLOCKS; i++) {
-        kvreg_block_desc d = describe(&info[i]);
-        CHECK_OK(kvreg_register(g2, &d, &g2_handle[i])); /* first: the hash stays known */
-        CHECK_OK(kvreg_release(g1, g1_handle[i]));       /* then free the GPU copy */
+        kvreg_pool_block_desc d = describe(&info[i]);
+        CHECK_OK(kvreg_pool_register(g2, &d, &g2_handle[i])); /* first: the hash stays known */
+        CHECK_OK(kvreg_pool_release(g1, g1_handle[i]));       /* then free the GPU copy */
     }
     CHECK(kvreg_pool_size(g1) == 0 && kvreg_pool_size(g2) == N_BLOCKS);
 
     printf("onboard block 0 back to G1 (no event expected):\n");
     {
-        kvreg_block_desc d = describe(&info[0]);
-        CHECK_OK(kvreg_register(g1, &d, &back));
+        kvreg_pool_block_desc d = describe(&info[0]);
+        CHECK_OK(kvreg_pool_register(g1, &d, &back));
     }
     CHECK_OK(kvreg_pool_contains(g1, info[0].sequence_hash, &present));
     CHECK(present == 1);
 
     printf("drop G2: blocks 1 and 2 leave the registry, block 0 stays in G1:\n");
     for (i = 0; i < N_BLOCKS; i++)
-        CHECK_OK(kvreg_release(g2, g2_handle[i]));
+        CHECK_OK(kvreg_pool_release(g2, g2_handle[i]));
     CHECK_OK(kvreg_registry_contains(reg, info[0].sequence_hash, &present));
     CHECK(present == 1);
     CHECK_OK(kvreg_registry_contains(reg, info[1].sequence_hash, &present));
     CHECK(present == 0);
 
     printf("drop G1:\n");
-    CHECK_OK(kvreg_release(g1, back));
+    CHECK_OK(kvreg_pool_release(g1, back));
 
     for (i = 0; i < N_BLOCKS; i++) {
         printf("block %zu: %u Register, %u Remove\n", i, p.registers[i], p.removes[i]);

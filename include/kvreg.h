@@ -43,6 +43,14 @@
 #define KVREG_API
 #endif
 
+/* Marks a name kept for the 0.x series as an alias of its regular name (docs/config.md lists
+ * them). GCC and clang warn at each use; other compilers see nothing. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KVREG_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define KVREG_DEPRECATED(msg)
+#endif
+
 #ifdef __cplusplus
 #define KVREG_NOEXCEPT noexcept
 extern "C" {
@@ -511,7 +519,7 @@ typedef struct kvreg_block_desc {
  * A hash keeps the block and parent hashes of that first registration (its Register carries
  * them, and so do its Remove and kvreg_block_get_info in every pool); a later registration
  * naming other ones in another pool does not change them. */
-KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_register") int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
                              kvreg_block *out) KVREG_NOEXCEPT;
 
 /* Register n blocks in input order (n == 0 with NULL arrays is a no-op). Per block, out_blocks[i] gets the handle (or
@@ -520,42 +528,42 @@ KVREG_API int kvreg_register(kvreg_pool *pool, const kvreg_block_desc *desc,
  * themselves are bad (then nothing is registered). The Register events of one call have
  * increasing ids in input order; single-threaded they arrive in one callback call (in
  * consecutive calls of KVREG_EVENTS_PER_CALL when there are more). See KVREG_OPT_DELIVERY. */
-KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_register_batch") int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *descs, size_t n,
                                    kvreg_block *out_blocks, int *out_status,
                                    size_t *n_registered) KVREG_NOEXCEPT;
 
 /* Register complete block `index` of seq (with its tokens). KVREG_ESTATE for the partial block
  * (index == num_blocks), KVREG_ERANGE beyond it. */
-KVREG_API int kvreg_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_register_sequence_block") int kvreg_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq,
                                             size_t index, kvreg_block *out) KVREG_NOEXCEPT;
 
 /* Batch form: blocks [first, first + count) of seq; as kvreg_register_batch (count 0 with NULL
  * outputs is a no-op). KVREG_ERANGE if the range goes past the complete blocks (nothing
  * registered). */
-KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_register_sequence") int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
                                       size_t count, kvreg_block *out_blocks, int *out_status,
                                       size_t *n_registered) KVREG_NOEXCEPT;
 
 /* Take another reference on the block registered under sequence_hash in this pool; *out is the
  * same handle value kvreg_register returned. KVREG_ENOENT if the pool does not hold it. Every
  * successful register/acquire must be paired with exactly one release. */
-KVREG_API int kvreg_acquire(kvreg_pool *pool, uint64_t sequence_hash,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_acquire") int kvreg_acquire(kvreg_pool *pool, uint64_t sequence_hash,
                             kvreg_block *out) KVREG_NOEXCEPT;
 
 /* Acquire the longest prefix of hashes[0..n) held by the pool: out_blocks (room for n handles)
  * gets out_blocks[0..*n_acquired). On an error nothing stays acquired. */
-KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_acquire_prefix") int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
                                    kvreg_block *out_blocks, size_t *n_acquired) KVREG_NOEXCEPT;
 
 /* Drop one reference. When the pool's last reference goes, the hash leaves the pool at once;
  * when it leaves its last pool, a Remove event is emitted. KVREG_ESTALE for a handle that is
  * not live in this pool (released, double-released, another pool's or registry's). */
-KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_release") int kvreg_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
 
 /* Release n handles in order (n == 0 with NULL arrays is a no-op); out_status[i] (optional) per handle; *n_released (optional)
  * counts successes. Remove events of one call are delivered as for
  * kvreg_register_batch. */
-KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_release_batch") int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) KVREG_NOEXCEPT;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -575,19 +583,97 @@ KVREG_API int kvreg_pool_match(const kvreg_pool *pool, const uint64_t *hashes, s
 /* Hashes of a live handle (position is KVREG_POSITION_UNKNOWN): its sequence hash, and the
  * block and parent hashes its hash was first registered with (kvreg_register). KVREG_ESTALE if
  * not live. */
-KVREG_API int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_block_info") int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block,
                                    kvreg_block_info *out) KVREG_NOEXCEPT;
 
 /* Handle's reference count in its pool. KVREG_ESTALE if not live. */
-KVREG_API int kvreg_block_refcount(const kvreg_pool *pool, kvreg_block block,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_block_refcount") int kvreg_block_refcount(const kvreg_pool *pool, kvreg_block block,
                                    uint32_t *refcount) KVREG_NOEXCEPT;
 
 /* Copy the block's stored tokens (KEEP_TOKENS) into out[0..cap); *n_tokens gets their number,
  * also when KVREG_ERANGE is returned because cap is too small (nothing copied then; call with
  * out = NULL, cap = 0 to size the buffer). KVREG_ENOENT if no tokens are stored for it;
  * KVREG_ESTALE if the handle is not live. */
-KVREG_API int kvreg_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out,
+KVREG_API KVREG_DEPRECATED("use kvreg_pool_block_tokens") int kvreg_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out,
                                  size_t cap, size_t *n_tokens) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Regular names (0.6). Every object's calls are kvreg_<object>_<verb>: the handle first, then */
+/* inputs, then outputs (a _new returns its object through its first parameter). The names    */
+/* above marked KVREG_DEPRECATED are aliases of these, kept (exported, working) for the 0.x    */
+/* series; docs/config.md maps each old name to its new one.                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A block to register, as kvreg_block_desc, with room to grow: `size` is sizeof the struct the
+ * caller was compiled with, so a later library can tell which fields it carries. Start from
+ * KVREG_POOL_BLOCK_DESC_INIT (every other field 0) and set what you need. The library takes
+ * a size it knows (this version: exactly sizeof(kvreg_pool_block_desc)); anything else is
+ * KVREG_EINVAL. */
+typedef struct kvreg_pool_block_desc {
+    size_t size;                   /* sizeof(kvreg_pool_block_desc) */
+    uint64_t sequence_hash;
+    uint64_t block_hash;
+    uint64_t parent_sequence_hash; /* ignored when has_parent == 0 */
+    uint32_t has_parent;
+    uint32_t block_size;           /* expected tokens per block, 0 = do not check */
+    const uint32_t *tokens;        /* NULL when n_tokens == 0 */
+    size_t n_tokens;
+} kvreg_pool_block_desc;
+#define KVREG_POOL_BLOCK_DESC_INIT { sizeof(kvreg_pool_block_desc), 0, 0, 0, 0, 0, NULL, 0 }
+
+/* kvreg_register with a sized descriptor; same checks, events and results. */
+KVREG_API int kvreg_pool_register(kvreg_pool *pool, const kvreg_pool_block_desc *desc,
+                                  kvreg_block *out) KVREG_NOEXCEPT;
+/* kvreg_register_batch with sized descriptors (every descs[i].size the same known size, else
+ * KVREG_EINVAL and nothing registered). */
+KVREG_API int kvreg_pool_register_batch(kvreg_pool *pool, const kvreg_pool_block_desc *descs,
+                                        size_t n, kvreg_block *out_blocks, int *out_status,
+                                        size_t *n_registered) KVREG_NOEXCEPT;
+/* As kvreg_register_sequence_block / kvreg_register_sequence. */
+KVREG_API int kvreg_pool_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq,
+                                                 size_t index, kvreg_block *out) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq,
+                                           size_t first, size_t count, kvreg_block *out_blocks,
+                                           int *out_status, size_t *n_registered) KVREG_NOEXCEPT;
+/* As kvreg_acquire / kvreg_acquire_prefix / kvreg_release / kvreg_release_batch. */
+KVREG_API int kvreg_pool_acquire(kvreg_pool *pool, uint64_t sequence_hash,
+                                 kvreg_block *out) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
+                                        kvreg_block *out_blocks, size_t *n_acquired) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_release(kvreg_pool *pool, kvreg_block block) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
+                                       int *out_status, size_t *n_released) KVREG_NOEXCEPT;
+/* As kvreg_block_get_info / kvreg_block_refcount / kvreg_block_tokens. */
+KVREG_API int kvreg_pool_block_info(const kvreg_pool *pool, kvreg_block block,
+                                    kvreg_block_info *out) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_block_refcount(const kvreg_pool *pool, kvreg_block block,
+                                        uint32_t *refcount) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out,
+                                      size_t cap, size_t *n_tokens) KVREG_NOEXCEPT;
+
+/* One configuration pattern (docs/config.md has a table per object): _set / _get with uint64_t
+ * values, _set_string / _get_string where an object has strings. Getters write *value (or the
+ * string) only on KVREG_OK; KVREG_EINVAL for a NULL argument or an unknown option. String
+ * getters copy at most cap bytes including the terminating NUL into buf; *len gets the length
+ * without the NUL, also when KVREG_ERANGE says cap is too small (nothing copied then; buf may
+ * be NULL with cap 0 to ask the length). */
+
+/* The value kvreg_config_set stored, or the default. */
+KVREG_API int kvreg_config_get(const kvreg_config *cfg, uint32_t option,
+                               uint64_t *value) KVREG_NOEXCEPT;
+/* The options a registry was created with (KVREG_OPT_*, read only). */
+KVREG_API int kvreg_registry_get(const kvreg_registry *reg, uint32_t option,
+                                 uint64_t *value) KVREG_NOEXCEPT;
+
+/* Pool options, fixed when the pool is made (kvreg_pool_set returns KVREG_ESTATE for them). */
+#define KVREG_POOL_OPT_MEDIUM 1u /* KVREG_MEDIUM_* (kvreg_pool_new_medium) */
+#define KVREG_POOL_OPT_ID 2u     /* kvreg_pool_id */
+#define KVREG_POOL_NAME 1u       /* string: kvreg_pool_name */
+KVREG_API int kvreg_pool_set(kvreg_pool *pool, uint32_t option, uint64_t value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_get(const kvreg_pool *pool, uint32_t option,
+                             uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_pool_get_string(const kvreg_pool *pool, uint32_t option, char *buf,
+                                    size_t cap, size_t *len) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

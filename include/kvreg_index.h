@@ -55,6 +55,13 @@
 #ifndef KVREG_INDEX_H
 #define KVREG_INDEX_H
 
+/* Experimental tier (README, "API stability"): these calls may still change between 0.x
+ * releases, while kvreg.h and kvreg_wire.h only grow. Opt in by defining KVREG_EXPERIMENTAL
+ * before the first include (or -DKVREG_EXPERIMENTAL on the command line). */
+#ifndef KVREG_EXPERIMENTAL
+#error "kvreg_index.h is libkvreg's experimental API (it may change between 0.x releases): #define KVREG_EXPERIMENTAL before including it, or compile with -DKVREG_EXPERIMENTAL"
+#endif
+
 #include "kvreg.h"
 #include "kvreg_wire.h"
 
@@ -499,6 +506,32 @@ KVREG_API int kvreg_router_costs(kvreg_router *r, const kvreg_index_match *match
 KVREG_API int kvreg_router_select(kvreg_router *r, const kvreg_index_match *matches,
                                   size_t n_matches, double prompt_blocks,
                                   kvreg_router_cost *chosen) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* One configuration pattern (0.6; kvreg.h and docs/config.md)                                 */
+/* ------------------------------------------------------------------------------------------ */
+/* The value of a KVREG_INDEX_OPT_* option in cfg (set or default). */
+KVREG_API int kvreg_index_config_get(const kvreg_index_config *cfg, uint32_t option,
+                                     uint64_t *value) KVREG_NOEXCEPT;
+
+/* The router's config as options, over the struct (kvreg_router_config_init first: the calls
+ * read cfg->size, KVREG_EINVAL when it is smaller than this version's members). Each option
+ * is one member and is checked as kvreg_router_new checks it (KVREG_EINVAL, cfg unchanged). */
+#define KVREG_ROUTER_OPT_POLICY 1u         /* uint64: policy (KVREG_ROUTER_POLICY_*) */
+#define KVREG_ROUTER_OPT_SEED 2u           /* uint64: seed */
+#define KVREG_ROUTER_OPT_OVERLAP_WEIGHT 3u /* double: overlap_weight, >= 0 */
+#define KVREG_ROUTER_OPT_TEMPERATURE 4u    /* double: temperature, >= 0 */
+#define KVREG_ROUTER_OPT_PREFIX_WEIGHT 5u  /* double: prefix_weight, >= 0 */
+#define KVREG_ROUTER_OPT_LOAD_WEIGHT 6u    /* double: load_weight, >= 0 */
+#define KVREG_ROUTER_OPT_TIER_WEIGHT 16u   /* double: tier_weight[option - 16], 0 .. 1 */
+KVREG_API int kvreg_router_config_set(kvreg_router_config *cfg, uint32_t option,
+                                      uint64_t value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_router_config_get(const kvreg_router_config *cfg, uint32_t option,
+                                      uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_router_config_set_double(kvreg_router_config *cfg, uint32_t option,
+                                             double value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_router_config_get_double(const kvreg_router_config *cfg, uint32_t option,
+                                             double *value) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

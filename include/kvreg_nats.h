@@ -23,6 +23,13 @@
 #ifndef KVREG_NATS_H
 #define KVREG_NATS_H
 
+/* Experimental tier (README, "API stability"): these calls may still change between 0.x
+ * releases, while kvreg.h and kvreg_wire.h only grow. Opt in by defining KVREG_EXPERIMENTAL
+ * before the first include (or -DKVREG_EXPERIMENTAL on the command line). */
+#ifndef KVREG_EXPERIMENTAL
+#error "kvreg_nats.h is libkvreg's experimental API (it may change between 0.x releases): #define KVREG_EXPERIMENTAL before including it, or compile with -DKVREG_EXPERIMENTAL"
+#endif
+
 #include "kvreg.h"
 #include "kvreg_index.h"
 #include "kvreg_wire.h"
@@ -284,9 +291,15 @@ typedef struct kvreg_nats_notice {
 } kvreg_nats_notice;
 typedef void (*kvreg_nats_notice_fn)(const kvreg_nats_notice *notice, void *user_data);
 /* Called on the thread in kvreg_nats_consumer_run(); KVREG_ESTATE once started. */
-KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con,
+KVREG_API KVREG_DEPRECATED("use kvreg_nats_consumer_set_notice_cb") int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con,
                                                 kvreg_nats_notice_fn fn,
                                                 void *user_data) KVREG_NOEXCEPT;
+/* As kvreg_nats_consumer_set_notice_fn, and the consumer owns user_data: destroy (may be NULL)
+ * runs exactly once, when the callback is replaced or in kvreg_nats_consumer_free(). On an
+ * error the caller keeps user_data. (0.6) */
+KVREG_API int kvreg_nats_consumer_set_notice_cb(kvreg_nats_consumer *con, kvreg_nats_notice_fn fn,
+                                                void *user_data,
+                                                kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
 /* Connect, check the stream exists, (re)create the durable pull consumer. KVREG_ESTATE if
  * started; KVREG_EPROTO: no server, no such stream, or the consumer could not be made. */

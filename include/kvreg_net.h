@@ -35,6 +35,13 @@
 #ifndef KVREG_NET_H
 #define KVREG_NET_H
 
+/* Experimental tier (README, "API stability"): these calls may still change between 0.x
+ * releases, while kvreg.h and kvreg_wire.h only grow. Opt in by defining KVREG_EXPERIMENTAL
+ * before the first include (or -DKVREG_EXPERIMENTAL on the command line). */
+#ifndef KVREG_EXPERIMENTAL
+#error "kvreg_net.h is libkvreg's experimental API (it may change between 0.x releases): #define KVREG_EXPERIMENTAL before including it, or compile with -DKVREG_EXPERIMENTAL"
+#endif
+
 #include "kvreg.h"
 #include "kvreg_wire.h"
 
@@ -407,15 +414,28 @@ typedef struct kvreg_sub_notice {
     uint64_t reserved[2];
 } kvreg_sub_notice;
 typedef void (*kvreg_sub_notice_fn)(const kvreg_sub_notice *notice, void *user_data);
+/* The regular names (0.6) of the four types above; kvreg_sub_* are the 0.x names, kept as
+ * the same types (a typedef cannot be deprecated without breaking code that names the struct). */
+typedef kvreg_sub_batch kvreg_subscriber_batch;
+typedef kvreg_sub_notice kvreg_subscriber_notice;
+typedef kvreg_sub_batch_fn kvreg_subscriber_batch_fn;
+typedef kvreg_sub_notice_fn kvreg_subscriber_notice_fn;
 
 /* Callbacks run on the thread in kvreg_subscriber_run(). fn NULL: batches are counted and
  * dropped / notices only counted. user_data is borrowed. KVREG_EBUSY from a callback. A
  * callback may call kvreg_subscriber_stop() and kvreg_subscriber_stat(), and must not free
  * the subscriber. */
-KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
+KVREG_API KVREG_DEPRECATED("use kvreg_subscriber_set_batch_cb") int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
                                             void *user_data) KVREG_NOEXCEPT;
-KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,
+KVREG_API KVREG_DEPRECATED("use kvreg_subscriber_set_notice_cb") int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,
                                              void *user_data) KVREG_NOEXCEPT;
+/* As the two above, and the subscriber owns user_data: destroy (may be NULL) runs exactly once,
+ * when the callback is replaced (by any of these four calls) or in kvreg_subscriber_free()
+ * (after the last callback returned). On an error the caller keeps user_data. */
+KVREG_API int kvreg_subscriber_set_batch_cb(kvreg_subscriber *sub, kvreg_subscriber_batch_fn fn,
+                                            void *user_data, kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
+KVREG_API int kvreg_subscriber_set_notice_cb(kvreg_subscriber *sub, kvreg_subscriber_notice_fn fn,
+                                             void *user_data, kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
 /* Receive, order, replay and deliver for timeout_ms milliseconds (-1: until stopped; 0: what
  * is ready now), or until kvreg_subscriber_stop(). KVREG_OK; KVREG_EBUSY from a callback;

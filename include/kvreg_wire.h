@@ -84,7 +84,7 @@ KVREG_API int kvreg_wire_encoder_set(kvreg_wire_encoder *enc, uint32_t option,
 KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t option,
                                      uint64_t *value) KVREG_NOEXCEPT;
 /* LoRA adapter name written as lora_name in stored events (NULL: nil, the default). Copied. */
-KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
+KVREG_API KVREG_DEPRECATED("use kvreg_wire_encoder_set_string with KVREG_WIRE_LORA_NAME") int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
                                                const char *lora_name) KVREG_NOEXCEPT;
 
 /* Encode events[0..n) (in event_id order, as a callback or poll gives them) into one payload.
@@ -358,6 +358,20 @@ KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t
  * KVREG_ENOTSUP for them) */
 KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,
                                           size_t *payload_len) KVREG_NOEXCEPT;
+
+/* ------------------------------------------------------------------------------------------ */
+/* One configuration pattern (0.6; kvreg.h and docs/config.md)                                 */
+/* ------------------------------------------------------------------------------------------ */
+/* Encoder string options. KVREG_WIRE_LORA_NAME: the LoRA adapter name written as lora_name in
+ * stored events (value NULL: nil, the default); copied. _get_string: KVREG_ENOENT while nil. */
+#define KVREG_WIRE_LORA_NAME 1u
+KVREG_API int kvreg_wire_encoder_set_string(kvreg_wire_encoder *enc, uint32_t option,
+                                            const char *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_wire_encoder_get_string(const kvreg_wire_encoder *enc, uint32_t option,
+                                            char *buf, size_t cap, size_t *len) KVREG_NOEXCEPT;
+/* The current value of a decoder option (KVREG_WIRE_DEC_OPT_*). */
+KVREG_API int kvreg_wire_decoder_get(const kvreg_wire_decoder *dec, uint32_t option,
+                                     uint64_t *value) KVREG_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,6 +17,10 @@
 package kvreg
 
 /*
+// KVREG_EXPERIMENTAL: the package may use the experimental tier (kvreg_net.h, kvreg_index.h,
+// kvreg_nats.h; README "API stability"). It still calls some 0.x names (their 0.6 names are
+// in docs/config.md): cgo must not print their deprecation warnings to every user's build.
+#cgo CFLAGS: -DKVREG_EXPERIMENTAL -Wno-deprecated-declarations
 #include <kvreg.h>
 
 // The binding relies on the 0.3.0 API (KVREG_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH):

@@ -69,3 +69,25 @@ KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, vo
 }
 
 } // extern "C"
+
+namespace kvreg {
+// Shared by kvreg_config_get and kvreg_registry_get: an Options as the KVREG_OPT_* values.
+int option_value(const Options &o, uint32_t option, uint64_t *value) noexcept {
+    if (!value) return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_OPT_DELIVERY: *value = o.poll_mode ? KVREG_DELIVERY_POLL : KVREG_DELIVERY_INLINE; return KVREG_OK;
+    case KVREG_OPT_KEEP_TOKENS: *value = o.keep_tokens ? 1 : 0; return KVREG_OK;
+    case KVREG_OPT_POLL_CAPACITY: *value = o.poll_capacity; return KVREG_OK;
+    case KVREG_OPT_SHARDS: *value = o.shards; return KVREG_OK;
+    case KVREG_OPT_RESERVE_BLOCKS: *value = o.reserve_blocks; return KVREG_OK;
+    case KVREG_OPT_EVENT_MODE:
+        *value = o.per_tier_events ? KVREG_EVENTS_PER_TIER : KVREG_EVENTS_GLOBAL;
+        return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+} // namespace kvreg
+
+extern "C" KVREG_API int kvreg_config_get(const kvreg_config *cfg, uint32_t option, uint64_t *value) noexcept {
+    return cfg ? kvreg::option_value(cfg->opt, option, value) : KVREG_EINVAL;
+}

@@ -69,6 +69,27 @@ KVREG_API int kvreg_index_config_set(kvreg_index_config *cfg, uint32_t option, u
     }
 }
 
+KVREG_API int kvreg_index_config_get(const kvreg_index_config *cfg, uint32_t option, uint64_t *value) noexcept {
+    if (!cfg || !value) return KVREG_EINVAL;
+    const kvreg::index::Options &o = cfg->opt;
+    switch (option) {
+    case KVREG_INDEX_OPT_BLOCK_SIZE: *value = o.block_size; return KVREG_OK;
+    case KVREG_INDEX_OPT_HASHES: *value = o.own_hashes ? KVREG_INDEX_HASHES_OWN : KVREG_INDEX_HASHES_ENGINE; return KVREG_OK;
+    case KVREG_INDEX_OPT_PROFILE:
+        *value = o.kv_router_profile ? KVREG_INDEX_PROFILE_KV_ROUTER : KVREG_INDEX_PROFILE_DYNAMO;
+        return KVREG_OK;
+    case KVREG_INDEX_OPT_SALT: *value = o.salt; return KVREG_OK;
+    case KVREG_INDEX_OPT_SHARDS: *value = o.shards; return KVREG_OK;
+    case KVREG_INDEX_OPT_EXPECTED_ENTRIES: *value = o.expected_entries; return KVREG_OK;
+    default:
+        if (option >= KVREG_INDEX_OPT_WEIGHT && option < KVREG_INDEX_OPT_WEIGHT + KVREG_MEDIUM_COUNT) {
+            *value = o.weight[option - KVREG_INDEX_OPT_WEIGHT];
+            return KVREG_OK;
+        }
+        return KVREG_EINVAL;
+    }
+}
+
 KVREG_API int kvreg_index_new(kvreg_index **out, const kvreg_index_config *cfg) noexcept {
     if (!out) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN

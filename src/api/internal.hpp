@@ -9,5 +9,7 @@ namespace kvreg {
 
 const Options &options_of(const kvreg_config *c) noexcept;
 const Sequence *sequence_of(const kvreg_sequence *s) noexcept; // nullptr for NULL
+// The KVREG_OPT_* value o holds (config.cpp); KVREG_EINVAL for an unknown option.
+int option_value(const Options &o, uint32_t option, uint64_t *value) noexcept;
 
 } // namespace kvreg

@@ -2,6 +2,7 @@
 #include "kvreg_nats.h"
 
 #include "api/guard.hpp"
+#include "api/user_data.hpp"
 #include "api/internal.hpp"
 #include "nats/consumer.hpp"
 #include "nats/publisher.hpp"
@@ -12,6 +13,7 @@ struct kvreg_nats_publisher {
 };
 struct kvreg_nats_consumer {
     explicit kvreg_nats_consumer(kvreg_index *idx) : impl(idx) {}
+    kvreg::OwnedUserData notice_ud; // before impl: destroyed after it, when no callback runs
     kvreg::nats::Consumer impl;
 };
 
@@ -72,7 +74,14 @@ KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t 
 }
 KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con, kvreg_nats_notice_fn fn,
                                                 void *user_data) noexcept {
-    return con ? con->impl.set_notice_fn(fn, user_data) : KVREG_EINVAL;
+    return kvreg_nats_consumer_set_notice_cb(con, fn, user_data, nullptr);
+}
+KVREG_API int kvreg_nats_consumer_set_notice_cb(kvreg_nats_consumer *con, kvreg_nats_notice_fn fn,
+                                                void *user_data, kvreg_destroy_fn destroy) noexcept {
+    if (!con) return KVREG_EINVAL;
+    const int rc = con->impl.set_notice_fn(fn, user_data);
+    if (rc == KVREG_OK) con->notice_ud.reset(user_data, destroy); // else the caller keeps it
+    return rc;
 }
 KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *con) noexcept {
     if (!con) return KVREG_EINVAL;

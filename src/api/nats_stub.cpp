@@ -25,6 +25,10 @@ KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *, uint32_t, co
 KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *, kvreg_nats_notice_fn, void *) noexcept {
     return KVREG_ENOTSUP;
 }
+KVREG_API int kvreg_nats_consumer_set_notice_cb(kvreg_nats_consumer *, kvreg_nats_notice_fn, void *,
+                                                kvreg_destroy_fn) noexcept {
+    return KVREG_ENOTSUP;
+}
 KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_nats_consumer_run(kvreg_nats_consumer *, int) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *) noexcept { return KVREG_ENOTSUP; }

@@ -6,6 +6,7 @@
 
 #if defined(KVREG_WITH_ZMQ) && KVREG_WITH_ZMQ
 #include "api/internal.hpp"
+#include "api/user_data.hpp"
 #include "net/endpoint.hpp"
 #include "net/publisher.hpp"
 #include "net/subscriber.hpp"
@@ -15,6 +16,8 @@ struct kvreg_publisher {
     kvreg::net::Publisher impl;
 };
 struct kvreg_subscriber {
+    // Declared before impl so that they are destroyed after it: no callback can run then.
+    kvreg::OwnedUserData batch_ud, notice_ud;
     kvreg::net::Subscriber impl;
 };
 
@@ -114,14 +117,30 @@ KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *sub, uint32_t in
     return sub->impl.endpoint(index, buf, cap, len);
 }
 
-KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_sub_batch_fn fn,
-                                            void *user_data) noexcept {
-    return sub ? sub->impl.set_batch_fn(fn, user_data) : KVREG_EINVAL;
+KVREG_API int kvreg_subscriber_set_batch_cb(kvreg_subscriber *sub, kvreg_subscriber_batch_fn fn,
+                                            void *user_data, kvreg_destroy_fn destroy) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    const int rc = sub->impl.set_batch_fn(fn, user_data);
+    if (rc == KVREG_OK) sub->batch_ud.reset(user_data, destroy); // else the caller keeps it
+    return rc;
 }
 
-KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_sub_notice_fn fn,
+KVREG_API int kvreg_subscriber_set_notice_cb(kvreg_subscriber *sub, kvreg_subscriber_notice_fn fn,
+                                             void *user_data, kvreg_destroy_fn destroy) noexcept {
+    if (!sub) return KVREG_EINVAL;
+    const int rc = sub->impl.set_notice_fn(fn, user_data);
+    if (rc == KVREG_OK) sub->notice_ud.reset(user_data, destroy);
+    return rc;
+}
+
+KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *sub, kvreg_subscriber_batch_fn fn,
+                                            void *user_data) noexcept {
+    return kvreg_subscriber_set_batch_cb(sub, fn, user_data, nullptr);
+}
+
+KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *sub, kvreg_subscriber_notice_fn fn,
                                              void *user_data) noexcept {
-    return sub ? sub->impl.set_notice_fn(fn, user_data) : KVREG_EINVAL;
+    return kvreg_subscriber_set_notice_cb(sub, fn, user_data, nullptr);
 }
 
 KVREG_API int kvreg_subscriber_run(kvreg_subscriber *sub, int timeout_ms) noexcept {
@@ -189,6 +208,14 @@ KVREG_API int kvreg_subscriber_endpoint(const kvreg_subscriber *, uint32_t, char
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_subscriber_set_batch_fn(kvreg_subscriber *, kvreg_sub_batch_fn, void *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_set_batch_cb(kvreg_subscriber *, kvreg_subscriber_batch_fn, void *,
+                                            kvreg_destroy_fn) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_set_notice_cb(kvreg_subscriber *, kvreg_subscriber_notice_fn, void *,
+                                             kvreg_destroy_fn) noexcept {
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_subscriber_set_notice_fn(kvreg_subscriber *, kvreg_sub_notice_fn, void *) noexcept {

@@ -2,6 +2,7 @@
 // mode) after every shard lock is released and before returning.
 #include "api/guard.hpp"
 #include "api/internal.hpp"
+#include "api/string_out.hpp"
 
 namespace {
 
@@ -33,6 +34,22 @@ kvreg_block_desc desc_of(const kvreg::Sequence &s, size_t i) noexcept {
     d.tokens = s.block_tokens(i);
     d.n_tokens = s.block_size();
     return d;
+}
+
+// The sized descriptor (kvreg.h): this version knows one size. Its fields are those of
+// kvreg_block_desc, so both forms share one path.
+bool sized_ok(const kvreg_pool_block_desc &d) noexcept { return d.size == sizeof(kvreg_pool_block_desc); }
+
+kvreg_block_desc desc_from(const kvreg_pool_block_desc &d) noexcept {
+    kvreg_block_desc o{};
+    o.sequence_hash = d.sequence_hash;
+    o.block_hash = d.block_hash;
+    o.parent_sequence_hash = d.parent_sequence_hash;
+    o.has_parent = d.has_parent;
+    o.block_size = d.block_size;
+    o.tokens = d.tokens;
+    o.n_tokens = d.n_tokens;
+    return o;
 }
 
 } // namespace
@@ -93,17 +110,44 @@ KVREG_API int kvreg_register_batch(kvreg_pool *pool, const kvreg_block_desc *des
     return KVREG_OK;
 }
 
-KVREG_API int kvreg_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq, size_t index,
+KVREG_API int kvreg_pool_register(kvreg_pool *pool, const kvreg_pool_block_desc *desc, kvreg_block *out) noexcept {
+    if (!pool || !desc || !out || !sized_ok(*desc)) return KVREG_EINVAL;
+    const kvreg_block_desc d = desc_from(*desc);
+    EventBatch batch(pool->reg->log);
+    return register_one(pool->reg, pool, d, out, batch);
+}
+
+KVREG_API int kvreg_pool_register_batch(kvreg_pool *pool, const kvreg_pool_block_desc *descs, size_t n,
+                                        kvreg_block *out_blocks, int *out_status, size_t *n_registered) noexcept {
+    if (!pool || (n > 0 && (!descs || !out_blocks))) return KVREG_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!sized_ok(descs[i])) return KVREG_EINVAL; // checked first: nothing registered
+    EventBatch batch(pool->reg->log, n);
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + kPrefetchAhead < n) pool->reg->prefetch(descs[i + kPrefetchAhead].sequence_hash);
+        out_blocks[i] = KVREG_BLOCK_NONE;
+        const kvreg_block_desc d = desc_from(descs[i]);
+        const int rc = register_one(pool->reg, pool, d, &out_blocks[i], batch);
+        if (out_status) out_status[i] = rc;
+        if (rc == KVREG_OK) ok++;
+    }
+    if (n_registered) *n_registered = ok;
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_pool_register_sequence_block(kvreg_pool *pool, const kvreg_sequence *seq, size_t index,
                                             kvreg_block *out) noexcept {
     const kvreg::Sequence *s = kvreg::sequence_of(seq);
     if (!pool || !s || !out) return KVREG_EINVAL;
     if (index == s->num_blocks()) return KVREG_ESTATE; // the partial block
     if (index > s->num_blocks()) return KVREG_ERANGE;
     const kvreg_block_desc d = desc_of(*s, index);
-    return kvreg_register(pool, &d, out);
+    EventBatch batch(pool->reg->log);
+    return register_one(pool->reg, pool, d, out, batch);
 }
 
-KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
+KVREG_API int kvreg_pool_register_sequence(kvreg_pool *pool, const kvreg_sequence *seq, size_t first,
                                       size_t count, kvreg_block *out_blocks, int *out_status,
                                       size_t *n_registered) noexcept {
     const kvreg::Sequence *s = kvreg::sequence_of(seq);
@@ -123,12 +167,12 @@ KVREG_API int kvreg_register_sequence(kvreg_pool *pool, const kvreg_sequence *se
     return KVREG_OK;
 }
 
-KVREG_API int kvreg_acquire(kvreg_pool *pool, uint64_t sequence_hash, kvreg_block *out) noexcept {
+KVREG_API int kvreg_pool_acquire(kvreg_pool *pool, uint64_t sequence_hash, kvreg_block *out) noexcept {
     if (!pool || !out) return KVREG_EINVAL;
     return pool->reg->acquire(pool, sequence_hash, out);
 }
 
-KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
+KVREG_API int kvreg_pool_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, size_t n,
                                    kvreg_block *out_blocks, size_t *n_acquired) noexcept {
     if (!pool || !n_acquired || (n > 0 && (!hashes || !out_blocks))) return KVREG_EINVAL;
     size_t got = 0;
@@ -146,13 +190,13 @@ KVREG_API int kvreg_acquire_prefix(kvreg_pool *pool, const uint64_t *hashes, siz
     return KVREG_OK;
 }
 
-KVREG_API int kvreg_release(kvreg_pool *pool, kvreg_block block) noexcept {
+KVREG_API int kvreg_pool_release(kvreg_pool *pool, kvreg_block block) noexcept {
     if (!pool) return KVREG_EINVAL;
     EventBatch batch(pool->reg->log);
     return release_one(pool->reg, pool, block, batch);
 }
 
-KVREG_API int kvreg_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
+KVREG_API int kvreg_pool_release_batch(kvreg_pool *pool, const kvreg_block *blocks, size_t n,
                                   int *out_status, size_t *n_released) noexcept {
     if (!pool || (n > 0 && !blocks)) return KVREG_EINVAL;
     EventBatch batch(pool->reg->log, n);
@@ -189,20 +233,45 @@ KVREG_API int kvreg_pool_match(const kvreg_pool *pool, const uint64_t *hashes, s
     return KVREG_OK;
 }
 
-KVREG_API int kvreg_block_get_info(const kvreg_pool *pool, kvreg_block block, kvreg_block_info *out) noexcept {
+KVREG_API int kvreg_pool_block_info(const kvreg_pool *pool, kvreg_block block, kvreg_block_info *out) noexcept {
     if (!pool || !out) return KVREG_EINVAL;
     return pool->reg->block_info(pool, block, out);
 }
 
-KVREG_API int kvreg_block_refcount(const kvreg_pool *pool, kvreg_block block, uint32_t *refcount) noexcept {
+KVREG_API int kvreg_pool_block_refcount(const kvreg_pool *pool, kvreg_block block, uint32_t *refcount) noexcept {
     if (!pool || !refcount) return KVREG_EINVAL;
     return pool->reg->block_refcount(pool, block, refcount);
 }
 
-KVREG_API int kvreg_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out, size_t cap,
+KVREG_API int kvreg_pool_block_tokens(const kvreg_pool *pool, kvreg_block block, uint32_t *out, size_t cap,
                                  size_t *n_tokens) noexcept {
     if (!pool || !n_tokens || (cap > 0 && !out)) return KVREG_EINVAL;
     return pool->reg->block_tokens(pool, block, out, cap, n_tokens);
+}
+
+} // extern "C"
+
+// Pool options are fixed when the pool is made: _set knows them and refuses (KVREG_ESTATE).
+extern "C" {
+
+KVREG_API int kvreg_pool_set(kvreg_pool *pool, uint32_t option, uint64_t) noexcept {
+    if (!pool) return KVREG_EINVAL;
+    return option == KVREG_POOL_OPT_MEDIUM || option == KVREG_POOL_OPT_ID ? KVREG_ESTATE : KVREG_EINVAL;
+}
+
+KVREG_API int kvreg_pool_get(const kvreg_pool *pool, uint32_t option, uint64_t *value) noexcept {
+    if (!pool || !value) return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_POOL_OPT_MEDIUM: *value = kvreg_pool_medium(pool); return KVREG_OK;
+    case KVREG_POOL_OPT_ID: *value = kvreg_pool_id(pool); return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_pool_get_string(const kvreg_pool *pool, uint32_t option, char *buf, size_t cap,
+                                    size_t *len) noexcept {
+    if (!pool || option != KVREG_POOL_NAME) return KVREG_EINVAL;
+    return kvreg::string_out(kvreg_pool_name(pool), buf, cap, len);
 }
 
 } // extern "C"

@@ -124,3 +124,7 @@ KVREG_API int kvreg_registry_stat(const kvreg_registry *creg, uint32_t stat, uin
 }
 
 } // extern "C"
+
+extern "C" KVREG_API int kvreg_registry_get(const kvreg_registry *reg, uint32_t option, uint64_t *value) noexcept {
+    return reg ? kvreg::option_value(reg->settings, option, value) : KVREG_EINVAL;
+}

@@ -30,6 +30,63 @@ KVREG_API int kvreg_router_config_init(kvreg_router_config *cfg) noexcept {
     return KVREG_OK;
 }
 
+// The option family over the init-struct form: each option is one member, checked as
+// kvreg_router_new checks it, so a config set through options is one kvreg_router_new takes.
+namespace {
+double *double_member(kvreg_router_config *c, uint32_t option) noexcept {
+    switch (option) {
+    case KVREG_ROUTER_OPT_OVERLAP_WEIGHT: return &c->overlap_weight;
+    case KVREG_ROUTER_OPT_TEMPERATURE: return &c->temperature;
+    case KVREG_ROUTER_OPT_PREFIX_WEIGHT: return &c->prefix_weight;
+    case KVREG_ROUTER_OPT_LOAD_WEIGHT: return &c->load_weight;
+    default:
+        if (option >= KVREG_ROUTER_OPT_TIER_WEIGHT && option < KVREG_ROUTER_OPT_TIER_WEIGHT + KVREG_MEDIUM_COUNT)
+            return &c->tier_weight[option - KVREG_ROUTER_OPT_TIER_WEIGHT];
+        return nullptr;
+    }
+}
+bool known_size(const kvreg_router_config *c) noexcept { return c->size >= offsetof(kvreg_router_config, reserved); }
+} // namespace
+
+KVREG_API int kvreg_router_config_set(kvreg_router_config *cfg, uint32_t option, uint64_t value) noexcept {
+    if (!cfg || !known_size(cfg)) return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_ROUTER_OPT_POLICY:
+        if (value != KVREG_ROUTER_POLICY_COST && value != KVREG_ROUTER_POLICY_WEIGHTED) return KVREG_EINVAL;
+        cfg->policy = static_cast<uint32_t>(value);
+        return KVREG_OK;
+    case KVREG_ROUTER_OPT_SEED: cfg->seed = value; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_router_config_get(const kvreg_router_config *cfg, uint32_t option, uint64_t *value) noexcept {
+    if (!cfg || !value || !known_size(cfg)) return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_ROUTER_OPT_POLICY: *value = cfg->policy; return KVREG_OK;
+    case KVREG_ROUTER_OPT_SEED: *value = cfg->seed; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+KVREG_API int kvreg_router_config_set_double(kvreg_router_config *cfg, uint32_t option, double value) noexcept {
+    if (!cfg || !known_size(cfg)) return KVREG_EINVAL;
+    double *m = double_member(cfg, option);
+    if (!m || !valid_weight(value)) return KVREG_EINVAL;
+    const bool tier = option >= KVREG_ROUTER_OPT_TIER_WEIGHT;
+    if (tier && value > 1.0) return KVREG_EINVAL;
+    *m = value;
+    return KVREG_OK;
+}
+
+KVREG_API int kvreg_router_config_get_double(const kvreg_router_config *cfg, uint32_t option, double *value) noexcept {
+    if (!cfg || !value || !known_size(cfg)) return KVREG_EINVAL;
+    const double *m = double_member(const_cast<kvreg_router_config *>(cfg), option);
+    if (!m) return KVREG_EINVAL;
+    *value = *m;
+    return KVREG_OK;
+}
+
 KVREG_API int kvreg_router_new(kvreg_router **out, const kvreg_router_config *cfg) noexcept {
     if (!out) return KVREG_EINVAL;
     kvreg_router_config c;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/guard.hpp"
+#include "api/string_out.hpp"
 #include "wire/decode.hpp"
 #include "wire/encode.hpp"
 #include "wire/mp_write.hpp"
@@ -106,7 +107,21 @@ KVREG_API int kvreg_wire_encoder_get(const kvreg_wire_encoder *enc, uint32_t opt
 
 KVREG_API int kvreg_wire_encoder_set_lora_name(kvreg_wire_encoder *enc,
                                                const char *lora_name) noexcept {
-    if (!enc)
+    return kvreg_wire_encoder_set_string(enc, KVREG_WIRE_LORA_NAME, lora_name);
+}
+
+KVREG_API int kvreg_wire_encoder_get_string(const kvreg_wire_encoder *enc, uint32_t option,
+                                            char *buf, size_t cap, size_t *len) noexcept {
+    if (!enc || option != KVREG_WIRE_LORA_NAME)
+        return KVREG_EINVAL;
+    if (!enc->opts.has_lora)
+        return len ? KVREG_ENOENT : KVREG_EINVAL;
+    return kvreg::string_out(enc->opts.lora_name.c_str(), buf, cap, len);
+}
+
+KVREG_API int kvreg_wire_encoder_set_string(kvreg_wire_encoder *enc, uint32_t option,
+                                            const char *lora_name) noexcept {
+    if (!enc || option != KVREG_WIRE_LORA_NAME)
         return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     if (lora_name) {
@@ -279,6 +294,18 @@ KVREG_API int kvreg_wire_decoder_stat(const kvreg_wire_decoder *dec, uint32_t st
         return KVREG_EINVAL;
     *value = dec->stats[stat];
     return KVREG_OK;
+}
+
+KVREG_API int kvreg_wire_decoder_get(const kvreg_wire_decoder *dec, uint32_t option,
+                                     uint64_t *value) noexcept {
+    if (!dec || !value)
+        return KVREG_EINVAL;
+    switch (option) {
+    case KVREG_WIRE_DEC_OPT_MAX_PAYLOAD: *value = dec->limits.max_payload; return KVREG_OK;
+    case KVREG_WIRE_DEC_OPT_MAX_DEPTH: *value = dec->limits.max_depth; return KVREG_OK;
+    case KVREG_WIRE_DEC_OPT_MAX_EVENTS: *value = dec->limits.max_events; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
 }
 
 } // extern "C"

@@ -52,4 +52,15 @@ KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *, size_t,
     return KVREG_ENOTSUP;
 }
 
+KVREG_API int kvreg_wire_encoder_set_string(kvreg_wire_encoder *, uint32_t, const char *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_wire_encoder_get_string(const kvreg_wire_encoder *, uint32_t, char *, size_t,
+                                            size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_wire_decoder_get(const kvreg_wire_decoder *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+
 } // extern "C"

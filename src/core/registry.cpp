@@ -34,6 +34,8 @@ uint32_t log2_exact(uint32_t v) {
 kvreg_registry::kvreg_registry(const kvreg::Options &opt)
     : log(opt.poll_mode, opt.poll_capacity, opt.callback), keep_tokens_(opt.keep_tokens),
       per_tier_(opt.per_tier_events) {
+    settings = opt;
+    settings.callback = kvreg::CallbackRef(); // the log holds the callback's one reference
     shard_bits_ = log2_exact(opt.shards);
     nshards_ = 1u << shard_bits_;
     shards_.reset(new Shard[nshards_]);

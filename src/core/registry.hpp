@@ -91,6 +91,9 @@ inline uint64_t mix(uint64_t key) noexcept { return key * UINT64_C(0x9E3779B97F4
 struct kvreg_registry {
     explicit kvreg_registry(const kvreg::Options &opt);
     ~kvreg_registry();
+
+    // The options it was created with, callback left out (kvreg_registry_get reads them).
+    kvreg::Options settings;
     kvreg_registry(const kvreg_registry &) = delete;
     kvreg_registry &operator=(const kvreg_registry &) = delete;
 

@@ -39,7 +39,7 @@ int main(void)
         kvreg_registry_new(&reg, cfg) || kvreg_pool_new(&pool, reg, "gpu") ||
         kvreg_sequence_new(&seq, 4, KVREG_ROUTER_SALT) ||
         kvreg_sequence_extend(seq, tokens, 10, NULL) ||
-        kvreg_register_sequence(pool, seq, 0, 2, out, NULL, &n) || n != 2) {
+        kvreg_pool_register_sequence(pool, seq, 0, 2, out, NULL, &n) || n != 2) {
         printf("registering failed\n");
         return 1;
     }

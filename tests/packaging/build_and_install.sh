@@ -89,6 +89,16 @@ installed=$packages
 # shellcheck disable=SC2086
 dpkg_locked -i $debs
 
+# A system prefix gets no RUNPATH, in programs or in what kvreg.pc gives (the same rule
+# tests/install/install_test.sh checks on a /usr/local build; CI's main build has a private
+# prefix, so this is where CI checks it).
+for f in /usr/bin/kvreg-replay /usr/bin/kvreg-events; do
+    [ -e "$f" ] || continue
+    if readelf -d "$f" | grep -Eq '\((RUNPATH|RPATH)\)'; then echo "FAIL: $f has a RUNPATH"; exit 1; fi
+done
+pc=$(dpkg -L libkvreg-dev 2>/dev/null | grep '/kvreg\.pc$' || true)
+if [ -n "$pc" ] && grep -q -- '-rpath' "$pc"; then echo "FAIL: $pc gives an rpath"; exit 1; fi
+
 for t in $(sed -n 's/^Tests: *//p' debian/tests/control); do
     say "debian/tests/$t"
     env -u AUTOPKGTEST_TMP "debian/tests/$t" || { echo "FAIL: debian/tests/$t"; exit 1; }

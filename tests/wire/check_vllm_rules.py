@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""An independent consumer of libkvreg's vLLM payloads: Debian's python3-msgpack decodes each
-file and the checks are vLLM's own field rules (docs/design/wire.md) plus the
-safe profile (§6) libkvreg promises.
+"""The one checker of vLLM's field rules on libkvreg's vLLM payloads, as an independent
+consumer: Debian's python3-msgpack decodes the bytes, and the rules are vLLM's own plus the
+profile docs/design/wire.md says the vLLM encoder writes. Two users: this file as a program
+(tools/replay's consumer tests), and check_batch() imported by the Python binding's tests
+(bindings/python/tests/vllm_rules.py loads this file).
 
 Usage: check_vllm_rules.py [--legacy] [--block-size N] FILE_OR_DIR...
 Prints one JSON object: {"files", "stored_blocks", "removed_blocks", "cleared"}; exit 1 with a
@@ -15,7 +17,8 @@ Rules (map events; --legacy: positional events mapped to the same fields first):
          keys (block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium,
          lora_name) and len(token_ids) == len(block_hashes) * block_size; BlockRemoved has
          block_hashes and medium;
-  hashes: ints in [0, 2^64) (never bytes, never negative), written as msgpack uint64 (0xcf);
+  hashes: ints in [0, 2^64) (never bytes, never negative), written as msgpack uint64 (0xcf:
+         checked when the raw bytes are given);
   medium: "GPU", "CPU", "STORAGE" or "EXTERNAL"; extra_keys one entry per block.
 """
 import json
@@ -23,10 +26,9 @@ import os
 import sys
 
 try:
-    import msgpack
+    import msgpack  # needed by the program and check_file; check_batch works without it
 except ImportError:
-    print('SKIP: python3-msgpack not installed (Debian package python3-msgpack)')
-    sys.exit(77)
+    msgpack = None
 
 STORED_ORDER = ['type', 'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id',
                 'medium', 'lora_name', 'extra_keys', 'group_idx', 'kv_cache_spec_kind',
@@ -102,27 +104,43 @@ def check_event(ev, counts):
 
 
 
-def check_file(path, legacy, block_size, counts):
-    data = open(path, 'rb').read()
-    batch = msgpack.unpackb(data, raw=False, strict_map_key=True)
+def check_batch(batch, legacy=False, block_size=0, data=None, counts=None):
+    """Check one decoded batch; raise Violation on the first broken rule. data: the raw
+    payload, to check each hash's 9-byte form. counts: totals to add to. Returns a summary
+    {"ts", "dp_rank", "events": [each event's fields as a map]}."""
+    if counts is None:
+        counts = dict(files=0, stored_blocks=0, removed_blocks=0, cleared=0)
     need(isinstance(batch, list) and len(batch) == 3, 'outer batch is not an array of 3')
     ts, events, dp = batch
     need(isinstance(ts, float), f'ts {ts!r} is not a float64')
     need(isinstance(events, list) and events, 'events is not a non-empty array')
     need(isinstance(dp, int) and not isinstance(dp, bool), f'dp_rank {dp!r}')
+    summary = []
     for raw in events:
         ev = as_map(raw, legacy)
         check_event(ev, counts)
         if ev['type'] == 'BlockStored' and block_size:
             need(ev['block_size'] == block_size, f'block_size {ev["block_size"]} != {block_size}')
-        for h in ev.get('block_hashes', []) + ([ev['parent_block_hash']]
-                                                if ev.get('parent_block_hash') is not None
-                                                else []):
-            need(b'\xcf' + h.to_bytes(8, 'big') in data, f'hash {h} not in the 9-byte form')
+        if data is not None:
+            for h in ev.get('block_hashes', []) + ([ev['parent_block_hash']]
+                                                    if ev.get('parent_block_hash') is not None
+                                                    else []):
+                need(b'\xcf' + h.to_bytes(8, 'big') in data, f'hash {h} not in the 9-byte form')
+        summary.append(dict(ev))
+    return {'ts': ts, 'dp_rank': dp, 'events': summary}
+
+
+def check_file(path, legacy, block_size, counts):
+    data = open(path, 'rb').read()
+    batch = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    check_batch(batch, legacy, block_size, data, counts)
     counts['files'] += 1
 
 
 def main():
+    if msgpack is None:
+        print('SKIP: python3-msgpack not installed (Debian package python3-msgpack)')
+        sys.exit(77)
     args = sys.argv[1:]
     legacy = '--legacy' in args
     block_size = 0

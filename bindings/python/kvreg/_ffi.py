@@ -118,6 +118,11 @@ class kvreg_block_desc(ctypes.Structure):
     ]
 
 
+class kvreg_pool_block_desc(ctypes.Structure):
+    """kvreg_block_desc with its size first (0.6): set size to ctypes.sizeof(...)."""
+    _fields_ = [("size", c_size)] + kvreg_block_desc._fields_
+
+
 # The header promises a fixed event stride (88 bytes on LP64); a mismatch here would make
 # every poll read garbage, so fail at import time instead.
 if ctypes.sizeof(ctypes.c_void_p) == 8:
@@ -155,6 +160,7 @@ snap_p = ctypes.POINTER(kvreg_snapshot)
 info_p = ctypes.POINTER(kvreg_block_info)
 event_p = ctypes.POINTER(kvreg_event)
 desc_p = ctypes.POINTER(kvreg_block_desc)
+pdesc_p = ctypes.POINTER(kvreg_pool_block_desc)
 kvreg_block = c_u64
 block_p = ctypes.POINTER(kvreg_block)
 
@@ -320,6 +326,24 @@ _PROTOTYPES = {
     "kvreg_block_get_info": (c_int, [pool_p, kvreg_block, info_p], True),
     "kvreg_block_refcount": (c_int, [pool_p, kvreg_block, u32_p], True),
     "kvreg_block_tokens": (c_int, [pool_p, kvreg_block, u32_p, c_size, size_p], True),
+    # 0.6: regular names (the 0.x names above are their aliases) and the option family
+    "kvreg_pool_register": (c_int, [pool_p, pdesc_p, block_p], True),
+    "kvreg_pool_register_batch": (c_int, [pool_p, pdesc_p, c_size, block_p, int_p, size_p], True),
+    "kvreg_pool_register_sequence_block": (c_int, [pool_p, seq_p, c_size, block_p], True),
+    "kvreg_pool_register_sequence": (c_int, [pool_p, seq_p, c_size, c_size, block_p, int_p,
+                                             size_p], True),
+    "kvreg_pool_acquire": (c_int, [pool_p, c_u64, block_p], True),
+    "kvreg_pool_acquire_prefix": (c_int, [pool_p, u64_p, c_size, block_p, size_p], True),
+    "kvreg_pool_release": (c_int, [pool_p, kvreg_block], True),
+    "kvreg_pool_release_batch": (c_int, [pool_p, block_p, c_size, int_p, size_p], True),
+    "kvreg_pool_block_info": (c_int, [pool_p, kvreg_block, info_p], True),
+    "kvreg_pool_block_refcount": (c_int, [pool_p, kvreg_block, u32_p], True),
+    "kvreg_pool_block_tokens": (c_int, [pool_p, kvreg_block, u32_p, c_size, size_p], True),
+    "kvreg_config_get": (c_int, [cfg_p, c_u32, u64_p], True),
+    "kvreg_registry_get": (c_int, [reg_p, c_u32, u64_p], True),
+    "kvreg_pool_set": (c_int, [pool_p, c_u32, c_u64], True),
+    "kvreg_pool_get": (c_int, [pool_p, c_u32, u64_p], True),
+    "kvreg_pool_get_string": (c_int, [pool_p, c_u32, ctypes.c_char_p, c_size, size_p], True),
 }
 
 

@@ -197,9 +197,16 @@ _PROTOTYPES = {
                                                   ctypes.POINTER(kvreg_wire_event_ext)], True),
     "kvreg_wire_decoder_reencode": (_ffi.c_int, [dec_p, ctypes.POINTER(u8_p), _ffi.size_p],
                                     True),
+    # 0.6: the option family (bound when present, like the 0.5 ones)
+    "kvreg_wire_encoder_set_string": (_ffi.c_int, [enc_p, _ffi.c_u32, ctypes.c_char_p], True),
+    "kvreg_wire_encoder_get_string": (_ffi.c_int, [enc_p, _ffi.c_u32, ctypes.c_char_p,
+                                                   _ffi.c_size, _ffi.size_p], True),
+    "kvreg_wire_decoder_get": (_ffi.c_int, [dec_p, _ffi.c_u32, _ffi.u64_p], True),
 }
 _SINCE_05 = {"kvreg_wire_encoder_get", "kvreg_wire_decoder_set",
-             "kvreg_wire_decoder_event_ext", "kvreg_wire_decoder_reencode"}
+             "kvreg_wire_decoder_event_ext", "kvreg_wire_decoder_reencode",
+             "kvreg_wire_encoder_set_string", "kvreg_wire_encoder_get_string",
+             "kvreg_wire_decoder_get"}
 
 _bound = []
 _bind_lock = threading.Lock()

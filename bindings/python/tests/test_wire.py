@@ -282,7 +282,7 @@ class IndependentConsumer(unittest.TestCase):
         self.assertEqual(good["ok"]["events"][0]["block_hashes"], [H1, H2])
         short = EXAMPLE_A.replace(bytes.fromhex("94 01 02 03 04"), bytes.fromhex("93 01 02 03"))
         bad = _independent_decode([short])[0]
-        self.assertIn("len(token_ids)", bad.get("violation", ""))
+        self.assertIn("3 token_ids for 2 blocks of 2", bad.get("violation", ""))
 
     def test_our_vllm_payloads_follow_vllms_rules(self):
         evs, blocks = _registry_events(4, block_size=4, salt=kvreg.ROUTER_SALT,
