@@ -10,8 +10,10 @@
  *
  * Progress, not timing: the writers keep writing until every reader has finished its queries,
  * or until a cap of batches each; the test fails if a writer reached the cap first (the readers
- * were held up by the writers) or if no batch was applied while the readers ran. */
+ * were held up by the writers). Each reader starts after the first batch and stops only after
+ * a batch went in during its queries, so the readers always overlap the writers. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,10 +147,16 @@ static void *read_loop(void *arg)
     kvreg_index_match m[WORKERS];
     kvreg_index_depth d[WORKERS];
     uint64_t rng = (uint64_t)(uintptr_t)arg * 7919 + 1;
+    uint64_t b0;
     int q;
     while (!__atomic_load_n(&start_flag, __ATOMIC_ACQUIRE)) {
     }
-    for (q = 0; q < QUERIES; q++) {
+    /* Ask while the writers write: wait for their first batch (on a loaded machine the readers
+     * could otherwise finish before a writer ran), and go on past QUERIES until at least one
+     * more batch went in during this reader's queries. */
+    while ((b0 = __atomic_load_n(&batches_while_reading, __ATOMIC_RELAXED)) == 0)
+        sched_yield();
+    for (q = 0; q < QUERIES || __atomic_load_n(&batches_while_reading, __ATOMIC_RELAXED) == b0; q++) {
         const int *p = prompt[next_rand(&rng) % PROMPTS];
         uint64_t h[PROMPT_LEN], seen = 0;
         size_t n = 0, j;
