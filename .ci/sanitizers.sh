@@ -7,12 +7,15 @@
 #      kvreg-replay --transport zmq against inproc); kvreg-replay's input, gzip, sweep and chart
 #      cases; the Python binding's tests on the ASan library.
 #   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
-#      clear_snapshot, index_race, shard_lock), kvreg-replay --sweep (two worker threads) and the net suite
-#      (the publisher's sender thread against its users; libzmq's own hand-overs suppressed).
+#      clear_snapshot, index_race, shard_lock, index queries against writers, index dump and
+#      partitions), kvreg-replay --sweep (two worker threads), the net tests (the publisher's
+#      sender thread against its users, the subscriber under attack; libzmq's own hand-overs
+#      suppressed) and the NATS tests (replicas, snapshots, liveness, kill cycles).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
 #   4. libFuzzer, in build 1: 60 s from the checked-in corpus; then the wire decoders' target
 #      (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's (fuzz_index.c,
-#      garbage decoded events) for a third of the first budget.
+#      garbage decoded events; fuzz_index_load.c, mutated dumps) for a third of the first
+#      budget each.
 # Without clang, build 1 is made with the default compiler and step 4 is skipped (said so).
 # Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
@@ -60,7 +63,8 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
 replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart
             replay-timing replay-cluster-fair replay-cluster-compare replay-verify-per-tier
-            events-stream-file)
+            events-stream-file events-dynamo-fields replay-cluster-sweep-workers
+            replay-cluster-nats replay-cluster-nats-checks events-sub-nats)
 run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
 # The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
 # through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
@@ -83,13 +87,20 @@ meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kv
   tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race \
   tests/stress/kvreg-tier-race tests/unit/test_event_modes tests/index/test_index_route \
   tests/net/test_net_order tests/net/test_net_restart tests/net/test_replay_flood \
-  tests/net/replay_flood_client tests/net/test_replay_limits tests/nats/test_nats
-# The net attack tests are left out here: their 50,000-topic peer outlasts its deadline under TSan.
-run "TSan" env KVREG_STRESS_SECONDS=3 meson test -C build-tsan --print-errorlogs --no-rebuild \
+  tests/net/replay_flood_client tests/net/test_replay_limits tests/nats/test_nats \
+  tests/nats/test_nats_replica tests/index/test_index_dump tests/index/test_index_stats \
+  tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack
+# The net attack tests run with a 1,000-topic peer (KVREG_NET_ATTACK_TOPICS): the default
+# 50,000 outlast their deadline under TSan; the subscriber's thread hand-overs are the same.
+run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
+  meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
   clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed \
   shard_lock prefetch_race poll_queue_race tier_race-global tier_race-per-tier event_modes \
-  index_route net-order net-restart net-replay-flood net-replay-limits nats
+  index_route net-order net-restart net-replay-flood net-replay-limits nats \
+  index_dump index_stats index_partition index_query_concurrent \
+  nats-liveness nats-snapshots nats-purge nats-kill-cycles nats-slow-consumer \
+  net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
@@ -127,6 +138,9 @@ if [ "$have_clang" = 1 ]; then
   fuzz libFuzzer build-asan/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
   fuzz libFuzzer-index build-asan/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
     "$((fuzz_seconds / 3 + 1))" 2048
+  # kvreg_index_load on mutated dumps (fuzz_index_load.c), from sealed and unsealed dumps
+  fuzz libFuzzer-index-load build-asan/tests/fuzz/kvreg-fuzz-index-load tests/fuzz/corpus_index_load \
+    "$((fuzz_seconds / 3 + 1))" 65536
   # The wire decoders (built when msgpack-c is found), from their own corpus.
   if [ -x build-asan/tests/fuzz/kvreg-fuzz-wire ]; then
     fuzz libFuzzer-wire build-asan/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
