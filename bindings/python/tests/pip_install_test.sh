@@ -34,7 +34,9 @@ PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/python" -m pip ins
     --quiet --no-build-isolation --no-index "$tmp/src"
 
 cd "$tmp/run"
-export KVREG_LIBRARY="$lib" KVREG_VECTORS="$vectors" PYTHONDONTWRITEBYTECODE=1
+# the tests' copy is outside the source tree: name the one vLLM rule checker they load
+export KVREG_LIBRARY="$lib" KVREG_VECTORS="$vectors" PYTHONDONTWRITEBYTECODE=1 \
+    KVREG_VLLM_RULES="$src/../../tests/wire/check_vllm_rules.py"
 unset PYTHONPATH
 where=$("$tmp/venv/bin/python" -c 'import kvreg, sys; print(kvreg.__file__, kvreg.__version__)')
 echo "installed: $where"
