@@ -142,7 +142,9 @@ static void test_event_fields_and_ids(void **state) {
     assert_int_equal(e[1].n_tokens, 4);
     assert_int_equal(f->rec.tokens[1][0], 5);
     assert_int_equal(e[1].pool_id, kvreg_pool_id(f->pool));
-    for (int i = 0; i < 4; i++) assert_true(e[1].reserved[i] == 0);
+    assert_int_equal(e[1].reserved32, 0);
+    for (size_t i = 0; i < sizeof e[1].reserved / sizeof e[1].reserved[0]; i++)
+        assert_true(e[1].reserved[i] == 0);
     uint64_t next = 0;
     assert_int_equal(kvreg_registry_stat(f->reg, KVREG_STAT_NEXT_EVENT_ID, &next), KVREG_OK);
     assert_int_equal(next, 2);
