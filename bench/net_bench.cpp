@@ -26,6 +26,11 @@
 //            the attacked process's resident growth over its unattacked pass (target <= 64
 //            MiB, or the configured bound + 64) and the well-behaved stream's events/s
 //            attacked / unattacked (target >= 0.9). JSON line per row; the table on stderr.
+//            Where the time went, per pass (CPU seconds, min over reps): cpu_s (this process),
+//            sub_thread_cpu_s (the thread in kvreg_subscriber_run), other_cpu_s (this process
+//            less that thread and the producing/waiting main thread: the publisher's thread and
+//            libzmq's I/O threads), peer_cpu_s_attacked (the attacker's process), each also
+//            _attacked; cpu_ratio and sub_thread_cpu_ratio are unattacked / attacked.
 //            Not part of "all" (it takes about a minute).
 // --workload NAME: run only pubsub, register_release, attacked-replay, attacked or nats
 // (default: all but attacked and nats).
@@ -40,6 +45,8 @@
 #include "net_nats.hpp"
 #endif
 
+#include <dirent.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -733,6 +740,24 @@ struct SubAttacker {
         buf[std::strcspn(buf, "\n")] = 0;
         return buf;
     }
+    // The peer's CPU seconds so far (every thread of the child: /proc/PID/task/*/schedstat,
+    // whose first field is nanoseconds on a CPU).
+    double cpu_s() const {
+        double total = 0;
+        const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+        DIR *d = opendir(dir.c_str());
+        if (!d) return 0;
+        while (const dirent *e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            FILE *f = std::fopen((dir + "/" + e->d_name + "/schedstat").c_str(), "r");
+            if (!f) continue;
+            unsigned long long ns = 0;
+            if (std::fscanf(f, "%llu", &ns) == 1) total += static_cast<double>(ns) / 1e9;
+            std::fclose(f);
+        }
+        closedir(d);
+        return total;
+    }
     void finish() {
         if (pid <= 0) return;
         std::fclose(cmd);
@@ -756,7 +781,8 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
                   const std::vector<std::pair<uint32_t, uint64_t>> &opts, double target_mib,
                   std::vector<Row> &rows) {
     const uint64_t events = 2 * in.descs.size();
-    double best[2] = {1e9, 1e9};
+    double best[2] = {1e9, 1e9}, cpu[2] = {1e9, 1e9}, sub_cpu[2] = {1e9, 1e9}, peer_cpu[2] = {1e9, 1e9},
+           other_cpu[2] = {1e9, 1e9};
     uint64_t growth[2] = {0, 0};
     std::string outcome;
     for (size_t r = 0; r < reps; r++) {
@@ -783,10 +809,24 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
             });
             if (attacked) att.ask(std::string("go ") + kind);
             const uint64_t base = link->count.events.load();
+            clockid_t sub_clock;
+            const bool has_sub_clock = pthread_getcpuclockid(link->th.native_handle(), &sub_clock) == 0;
+            const double sc0 = has_sub_clock ? cpu_s(sub_clock) : 0;
+            const double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID), p0 = att.cpu_s();
             const double t = now_s();
+            const double m0 = cpu_s(CLOCK_THREAD_CPUTIME_ID); // this thread: produces, then waits
             register_release(pool, in);
             link->wait_for(base + events, 60);
+            const double main_thread = cpu_s(CLOCK_THREAD_CPUTIME_ID) - m0;
             best[attacked] = std::min(best[attacked], now_s() - t);
+            const double proc = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            cpu[attacked] = std::min(cpu[attacked], proc);
+            const double sub_thread = has_sub_clock ? cpu_s(sub_clock) - sc0 : 0;
+            sub_cpu[attacked] = std::min(sub_cpu[attacked], sub_thread);
+            // The rest: the publisher's thread (its work is alike in both passes), libzmq's I/O
+            // threads (the subscriber's receives the peer's bytes) and the memory sampler.
+            other_cpu[attacked] = std::min(other_cpu[attacked], proc - sub_thread - main_thread);
+            peer_cpu[attacked] = std::min(peer_cpu[attacked], att.cpu_s() - p0);
             std::this_thread::sleep_for(std::chrono::seconds(1)); // the window for late effects
             done.store(true, std::memory_order_release);
             sampler.join();
@@ -810,9 +850,13 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
     const double over = (static_cast<double>(growth[1]) - static_cast<double>(growth[0])) / 1024.0;
     std::printf("{\"workload\":\"attacked\",\"attack\":\"%s\",\"events\":%llu,\"events_per_s\":%.0f,"
                 "\"events_per_s_attacked\":%.0f,\"ratio\":%.3f,\"target\":0.9,\"rss_growth_mib\":%.1f,"
-                "\"rss_growth_attacked_mib\":%.1f,\"growth_over_unattacked_mib\":%.1f,\"target_mib\":%.0f}\n",
+                "\"rss_growth_attacked_mib\":%.1f,\"growth_over_unattacked_mib\":%.1f,\"target_mib\":%.0f,"
+                "\"cpu_ratio\":%.3f,\"sub_thread_cpu_ratio\":%.3f,\"cpu_s\":%.3f,\"cpu_s_attacked\":%.3f,"
+                "\"sub_thread_cpu_s\":%.3f,\"sub_thread_cpu_s_attacked\":%.3f,\"other_cpu_s\":%.3f,"
+                "\"other_cpu_s_attacked\":%.3f,\"peer_cpu_s_attacked\":%.3f,\"pass_s\":%.3f,\"pass_s_attacked\":%.3f}\n",
                 kind, static_cast<unsigned long long>(events), events / best[0], events / best[1],
-                best[0] / best[1], growth[0] / 1024.0, growth[1] / 1024.0, over, target_mib);
+                best[0] / best[1], growth[0] / 1024.0, growth[1] / 1024.0, over, target_mib, cpu[0] / cpu[1],
+                sub_cpu[0] / sub_cpu[1], cpu[0], cpu[1], sub_cpu[0], sub_cpu[1], other_cpu[0], other_cpu[1], peer_cpu[1], best[0], best[1]);
     std::fflush(stdout);
     rows.push_back({label, over, target_mib, best[0] / best[1], outcome});
 }

@@ -38,6 +38,7 @@
 #include <zmq.h>
 
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "net/zmq.hpp"
@@ -63,9 +64,9 @@ void Subscriber::enter(Stream &s, Stage to) {
     s.stage = to;
 }
 
-void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
+void Subscriber::on_live(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     if (s.holds()) {
-        hold(s, seq, p, len, restarted);
+        hold(s, seq, p, restarted);
         return;
     }
     if (restarted && s.delivered) {
@@ -75,10 +76,10 @@ void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t
         s.next = 0;
     }
     if (seq == s.next) {
-        deliver(s, seq, p, len, false);
+        deliver(s, seq, p.data(), p.size(), false);
         probe(s); // learn the publisher's instance id once the stream runs
     } else if (seq > s.next) {
-        on_gap(s, seq, p, len);
+        on_gap(s, seq, p);
     } else {
         // Already delivered (a replay answered before this live copy arrived), or before the
         // seq the stream starts from.
@@ -86,7 +87,7 @@ void Subscriber::on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t
     }
 }
 
-void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len) {
+void Subscriber::on_gap(Stream &s, uint64_t seq, Payload &p) {
     Endpoint &e = eps_[s.ep];
     const bool replay = e.has_replay && Clock::now() >= e.no_replay_until;
     notice(KVREG_SUB_GAP, &s, s.ep, s.next, seq - 1,
@@ -94,23 +95,26 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t 
                        : "joined late: earlier seqs missing",
            replay);
     if (replay) {
-        hold(s, seq, p, len, false);
+        hold(s, seq, p, false);
         request_replay(s, s.next);
         return;
     }
     notice(KVREG_SUB_LOSS, &s, s.ep, s.next, seq - 1,
            e.has_replay ? "lost: the last replay failed, not retried yet" : "lost: no replay endpoint");
-    deliver(s, seq, p, len, false);
+    deliver(s, seq, p.data(), p.size(), false);
 }
 
-void Subscriber::hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted) {
+void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
+    const size_t len = p.size();
     if (s.waiting.size() >= max_waiting_ ||
         stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
         return;
     }
-    s.waiting.push_back(Waiting{seq, std::vector<unsigned char>(p, p + len), restarted});
+    // The batch itself is kept, not a copy: a peer that makes us hold megabytes costs this
+    // thread (every other publisher's too) no work per byte.
+    s.waiting.push_back(Waiting{seq, std::move(p), restarted});
     count(KVREG_SUB_STAT_HELD_BATCHES);
     count(KVREG_SUB_STAT_HELD_BYTES, len);
 }
@@ -301,7 +305,7 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     for (const Waiting &w : held) unhold(w);
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
-    for (Waiting &w : held) on_live(s, w.seq, w.payload.data(), w.payload.size(), w.restarted);
+    for (Waiting &w : held) on_live(s, w.seq, w.payload, w.restarted);
     // Another stream of this endpoint waited for the DEALER. After a failure the ROUTER is
     // not asked again for a while (no_replay_until): every waiting stream goes back to kLive,
     // where its held batches find their gaps again and report them lost.
@@ -315,7 +319,7 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
             std::deque<Waiting> h;
             h.swap(o->waiting);
             for (const Waiting &w : h) unhold(w);
-            for (Waiting &w : h) on_live(*o, w.seq, w.payload.data(), w.payload.size(), w.restarted);
+            for (Waiting &w : h) on_live(*o, w.seq, w.payload, w.restarted);
         }
     } else if (!e.replay_owner) {
         Stream *queued = nullptr;

@@ -358,7 +358,9 @@ void Subscriber::read_live(size_t ep, Frames &f) {
     }
     s.live_seen = true;
     s.live_last = seq;
-    on_live(s, seq, f.data(2), f.size(2), restarted);
+    Payload p;
+    f.take(2, p); // a move: held as received if it must wait (see Payload)
+    on_live(s, seq, p, restarted);
 }
 
 void Subscriber::read_replay(size_t ep, Frames &f) {

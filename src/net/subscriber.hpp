@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "kvreg_net.h"
+#include "net/zmq.hpp"
 
 namespace kvreg::net {
 
-class Frames;
 constexpr uint32_t kLastStat = KVREG_SUB_STAT_REPLAYS_BUSY;
 using Clock = std::chrono::steady_clock;
 
@@ -47,7 +47,7 @@ class Subscriber {
   private:
     struct Waiting {
         uint64_t seq;
-        std::vector<unsigned char> payload;
+        Payload payload; // the frame as received (moved, not copied: see Payload)
         bool restarted; // the live stream went back when it came (see Stream::live_last)
     };
     // Where a stream is in the protocol. sub_order.cpp walks through the protocol and owns
@@ -136,9 +136,10 @@ class Subscriber {
     }
 
     // net_sub_order.cpp
-    void on_live(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
-    void on_gap(Stream &s, uint64_t seq, const unsigned char *p, size_t len);
-    void hold(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool restarted);
+    // p: the batch; hold() moves it into the stream's held batches, else it is left as is.
+    void on_live(Stream &s, uint64_t seq, Payload &p, bool restarted);
+    void on_gap(Stream &s, uint64_t seq, Payload &p);
+    void hold(Stream &s, uint64_t seq, Payload &p, bool restarted);
     void unhold(const Waiting &w);
     void release_held_before(Stream &s, uint64_t seq);
     void enter(Stream &s, Stage to);

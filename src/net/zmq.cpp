@@ -49,6 +49,15 @@ bool Frames::recv(void *socket, int flags) {
     return true;
 }
 
+void Frames::take(size_t i, Payload &out) noexcept {
+#ifdef KVREG_NET_TSAN
+    out.size_ = zmq_msg_size(&msgs_[i]);
+    out.copy_ = std::move(copies_[i]);
+    copies_[i].clear();
+#endif
+    zmq_msg_move(&out.msg_, &msgs_[i]);
+}
+
 bool open_endpoint(void *socket, const std::string &endpoint, bool force_bind, std::string &actual) {
     if (force_bind || endpoint_binds(endpoint)) {
         if (zmq_bind(socket, endpoint.c_str()) != 0) return false;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvreg::net {
@@ -26,6 +27,52 @@ namespace kvreg::net {
 // Most frames any message we read may have; longer messages are drained and reported as
 // malformed (they are not ours to read).
 constexpr size_t kMaxFrames = 8;
+
+// One received frame kept past the next receive (a held live batch). It owns the buffer
+// libzmq received the frame into, moved out of Frames: keeping a batch costs no copy and no
+// fresh memory on the run() thread however large it is (a hostile peer's held megabytes
+// used to be copied there, on the thread every well-behaved publisher waits for). TSan
+// builds keep the copy Frames made instead.
+class Payload {
+  public:
+    Payload() noexcept { zmq_msg_init(&msg_); }
+    ~Payload() { zmq_msg_close(&msg_); }
+    Payload(Payload &&o) noexcept {
+        zmq_msg_init(&msg_);
+        take_from(o);
+    }
+    Payload &operator=(Payload &&o) noexcept {
+        if (this != &o) take_from(o);
+        return *this;
+    }
+    Payload(const Payload &) = delete;
+    Payload &operator=(const Payload &) = delete;
+#ifdef KVREG_NET_TSAN
+    const unsigned char *data() const { return copy_.data(); }
+    size_t size() const { return size_; }
+#else
+    const unsigned char *data() const {
+        return static_cast<const unsigned char *>(zmq_msg_data(const_cast<zmq_msg_t *>(&msg_)));
+    }
+    size_t size() const { return zmq_msg_size(&msg_); }
+#endif
+
+  private:
+    friend class Frames;
+    void take_from(Payload &o) noexcept {
+        zmq_msg_move(&msg_, &o.msg_); // closes what msg_ held; o.msg_ is left empty
+#ifdef KVREG_NET_TSAN
+        copy_ = std::move(o.copy_);
+        size_ = o.size_;
+        o.size_ = 0;
+#endif
+    }
+    zmq_msg_t msg_;
+#ifdef KVREG_NET_TSAN
+    std::vector<unsigned char> copy_;
+    size_t size_ = 0;
+#endif
+};
 
 // A received multipart message. Frames are zmq_msg_t kept between receives (no allocation
 // per message for small frames).
@@ -49,6 +96,8 @@ class Frames {
     }
 #endif
     size_t size(size_t i) const { return zmq_msg_size(&msgs_[i]); }
+    // Moves frame i (i < min(count(), kMaxFrames)) into *out; frame i is empty afterwards.
+    void take(size_t i, Payload &out) noexcept;
 
   private:
     zmq_msg_t msgs_[kMaxFrames];
