@@ -100,7 +100,8 @@ run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
   index_route net-order net-restart net-replay-flood net-replay-limits nats \
   index_dump index_stats index_partition index_query_concurrent \
   nats-liveness nats-snapshots nats-purge nats-kill-cycles nats-slow-consumer \
-  net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes
+  net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
+  net-attack-heldcopy
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
