@@ -227,8 +227,12 @@ int Publisher::stop() noexcept {
     thread_.join();
     // Take back what is still waiting for an ack (libnats then calls no callback for it), then
     // close: the connection's threads are joined.
+    // Only after a first async publish: libnats makes its pending map then, and
+    // js_PublishAsyncGetPendingList reads it unchecked (a publisher stopped before it published
+    // anything crashed here).
     natsMsgList pending = {nullptr, 0};
-    if (conn_.js && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK) natsMsgList_Destroy(&pending);
+    if (conn_.js && published_ && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK)
+        natsMsgList_Destroy(&pending);
     conn_.close();
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -308,6 +312,7 @@ void Publisher::resend_failed() noexcept {
     size_t i = 0;
     for (; i < todo.size(); i++) {
         count(retries);
+        published_ = true;
         if (js_PublishMsgAsync(conn_.js, &todo[i], &po) != NATS_OK || todo[i]) break;
     }
     if (i == todo.size()) return;
@@ -377,6 +382,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) 
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
+    published_ = true;
     if (js_PublishMsgAsync(conn_.js, &m, &po) != NATS_OK && m) {
         // Not even queued (the connection refused it): resend it like a failed ack.
         count(errors);

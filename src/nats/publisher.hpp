@@ -79,6 +79,7 @@ class Publisher {
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t seq_ = 0;            // sender thread
+    bool published_ = false;      // sender thread (read by stop() after the join): an async publish was made
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have
     uint64_t dropped_at_start_ = 0;
     uint64_t last_dropped_ = 0;   // sender thread: KVREG_STAT_EVENTS_DROPPED at the last resync
