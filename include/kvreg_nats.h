@@ -129,6 +129,15 @@ KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t optio
                                         consumer's) */
 KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *pub, uint32_t option,
                                               const char *value) KVREG_NOEXCEPT;
+/* The value in effect of an option above (0.6; rules in kvreg.h, "One configuration
+ * pattern"): the default until set, and after start what the publisher uses. INSTANCE is 0
+ * until set or until start draws it. _get_string: KVREG_ENOENT while LORA_NAME or
+ * LIVENESS_BUCKET is NULL, and for SUBJECT until it is set or start fills in the layout. Any
+ * thread, also while the publisher runs: they never wait for its sender thread. */
+KVREG_API int kvreg_nats_publisher_get(const kvreg_nats_publisher *pub, uint32_t option,
+                                       uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_nats_publisher_get_string(const kvreg_nats_publisher *pub, uint32_t option,
+                                              char *buf, size_t cap, size_t *len) KVREG_NOEXCEPT;
 
 /* Connect (bounded by CONNECT_TIMEOUT_MS), make sure the stream exists, start the sender
  * thread. KVREG_ESTATE if already started; KVREG_EINVAL: bad subject or token; KVREG_EPROTO:
@@ -261,6 +270,14 @@ KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
 #define KVREG_NATS_SNAPSHOT_NAME 11u
 KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t option,
                                              const char *value) KVREG_NOEXCEPT;
+/* The value in effect of an option above (0.6; rules in kvreg.h, "One configuration
+ * pattern"): the default until set. SNAPSHOT_NAME gives the stream's name while not set.
+ * _get_string: KVREG_ENOENT while SNAPSHOT_BUCKET, LIVENESS_BUCKET or FILTER is NULL (or
+ * FILTER ""). Any thread, also during kvreg_nats_consumer_run(). */
+KVREG_API int kvreg_nats_consumer_get(const kvreg_nats_consumer *con, uint32_t option,
+                                      uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_nats_consumer_get_string(const kvreg_nats_consumer *con, uint32_t option,
+                                             char *buf, size_t cap, size_t *len) KVREG_NOEXCEPT;
 
 #define KVREG_NATS_NOTICE_LOSS 1u      /* seqs [first, last] of the worker will never apply */
 #define KVREG_NATS_NOTICE_RESET 2u     /* the worker's instance changed: first = old, last =

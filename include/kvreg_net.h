@@ -145,6 +145,16 @@ KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
 #define KVREG_PUB_LORA_NAME 4u       /* lora_name of stored events (default NULL: nil) */
 KVREG_API int kvreg_publisher_set_string(kvreg_publisher *pub, uint32_t option,
                                          const char *value) KVREG_NOEXCEPT;
+/* The value in effect of an option above (0.6; the getters' rules are in kvreg.h, "One
+ * configuration pattern"): the default until set; after start, what the publisher uses, for
+ * KVREG_PUB_TOPIC with TOPIC_INSTANCE 1 the topic with its "|kvreg-instance=<16 hex>" suffix.
+ * _get_string: KVREG_ENOENT while REPLAY_ENDPOINT or LORA_NAME is NULL; ENDPOINT is the one
+ * given (kvreg_publisher_endpoint has the one in use). Any thread, also while the publisher
+ * runs: they never wait for its sender thread. */
+KVREG_API int kvreg_publisher_get(const kvreg_publisher *pub, uint32_t option,
+                                  uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_publisher_get_string(const kvreg_publisher *pub, uint32_t option, char *buf,
+                                         size_t cap, size_t *len) KVREG_NOEXCEPT;
 
 /* Open the sockets (bind or connect by the rule above, after the DP offset) and start the
  * sender thread. KVREG_ESTATE if already started (a stopped publisher cannot restart: make a
@@ -353,6 +363,14 @@ KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
 KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *sub, uint32_t option,
                                           const char *value) KVREG_NOEXCEPT;
+/* The value in effect of an option above (0.6; rules in kvreg.h, "One configuration
+ * pattern"): the default until set (KVREG_SUB_OPT_MAX_MSG_SIZE 0 for "no limit", as set).
+ * Unlike the rest of the subscriber, any thread, also during kvreg_subscriber_run() and from
+ * its callbacks. */
+KVREG_API int kvreg_subscriber_get(const kvreg_subscriber *sub, uint32_t option,
+                                   uint64_t *value) KVREG_NOEXCEPT;
+KVREG_API int kvreg_subscriber_get_string(const kvreg_subscriber *sub, uint32_t option, char *buf,
+                                          size_t cap, size_t *len) KVREG_NOEXCEPT;
 
 /* Subscribe to endpoint (bind or connect by the rule at the top: a router can bind
  * a '*' host, as llm-d's centralised mode does, and let engines connect); replay_endpoint (may be NULL) is the publisher's

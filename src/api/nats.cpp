@@ -4,6 +4,7 @@
 #include "api/guard.hpp"
 #include "api/user_data.hpp"
 #include "api/internal.hpp"
+#include "api/string_out.hpp"
 #include "nats/consumer.hpp"
 #include "nats/publisher.hpp"
 
@@ -39,6 +40,20 @@ KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *pub, uint32_
     return pub->impl.set_string(option, value);
     KVREG_GUARD_END
 }
+KVREG_API int kvreg_nats_publisher_get(const kvreg_nats_publisher *pub, uint32_t option,
+                                       uint64_t *value) noexcept {
+    if (!pub || !value) return KVREG_EINVAL;
+    return pub->impl.get(option, value);
+}
+KVREG_API int kvreg_nats_publisher_get_string(const kvreg_nats_publisher *pub, uint32_t option, char *buf,
+                                              size_t cap, size_t *len) noexcept {
+    if (!pub || !len || (cap > 0 && !buf)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::string s;
+    const int rc = pub->impl.get_string(option, s);
+    return rc == KVREG_OK ? kvreg::string_out(s.c_str(), buf, cap, len) : rc;
+    KVREG_GUARD_END
+}
 KVREG_API int kvreg_nats_publisher_start(kvreg_nats_publisher *pub) noexcept {
     if (!pub) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
@@ -70,6 +85,20 @@ KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *con, uint32_t 
     if (!con) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     return con->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+KVREG_API int kvreg_nats_consumer_get(const kvreg_nats_consumer *con, uint32_t option,
+                                      uint64_t *value) noexcept {
+    if (!con || !value) return KVREG_EINVAL;
+    return con->impl.get(option, value);
+}
+KVREG_API int kvreg_nats_consumer_get_string(const kvreg_nats_consumer *con, uint32_t option, char *buf,
+                                             size_t cap, size_t *len) noexcept {
+    if (!con || !len || (cap > 0 && !buf)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::string s;
+    const int rc = con->impl.get_string(option, s);
+    return rc == KVREG_OK ? kvreg::string_out(s.c_str(), buf, cap, len) : rc;
     KVREG_GUARD_END
 }
 KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *con, kvreg_nats_notice_fn fn,

@@ -11,6 +11,13 @@ KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *, uint32_t, uint64_
 KVREG_API int kvreg_nats_publisher_set_string(kvreg_nats_publisher *, uint32_t, const char *) noexcept {
     return KVREG_ENOTSUP;
 }
+KVREG_API int kvreg_nats_publisher_get(const kvreg_nats_publisher *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_nats_publisher_get_string(const kvreg_nats_publisher *, uint32_t, char *, size_t,
+                                              size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
 KVREG_API int kvreg_nats_publisher_start(kvreg_nats_publisher *) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *, uint32_t, uint64_t *) noexcept {
@@ -20,6 +27,13 @@ KVREG_API int kvreg_nats_consumer_new(kvreg_nats_consumer **, kvreg_index *) noe
 KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *) noexcept {}
 KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *, uint32_t, uint64_t) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_nats_consumer_set_string(kvreg_nats_consumer *, uint32_t, const char *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_nats_consumer_get(const kvreg_nats_consumer *, uint32_t, uint64_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_nats_consumer_get_string(const kvreg_nats_consumer *, uint32_t, char *, size_t,
+                                             size_t *) noexcept {
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_nats_consumer_set_notice_fn(kvreg_nats_consumer *, kvreg_nats_notice_fn, void *) noexcept {

@@ -6,6 +6,7 @@
 
 #if defined(KVREG_WITH_ZMQ) && KVREG_WITH_ZMQ
 #include "api/internal.hpp"
+#include "api/string_out.hpp"
 #include "api/user_data.hpp"
 #include "net/endpoint.hpp"
 #include "net/publisher.hpp"
@@ -51,6 +52,21 @@ KVREG_API int kvreg_publisher_set_string(kvreg_publisher *pub, uint32_t option, 
     if (!pub) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     return pub->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_publisher_get(const kvreg_publisher *pub, uint32_t option, uint64_t *value) noexcept {
+    if (!pub || !value) return KVREG_EINVAL;
+    return pub->impl.get(option, value);
+}
+
+KVREG_API int kvreg_publisher_get_string(const kvreg_publisher *pub, uint32_t option, char *buf, size_t cap,
+                                         size_t *len) noexcept {
+    if (!pub || !len || (cap > 0 && !buf)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::string s;
+    const int rc = pub->impl.get_string(option, s);
+    return rc == KVREG_OK ? kvreg::string_out(s.c_str(), buf, cap, len) : rc;
     KVREG_GUARD_END
 }
 
@@ -100,6 +116,21 @@ KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *sub, uint32_t option
     if (!sub) return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     return sub->impl.set_string(option, value);
+    KVREG_GUARD_END
+}
+
+KVREG_API int kvreg_subscriber_get(const kvreg_subscriber *sub, uint32_t option, uint64_t *value) noexcept {
+    if (!sub || !value) return KVREG_EINVAL;
+    return sub->impl.get(option, value);
+}
+
+KVREG_API int kvreg_subscriber_get_string(const kvreg_subscriber *sub, uint32_t option, char *buf, size_t cap,
+                                          size_t *len) noexcept {
+    if (!sub || !len || (cap > 0 && !buf)) return KVREG_EINVAL;
+    KVREG_GUARD_BEGIN
+    std::string s;
+    const int rc = sub->impl.get_string(option, s);
+    return rc == KVREG_OK ? kvreg::string_out(s.c_str(), buf, cap, len) : rc;
     KVREG_GUARD_END
 }
 
@@ -187,6 +218,10 @@ KVREG_API int kvreg_publisher_set(kvreg_publisher *, uint32_t, uint64_t) noexcep
 KVREG_API int kvreg_publisher_set_string(kvreg_publisher *, uint32_t, const char *) noexcept {
     return KVREG_ENOTSUP;
 }
+KVREG_API int kvreg_publisher_get(const kvreg_publisher *, uint32_t, uint64_t *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_publisher_get_string(const kvreg_publisher *, uint32_t, char *, size_t, size_t *) noexcept {
+    return KVREG_ENOTSUP;
+}
 KVREG_API int kvreg_publisher_start(kvreg_publisher *) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_publisher_endpoint(const kvreg_publisher *, uint32_t, char *, size_t, size_t *) noexcept {
     return KVREG_ENOTSUP;
@@ -199,6 +234,10 @@ KVREG_API int kvreg_subscriber_new(kvreg_subscriber **) noexcept { return KVREG_
 KVREG_API void kvreg_subscriber_free(kvreg_subscriber *) noexcept {}
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *, uint32_t, uint64_t) noexcept { return KVREG_ENOTSUP; }
 KVREG_API int kvreg_subscriber_set_string(kvreg_subscriber *, uint32_t, const char *) noexcept {
+    return KVREG_ENOTSUP;
+}
+KVREG_API int kvreg_subscriber_get(const kvreg_subscriber *, uint32_t, uint64_t *) noexcept { return KVREG_ENOTSUP; }
+KVREG_API int kvreg_subscriber_get_string(const kvreg_subscriber *, uint32_t, char *, size_t, size_t *) noexcept {
     return KVREG_ENOTSUP;
 }
 KVREG_API int kvreg_subscriber_add(kvreg_subscriber *, const char *, const char *, uint32_t *) noexcept {

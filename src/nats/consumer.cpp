@@ -29,6 +29,7 @@ Consumer::~Consumer() {
 }
 
 int Consumer::set(uint32_t option, uint64_t v) noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (started_) return KVREG_ESTATE;
     auto in = [&](uint64_t lo, uint64_t hi, uint64_t &dst) {
         if (v < lo || v > hi) return KVREG_EINVAL;
@@ -56,6 +57,7 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
 }
 
 int Consumer::set_string(uint32_t option, const char *value) {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (started_) return KVREG_ESTATE;
     if (option == KVREG_NATS_FILTER) {
         filter_ = value ? value : "";
@@ -73,6 +75,54 @@ int Consumer::set_string(uint32_t option, const char *value) {
     }
 }
 
+int Consumer::get(uint32_t option, uint64_t *v) const noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    switch (option) {
+    case KVREG_NATS_CON_OPT_FETCH_BATCH: *v = fetch_batch_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_ACK_WAIT_MS: *v = ack_wait_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_MAX_ACK_PENDING: *v = max_ack_pending_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_REORDER_WINDOW: *v = reorder_window_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_REORDER_MS: *v = reorder_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_MAX_MSG_BYTES: *v = max_msg_bytes_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_RESUME: *v = resume_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS: *v = connect_timeout_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS: *v = snap_events_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_MS: *v = snap_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_KEEP: *v = snap_keep_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_PURGE: *v = snap_purge_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: *v = snap_chunk_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_RESTORE: *v = restore_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: *v = liveness_check_ms_; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Consumer::get_string(uint32_t option, std::string &out) const {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    const std::string *s = nullptr;
+    switch (option) {
+    case KVREG_NATS_URL: s = &url_; break;
+    case KVREG_NATS_STREAM: s = &stream_; break;
+    case KVREG_NATS_DURABLE: s = &durable_; break;
+    case KVREG_NATS_SNAPSHOT_NAME: s = snap_name_.empty() ? &stream_ : &snap_name_; break; // its default
+    case KVREG_NATS_FILTER: // NULL and "" both mean none (every message of the stream)
+        if (filter_.empty()) return KVREG_ENOENT;
+        s = &filter_;
+        break;
+    case KVREG_NATS_SNAPSHOT_BUCKET:
+        if (snap_bucket_.empty()) return KVREG_ENOENT; // set_string refuses "": empty is "none"
+        s = &snap_bucket_;
+        break;
+    case KVREG_NATS_LIVENESS_BUCKET:
+        if (liveness_bucket_.empty()) return KVREG_ENOENT;
+        s = &liveness_bucket_;
+        break;
+    default: return KVREG_EINVAL;
+    }
+    out = *s;
+    return KVREG_OK;
+}
+
 int Consumer::set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept {
     if (started_) return KVREG_ESTATE;
     notice_fn_ = fn;
@@ -82,7 +132,11 @@ int Consumer::set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept {
 
 int Consumer::start() {
     if (started_) return KVREG_ESTATE;
-    if (snap_name_.empty()) snap_name_ = stream_;
+    if (snap_name_.empty()) {
+        std::string name = stream_;
+        std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read snap_name_ now
+        snap_name_.swap(name);
+    }
     if (!valid_token(stream_) || !valid_token(durable_) ||
         (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)) ||
         (!snap_bucket_.empty() && !valid_bucket(snap_bucket_)))

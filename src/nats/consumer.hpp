@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -24,6 +25,10 @@ class Consumer {
 
     int set(uint32_t option, uint64_t value) noexcept;
     int set_string(uint32_t option, const char *value); // throws bad_alloc
+    // The value in effect (KVREG_EINVAL: unknown option; get_string: KVREG_ENOENT while a
+    // string option is NULL). Any thread, also during run(): they take opts_mu_ only.
+    int get(uint32_t option, uint64_t *value) const noexcept;
+    int get_string(uint32_t option, std::string &out) const; // throws bad_alloc
     int set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept;
     int start();                                         // throws bad_alloc
     int run(int timeout_ms);                             // throws bad_alloc
@@ -67,6 +72,9 @@ class Consumer {
     }
 
     kvreg_index *idx_;
+    // Options: written by set/set_string and start (the snapshot name's default), under
+    // opts_mu_, which get/get_string take too; start() and run() read them without it.
+    mutable std::mutex opts_mu_;
     uint64_t fetch_batch_ = 256, ack_wait_ms_ = 5000, max_ack_pending_ = 65536;
     uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;

@@ -33,6 +33,7 @@ bool valid_subject(const std::string &s) noexcept {
 } // namespace
 
 int Publisher::set(uint32_t option, uint64_t v) noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (state_ != State::fresh) return KVREG_ESTATE;
     auto in = [&](uint64_t lo, uint64_t hi, uint64_t &dst) {
         if (v < lo || v > hi) return KVREG_EINVAL;
@@ -70,6 +71,7 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
 }
 
 int Publisher::set_string(uint32_t option, const char *value) {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (state_ != State::fresh) return KVREG_ESTATE;
     const bool needs_value = option != KVREG_NATS_SUBJECT && option != KVREG_NATS_LORA_NAME;
     if (needs_value && (!value || !*value)) return KVREG_EINVAL;
@@ -89,11 +91,65 @@ int Publisher::set_string(uint32_t option, const char *value) {
     }
 }
 
+int Publisher::get(uint32_t option, uint64_t *v) const noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    switch (option) {
+    case KVREG_NATS_PUB_OPT_FORMAT: *v = format_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_WORKER_ID: *v = worker_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_DP_RANK: *v = rank_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT: *v = max_in_flight_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS: *v = ack_timeout_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_RETRY_MS: *v = retry_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_MAX_EVENTS: *v = max_events_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_BLOCK_SIZE: *v = block_size_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_BATCH_US: *v = batch_us_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_LINGER_MS: *v = linger_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_INSTANCE: *v = instance_; return KVREG_OK; // 0 until set or drawn
+    case KVREG_NATS_PUB_OPT_CREATE_STREAM: *v = create_stream_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_MAX_AGE_S: *v = max_age_s_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: *v = dup_window_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS: *v = connect_timeout_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_HEARTBEAT_MS: *v = heartbeat_ms_; return KVREG_OK;
+    case KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS: *v = liveness_ttl_ms_; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Publisher::get_string(uint32_t option, std::string &out) const {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    const std::string *s = nullptr;
+    switch (option) {
+    case KVREG_NATS_URL: s = &url_; break;
+    case KVREG_NATS_STREAM: s = &stream_; break;
+    case KVREG_NATS_SUBJECT_PREFIX: s = &prefix_; break;
+    case KVREG_NATS_NAMESPACE: s = &namespace_; break;
+    case KVREG_NATS_COMPONENT: s = &component_; break;
+    case KVREG_NATS_SUBJECT: // empty until set, or until start fills in the layout
+        if (subject_.empty()) return KVREG_ENOENT;
+        s = &subject_;
+        break;
+    case KVREG_NATS_LORA_NAME:
+        if (!has_lora_) return KVREG_ENOENT;
+        s = &lora_;
+        break;
+    case KVREG_NATS_LIVENESS_BUCKET: // set_string refuses an empty name: empty is "none"
+        if (liveness_bucket_.empty()) return KVREG_ENOENT;
+        s = &liveness_bucket_;
+        break;
+    default: return KVREG_EINVAL;
+    }
+    out = *s;
+    return KVREG_OK;
+}
+
 int Publisher::start() {
     if (state_ != State::fresh) return KVREG_ESTATE;
-    if (subject_.empty())
-        subject_ = prefix_ + "." + namespace_ + "." + component_ + "." + std::to_string(worker_) +
-                   "." + std::to_string(rank_);
+    if (subject_.empty()) {
+        std::string layout = prefix_ + "." + namespace_ + "." + component_ + "." +
+                             std::to_string(worker_) + "." + std::to_string(rank_);
+        std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read subject_ now
+        subject_.swap(layout);
+    }
     if (!valid_subject(prefix_) || !valid_token(namespace_) || !valid_token(component_) ||
         !valid_subject(subject_) || !valid_token(stream_) ||
         (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)))
@@ -101,6 +157,7 @@ int Publisher::start() {
     if (!has_instance_) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
+        std::lock_guard<std::mutex> lk(opts_mu_);
         instance_ = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
     }
     int rc = kvreg_wire_encoder_new(&enc_, static_cast<uint32_t>(format_));
@@ -170,8 +227,12 @@ int Publisher::stop() noexcept {
     thread_.join();
     // Take back what is still waiting for an ack (libnats then calls no callback for it), then
     // close: the connection's threads are joined.
+    // Only after a first async publish: libnats makes its pending map then, and
+    // js_PublishAsyncGetPendingList reads it unchecked (a publisher stopped before it published
+    // anything crashed here).
     natsMsgList pending = {nullptr, 0};
-    if (conn_.js && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK) natsMsgList_Destroy(&pending);
+    if (conn_.js && published_ && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK)
+        natsMsgList_Destroy(&pending);
     conn_.close();
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -251,6 +312,7 @@ void Publisher::resend_failed() noexcept {
     size_t i = 0;
     for (; i < todo.size(); i++) {
         count(retries);
+        published_ = true;
         if (js_PublishMsgAsync(conn_.js, &todo[i], &po) != NATS_OK || todo[i]) break;
     }
     if (i == todo.size()) return;
@@ -320,6 +382,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) 
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
+    published_ = true;
     if (js_PublishMsgAsync(conn_.js, &m, &po) != NATS_OK && m) {
         // Not even queued (the connection refused it): resend it like a failed ack.
         count(errors);

@@ -27,6 +27,10 @@ class Publisher {
 
     int set(uint32_t option, uint64_t value) noexcept;
     int set_string(uint32_t option, const char *value); // throws bad_alloc
+    // The value in effect (KVREG_EINVAL: unknown option; get_string: KVREG_ENOENT while a
+    // string option is NULL). Any thread, any time: they take opts_mu_ only.
+    int get(uint32_t option, uint64_t *value) const noexcept;
+    int get_string(uint32_t option, std::string &out) const; // throws bad_alloc
     int start();                                         // throws bad_alloc
     int stop() noexcept;
     int stat(uint32_t stat, uint64_t *value) const noexcept;
@@ -52,7 +56,10 @@ class Publisher {
     void count(Stat s, uint64_t n = 1) noexcept { stats_[s].fetch_add(n, std::memory_order_relaxed); }
 
     kvreg_registry *reg_;
-    // Options.
+    // Options. Written only by set/set_string and start (the subject's layout, the drawn
+    // instance), always under opts_mu_, which get/get_string take too; the sender thread reads
+    // them without it (they no longer change once it runs).
+    mutable std::mutex opts_mu_;
     uint64_t format_ = KVREG_WIRE_VLLM, worker_ = 0, rank_ = 0, max_in_flight_ = 256;
     uint64_t ack_timeout_ms_ = 5000, retry_ms_ = 100, max_events_ = 1024, block_size_ = 0;
     uint64_t batch_us_ = 1000, linger_ms_ = 5000, instance_ = 0, create_stream_ = 1;
@@ -72,6 +79,7 @@ class Publisher {
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t seq_ = 0;            // sender thread
+    bool published_ = false;      // sender thread (read by stop() after the join): an async publish was made
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have
     uint64_t dropped_at_start_ = 0;
     uint64_t last_dropped_ = 0;   // sender thread: KVREG_STAT_EVENTS_DROPPED at the last resync

@@ -25,6 +25,7 @@ constexpr int64_t kReplayMaxMsgSize = 4096;
 } // namespace
 
 int Publisher::set(uint32_t option, uint64_t v) noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (state_ != State::fresh) return KVREG_ESTATE;
     switch (option) {
     case KVREG_PUB_OPT_HWM:
@@ -85,6 +86,7 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
 }
 
 int Publisher::set_string(uint32_t option, const char *value) {
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (state_ != State::fresh) return KVREG_ESTATE;
     switch (option) {
     case KVREG_PUB_ENDPOINT:
@@ -104,6 +106,43 @@ int Publisher::set_string(uint32_t option, const char *value) {
         return KVREG_OK;
     default:
         return KVREG_EINVAL;
+    }
+}
+
+int Publisher::get(uint32_t option, uint64_t *v) const noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    switch (option) {
+    case KVREG_PUB_OPT_HWM: *v = hwm_; return KVREG_OK;
+    case KVREG_PUB_OPT_DP_RANK: *v = dp_rank_; return KVREG_OK;
+    case KVREG_PUB_OPT_BUFFER_STEPS: *v = buffer_steps_; return KVREG_OK;
+    case KVREG_PUB_OPT_LINGER_MS: *v = linger_ms_; return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_LINGER_MS: *v = replay_linger_ms_; return KVREG_OK;
+    case KVREG_PUB_OPT_MAX_EVENTS: *v = max_events_; return KVREG_OK;
+    case KVREG_PUB_OPT_FORMAT: *v = format_; return KVREG_OK;
+    case KVREG_PUB_OPT_BLOCK_SIZE: *v = block_size_; return KVREG_OK;
+    case KVREG_PUB_OPT_BATCH_US: *v = batch_us_; return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_POLL_MS: *v = replay_poll_ms_; return KVREG_OK;
+    case KVREG_PUB_OPT_TOPIC_INSTANCE: *v = topic_instance_ ? 1 : 0; return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_MAX: *v = replay_max_; return KVREG_OK;
+    case KVREG_PUB_OPT_REPLAY_MAX_BYTES: *v = replay_max_bytes_; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Publisher::get_string(uint32_t option, std::string &out) const {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    switch (option) {
+    case KVREG_PUB_ENDPOINT: out = endpoint_; return KVREG_OK;
+    case KVREG_PUB_REPLAY_ENDPOINT:
+        if (!has_replay_) return KVREG_ENOENT;
+        out = replay_endpoint_;
+        return KVREG_OK;
+    case KVREG_PUB_TOPIC: out = topic_; return KVREG_OK; // after start with TOPIC_INSTANCE: suffixed
+    case KVREG_PUB_LORA_NAME:
+        if (!has_lora_) return KVREG_ENOENT;
+        out = lora_name_;
+        return KVREG_OK;
+    default: return KVREG_EINVAL;
     }
 }
 
@@ -156,7 +195,11 @@ int Publisher::start() {
     // A new id per start: what lets subscribers see this process is not the one before.
     instance_.store(new_instance(), std::memory_order_relaxed);
     end_topic_ = instance_tag(instance_.load(std::memory_order_relaxed));
-    if (topic_instance_) topic_ += kInstanceSep + end_topic_;
+    if (topic_instance_) {
+        std::string tagged = topic_ + kInstanceSep + end_topic_;
+        std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read topic_ now
+        topic_.swap(tagged);
+    }
     ring_ = ReplayRing(static_cast<size_t>(buffer_steps_));
     replay_.configure(router_, &topic_, &end_topic_, replay_max_, replay_max_bytes_);
     kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,10 @@ class Publisher {
 
     int set(uint32_t option, uint64_t value) noexcept;
     int set_string(uint32_t option, const char *value); // throws bad_alloc
+    // The value in effect (KVREG_EINVAL: unknown option; get_string: KVREG_ENOENT while a
+    // string option is NULL). Any thread, any time: they take opts_mu_ only.
+    int get(uint32_t option, uint64_t *value) const noexcept;
+    int get_string(uint32_t option, std::string &out) const; // throws bad_alloc
     int start();                                         // throws bad_alloc
     int endpoint(uint32_t which, char *buf, size_t cap, size_t *len) const noexcept;
     int stop() noexcept;
@@ -45,7 +50,10 @@ class Publisher {
     void count(Stat s, uint64_t n = 1) noexcept { stats_[s].fetch_add(n, std::memory_order_relaxed); }
 
     kvreg_registry *reg_;
-    // Options.
+    // Options. Written only by set/set_string and start (its topic suffix), always under
+    // opts_mu_, which get/get_string take too; the sender thread reads them without it (they
+    // no longer change once it runs).
+    mutable std::mutex opts_mu_;
     uint64_t hwm_ = 100000, dp_rank_ = 0, buffer_steps_ = 10000, linger_ms_ = 2000;
     uint64_t replay_linger_ms_ = 0, max_events_ = 1024, format_ = KVREG_WIRE_VLLM, replay_poll_ms_ = 5;
     uint64_t block_size_ = 0, batch_us_ = 1000;

@@ -41,6 +41,7 @@ int Subscriber::init() {
 
 int Subscriber::set(uint32_t option, uint64_t v) noexcept {
     if (in_callback_) return KVREG_EBUSY;
+    std::lock_guard<std::mutex> lk(opts_mu_);
     if (!eps_.empty()) return KVREG_ESTATE;
     switch (option) {
     case KVREG_SUB_OPT_FORMAT: {
@@ -94,7 +95,35 @@ int Subscriber::set_string(uint32_t option, const char *value) {
     if (in_callback_) return KVREG_EBUSY;
     if (option != KVREG_SUB_TOPIC) return KVREG_EINVAL;
     if (!eps_.empty()) return KVREG_ESTATE;
-    topic_ = value ? value : "";
+    std::string copy(value ? value : "");
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    topic_.swap(copy);
+    return KVREG_OK;
+}
+
+int Subscriber::get(uint32_t option, uint64_t *v) const noexcept {
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    switch (option) {
+    case KVREG_SUB_OPT_FORMAT: *v = format_; return KVREG_OK;
+    case KVREG_SUB_OPT_FROM_SEQ: *v = from_seq_; return KVREG_OK;
+    case KVREG_SUB_OPT_REPLAY_TIMEOUT_MS: *v = replay_timeout_ms_; return KVREG_OK;
+    case KVREG_SUB_OPT_RCVHWM: *v = rcvhwm_; return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_WAITING: *v = max_waiting_; return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_MSG_SIZE: // stored as libzmq wants it: -1 for "no limit"
+        *v = max_msg_size_ < 0 ? 0 : static_cast<uint64_t>(max_msg_size_);
+        return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_PUBLISHERS: *v = max_publishers_; return KVREG_OK;
+    case KVREG_SUB_OPT_IDLE_MS: *v = idle_ms_; return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_HELD_BYTES: *v = max_held_bytes_; return KVREG_OK;
+    case KVREG_SUB_OPT_RCV_BYTES: *v = rcv_bytes_; return KVREG_OK;
+    default: return KVREG_EINVAL;
+    }
+}
+
+int Subscriber::get_string(uint32_t option, std::string &out) const {
+    if (option != KVREG_SUB_TOPIC) return KVREG_EINVAL;
+    std::lock_guard<std::mutex> lk(opts_mu_);
+    out = topic_;
     return KVREG_OK;
 }
 

@@ -13,6 +13,7 @@
 #include <list>
 #include <unordered_map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ class Subscriber {
     int init();                                            // the context and the decoder
     int set(uint32_t option, uint64_t value) noexcept;
     int set_string(uint32_t option, const char *value);    // throws bad_alloc
+    // The value in effect (KVREG_EINVAL: unknown option). Any thread, also during run():
+    // they take opts_mu_ only, which run() never holds.
+    int get(uint32_t option, uint64_t *value) const noexcept;
+    int get_string(uint32_t option, std::string &out) const; // throws bad_alloc
     int add(const char *endpoint, const char *replay, uint32_t *index); // throws bad_alloc
     int endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept;
     int set_batch_fn(kvreg_sub_batch_fn fn, void *ud) noexcept;
@@ -155,7 +160,9 @@ class Subscriber {
     void read_monitor(size_t ep);
     void deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t len, bool replayed);
 
-    // Options.
+    // Options: written by set/set_string only (before the first add), under opts_mu_, which
+    // get/get_string take too; run() and add() read them without it.
+    mutable std::mutex opts_mu_;
     uint64_t format_ = KVREG_WIRE_VLLM, from_seq_ = UINT64_MAX, replay_timeout_ms_ = 2000;
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(64) << 20;
     int64_t max_msg_size_ = INT64_C(16) << 20;

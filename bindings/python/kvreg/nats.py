@@ -126,6 +126,13 @@ _SINCE_06 = {
                                        ctypes.POINTER(_ffi.c_size)], True),
     "kvreg_index_load": (c_int, [idx_p, ctypes.c_char_p, _ffi.c_size], True),
     "kvreg_nats_consumer_snapshot": (c_int, [con_p, _ffi.u64_p], True),
+    "kvreg_nats_publisher_get": (c_int, [pub_p, c_u32, _ffi.u64_p], True),
+    "kvreg_nats_consumer_get": (c_int, [con_p, c_u32, _ffi.u64_p], True),
+    # unchecked: KVREG_ERANGE (asking the length) and KVREG_ENOENT (NULL) are answers here
+    "kvreg_nats_publisher_get_string": (c_int, [pub_p, c_u32, ctypes.c_char_p, _ffi.c_size,
+                                                _ffi.size_p], False),
+    "kvreg_nats_consumer_get_string": (c_int, [con_p, c_u32, ctypes.c_char_p, _ffi.c_size,
+                                               _ffi.size_p], False),
 }
 
 _bound = []
@@ -176,6 +183,40 @@ def _finalize(free, ptr, label):
                       % label, ResourceWarning)
     finally:
         free(ptr)
+
+
+def _since_06_fn(name):
+    """lib's 0.6 function `name`, or NotSupported naming what is needed."""
+    w = _lib()
+    if not hasattr(w, name):
+        raise errors.NotSupported(_ffi.ENOTSUP, "the loaded libkvreg has no %s (libkvreg 0.6 "
+                                  "is needed)" % name)
+    return getattr(w, name)
+
+
+def _get(prefix, ptr, name, numbers, strings, what):
+    """One option by name through <prefix>_get / _get_string: an int, a str, or None for a
+    string option that is NULL (KVREG_ENOENT)."""
+    if name not in strings:
+        v = c_u64()
+        _since_06_fn(prefix + "_get")(ptr, _option(numbers, name, what), ctypes.byref(v))
+        return v.value
+    fn = _since_06_fn(prefix + "_get_string")
+    n = _ffi.c_size()
+    while True:  # the length first; again if a set from another thread made it longer
+        rc = fn(ptr, strings[name], None, 0, ctypes.byref(n))
+        if rc == _ffi.ENOENT:
+            return None
+        if rc != _ffi.ERANGE:
+            raise errors.from_status(rc, _ffi.strerror(rc))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        rc = fn(ptr, strings[name], buf, len(buf), ctypes.byref(n))
+        if rc == _ffi.OK:
+            return buf.value.decode()
+        if rc == _ffi.ENOENT:
+            return None
+        if rc != _ffi.ERANGE:
+            raise errors.from_status(rc, _ffi.strerror(rc))
 
 
 def _option(table, name, what):
@@ -331,6 +372,13 @@ class Publisher(_Handle):
             w.kvreg_nats_publisher_set(self._p(), _option(PUBLISHER_OPTIONS, name,
                                                           "publisher option"), value)
 
+    def get(self, name):
+        """One option by name: the default until set, after start() what is in effect (the
+        drawn instance, the subject's layout); None for a string option that is not set.
+        Any thread, also while the publisher runs."""
+        return _get("kvreg_nats_publisher", self._p(), name, PUBLISHER_OPTIONS,
+                    PUBLISHER_STRINGS, "publisher option")
+
     def start(self):
         """Connect, make sure the stream exists, start the sender thread (ProtocolError: no
         server, or the stream is missing / cannot be made)."""
@@ -403,6 +451,12 @@ class Consumer(_Handle):
         else:
             w.kvreg_nats_consumer_set(self._p(), _option(CONSUMER_OPTIONS, name,
                                                          "consumer option"), value)
+
+    def get(self, name):
+        """One option by name: the default until set (snapshot_name: the stream's name); None
+        for a string option that is not set. Any thread, also during run()."""
+        return _get("kvreg_nats_consumer", self._p(), name, CONSUMER_OPTIONS, CONSUMER_STRINGS,
+                    "consumer option")
 
     def start(self):
         _lib().kvreg_nats_consumer_start(self._p())

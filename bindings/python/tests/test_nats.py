@@ -163,6 +163,35 @@ class NatsTest(unittest.TestCase):
         except kvreg.ProtocolError:
             return False
 
+    def test_get(self):
+        # defaults as kvreg_nats.h documents them, what was set, and what start fills in
+        with kvreg.Registry("poll") as reg:
+            with nats.Publisher(reg, url=self.url, stream="PYGET", subject_prefix="pyget.ev",
+                                worker_id=7, dp_rank=2, batch_us=0) as pub:
+                self.assertEqual(pub.get("max_in_flight"), 256)
+                self.assertEqual(pub.get("worker_id"), 7)
+                self.assertEqual(pub.get("namespace"), "default")
+                self.assertEqual(pub.get("url"), self.url)
+                self.assertIsNone(pub.get("subject"))   # the layout, filled in by start
+                self.assertIsNone(pub.get("lora_name"))
+                self.assertEqual(pub.get("instance"), 0)  # drawn by start
+                pub.set("lora_name", "x" * 300)           # longer than any first guess
+                self.assertEqual(pub.get("lora_name"), "x" * 300)
+                with self.assertRaises(ValueError):
+                    pub.get("no_such_option")
+                _wait(lambda: self._started(pub), "the publisher to start")
+                self.assertEqual(pub.get("subject"), "pyget.ev.default.backend.7.2")
+                self.assertGreater(pub.get("instance"), 0)
+                self.assertEqual(pub.get("worker_id"), 7)
+        with nats.Index() as idx:
+            with nats.Consumer(idx, stream="S1", durable="r1") as con:
+                self.assertEqual(con.get("fetch_batch"), 256)
+                self.assertEqual(con.get("durable"), "r1")
+                self.assertEqual(con.get("snapshot_name"), "S1")  # the stream's name
+                self.assertIsNone(con.get("filter"))
+                con.set("snapshot_keep", 16)
+                self.assertEqual(con.get("snapshot_keep"), 16)
+
     def test_bad_options_and_no_server(self):
         with kvreg.Registry("poll") as reg:
             with self.assertRaises(ValueError):
