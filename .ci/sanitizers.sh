@@ -89,7 +89,8 @@ meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kv
   tests/net/test_net_order tests/net/test_net_restart tests/net/test_replay_flood \
   tests/net/replay_flood_client tests/net/test_replay_limits tests/nats/test_nats \
   tests/nats/test_nats_replica tests/index/test_index_dump tests/index/test_index_stats \
-  tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack
+  tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack \
+  tests/api/test_api_getters_net tests/api/test_api_getters_nats
 # The net attack tests run with a 1,000-topic peer (KVREG_NET_ATTACK_TOPICS): the default
 # 50,000 outlast their deadline under TSan; the subscriber's thread hand-overs are the same.
 run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
@@ -101,7 +102,7 @@ run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
   index_dump index_stats index_partition index_query_concurrent \
   nats-liveness nats-snapshots nats-purge nats-kill-cycles nats-slow-consumer \
   net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
-  net-attack-heldcopy
+  net-attack-heldcopy api-getters-net api-getters-nats
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
