@@ -1,6 +1,7 @@
 // Dump, load and digest of the whole index: the format is documented once, in
 // docs/design/index.md ("Dump format"); the constants below are its fields.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -31,15 +32,17 @@ void put32(unsigned char *p, uint32_t v) noexcept {
 void put64(unsigned char *p, uint64_t v) noexcept {
     for (int i = 0; i < 8; i++) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
+// One load each where the host is little-endian (the byte loop was not merged into one by the
+// compiler: a fifth of a load's time).
 uint32_t get32(const unsigned char *p) noexcept {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return std::endian::native == std::endian::little ? v : __builtin_bswap32(v);
 }
 uint64_t get64(const unsigned char *p) noexcept {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return std::endian::native == std::endian::little ? v : __builtin_bswap64(v);
 }
 
 uint8_t tier_bits(uint32_t counts) noexcept {

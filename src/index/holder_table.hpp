@@ -294,15 +294,23 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
 }
 
 template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t n, uint32_t slot, F f) {
-    // The entries' order by shard (a counting sort): each shard's table is then visited in one
-    // stretch, and is small enough to stay in cache while it is.
+    // The entries by shard (a counting sort), each with its mixed key beside its index: each
+    // shard's table is then visited in one stretch, small enough to stay in cache, and the
+    // keys are read in order (fetching hashes[i] in shard order missed the cache on most).
+    struct Item {
+        uint64_t mixed;
+        size_t i;
+    };
     std::vector<uint32_t> first(n_shards_ + 1, 0);
     for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
     for (uint32_t si = 0; si < n_shards_; si++) first[si + 1] += first[si];
-    std::vector<uint32_t> order(n);
+    std::vector<Item> items(n);
     {
         std::vector<uint32_t> at(first.begin(), first.end() - 1);
-        for (size_t i = 0; i < n; i++) order[at[(mix(hashes[i]) >> 52) & shard_mask_]++] = static_cast<uint32_t>(i);
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t mixed = mix(hashes[i]);
+            items[at[(mixed >> 52) & shard_mask_]++] = Item{mixed, i};
+        }
     }
     for (uint32_t si = 0; si < n_shards_; si++) {
         const uint32_t b = first[si], e = first[si + 1];
@@ -322,12 +330,11 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
         }
         const uint64_t mask = mask_of(t);
         for (uint32_t k = b; k < e; k++) {
-            const uint32_t i = order[k];
-            const uint64_t mixed = mix(hashes[i]);
+            const uint64_t mixed = items[k].mixed;
             uint64_t ins = 0;
             const uint64_t pos = find(t, mask, mixed, slot, &ins);
             const uint64_t old = pos ? t[pos].val.load(std::memory_order_relaxed) : 0;
-            const uint32_t now = f(i, static_cast<uint32_t>(old)); // may throw: entry i unchanged
+            const uint32_t now = f(items[k].i, static_cast<uint32_t>(old)); // may throw: entry unchanged
             if (now == static_cast<uint32_t>(old)) continue;
             begin_change(s);
             if (!pos) {
