@@ -68,9 +68,12 @@ void HolderTable::reserve(const uint32_t *more) {
         if (!cap[si]) continue;
         Shard &s = shards_[si];
         lock_writer(s);
-        // A writer may have grown it meanwhile, never beyond cap (it doubles, from below want).
-        const Slot *t = s.table.load(std::memory_order_relaxed);
-        if (!t || mask_of(t) + 1 < cap[si]) grow(s, cap[si], at);
+        // Written only when update_many() grows into it (see Shard::spare); replaces a smaller
+        // place given before and not used (its region stays allocated with the table).
+        if (!s.spare || s.spare_cap < cap[si]) {
+            s.spare = at;
+            s.spare_cap = cap[si];
+        }
         unlock_writer(s);
         at += cap[si] + 1;
     }

@@ -66,11 +66,11 @@ public:
     // The shard a hash's entries are in (for reserve()).
     uint32_t shard_index(uint64_t hash) const noexcept { return static_cast<uint32_t>((mix(hash) >> 52) & shard_mask_); }
     uint32_t shard_count() const noexcept { return n_shards_; }
-    // Room for more[si] new entries in each shard si (n_shards() counts), before loading many
-    // (index/dump.cpp): every table that would grow is grown now, to its final size, and the
-    // new tables share one region the kernel may back with huge pages (as the constructor's
-    // up-front sizing does). Readers see the swap as one growth. Throws std::bad_alloc
-    // (nothing changed).
+    // Room for more[si] new entries in each shard si (shard_count() counts), before loading
+    // many with update_many() (index/dump.cpp): every table that would grow gets its place at
+    // its final size now, all in one region the kernel may back with huge pages (as the
+    // constructor's up-front sizing does); update_many() grows each into its place once (a
+    // reader sees one growth). Throws std::bad_alloc (nothing changed).
     void reserve(const uint32_t *more);
 
     // update() for n entries of one slot at once (loading a dump, index/dump.cpp): for each i,
@@ -128,6 +128,12 @@ private:
         std::atomic<uint64_t> mask{0};     // the live table's (stored after table; see holders_if)
         std::atomic<uint64_t> bytes{0};    // of every table allocated (live and retired)
         std::vector<std::unique_ptr<Slot[]>> tables; // grown on the heap (others are in arenas_)
+        // reserve()'s place for the shard's next table (spare_cap slots, in arenas_), not yet
+        // written: update_many() grows into it just before its inserts, so the fresh lines are
+        // still in cache when the entries go in (written all at once in reserve(), most
+        // lookups of the load missed them). Under the writer lock.
+        Slot *spare = nullptr;
+        uint64_t spare_cap = 0;
     };
 
     static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
@@ -325,7 +331,15 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
         uint32_t count = s.count.load(std::memory_order_relaxed);
         const uint64_t want = uint64_t{count} + (e - b); // at most this many entries after
         if (!t || want * 4 > (mask_of(t) + 1) * 3) {
-            grow(s, want * 4 / 3 + 1); // may throw: nothing of this shard changed yet
+            // Into reserve()'s place when it fits exactly what growth would make (capacities
+            // are powers of two: from <= spare_cap gives spare_cap), else on the heap.
+            const uint64_t from = t ? (mask_of(t) + 1) * 2 : 16;
+            if (s.spare && from <= s.spare_cap && capacity_for(want * 4 / 3 + 1, from) <= s.spare_cap) {
+                grow(s, s.spare_cap, s.spare); // may throw (the retired list): nothing changed
+                s.spare = nullptr;
+            } else {
+                grow(s, want * 4 / 3 + 1); // may throw: nothing of this shard changed yet
+            }
             t = s.table.load(std::memory_order_relaxed);
         }
         const uint64_t mask = mask_of(t);
