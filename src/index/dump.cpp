@@ -337,7 +337,7 @@ int Index::load_checked(const unsigned char *data, size_t len) {
     {
         // The table's room for every record first, counted per shard (records naming one
         // router hash twice count twice: a bound), so that it never grows while loading.
-        std::vector<uint32_t> more(table_.shard_count(), 0);
+        std::vector<uint64_t> more(table_.shard_count(), 0);
         In in{data + kHeader, len - kHeader - kTrailer};
         for (uint64_t wi = 0; wi < n_workers; wi++) {
             const unsigned char *wh = nullptr;

@@ -43,12 +43,13 @@ void *HolderTable::new_region(size_t bytes) {
     return region;
 }
 
-void HolderTable::reserve(const uint32_t *more) {
+void HolderTable::reserve(const uint64_t *more) {
     // The capacity each shard that must grow gets: what growth one entry at a time would
     // reach (doubling from the current size), at once.
     std::vector<uint64_t> cap(n_shards_, 0);
     uint64_t total = 0;
     for (uint32_t si = 0; si < n_shards_; si++) {
+        if (more[si] > (uint64_t{1} << 40)) throw std::bad_alloc(); // no table that big
         Shard &s = shards_[si];
         lock_writer(s);
         const Slot *t = s.table.load(std::memory_order_relaxed);

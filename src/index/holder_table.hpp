@@ -71,7 +71,7 @@ public:
     // its final size now, all in one region the kernel may back with huge pages (as the
     // constructor's up-front sizing does); update_many() grows each into its place once (a
     // reader sees one growth). Throws std::bad_alloc (nothing changed).
-    void reserve(const uint32_t *more);
+    void reserve(const uint64_t *more);
 
     // update() for n entries of one slot at once (loading a dump, index/dump.cpp): for each i,
     // the counts of (hashes[i], slot) become f(i, old counts). The entries go shard by shard,
@@ -307,19 +307,19 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
         uint64_t mixed;
         size_t i;
     };
-    std::vector<uint32_t> first(n_shards_ + 1, 0);
+    std::vector<size_t> first(n_shards_ + 1, 0);
     for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
     for (uint32_t si = 0; si < n_shards_; si++) first[si + 1] += first[si];
     std::vector<Item> items(n);
     {
-        std::vector<uint32_t> at(first.begin(), first.end() - 1);
+        std::vector<size_t> at(first.begin(), first.end() - 1);
         for (size_t i = 0; i < n; i++) {
             const uint64_t mixed = mix(hashes[i]);
             items[at[(mixed >> 52) & shard_mask_]++] = Item{mixed, i};
         }
     }
     for (uint32_t si = 0; si < n_shards_; si++) {
-        const uint32_t b = first[si], e = first[si + 1];
+        const size_t b = first[si], e = first[si + 1];
         if (b == e) continue;
         Shard &s = shards_[si];
         lock_writer(s);
@@ -343,7 +343,7 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
             t = s.table.load(std::memory_order_relaxed);
         }
         const uint64_t mask = mask_of(t);
-        for (uint32_t k = b; k < e; k++) {
+        for (size_t k = b; k < e; k++) {
             const uint64_t mixed = items[k].mixed;
             uint64_t ins = 0;
             const uint64_t pos = find(t, mask, mixed, slot, &ins);
