@@ -11,6 +11,11 @@
 //               a replica rebuilding its index from the whole stream against a new replica
 //               restoring a snapshot of that index (object store) until it is caught up; the
 //               two digests must be equal; best of three each. Target restore/rebuild <= 0.2.
+//               Both sides are timed the same way: from making the replica (connect, stream
+//               and bucket checks, durable made) until it has applied the stream's last batch.
+//   memory      per replica (the last rebuild and the last restore): the heap it holds once
+//               caught up (ReplicaMemory) against its index's own
+//               KVREG_INDEX_STAT_MEMORY_BYTES (issue 38: at most the index's plus buffers).
 // One JSON line.
 #include "net_nats.hpp"
 
@@ -28,6 +33,7 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -201,6 +207,23 @@ double publish_raw(const char *url, uint64_t count, size_t size) {
     return t;
 }
 
+// What one replica adds to this process, against its index's own figure: the bytes allocated
+// and still in use once it is caught up (glibc's mallinfo2: the main arena, where the bench's
+// thread allocates, plus every mmap'd block), less those before it was made. Resident memory
+// would not say it: the replicas before it freed theirs into the heap, which this one reuses.
+struct ReplicaMemory {
+    uint64_t base = 0;
+    static uint64_t in_use() {
+        const struct mallinfo2 mi = mallinfo2();
+        return static_cast<uint64_t>(mi.uordblks) + static_cast<uint64_t>(mi.hblkhd);
+    }
+    void start() { base = in_use(); }
+    double growth_mb() const {
+        const uint64_t now = in_use();
+        return now >= base ? static_cast<double>(now - base) / (1024.0 * 1024.0) : 0;
+    }
+};
+
 size_t average_size(const char *url, const char *stream, uint64_t batches) {
     natsConnection *nc = nullptr;
     jsCtx *js = nullptr;
@@ -308,14 +331,23 @@ int nats_workload(size_t events, const char *trace) {
         t_batches = e.finish();
     }
     // Best of three each (a new durable every time), as the machine may be shared.
+    // Memory: the last of each three (the same process state each time: the replicas before
+    // it freed).
     double rebuild_s = 1e9, snap_s = 0, restore_s = 1e9;
+    double rebuild_heap_mb = 0, restore_heap_mb = 0, rebuild_index_mb = 0, restore_index_mb = 0;
     uint64_t d_rebuild = 0, d_restore = 0, restored = 1;
     for (int rep = 0; rep < 3; rep++) {
         const std::string durable = "rebuild-" + std::to_string(rep);
+        ReplicaMemory mem;
+        mem.start();
         const double t0 = now_s();
         Replica a(url, "TRACE", durable.c_str(), false, "BENCH_SNAP", false); // from the stream
         a.catch_up(t_batches);
         rebuild_s = std::min(rebuild_s, now_s() - t0);
+        rebuild_heap_mb = mem.growth_mb();
+        uint64_t ib = 0;
+        kvreg_index_stat(a.idx, KVREG_INDEX_STAT_MEMORY_BYTES, &ib);
+        rebuild_index_mb = static_cast<double>(ib) / (1024.0 * 1024.0);
         uint64_t r = 1;
         kvreg_nats_consumer_stat(a.con, KVREG_NATS_CON_STAT_RESTORED, &r);
         NB_CHECK(r == 0);
@@ -328,10 +360,16 @@ int nats_workload(size_t events, const char *trace) {
     }
     for (int rep = 0; rep < 3; rep++) {
         const std::string durable = "restore-" + std::to_string(rep);
+        ReplicaMemory mem;
+        mem.start();
         const double t2 = now_s();
         Replica b(url, "TRACE", durable.c_str(), false, "BENCH_SNAP");
         b.catch_up(t_batches);
         restore_s = std::min(restore_s, now_s() - t2);
+        restore_heap_mb = mem.growth_mb();
+        uint64_t ib = 0;
+        kvreg_index_stat(b.idx, KVREG_INDEX_STAT_MEMORY_BYTES, &ib);
+        restore_index_mb = static_cast<double>(ib) / (1024.0 * 1024.0);
         uint64_t r = 0;
         kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORED, &r);
         restored &= r;
@@ -347,10 +385,13 @@ int nats_workload(size_t events, const char *trace) {
                 "\"events_per_s_1\":%.0f,\"raw_events_per_s_1\":%.0f,\"ratio_1\":%.2f,"
                 "\"events_per_s_3\":%.0f,\"raw_events_per_s_3\":%.0f,\"ratio_3\":%.2f,"
                 "\"trace_blocks\":%llu,\"trace_messages\":%llu,\"rebuild_s\":%.3f,\"snapshot_write_s\":%.3f,"
-                "\"restore_s\":%.3f,\"restore_ratio\":%.3f,\"verified\":%s}\n",
+                "\"restore_s\":%.3f,\"restore_ratio\":%.3f,\"rebuild_heap_growth_mb\":%.1f,"
+                "\"rebuild_index_mb\":%.1f,\"restore_heap_growth_mb\":%.1f,\"restore_index_mb\":%.1f,"
+                "\"verified\":%s}\n",
                 static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, c1,
                 c3, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
                 static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(t_batches), rebuild_s, snap_s,
-                restore_s, restore_s / rebuild_s, verified ? "true" : "false");
+                restore_s, restore_s / rebuild_s, rebuild_heap_mb, rebuild_index_mb, restore_heap_mb, restore_index_mb,
+                verified ? "true" : "false");
     return verified ? 0 : 1;
 }

@@ -20,19 +20,64 @@ HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
     const uint64_t per_shard = expected / n_shards_ + expected / n_shards_ / 8 + 16;
     const uint64_t at_least = per_shard * 4 / 3 + 1;
     const uint64_t slots = capacity_for(at_least, 16) + 1;
-    // One region for all first tables, aligned for huge pages when it spans one: a query's
-    // lookups land on random lines of the whole table, and with 4 KB pages nearly every one
-    // also missed the TLB (the prefetch of the next block's line stalled on the page walk).
-    // Huge pages lift kvreg-bench --workload index's query_vs_limit. The advice may be ignored
-    // (transparent huge pages off): then it is a plain allocation.
+    // One region for all first tables (new_region).
+    arenas_.reserve(1);
+    void *region = new_region(slots * sizeof(Slot) * n_shards_);
+    arenas_.emplace_back(region);
+    Slot *at = static_cast<Slot *>(region);
+    for (uint32_t i = 0; i < n_shards_; i++, at += slots) grow(shards_[i], at_least, at);
+}
+
+// Aligned for huge pages when the region spans one: a query's lookups land on random lines of
+// the whole table, and with 4 KB pages nearly every one also missed the TLB (the prefetch of
+// the next block's line stalled on the page walk): huge pages lift kvreg-bench --workload
+// index's query_vs_limit. They also make filling a fresh table cheap where a page fault is
+// dear (in a VM: about 25 us each, 16 MB of 4 KB pages took 90-100 ms to touch, of huge pages
+// 1-2 ms). The advice may be ignored (transparent huge pages off): then it is a plain
+// allocation.
+void *HolderTable::new_region(size_t bytes) {
     constexpr size_t kHuge = size_t{2} << 20;
-    const size_t bytes = slots * sizeof(Slot) * n_shards_;
     void *region = nullptr;
     if (posix_memalign(&region, bytes >= kHuge ? kHuge : alignof(Slot), bytes) != 0) throw std::bad_alloc();
     if (bytes >= kHuge) madvise(region, bytes, MADV_HUGEPAGE);
-    arena_.reset(region);
+    return region;
+}
+
+void HolderTable::reserve(const uint64_t *more) {
+    // The capacity each shard that must grow gets: what growth one entry at a time would
+    // reach (doubling from the current size), at once.
+    std::vector<uint64_t> cap(n_shards_, 0);
+    uint64_t total = 0;
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        if (more[si] > (uint64_t{1} << 40)) throw std::bad_alloc(); // no table that big
+        Shard &s = shards_[si];
+        lock_writer(s);
+        const Slot *t = s.table.load(std::memory_order_relaxed);
+        const uint64_t want = uint64_t{s.count.load(std::memory_order_relaxed)} + more[si];
+        const uint64_t have = t ? mask_of(t) + 1 : 0;
+        unlock_writer(s);
+        if (!more[si] || want * 4 <= have * 3) continue;
+        cap[si] = capacity_for(want * 4 / 3 + 1, have ? have * 2 : 16);
+        total += cap[si] + 1;
+    }
+    if (!total) return;
+    arenas_.reserve(arenas_.size() + 1); // before the region: nothing to leak on a throw
+    void *region = new_region(total * sizeof(Slot));
+    arenas_.emplace_back(region);
     Slot *at = static_cast<Slot *>(region);
-    for (uint32_t i = 0; i < n_shards_; i++, at += slots) grow(shards_[i], at_least, at);
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        if (!cap[si]) continue;
+        Shard &s = shards_[si];
+        lock_writer(s);
+        // Written only when update_many() grows into it (see Shard::spare); replaces a smaller
+        // place given before and not used (its region stays allocated with the table).
+        if (!s.spare || s.spare_cap < cap[si]) {
+            s.spare = at;
+            s.spare_cap = cap[si];
+        }
+        unlock_writer(s);
+        at += cap[si] + 1;
+    }
 }
 
 HolderTable::~HolderTable() = default;

@@ -63,6 +63,26 @@ public:
     // must grow.
     template <class F> uint32_t update(uint64_t hash, uint32_t slot, F f);
 
+    // The shard a hash's entries are in (for reserve()).
+    uint32_t shard_index(uint64_t hash) const noexcept { return static_cast<uint32_t>((mix(hash) >> 52) & shard_mask_); }
+    uint32_t shard_count() const noexcept { return n_shards_; }
+    // Room for more[si] new entries in each shard si (shard_count() counts), before loading
+    // many with update_many() (index/dump.cpp): every table that would grow gets its place at
+    // its final size now, all in one region the kernel may back with huge pages (as the
+    // constructor's up-front sizing does); update_many() grows each into its place once (a
+    // reader sees one growth). Throws std::bad_alloc (nothing changed).
+    void reserve(const uint64_t *more);
+
+    // update() for n entries of one slot at once (loading a dump, index/dump.cpp): for each i,
+    // the counts of (hashes[i], slot) become f(i, old counts). The entries go shard by shard,
+    // each shard's writer lock taken once and its table grown at most once, beforehand, to
+    // hold them all (growth one entry at a time rebuilt every table about seven times and
+    // left the smaller copies allocated); a reader still waits at most for one entry's change.
+    // A hash given twice is found the second time, as by two update() calls. Throws
+    // std::bad_alloc, or what f throws: then some entries are in and the others not (the
+    // caller undoes them). f is called with no change window open.
+    template <class F> void update_many(const uint64_t *hashes, size_t n, uint32_t slot, F f);
+
     // Remove every entry of slot, shard by shard (a worker cleared or removed). Readers wait at
     // most for one entry's removal at a time. Returns how many were removed.
     uint64_t erase_slot(uint32_t slot) noexcept;
@@ -107,7 +127,13 @@ private:
         std::atomic<Slot *> table{nullptr};
         std::atomic<uint64_t> mask{0};     // the live table's (stored after table; see holders_if)
         std::atomic<uint64_t> bytes{0};    // of every table allocated (live and retired)
-        std::vector<std::unique_ptr<Slot[]>> tables; // grown ones, the newest last (the first may be in arena_)
+        std::vector<std::unique_ptr<Slot[]>> tables; // grown on the heap (others are in arenas_)
+        // reserve()'s place for the shard's next table (spare_cap slots, in arenas_), not yet
+        // written: update_many() grows into it just before its inserts, so the fresh lines are
+        // still in cache when the entries go in (written all at once in reserve(), most
+        // lookups of the load missed them). Under the writer lock.
+        Slot *spare = nullptr;
+        uint64_t spare_cap = 0;
     };
 
     static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
@@ -159,9 +185,10 @@ private:
     uint32_t shard_mask_;
     uint32_t n_shards_;
     std::unique_ptr<Shard[]> shards_;
-    // Every shard's first table, side by side, when the table is sized up front: one region
-    // the kernel may back with huge pages (below).
-    std::unique_ptr<void, FreeArena> arena_;
+    // Every shard's first table, side by side, when the table is sized up front, and the
+    // tables reserve() made: regions the kernel may back with huge pages (holder_table.cpp).
+    std::vector<std::unique_ptr<void, FreeArena>> arenas_;
+    static void *new_region(size_t bytes); // aligned, advised; throws std::bad_alloc
 };
 
 // Short spins first (the other side's window is a few stores), then give the core away: with
@@ -270,6 +297,73 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     end_change(s);
     s.count.store(count + 1, std::memory_order_relaxed);
     return now;
+}
+
+template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t n, uint32_t slot, F f) {
+    // The entries by shard (a counting sort), each with its mixed key beside its index: each
+    // shard's table is then visited in one stretch, small enough to stay in cache, and the
+    // keys are read in order (fetching hashes[i] in shard order missed the cache on most).
+    struct Item {
+        uint64_t mixed;
+        size_t i;
+    };
+    std::vector<size_t> first(n_shards_ + 1, 0);
+    for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
+    for (uint32_t si = 0; si < n_shards_; si++) first[si + 1] += first[si];
+    std::vector<Item> items(n);
+    {
+        std::vector<size_t> at(first.begin(), first.end() - 1);
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t mixed = mix(hashes[i]);
+            items[at[(mixed >> 52) & shard_mask_]++] = Item{mixed, i};
+        }
+    }
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        const size_t b = first[si], e = first[si + 1];
+        if (b == e) continue;
+        Shard &s = shards_[si];
+        lock_writer(s);
+        struct Unlock {
+            Shard &s;
+            ~Unlock() { unlock_writer(s); }
+        } unlock{s};
+        Slot *t = s.table.load(std::memory_order_relaxed);
+        uint32_t count = s.count.load(std::memory_order_relaxed);
+        const uint64_t want = uint64_t{count} + (e - b); // at most this many entries after
+        if (!t || want * 4 > (mask_of(t) + 1) * 3) {
+            // Into reserve()'s place when it fits exactly what growth would make (capacities
+            // are powers of two: from <= spare_cap gives spare_cap), else on the heap.
+            const uint64_t from = t ? (mask_of(t) + 1) * 2 : 16;
+            if (s.spare && from <= s.spare_cap && capacity_for(want * 4 / 3 + 1, from) <= s.spare_cap) {
+                grow(s, s.spare_cap, s.spare); // may throw (the retired list): nothing changed
+                s.spare = nullptr;
+            } else {
+                grow(s, want * 4 / 3 + 1); // may throw: nothing of this shard changed yet
+            }
+            t = s.table.load(std::memory_order_relaxed);
+        }
+        const uint64_t mask = mask_of(t);
+        for (size_t k = b; k < e; k++) {
+            const uint64_t mixed = items[k].mixed;
+            uint64_t ins = 0;
+            const uint64_t pos = find(t, mask, mixed, slot, &ins);
+            const uint64_t old = pos ? t[pos].val.load(std::memory_order_relaxed) : 0;
+            const uint32_t now = f(items[k].i, static_cast<uint32_t>(old)); // may throw: entry unchanged
+            if (now == static_cast<uint32_t>(old)) continue;
+            begin_change(s);
+            if (!pos) {
+                insert_at(t, mask, ins, mixed, uint64_t{slot} << 32 | now);
+                count++;
+            } else if (now == 0) {
+                erase_at(t, pos);
+                count--;
+            } else {
+                t[pos].val.store((old & ~uint64_t{UINT32_MAX}) | now, std::memory_order_release);
+            }
+            end_change(s);
+            s.count.store(count, std::memory_order_relaxed);
+        }
+    }
 }
 
 template <class F> void HolderTable::for_each_entry(F f) const {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <algorithm>
 #include <random>
 
 #include "kvreg.h"
@@ -225,6 +226,7 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
     const uint64_t stored = stored_count(subj);
     if (stored == UINT64_MAX) return KVREG_EPROTO;
     uint64_t got = 0;
+    Sha256 sha;
     if (stored >= info.chunks && info.chunks > 0) {
         // The chunks stream in one ordered (ephemeral, flow-controlled) consumer: one round
         // trip for the whole object rather than one per chunk.
@@ -234,6 +236,7 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
         so.Ordered = true;
         natsSubscription *sub = nullptr;
         if (js_SubscribeSync(&sub, js_, subj.c_str(), nullptr, &so, nullptr) != NATS_OK) return KVREG_EPROTO;
+        // Each chunk is hashed as it comes, while the next ones are on their way.
         for (; got < info.chunks; got++) {
             natsMsg *m = nullptr;
             const natsStatus s = natsSubscription_NextMsg(&m, sub, 5000);
@@ -248,7 +251,11 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
+            // Room for the whole object once the first chunk tells the chunk size (the info's
+            // size is untrusted: never more than the stored chunks could hold).
+            if (got == 0) out.reserve(std::min<uint64_t>(info.size, stored * static_cast<uint64_t>(len)));
             out.append(natsMsg_GetData(m), static_cast<size_t>(len));
+            sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
         }
         natsSubscription_Destroy(sub);
@@ -257,7 +264,8 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
         why = "chunks missing (" + std::to_string(got) + " of " + std::to_string(info.chunks) + ")";
         return KVREG_EINVAL;
     }
-    if (sha256_digest(out) != info.digest) {
+    const auto d = sha.finish();
+    if ("SHA-256=" + base64url(d.data(), d.size()) != info.digest) {
         why = "content does not match the object's SHA-256 digest";
         return KVREG_EINVAL;
     }

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
@@ -649,6 +650,96 @@ static void test_dump_while_writing(void **state)
     kvreg_index_free(idx);
 }
 
+/* Queries while a dump loads (the table grows into its reserved place and takes the entries
+ * shard by shard, under readers): workers 1..4 hold the first 500 * w blocks of one prompt.
+ * Every answer during the load names known workers at depths they reach once loaded (a
+ * worker's prefix may be seen partly: its blocks go in one after another), and once the load
+ * returned the answer is exact. Under ThreadSanitizer this checks the load's writes against
+ * lock-free readers. */
+#define LQ_WORKERS 4
+#define LQ_BLOCKS 2000
+
+typedef struct load_query {
+    atomic_uintptr_t idx; /* the kvreg_index being loaded (0: none) */
+    const uint64_t *prompt;
+    atomic_int stop;
+    atomic_int bad;
+    atomic_long answers;
+} load_query;
+
+static void *lq_reader(void *arg)
+{
+    load_query *q = arg;
+    kvreg_index_depth d[2 * LQ_WORKERS];
+    for (; !atomic_load(&q->stop); atomic_fetch_add(&q->answers, 1)) { /* every pass counted */
+        kvreg_index *idx = (kvreg_index *)atomic_load(&q->idx);
+        size_t n = 0, i;
+        if (!idx)
+            continue;
+        if (kvreg_index_query_depths(idx, q->prompt, LQ_BLOCKS, d, 2 * LQ_WORKERS, &n) != KVREG_OK ||
+            n > LQ_WORKERS)
+            atomic_store(&q->bad, 1);
+        for (i = 0; i < n && i < 2 * LQ_WORKERS; i++)
+            if (d[i].worker_id < 1 || d[i].worker_id > LQ_WORKERS || d[i].dp_rank != 0 ||
+                d[i].depth > 500 * d[i].worker_id)
+                atomic_store(&q->bad, 1);
+    }
+    return NULL;
+}
+
+static void test_load_while_querying(void **state)
+{
+    static uint64_t prompt[LQ_BLOCKS];
+    kvreg_index *src = own_index(16);
+    load_query q;
+    pthread_t t;
+    void *d = NULL;
+    size_t n = 0, i;
+    int round;
+    (void)state;
+    for (i = 0; i < LQ_BLOCKS; i++)
+        prompt[i] = 0x9E3779B97F4A7C15ull * (i + 1);
+    for (i = 1; i <= LQ_WORKERS; i++) {
+        kvreg_wire_event e;
+        stored(&e, KVREG_MEDIUM_GPU, prompt, 500 * i);
+        apply1(src, i, 0, 0, &e);
+    }
+    assert_int_equal(kvreg_index_dump_alloc(src, &d, &n), KVREG_OK);
+    q.prompt = prompt;
+    atomic_store(&q.idx, 0);
+    atomic_store(&q.stop, 0);
+    atomic_store(&q.bad, 0);
+    atomic_store(&q.answers, 0);
+    assert_int_equal(pthread_create(&t, NULL, lq_reader, &q), 0);
+    for (round = 0; round < 10; round++) {
+        kvreg_index *copy = own_index(16);
+        kvreg_index_depth dd[2 * LQ_WORKERS];
+        size_t nd = 0;
+        atomic_store(&q.idx, (uintptr_t)copy);
+        assert_int_equal(kvreg_index_load(copy, d, n), KVREG_OK);
+        assert_int_equal(kvreg_index_query_depths(copy, prompt, LQ_BLOCKS, dd, 2 * LQ_WORKERS, &nd), KVREG_OK);
+        assert_int_equal(nd, LQ_WORKERS);
+        for (i = 0; i < nd; i++)
+            assert_int_equal(dd[i].depth, 500 * dd[i].worker_id);
+        /* the reader lets go of this index before it is freed: the pass under way when it
+         * was withdrawn ends at most one count later (bounded wait: 10 s) */
+        {
+            const long seen = atomic_load(&q.answers);
+            const time_t deadline = time(NULL) + 10;
+            atomic_store(&q.idx, 0);
+            while (atomic_load(&q.answers) < seen + 2)
+                assert_true(time(NULL) < deadline);
+        }
+        kvreg_index_free(copy);
+    }
+    atomic_store(&q.stop, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&q.bad), 0);
+    assert_true(atomic_load(&q.answers) > 0);
+    free(d);
+    kvreg_index_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -661,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_version_and_config),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_dump_while_writing),
+        cmocka_unit_test(test_load_while_querying),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include <string.h>
@@ -374,6 +375,53 @@ static void test_engine_counts_past_255(void **state)
     kvreg_index_free(idx);
 }
 
+/* The same counts past 255 through a dump and a load (the load counts them again, in the
+ * table up to 255 and the rest beside it): the copy dumps the same bytes, and the content
+ * stays matched on the GPU until the last of its 300 engine hashes there is removed. */
+static void test_engine_counts_past_255_loaded(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    kvreg_index *idx = make(2, 0, KVREG_INDEX_PROFILE_DYNAMO, KVREG_INDEX_HASHES_ENGINE);
+    kvreg_index *copy = make(2, 0, KVREG_INDEX_PROFILE_DYNAMO, KVREG_INDEX_HASHES_ENGINE);
+    static uint64_t gpu[N], cpu[N];
+    const uint32_t tokens[2] = {5, 6};
+    kvreg_index_apply_info info;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < N; i++) {
+        gpu[i] = 1000 + i;
+        cpu[i] = 5000 + i;
+        kvreg_wire_event ev[2] = {stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU),
+                                  stored(&cpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_CPU)};
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, ev, 2, &info), KVREG_OK);
+    }
+    void *d = NULL, *again = NULL;
+    size_t dn = 0, an = 0;
+    assert_int_equal(kvreg_index_dump_alloc(idx, &d, &dn), KVREG_OK);
+    assert_int_equal(kvreg_index_load(copy, d, dn), KVREG_OK);
+    assert_int_equal(kvreg_index_dump_alloc(copy, &again, &an), KVREG_OK);
+    assert_int_equal(an, dn);
+    assert_memory_equal(again, d, dn);
+    uint64_t v = 0;
+    assert_int_equal(kvreg_index_stat(copy, KVREG_INDEX_STAT_ENTRIES, &v), KVREG_OK);
+    assert_int_equal(v, 1); /* one (router hash, worker) entry for all 600 */
+    kvreg_index_match m[2];
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++) {
+        kvreg_wire_event ev = removed(&gpu[i], 1, KVREG_MEDIUM_GPU);
+        assert_int_equal(kvreg_index_apply(copy, 7, 0, seq + i, &ev, 1, &info), KVREG_OK);
+        assert_int_equal(info.blocks_removed, 1);
+        assert_int_equal(kvreg_index_query_tokens(copy, tokens, 2, 0, m, 2, &n), KVREG_OK);
+        assert_int_equal(n, 1);
+        assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_GPU], i + 1 < N ? 1 : 0);
+        assert_int_equal(m[0].tier_depth[KVREG_MEDIUM_CPU], 1);
+    }
+    free(d);
+    free(again);
+    kvreg_index_free(idx);
+    kvreg_index_free(copy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_worker_churn),
         cmocka_unit_test(test_engine_counts_past_255),
+        cmocka_unit_test(test_engine_counts_past_255_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
