@@ -22,6 +22,21 @@ typedef struct {
     int (*set_string)(void *obj, uint32_t option, const char *value);
 } getter_ops;
 
+/* GETTER_OPS(ops, kvreg_publisher): the getter_ops `ops` over kvreg_publisher_get, _set,
+ * _get_string and _set_string (the handles go through void *). */
+#define GETTER_OPS(ops, prefix)                                                                   \
+    static int ops##_get(const void *o, uint32_t opt, uint64_t *v) { return prefix##_get(o, opt, v); } \
+    static int ops##_set(void *o, uint32_t opt, uint64_t v) { return prefix##_set(o, opt, v); }   \
+    static int ops##_get_string(const void *o, uint32_t opt, char *buf, size_t cap, size_t *len) \
+    {                                                                                             \
+        return prefix##_get_string(o, opt, buf, cap, len);                                        \
+    }                                                                                             \
+    static int ops##_set_string(void *o, uint32_t opt, const char *s)                             \
+    {                                                                                             \
+        return prefix##_set_string(o, opt, s);                                                    \
+    }                                                                                             \
+    static const getter_ops ops = {ops##_get, ops##_set, ops##_get_string, ops##_set_string}
+
 typedef struct {
     uint32_t option;
     uint64_t def; /* the documented default */

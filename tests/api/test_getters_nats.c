@@ -10,23 +10,9 @@
 #include <kvreg_nats.h>
 #include <kvreg_wire.h>
 
-static int pub_get(const void *o, uint32_t opt, uint64_t *v) { return kvreg_nats_publisher_get(o, opt, v); }
-static int pub_set(void *o, uint32_t opt, uint64_t v) { return kvreg_nats_publisher_set(o, opt, v); }
-static int pub_get_string(const void *o, uint32_t opt, char *buf, size_t cap, size_t *len)
-{
-    return kvreg_nats_publisher_get_string(o, opt, buf, cap, len);
-}
-static int pub_set_string(void *o, uint32_t opt, const char *s) { return kvreg_nats_publisher_set_string(o, opt, s); }
-static const getter_ops pub_ops = {pub_get, pub_set, pub_get_string, pub_set_string};
+GETTER_OPS(pub_ops, kvreg_nats_publisher);
 
-static int con_get(const void *o, uint32_t opt, uint64_t *v) { return kvreg_nats_consumer_get(o, opt, v); }
-static int con_set(void *o, uint32_t opt, uint64_t v) { return kvreg_nats_consumer_set(o, opt, v); }
-static int con_get_string(const void *o, uint32_t opt, char *buf, size_t cap, size_t *len)
-{
-    return kvreg_nats_consumer_get_string(o, opt, buf, cap, len);
-}
-static int con_set_string(void *o, uint32_t opt, const char *s) { return kvreg_nats_consumer_set_string(o, opt, s); }
-static const getter_ops con_ops = {con_get, con_set, con_get_string, con_set_string};
+GETTER_OPS(con_ops, kvreg_nats_consumer);
 
 static const u64_case pub_u64[] = {
     {KVREG_NATS_PUB_OPT_FORMAT, KVREG_WIRE_VLLM, KVREG_WIRE_DYNAMO_MSGPACK},

@@ -11,23 +11,9 @@
 #include <kvreg_net.h>
 #include <kvreg_wire.h>
 
-static int pub_get(const void *o, uint32_t opt, uint64_t *v) { return kvreg_publisher_get(o, opt, v); }
-static int pub_set(void *o, uint32_t opt, uint64_t v) { return kvreg_publisher_set(o, opt, v); }
-static int pub_get_string(const void *o, uint32_t opt, char *buf, size_t cap, size_t *len)
-{
-    return kvreg_publisher_get_string(o, opt, buf, cap, len);
-}
-static int pub_set_string(void *o, uint32_t opt, const char *s) { return kvreg_publisher_set_string(o, opt, s); }
-static const getter_ops pub_ops = {pub_get, pub_set, pub_get_string, pub_set_string};
+GETTER_OPS(pub_ops, kvreg_publisher);
 
-static int sub_get(const void *o, uint32_t opt, uint64_t *v) { return kvreg_subscriber_get(o, opt, v); }
-static int sub_set(void *o, uint32_t opt, uint64_t v) { return kvreg_subscriber_set(o, opt, v); }
-static int sub_get_string(const void *o, uint32_t opt, char *buf, size_t cap, size_t *len)
-{
-    return kvreg_subscriber_get_string(o, opt, buf, cap, len);
-}
-static int sub_set_string(void *o, uint32_t opt, const char *s) { return kvreg_subscriber_set_string(o, opt, s); }
-static const getter_ops sub_ops = {sub_get, sub_set, sub_get_string, sub_set_string};
+GETTER_OPS(sub_ops, kvreg_subscriber);
 
 static const u64_case pub_u64[] = {
     {KVREG_PUB_OPT_HWM, 100000, 5},
