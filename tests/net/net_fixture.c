@@ -147,3 +147,10 @@ int net_run_until(kvreg_subscriber *sub, net_collect *c, size_t want, int64_t de
         assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
     return c->n >= want;
 }
+
+int net_run_until_notice(kvreg_subscriber *sub, net_collect *c, int kind, uint64_t want,
+                         int64_t deadline_ms) {
+    while (c->notices[kind] < want && net_now_ms() < deadline_ms)
+        assert_int_equal(kvreg_subscriber_run(sub, 20), KVREG_OK);
+    return c->notices[kind] >= want;
+}

@@ -59,5 +59,10 @@ void net_notice_fn(const kvreg_sub_notice *n, void *ud);
 int64_t net_now_ms(void);
 /* Run sub in short slices until c->n >= want or deadline_ms passes; returns c->n >= want. */
 int net_run_until(kvreg_subscriber *sub, net_collect *c, size_t want, int64_t deadline_ms);
+/* Run sub until c has seen `want` notices of `kind` or deadline_ms passes. A replay's last
+ * batch and its end marker are separate messages, so the batches can all be delivered one
+ * run before REPLAY_DONE is. */
+int net_run_until_notice(kvreg_subscriber *sub, net_collect *c, int kind, uint64_t want,
+                         int64_t deadline_ms);
 
 #endif

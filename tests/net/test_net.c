@@ -205,6 +205,7 @@ static void from_seq_replays_history(void **state) {
     assert_int_equal(kvreg_subscriber_add(sub, p.endpoint, p.replay, &idx), KVREG_OK);
     assert_int_equal(idx, 0);
     assert_true(net_run_until(sub, &c, 50, SECONDS(10)));
+    assert_true(net_run_until_notice(sub, &c, KVREG_SUB_REPLAY_DONE, 1, SECONDS(10)));
     check_stream(&c, 0, 50, 1000);
     for (size_t i = 0; i < c.n; i++) assert_int_equal(c.recs[i].replayed, 1);
     assert_int_equal(c.lost, 0);
