@@ -23,8 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=2
-fuzz_seconds=${KVREG_FUZZ_SECONDS:-60}
-fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-30}
+fuzz_seconds=${KVREG_FUZZ_SECONDS:-30}
+fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-20}
 common=(-Dtests=enabled -Dexamples=false -Dbench=false -Dbindings_tests=disabled
         -Dnats=enabled --wrap-mode=nodownload)
 
