@@ -118,38 +118,58 @@ section "libFuzzer (in the ASan+UBSan build)"
 if [ "$have_clang" = 1 ]; then
   # fuzz NAME TARGET CORPUS SECONDS MAX_LEN: run a target from a copy of its checked-in corpus;
   # a crash or model mismatch leaves its input in artifacts/ (printed), replayable with the
-  # matching build/tests/fuzz/kvreg-fuzz*-replay FILE
-  fuzz() {
+  # matching build/tests/fuzz/kvreg-fuzz*-replay FILE. Each target is one thread: two run at
+  # once (fuzz_start), each writing its report to its own directory, read back by fuzz_wait.
+  fuzz_dirs=()
+  fuzz_start() {
     local name=$1 target=$2 corpus=$3 seconds=$4 max_len=$5 work
     work=$(mktemp -d)
     cp "$corpus"/* "$work/"
     mkdir -p "$work/artifacts"
-    if "$target" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" 2>"$work/fuzz.log"; then
-      grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
-    else
-      failed+=("$name")
-      tail -60 "$work/fuzz.log"
-      for f in "$work"/artifacts/*; do
-        [ -e "$f" ] || continue
-        echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
-      done
-    fi
-    rm -rf "$work"
+    echo "$name" >"$work/name"
+    ( if "$target" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 \
+          -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work" 2>"$work/fuzz.log"; then
+        echo 0 >"$work/rc"
+      else
+        echo 1 >"$work/rc"
+      fi ) &
+    fuzz_dirs+=("$work")
   }
-  fuzz libFuzzer build-asan/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
-  fuzz libFuzzer-index build-asan/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
-    "$((fuzz_seconds / 3 + 1))" 2048
-  # kvreg_index_load on mutated dumps (fuzz_index_load.c), from sealed and unsealed dumps
-  fuzz libFuzzer-index-load build-asan/tests/fuzz/kvreg-fuzz-index-load tests/fuzz/corpus_index_load \
-    "$((fuzz_seconds / 3 + 1))" 65536
-  # The wire decoders (built when msgpack-c is found), from their own corpus.
+  fuzz_wait() {
+    wait
+    local work name
+    for work in "${fuzz_dirs[@]}"; do
+      name=$(cat "$work/name")
+      if [ "$(cat "$work/rc" 2>/dev/null)" = 0 ]; then
+        echo "$name:"; grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done ' "$work/fuzz.log" || true
+      else
+        failed+=("$name")
+        echo "*** $name FAILED"; tail -60 "$work/fuzz.log"
+        for f in "$work"/artifacts/*; do
+          [ -e "$f" ] || continue
+          echo "fuzz artifact: $f"; od -An -tx1 "$f" | head -20
+        done
+      fi
+      rm -rf "$work"
+    done
+    fuzz_dirs=()
+  }
+  # The registry model and the wire decoders (built when msgpack-c is found) ...
+  fuzz_start libFuzzer build-asan/tests/fuzz/kvreg-fuzz tests/fuzz/corpus "$fuzz_seconds" 1024
   if [ -x build-asan/tests/fuzz/kvreg-fuzz-wire ]; then
-    fuzz libFuzzer-wire build-asan/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
+    fuzz_start libFuzzer-wire build-asan/tests/fuzz/kvreg-fuzz-wire tests/fuzz/corpus_wire \
       "$fuzz_wire_seconds" 65536
   else
     echo "SKIP: kvreg-fuzz-wire not built (no msgpack-c?)"
   fi
+  fuzz_wait
+  # ... then the index's events, and kvreg_index_load on mutated dumps (fuzz_index_load.c),
+  # from sealed and unsealed dumps.
+  fuzz_start libFuzzer-index build-asan/tests/fuzz/kvreg-fuzz-index tests/fuzz/corpus_index \
+    "$((fuzz_seconds / 3 + 1))" 2048
+  fuzz_start libFuzzer-index-load build-asan/tests/fuzz/kvreg-fuzz-index-load tests/fuzz/corpus_index_load \
+    "$((fuzz_seconds / 3 + 1))" 65536
+  fuzz_wait
 else
   echo "SKIP: clang not found, no libFuzzer run (said above)"
 fi
