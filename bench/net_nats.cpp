@@ -6,6 +6,8 @@
 //               events/s over publish + consume; raw: the same number of messages of the same
 //               average size published asynchronously with a Nats-Msg-Id, then consumed by
 //               one and by three pull consumers that only acknowledge. Target ratio >= 0.5.
+//               Beside it: the first replica's setup time and thread CPU, and one more
+//               replica run after it (warm: its index in pages the first one freed).
 //   restore     every block of the conversation trace published as an engine sends it (vLLM
 //               format, 16 tokens a block made from the block's id; replicas in ENGINE mode),
 //               a replica rebuilding its index from the whole stream against a new replica
@@ -33,6 +35,7 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <malloc.h>
 #include <string>
 #include <thread>
@@ -125,15 +128,35 @@ struct Replica {
     }
 };
 
-// Seconds for n replicas (each its own durable, on its own thread) to consume the stream.
-double consume_kvreg(const char *url, const char *stream, int n, uint64_t batches, uint64_t entries) {
+double thread_cpu_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Where a replica's consume time goes: making it (connect, stream and durable checks), and the
+// CPU of the thread that runs it (fetch, decode, apply, ack) against its wall time.
+struct ConsumeSplit {
+    double setup_s = 0, thread_cpu_s = 0;
+};
+
+// Seconds for n replicas (each its own durable, on its own thread) to consume the stream;
+// *split (may be null) gets the first replica's.
+double consume_kvreg(const char *url, const char *stream, int n, uint64_t batches, uint64_t entries,
+                     ConsumeSplit *split = nullptr) {
     std::vector<std::thread> th;
     const double t0 = now_s();
     for (int i = 0; i < n; i++)
         th.emplace_back([=] {
             const std::string durable = "bench-" + std::to_string(n) + "-" + std::to_string(i);
+            const double cpu0 = thread_cpu_s(), w0 = now_s();
             Replica r(url, stream, durable.c_str(), false, nullptr);
+            const double made = now_s();
             r.catch_up(batches);
+            if (i == 0 && split) {
+                split->setup_s = made - w0;
+                split->thread_cpu_s = thread_cpu_s() - cpu0;
+            }
             uint64_t got = 0;
             kvreg_index_stat(r.idx, KVREG_INDEX_STAT_ENTRIES, &got);
             NB_CHECK(got == entries);
@@ -282,7 +305,12 @@ int nats_workload(size_t events, const char *trace) {
         pub_s = now_s() - t0;
     }
     const size_t avg = average_size(url, "KVREG_EVENTS", batches);
-    const double c1 = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events);
+    ConsumeSplit split1;
+    const double c1 = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events, &split1);
+    // The same replica again, in memory the first one freed: what first touching the index's
+    // pages costs (about 12 us a page on the VMs this was measured on) is the difference.
+    ConsumeSplit warm;
+    const double c1_warm = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events, &warm);
     const double c3 = consume_kvreg(url, "KVREG_EVENTS", 3, batches, n_events);
     const double raw_pub = publish_raw(url, batches, avg);
     const double raw_c1 = consume_raw(url, 1, batches);
@@ -381,7 +409,8 @@ int nats_workload(size_t events, const char *trace) {
     const bool verified = d_rebuild == d_restore && restored == 1;
     std::printf("{\"workload\":\"nats\",\"events\":%llu,\"messages\":%llu,\"avg_message_bytes\":%zu,"
                 "\"publish_s\":%.3f,\"consume_1_s\":%.3f,\"consume_3_s\":%.3f,"
-                "\"raw_publish_s\":%.3f,\"raw_consume_1_s\":%.3f,\"raw_consume_3_s\":%.3f,"
+                "\"consume_1_setup_s\":%.3f,\"consume_1_thread_cpu_s\":%.3f,\"consume_1_warm_s\":%.3f,"
+                "\"consume_1_warm_thread_cpu_s\":%.3f,\"raw_publish_s\":%.3f,\"raw_consume_1_s\":%.3f,\"raw_consume_3_s\":%.3f,"
                 "\"events_per_s_1\":%.0f,\"raw_events_per_s_1\":%.0f,\"ratio_1\":%.2f,"
                 "\"events_per_s_3\":%.0f,\"raw_events_per_s_3\":%.0f,\"ratio_3\":%.2f,"
                 "\"trace_blocks\":%llu,\"trace_messages\":%llu,\"rebuild_s\":%.3f,\"snapshot_write_s\":%.3f,"
@@ -389,7 +418,7 @@ int nats_workload(size_t events, const char *trace) {
                 "\"rebuild_index_mb\":%.1f,\"restore_heap_growth_mb\":%.1f,\"restore_index_mb\":%.1f,"
                 "\"verified\":%s}\n",
                 static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, c1,
-                c3, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
+                c3, split1.setup_s, split1.thread_cpu_s, c1_warm, warm.thread_cpu_s, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
                 static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(t_batches), rebuild_s, snap_s,
                 restore_s, restore_s / rebuild_s, rebuild_heap_mb, rebuild_index_mb, restore_heap_mb, restore_index_mb,
                 verified ? "true" : "false");
