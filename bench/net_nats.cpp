@@ -308,7 +308,7 @@ int nats_workload(size_t events, const char *trace) {
     ConsumeSplit split1;
     const double c1 = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events, &split1);
     // The same replica again, in memory the first one freed: what first touching the index's
-    // pages costs (about 12 us a page on the VMs this was measured on) is the difference.
+    // pages costs is the difference (docs/nats.md, "Measured").
     ConsumeSplit warm;
     const double c1_warm = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events, &warm);
     const double c3 = consume_kvreg(url, "KVREG_EVENTS", 3, batches, n_events);

@@ -112,8 +112,9 @@ private:
     }
 
     // A big mapping (a worker with tens of thousands of blocks, restored or rebuilt) is
-    // aligned and advised for huge pages: filling it in 4 KB pages cost a page fault each
-    // 4 KB (about 25 us in a VM, most of a restore's load). Freed with free().
+    // aligned and advised for huge pages: filling it in 4 KB pages costs a page fault each
+    // 4 KB, which in a VM was most of a restore's load (docs/design/index.md, "How it
+    // applies"). Freed with free().
     struct Free {
         void operator()(Entry *p) const noexcept { std::free(p); }
     };

@@ -32,9 +32,8 @@ HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
 // the whole table, and with 4 KB pages nearly every one also missed the TLB (the prefetch of
 // the next block's line stalled on the page walk): huge pages lift kvreg-bench --workload
 // index's query_vs_limit. They also make filling a fresh table cheap where a page fault is
-// dear (in a VM: about 25 us each, 16 MB of 4 KB pages took 90-100 ms to touch, of huge pages
-// 1-2 ms). The advice may be ignored (transparent huge pages off): then it is a plain
-// allocation.
+// dear, as in VMs (docs/design/index.md, "How it applies", has the figures). The advice may be
+// ignored (transparent huge pages off): then it is a plain allocation.
 void *HolderTable::new_region(size_t bytes) {
     constexpr size_t kHuge = size_t{2} << 20;
     void *region = nullptr;
