@@ -6,8 +6,9 @@
 //               events/s over publish + consume; raw: the same number of messages of the same
 //               average size published asynchronously with a Nats-Msg-Id, then consumed by
 //               one and by three pull consumers that only acknowledge. Target ratio >= 0.5.
-//               Beside it: the first replica's setup time and thread CPU, and one more
-//               replica run after it (warm: its index in pages the first one freed).
+//               Beside it: the engine's registrations alone (no publisher), the first
+//               replica's setup time and thread CPU, and one more replica run after it (warm:
+//               its index in pages the first one freed).
 //   restore     every block of the conversation trace published as an engine sends it (vLLM
 //               format, 16 tokens a block made from the block's id; replicas in ENGINE mode),
 //               a replica rebuilding its index from the whole stream against a new replica
@@ -127,6 +128,53 @@ struct Replica {
         kvreg_index_free(idx);
     }
 };
+
+// The engine's own work: chains of kChain blocks of kBs tokens, hashed and registered.
+void register_chains(kvreg_pool *pool, size_t chains) {
+    std::vector<uint32_t> tokens(kChain * kBs);
+    kvreg_block_info info[kChain];
+    kvreg_block_desc descs[kChain];
+    kvreg_block handles[kChain];
+    for (size_t c = 0; c < chains; c++) {
+        for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<uint32_t>(c * 7919 + i);
+        size_t nb = 0;
+        NB_CHECK(kvreg_hash_blocks(tokens.data(), tokens.size(), kBs, KVREG_ROUTER_SALT, info, kChain, &nb) == KVREG_OK);
+        for (size_t b = 0; b < kChain; b++) {
+            std::memset(&descs[b], 0, sizeof descs[b]);
+            descs[b].sequence_hash = info[b].sequence_hash;
+            descs[b].block_hash = info[b].block_hash;
+            descs[b].parent_sequence_hash = info[b].parent_sequence_hash;
+            descs[b].has_parent = info[b].has_parent;
+            descs[b].block_size = kBs;
+            descs[b].tokens = tokens.data() + b * kBs;
+            descs[b].n_tokens = kBs;
+        }
+        NB_CHECK(kvreg_register_batch(pool, descs, kChain, handles, nullptr, nullptr) == KVREG_OK);
+    }
+}
+
+// The same registrations into a registry with no publisher (its poll queue holds every event,
+// undrained): what publishing adds to the engine is publish_s less this. Run after the
+// publishing engine, so in memory it freed: if anything, this is the smaller of the two.
+double engine_only(size_t chains, size_t capacity) {
+    kvreg_config *cfg = nullptr;
+    kvreg_registry *reg = nullptr;
+    kvreg_pool *pool = nullptr;
+    NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
+    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
+    NB_CHECK(kvreg_registry_new(&reg, cfg) == KVREG_OK);
+    kvreg_config_free(cfg);
+    NB_CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+    const double t0 = now_s();
+    register_chains(pool, chains);
+    const double t = now_s() - t0;
+    uint64_t dropped = 1;
+    kvreg_registry_stat(reg, KVREG_STAT_EVENTS_DROPPED, &dropped);
+    NB_CHECK(dropped == 0);
+    kvreg_registry_free(reg);
+    return t;
+}
 
 double thread_cpu_s() {
     timespec ts{};
@@ -280,30 +328,12 @@ int nats_workload(size_t events, const char *trace) {
     uint64_t batches = 0;
     {
         Engine e(url, "KVREG_EVENTS", "kvreg.events", KVREG_WIRE_VLLM, n_events * 2);
-        std::vector<uint32_t> tokens(kChain * kBs);
-        kvreg_block_info info[kChain];
-        kvreg_block_desc descs[kChain];
-        kvreg_block handles[kChain];
         const double t0 = now_s();
-        for (size_t c = 0; c < chains; c++) {
-            for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<uint32_t>(c * 7919 + i);
-            size_t nb = 0;
-            NB_CHECK(kvreg_hash_blocks(tokens.data(), tokens.size(), kBs, KVREG_ROUTER_SALT, info, kChain, &nb) == KVREG_OK);
-            for (size_t b = 0; b < kChain; b++) {
-                std::memset(&descs[b], 0, sizeof descs[b]);
-                descs[b].sequence_hash = info[b].sequence_hash;
-                descs[b].block_hash = info[b].block_hash;
-                descs[b].parent_sequence_hash = info[b].parent_sequence_hash;
-                descs[b].has_parent = info[b].has_parent;
-                descs[b].block_size = kBs;
-                descs[b].tokens = tokens.data() + b * kBs;
-                descs[b].n_tokens = kBs;
-            }
-            NB_CHECK(kvreg_register_batch(e.pool, descs, kChain, handles, nullptr, nullptr) == KVREG_OK);
-        }
+        register_chains(e.pool, chains);
         batches = e.finish();
         pub_s = now_s() - t0;
     }
+    const double engine_s = engine_only(chains, n_events * 2);
     const size_t avg = average_size(url, "KVREG_EVENTS", batches);
     ConsumeSplit split1;
     const double c1 = consume_kvreg(url, "KVREG_EVENTS", 1, batches, n_events, &split1);
@@ -408,7 +438,7 @@ int nats_workload(size_t events, const char *trace) {
     nats_Close();
     const bool verified = d_rebuild == d_restore && restored == 1;
     std::printf("{\"workload\":\"nats\",\"events\":%llu,\"messages\":%llu,\"avg_message_bytes\":%zu,"
-                "\"publish_s\":%.3f,\"consume_1_s\":%.3f,\"consume_3_s\":%.3f,"
+                "\"publish_s\":%.3f,\"engine_only_s\":%.3f,\"consume_1_s\":%.3f,\"consume_3_s\":%.3f,"
                 "\"consume_1_setup_s\":%.3f,\"consume_1_thread_cpu_s\":%.3f,\"consume_1_warm_s\":%.3f,"
                 "\"consume_1_warm_thread_cpu_s\":%.3f,\"raw_publish_s\":%.3f,\"raw_consume_1_s\":%.3f,\"raw_consume_3_s\":%.3f,"
                 "\"events_per_s_1\":%.0f,\"raw_events_per_s_1\":%.0f,\"ratio_1\":%.2f,"
@@ -417,7 +447,7 @@ int nats_workload(size_t events, const char *trace) {
                 "\"restore_s\":%.3f,\"restore_ratio\":%.3f,\"rebuild_heap_growth_mb\":%.1f,"
                 "\"rebuild_index_mb\":%.1f,\"restore_heap_growth_mb\":%.1f,\"restore_index_mb\":%.1f,"
                 "\"verified\":%s}\n",
-                static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, c1,
+                static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, engine_s, c1,
                 c3, split1.setup_s, split1.thread_cpu_s, c1_warm, warm.thread_cpu_s, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
                 static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(t_batches), rebuild_s, snap_s,
                 restore_s, restore_s / rebuild_s, rebuild_heap_mb, rebuild_index_mb, restore_heap_mb, restore_index_mb,
