@@ -100,7 +100,7 @@ run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
   shard_lock prefetch_race poll_queue_race tier_race-global tier_race-per-tier event_modes \
   index_route net-order net-restart net-replay-flood net-replay-limits nats \
   index_dump index_stats index_partition index_query_concurrent \
-  nats-liveness nats-snapshots nats-purge nats-kill-cycles nats-slow-consumer \
+  nats-liveness nats-snapshots nats-purge nats-orphans nats-kill-cycles nats-slow-consumer \
   net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
   net-attack-heldcopy api-getters-net api-getters-nats
 

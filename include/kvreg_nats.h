@@ -253,6 +253,11 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
 #define KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS 15u /* with a KVREG_NATS_LIVENESS_BUCKET: how often
                                                  run() checks the workers' keys (default 1000,
                                                  10 .. 3600000) */
+#define KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS 16u /* after writing a snapshot, purge the bucket's
+                                                 chunks that no snapshot names and that are
+                                                 older than this (a writer that died mid-write,
+                                                 or a replica that lost a race for the same
+                                                 name to another; default 60000, 0: never) */
 KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
                                       uint64_t value) KVREG_NOEXCEPT;
 /* String options (copied): KVREG_NATS_URL, KVREG_NATS_STREAM (as for the publisher),
@@ -347,6 +352,8 @@ KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
 #define KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS 16u /* snapshot writes that failed (the consumer
                                                goes on; the next one is tried at the next
                                                threshold) */
+#define KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS 17u /* chunk subjects no snapshot named, purged
+                                               (SNAPSHOT_ORPHAN_MS) */
 KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t stat,
                                        uint64_t *value) KVREG_NOEXCEPT;
 

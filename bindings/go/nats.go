@@ -88,6 +88,7 @@ const (
 	NatsConSnapshotKeep     = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_KEEP)
 	NatsConSnapshotPurge    = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_PURGE)
 	NatsConRestore          = uint32(C.KVREG_NATS_CON_OPT_RESTORE)
+	NatsConSnapshotOrphanMs = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS)
 	NatsSnapshotBucket      = uint32(C.KVREG_NATS_SNAPSHOT_BUCKET)
 	NatsSnapshotName        = uint32(C.KVREG_NATS_SNAPSHOT_NAME)
 	NatsLivenessBucket      = uint32(C.KVREG_NATS_LIVENESS_BUCKET)
@@ -104,6 +105,7 @@ const (
 	NatsConStatFetchErrors = uint32(C.KVREG_NATS_CON_STAT_FETCH_ERRORS)
 	NatsConStatSnapshots   = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOTS)
 	NatsConStatRestored    = uint32(C.KVREG_NATS_CON_STAT_RESTORED)
+	NatsConStatOrphans     = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS)
 )
 
 // Index options (NewIndex) and counters (Index.Stat), as kvreg_index.h names them.

@@ -52,6 +52,7 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: return in(256, 16u << 20, snap_chunk_);
     case KVREG_NATS_CON_OPT_RESTORE: return in(0, 1, restore_);
     case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: return in(10, 3600000, liveness_check_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: return in(0, UINT64_MAX / 1000000, snap_orphan_ms_);
     default: return KVREG_EINVAL;
     }
 }
@@ -93,6 +94,7 @@ int Consumer::get(uint32_t option, uint64_t *v) const noexcept {
     case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: *v = snap_chunk_; return KVREG_OK;
     case KVREG_NATS_CON_OPT_RESTORE: *v = restore_; return KVREG_OK;
     case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: *v = liveness_check_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: *v = snap_orphan_ms_; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -632,6 +634,14 @@ int Consumer::snapshot(uint64_t *out_seq) {
     const std::string text = "snapshot " + slots[slot].name + " written";
     notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, pos.stream_seq, pos.stream_seq, 2, false, nullptr, text.c_str());
     if (out_seq) *out_seq = pos.stream_seq;
+    // Replicas share the snapshot names: two writing one name at once both store chunks and
+    // the later metadata wins, so the other's chunks are named by nothing; so are a writer's
+    // that died between its chunks and its metadata. Swept here, past an age that no writer
+    // still at work reaches.
+    if (snap_orphan_ms_) {
+        const int64_t n = os.sweep_orphans(snap_orphan_ms_);
+        if (n > 0) count(snapshot_orphans, n);
+    }
     if (snap_purge_) {
         // Below the oldest snapshot kept, the stream is no longer needed by a replica that
         // restores one of them.

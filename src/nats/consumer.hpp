@@ -44,7 +44,7 @@ class Consumer {
     using Clock = std::chrono::steady_clock;
     enum Stat { messages, batches, events, duplicates, lost, resets, malformed, stale, held,
                 fetch_errors, snapshots, snapshot_seq, restored, snapshots_rejected, expired,
-                snapshot_errors, n_stats };
+                snapshot_errors, snapshot_orphans, n_stats };
     struct Worker {
         uint64_t instance = 0, next = 0;
         std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
@@ -79,7 +79,7 @@ class Consumer {
     uint64_t reorder_window_ = 4096, reorder_ms_ = 30000, max_msg_bytes_ = 64u << 20;
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
     uint64_t snap_events_ = 0, snap_ms_ = 0, snap_keep_ = 2, snap_purge_ = 0, snap_chunk_ = 131072;
-    uint64_t restore_ = 1, liveness_check_ms_ = 1000;
+    uint64_t restore_ = 1, liveness_check_ms_ = 1000, snap_orphan_ms_ = 60000;
     std::string snap_bucket_, snap_name_, liveness_bucket_;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
     std::string filter_;

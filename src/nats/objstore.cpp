@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <algorithm>
+#include <chrono>
 #include <random>
 
 #include "kvreg.h"
@@ -134,6 +135,57 @@ uint64_t ObjectStore::stored_count(const std::string &subject) {
             if (subject == si->State.Subjects->List[i].Subject) n = si->State.Subjects->List[i].Msgs;
     jsStreamInfo_Destroy(si);
     return n;
+}
+
+bool ObjectStore::subjects(const std::string &filter, std::vector<std::string> &out) {
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Stream.Info.SubjectsFilter = filter.c_str();
+    jsStreamInfo *si = nullptr;
+    if (js_GetStreamInfo(&si, js_, stream().c_str(), &jo, nullptr) != NATS_OK) return false;
+    bool ok = true;
+    try {
+        if (si->State.Subjects)
+            for (int i = 0; i < si->State.Subjects->Count; i++)
+                if (si->State.Subjects->List[i].Msgs > 0) out.emplace_back(si->State.Subjects->List[i].Subject);
+    } catch (...) {
+        ok = false;
+    }
+    jsStreamInfo_Destroy(si);
+    return ok;
+}
+
+int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
+    // Chunks first, then the metadata: a writer that finishes in between has its chunks on
+    // the first list and its metadata on the second, so they are never taken for orphans.
+    std::vector<std::string> chunks, metas;
+    const std::string cprefix = "$O." + bucket_ + ".C.";
+    if (!subjects(cprefix + ">", chunks) || !subjects("$O." + bucket_ + ".M.>", metas)) return -1;
+    std::vector<std::string> named;
+    for (const std::string &m : metas) {
+        natsMsg *msg = nullptr;
+        if (js_GetLastMsg(&msg, js_, stream().c_str(), m.c_str(), nullptr, nullptr) != NATS_OK) return -1;
+        const int len = natsMsg_GetDataLength(msg);
+        const std::string j(natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "", len > 0 ? static_cast<size_t>(len) : 0);
+        natsMsg_Destroy(msg);
+        std::string nuid;
+        if (json_field(j, "nuid", nuid)) named.push_back(cprefix + nuid);
+    }
+    int64_t purged = 0;
+    // Message times are the server's wall clock (UTC); a clock skew between the hosts moves
+    // the age by as much, which the grace (a minute by default) absorbs.
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    for (const std::string &c : chunks) {
+        if (std::find(named.begin(), named.end(), c) != named.end()) continue;
+        natsMsg *msg = nullptr;
+        if (js_GetLastMsg(&msg, js_, stream().c_str(), c.c_str(), nullptr, nullptr) != NATS_OK) continue;
+        const int64_t t = natsMsg_GetTime(msg);
+        natsMsg_Destroy(msg);
+        if (t <= 0 || now_ns - t < static_cast<int64_t>(older_than_ms) * 1000000) continue; // a writer at work
+        if (purge_subject(js_, stream(), c)) purged++;
+    }
+    return purged;
 }
 
 int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nats/nats.h>
 
@@ -38,12 +39,19 @@ class ObjectStore {
     // when a chunk is missing or the content does not match; KVREG_EPROTO: server away.
     int get(const ObjectInfo &info, std::string &out, std::string &why);
 
+    // Purge every chunk subject that no object's metadata names and whose newest chunk is
+    // older than older_than_ms (by the server's clock). Returns the subjects purged, or -1
+    // when the server did not answer (nothing is purged that a current object names).
+    int64_t sweep_orphans(uint64_t older_than_ms);
+
     std::string stream() const { return "OBJ_" + bucket_; }
     std::string meta_subject(const std::string &name) const;
     std::string chunk_subject(const std::string &nuid) const { return "$O." + bucket_ + ".C." + nuid; }
 
   private:
     uint64_t stored_count(const std::string &subject); // messages on it; UINT64_MAX: no answer
+    // The subjects under filter that hold messages; false: no answer.
+    bool subjects(const std::string &filter, std::vector<std::string> &out);
     jsCtx *js_;
     std::string bucket_;
 };

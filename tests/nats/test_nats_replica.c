@@ -346,6 +346,99 @@ static void test_purge(void **state) {
     engine_close(&e);
 }
 
+/* ----------------------------------------------------------------------------- orphans */
+/* Chunks that no snapshot names (a writer that died between its chunks and its metadata, or
+ * the loser of two replicas writing one name at once: the later metadata wins) are purged by
+ * the next snapshot a replica writes, once older than SNAPSHOT_ORPHAN_MS; a younger one (a
+ * writer still at work) stays, and so does every chunk a snapshot names. */
+static uint64_t subject_msgs(jsCtx *js, const char *stream, const char *subject) {
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Stream.Info.SubjectsFilter = subject;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(js_GetStreamInfo(&si, js, stream, &o, NULL), NATS_OK);
+    uint64_t n = 0;
+    if (si->State.Subjects)
+        for (int i = 0; i < si->State.Subjects->Count; i++)
+            if (!strcmp(si->State.Subjects->List[i].Subject, subject)) n = si->State.Subjects->List[i].Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+}
+
+static void orphan_replica(replica *r, const char *durable, int set_age, uint64_t orphan_ms) {
+    replica_prepare(r, "ORP", durable, 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_SNAPSHOT_BUCKET, "OSNAP"), KVREG_OK);
+    if (set_age) assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS, orphan_ms), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
+static void left_chunks(jsCtx *js, const char *nuid, int n) {
+    char subj[128];
+    snprintf(subj, sizeof subj, "$O.OSNAP.C.%s", nuid);
+    for (int i = 0; i < n; i++) assert_int_equal(js_Publish(NULL, js, subj, "chunk", 5, NULL, NULL), NATS_OK);
+}
+
+static void test_orphans(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "ORP", "orp.ev", KVREG_WIRE_DYNAMO_MSGPACK, 7, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 300; h++) assert_int_equal(reg_hash(e.gpu, 40000 + h, &blk), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    replica r1;
+    orphan_replica(&r1, "orp-r1", 1, 1);
+    wait_next(&r1, 7, batches);
+    assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, NULL), KVREG_OK); /* makes the bucket */
+
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    left_chunks(js, "deadwriter0000000000AA", 3);
+    left_chunks(js, "lostrace00000000000BBB", 2);
+    /* Older than the 1 ms asked for: the server stored them before js_Publish returned. */
+    const int64_t stored = nats_now_ms();
+    while (nats_now_ms() < stored + 5) {
+    }
+    assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, NULL), KVREG_OK);
+    assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.deadwriter0000000000AA"), 0);
+    assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.lostrace00000000000BBB"), 0);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS), 2);
+
+    /* The default age (a minute) keeps a young one; the named chunks are intact: a new replica
+     * restores the newest snapshot and ends equal to the engine. */
+    replica r2;
+    orphan_replica(&r2, "orp-r2", 0, 0);
+    uint64_t age = 0;
+    assert_int_equal(kvreg_nats_consumer_get(r2.con, KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS, &age), KVREG_OK);
+    assert_int_equal(age, 60000);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    wait_next(&r2, 7, batches);
+    assert_same_as_engine(&r2, &e, 7, 40000, 300);
+    left_chunks(js, "youngwriter000000000CC", 1);
+    assert_int_equal(kvreg_nats_consumer_snapshot(r2.con, NULL), KVREG_OK);
+    assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.youngwriter000000000CC"), 1);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS), 0);
+    replica r3;
+    orphan_replica(&r3, "orp-r3", 1, 0); /* 0: never swept */
+    assert_int_equal(con_stat(&r3, KVREG_NATS_CON_STAT_RESTORED), 1);
+    wait_next(&r3, 7, batches);
+    assert_same_as_engine(&r3, &e, 7, 40000, 300);
+    assert_same_digest(&r1, &r3);
+    assert_int_equal(kvreg_nats_consumer_snapshot(r3.con, NULL), KVREG_OK);
+    assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.youngwriter000000000CC"), 1);
+    assert_int_equal(con_stat(&r3, KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS), 0);
+
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    replica_close(&r1);
+    replica_close(&r2);
+    replica_close(&r3);
+    engine_close(&e);
+}
+
 /* ------------------------------------------------------------------- kill/restart cycles */
 /* R replicas follow one engine that runs a random workload; at random points a replica is
  * killed (freed mid-stream, its unacknowledged messages in flight) and started again, from the
@@ -483,6 +576,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_purge),
+        cmocka_unit_test(test_orphans),
         cmocka_unit_test(test_kill_cycles),
         cmocka_unit_test(test_slow_consumer),
     };

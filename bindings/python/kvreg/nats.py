@@ -68,7 +68,7 @@ CONSUMER_OPTIONS = {
     "fetch_batch": 1, "ack_wait_ms": 2, "max_ack_pending": 3, "reorder_window": 4,
     "reorder_ms": 5, "max_msg_bytes": 6, "resume": 7, "connect_timeout_ms": 8,
     "snapshot_events": 9, "snapshot_ms": 10, "snapshot_keep": 11, "snapshot_purge": 12,
-    "snapshot_chunk_bytes": 13, "restore": 14, "liveness_check_ms": 15,
+    "snapshot_chunk_bytes": 13, "restore": 14, "liveness_check_ms": 15, "snapshot_orphan_ms": 16,
 }
 CONSUMER_STRINGS = {"url": 1, "stream": 2, "durable": 8, "filter": 9, "snapshot_bucket": 10,
                     "snapshot_name": 11, "liveness_bucket": 12}
@@ -76,7 +76,7 @@ CONSUMER_STATS = {
     "messages": 1, "batches": 2, "events": 3, "duplicates": 4, "lost": 5, "resets": 6,
     "malformed": 7, "stale": 8, "held": 9, "fetch_errors": 10, "snapshots": 11,
     "snapshot_seq": 12, "restored": 13, "snapshots_rejected": 14, "expired": 15,
-    "snapshot_errors": 16,
+    "snapshot_errors": 16, "snapshot_orphans": 17,
 }
 NOTICE_KINDS = {1: "loss", 2: "reset", 3: "malformed", 4: "apply", 5: "snapshot", 6: "expired"}
 INDEX_OPTIONS = {"block_size": 1, "hashes": 2, "profile": 3, "salt": 4, "shards": 5,
