@@ -57,7 +57,7 @@ else
   asan_rt="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
 fi
 meson compile -C build-asan -j "$jobs"
-run "ASan+UBSan" env KVREG_STRESS_SECONDS=3 KVREG_MODEL_SEEDS=60 \
+run "ASan+UBSan" env KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
   --suite net --suite nats --suite index --no-suite long
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
@@ -93,7 +93,7 @@ meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kv
   tests/api/test_api_getters_net tests/api/test_api_getters_nats
 # The net attack tests run with a 1,000-topic peer (KVREG_NET_ATTACK_TOPICS): the default
 # 50,000 outlast their deadline under TSan; the subscriber's thread hand-overs are the same.
-run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
+run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
   meson test -C build-tsan --print-errorlogs --no-rebuild \
   stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
   clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed \
@@ -106,8 +106,10 @@ run "TSan" env KVREG_STRESS_SECONDS=3 KVREG_NET_ATTACK_TOPICS=1000 \
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then
-  # valgrind runs threads one at a time and ~30x slower: shorter stress, fewer model seeds
-  run "valgrind" env KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=8 \
+  # valgrind runs threads one at a time and ~30x slower: shorter stress, fewer model seeds,
+  # 300 requests of each trace for tier_consumers (past the GPU tier's capacity: offloads and
+  # evictions; the ASan+UBSan run above replays 1,000)
+  run "valgrind" env KVREG_STRESS_SECONDS=1 KVREG_MODEL_SEEDS=8 KVREG_TIER_REQUESTS=300 \
     meson test -C build --setup valgrind --print-errorlogs \
       --suite unit --suite api --suite fuzz --suite stress --no-suite long
 else

@@ -20,7 +20,8 @@
  * instead of the medium the Remove carries, is kept beside them: its leftovers are what pairing
  * a Remove with its Register's medium prevents.
  *
- * argv[1]: the directory of the traces; argv[2]: requests per trace (0: all). */
+ * argv[1]: the directory of the traces; argv[2]: requests per trace (0: all; the environment
+ * variable KVREG_TIER_REQUESTS overrides it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -546,6 +547,9 @@ static void test_synthetic_per_tier(void **state) { (void)state; replay("synthet
 int main(int argc, char **argv) {
     if (argc > 1) g_trace_dir = argv[1];
     if (argc > 2) g_max_requests = strtoul(argv[2], NULL, 10);
+    /* KVREG_TIER_REQUESTS overrides it (the valgrind run in .ci/sanitizers.sh asks for fewer). */
+    const char *env = getenv("KVREG_TIER_REQUESTS");
+    if (env && *env) g_max_requests = strtoul(env, NULL, 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversation_global),
         cmocka_unit_test(test_conversation_per_tier),
