@@ -61,18 +61,23 @@ double now_s() {
         }                                                                                       \
     } while (0)
 
+// A registry whose events wait in a poll queue of capacity events, and its one pool.
+void new_registry(size_t capacity, kvreg_registry **reg, kvreg_pool **pool) {
+    kvreg_config *cfg = nullptr;
+    NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
+    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
+    NB_CHECK(kvreg_registry_new(reg, cfg) == KVREG_OK);
+    kvreg_config_free(cfg);
+    NB_CHECK(kvreg_pool_new(pool, *reg, "gpu") == KVREG_OK);
+}
+
 struct Engine {
     kvreg_registry *reg = nullptr;
     kvreg_pool *pool = nullptr;
     kvreg_nats_publisher *pub = nullptr;
     Engine(const char *url, const char *stream, const char *prefix, uint64_t format, size_t capacity) {
-        kvreg_config *cfg = nullptr;
-        NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
-        NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
-        NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
-        NB_CHECK(kvreg_registry_new(&reg, cfg) == KVREG_OK);
-        kvreg_config_free(cfg);
-        NB_CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+        new_registry(capacity, &reg, &pool);
         NB_CHECK(kvreg_nats_publisher_new(&pub, reg) == KVREG_OK);
         NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_URL, url) == KVREG_OK);
         NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_STREAM, stream) == KVREG_OK);
@@ -157,15 +162,9 @@ void register_chains(kvreg_pool *pool, size_t chains) {
 // undrained): what publishing adds to the engine is publish_s less this. Run after the
 // publishing engine, so in memory it freed: if anything, this is the smaller of the two.
 double engine_only(size_t chains, size_t capacity) {
-    kvreg_config *cfg = nullptr;
     kvreg_registry *reg = nullptr;
     kvreg_pool *pool = nullptr;
-    NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
-    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
-    NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
-    NB_CHECK(kvreg_registry_new(&reg, cfg) == KVREG_OK);
-    kvreg_config_free(cfg);
-    NB_CHECK(kvreg_pool_new(&pool, reg, "gpu") == KVREG_OK);
+    new_registry(capacity, &reg, &pool);
     const double t0 = now_s();
     register_chains(pool, chains);
     const double t = now_s() - t0;
