@@ -233,7 +233,7 @@ int Consumer::run(int timeout_ms) {
             wait = std::max<int64_t>(1, std::min<int64_t>(wait, left));
             if (timeout_ms == 0) wait = 20; // one round trip for what is ready
         }
-        if (!fetch(wait)) {
+        if (!fetch(wait, timeout_ms == 0)) {
             // Server away or restarting: libnats reconnects; try again shortly.
             count(fetch_errors);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -248,12 +248,17 @@ int Consumer::run(int timeout_ms) {
 
 // One pull request ({"batch": N, "expires": wait}) and its answer: messages go to handle() one
 // by one as they come (late ones of an earlier request too), until N came or the server says
-// the request is over (404 no messages, 408 expired) or wait passed. libnats 3.4's Fetch is
-// not used: after a reconnect it can collect more messages than the batch it was given room for.
-bool Consumer::fetch(int64_t wait_ms) {
+// the request is over (404 no messages, 408 expired) or wait passed. With no_wait (run(0):
+// what is ready, now) the server answers at once: the messages it has, up to N, then 404 or
+// 408, rather than holding the request open until it expires. libnats 3.4's Fetch is not
+// used: after a reconnect it can collect more messages than the batch it was given room for.
+bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
     char req[96];
-    std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"expires\":%" PRId64 "}", fetch_batch_,
-                  wait_ms > 10 ? (wait_ms - 5) * 1000000 : wait_ms * 1000000);
+    if (no_wait) // no expiry: nats-server 2.9 holds a no_wait request that has one until it expires
+        std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"no_wait\":true}", fetch_batch_);
+    else
+        std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"expires\":%" PRId64 "}", fetch_batch_,
+                      wait_ms > 10 ? (wait_ms - 5) * 1000000 : wait_ms * 1000000);
     if (natsConnection_PublishRequestString(conn_.nc, next_subject_.c_str(), inbox_.c_str(), req) != NATS_OK)
         return false;
     const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);

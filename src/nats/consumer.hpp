@@ -54,7 +54,7 @@ class Consumer {
     };
     using Key = std::pair<uint64_t, uint32_t>;
 
-    bool fetch(int64_t wait_ms);           // false: the request could not be sent
+    bool fetch(int64_t wait_ms, bool no_wait); // false: the request could not be sent
     void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM
     void handle(natsMsg *m);
     void apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h);

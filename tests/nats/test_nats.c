@@ -537,6 +537,35 @@ static int teardown(void **state) {
 /* A started publisher's getters read what is in effect (the subject's layout, the drawn
  * instance), and a publisher stopped before it published anything stops cleanly: it crashed
  * in stop (libnats' pending list, made only by a first publish, was read unchecked). */
+/* run(0) is one round trip for what is ready: the pull request says no_wait, so the server
+ * answers with what it has and ends the request at once instead of holding it open until it
+ * expires (which made every run(0) last 15-20 ms, and a replica that polls wait for nothing). */
+static void test_run_zero_does_not_wait(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1024, 0);
+    engine_start(&e, "RUNZERO", "runzero.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS,
+                 (uint64_t)1, 0u); /* a batch per event */
+    kvreg_block b;
+    for (uint64_t h = 1; h <= 3; h++) assert_int_equal(reg_hash(e.gpu, h, &b), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    assert_true(batches >= 1);
+    replica r;
+    replica_open(&r, "RUNZERO", "rz", 1, 0);
+    assert_int_equal(kvreg_nats_consumer_run(r.con, 0), KVREG_OK); /* all of it, in one call */
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_BATCHES), batches);
+    /* Nothing pending: 40 calls, each a round trip on loopback (well under a millisecond; a
+     * few under the sanitizers). A request held until it expires takes at least 15 ms each. */
+    const int64_t t0 = nats_now_ms();
+    for (int i = 0; i < 40; i++) assert_int_equal(kvreg_nats_consumer_run(r.con, 0), KVREG_OK);
+    const int64_t took = nats_now_ms() - t0;
+    assert_true(took < 400);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_BATCHES), batches);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_FETCH_ERRORS), 0);
+    replica_close(&r);
+    engine_close(&e);
+}
+
 static void test_idle_stop_and_getters(void **state) {
     (void)state;
     engine e;
@@ -571,6 +600,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_idle_stop_and_getters),
+        cmocka_unit_test(test_run_zero_does_not_wait),
         cmocka_unit_test(test_small_vllm),
         cmocka_unit_test(test_random_two_replicas),
         cmocka_unit_test(test_loss_resync),
