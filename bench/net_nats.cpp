@@ -125,7 +125,7 @@ struct Replica {
             uint64_t inst = 0, next = 0;
             if (kvreg_nats_consumer_worker(con, 0, 0, &inst, &next) == KVREG_OK && next >= batches) return;
             NB_CHECK(now_s() < deadline);
-            kvreg_nats_consumer_run(con, 20);
+            kvreg_nats_consumer_run(con, 0); // one round trip for what is ready: no tail wait
         }
     }
     ~Replica() {
