@@ -63,8 +63,8 @@ run "ASan+UBSan" env KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=60 \
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
 replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart
             replay-timing replay-cluster-fair replay-cluster-compare replay-verify-per-tier
-            events-stream-file events-dynamo-fields replay-cluster-sweep-workers
-            replay-cluster-nats replay-cluster-nats-checks events-sub-nats)
+            events-stream-file events-dynamo-fields replay-cluster-sweep-workers)
+# (replay-cluster-nats, -nats-checks and events-sub-nats ran above, in suite nats)
 run "ASan+UBSan replay" meson test -C build-asan --print-errorlogs --no-rebuild "${replay_asan[@]}"
 # The Python binding's 0.3 tests (media, clear, snapshots, wire: ctypes handing buffers to C)
 # through the ASan library: pure Python, so nothing to build; LD_PRELOAD puts the sanitizer
