@@ -20,8 +20,14 @@
 # Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
 # against the ASan library.
+# Usage: sanitizers.sh [all|build|test]: `build` configures and compiles the two sanitizer
+# builds only, `test` runs the passes on what `build` made, `all` (the default) does both.
+# .ci/run starts `build` early, at idle priority, so that the compiles use the CPU the main
+# suites leave idle, and runs `test` after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
+case "$mode" in all|build|test) ;; *) echo "usage: $0 [all|build|test]" >&2; exit 2 ;; esac
 jobs=2
 fuzz_seconds=${KVREG_FUZZ_SECONDS:-30}
 fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-20}
@@ -39,24 +45,55 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # libzmq is not instrumented: its internal hand-overs are suppressed (see the file).
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/net/tsan-libzmq.supp
 
-rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
-
-section "ASan + UBSan (and the libFuzzer targets)"
 have_clang=0
 if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then have_clang=1; fi
 if [ "$have_clang" = 1 ]; then
-  # -fsanitize=fuzzer-no-link on the whole build dir puts coverage into the library too
-  CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
-    meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dbuildtype=debugoptimized -Dexamples=true -Dfuzz=enabled
   asan_rt="$(clang -print-file-name=libclang_rt.asan-x86_64.so)"
 else
-  echo "SKIP: clang not found: ASan+UBSan with the default compiler, no libFuzzer run"
-  meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbuildtype=debugoptimized -Dexamples=true
   asan_rt="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
 fi
-meson compile -C build-asan -j "$jobs"
+
+build_sanitized() {
+  rm -rf build-asan build-tsan build-fuzz # ours alone: always configured afresh
+  section "building: ASan + UBSan (and the libFuzzer targets)"
+  if [ "$have_clang" = 1 ]; then
+    # -fsanitize=fuzzer-no-link on the whole build dir puts coverage into the library too
+    CC=clang CXX=clang++ CFLAGS=-fsanitize=fuzzer-no-link CXXFLAGS=-fsanitize=fuzzer-no-link \
+      meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
+        -Dbuildtype=debugoptimized -Dexamples=true -Dfuzz=enabled
+  else
+    echo "SKIP: clang not found: ASan+UBSan with the default compiler, no libFuzzer run"
+    meson setup build-asan "${common[@]}" -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dbuildtype=debugoptimized -Dexamples=true
+  fi
+  meson compile -C build-asan -j "$jobs"
+  section "building: TSan"
+  meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \
+    -Dexamples=true
+  meson compile -C build-tsan -j "$jobs" "${tsan_targets[@]}"
+  section "built"
+}
+
+# What the TSan pass runs (and so builds)
+tsan_targets=(tests/stress/kvreg-stress tests/stress/kvreg-misuse-events
+  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
+  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot
+  tools/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed
+  tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race
+  tests/stress/kvreg-tier-race tests/unit/test_event_modes tests/index/test_index_route
+  tests/net/test_net_order tests/net/test_net_restart tests/net/test_replay_flood
+  tests/net/replay_flood_client tests/net/test_replay_limits tests/nats/test_nats
+  tests/nats/test_nats_replica tests/index/test_index_dump tests/index/test_index_stats
+  tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack
+  tests/api/test_api_getters_net tests/api/test_api_getters_nats)
+
+if [ "$mode" != test ]; then build_sanitized; fi
+if [ "$mode" = build ]; then exit 0; fi
+for b in build-asan build-tsan; do
+  [ -f "$b/build.ninja" ] || { echo "sanitizers.sh: $b is not built: run '$0 build' first" >&2; exit 1; }
+done
+
+section "ASan + UBSan (and the libFuzzer targets)"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
   --suite net --suite nats --suite index --no-suite long
@@ -78,19 +115,7 @@ if command -v python3 >/dev/null 2>&1 && [ -e "${asan_rt%% *}" ]; then
 fi
 
 section "TSan (concurrency tests)"
-meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized \
-  -Dexamples=true
-meson compile -C build-tsan -j "$jobs" tests/stress/kvreg-stress tests/stress/kvreg-misuse-events \
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery \
-  tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot \
-  tools/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed \
-  tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race \
-  tests/stress/kvreg-tier-race tests/unit/test_event_modes tests/index/test_index_route \
-  tests/net/test_net_order tests/net/test_net_restart tests/net/test_replay_flood \
-  tests/net/replay_flood_client tests/net/test_replay_limits tests/nats/test_nats \
-  tests/nats/test_nats_replica tests/index/test_index_dump tests/index/test_index_stats \
-  tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack \
-  tests/api/test_api_getters_net tests/api/test_api_getters_nats
+# --no-rebuild below: what build_sanitized compiled, nothing more
 # The net attack tests run with a 1,000-topic peer (KVREG_NET_ATTACK_TOPICS): the default
 # 50,000 outlast their deadline under TSan; the subscriber's thread hand-overs are the same.
 run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
