@@ -124,20 +124,14 @@ bool ObjectStore::ensure() noexcept {
 }
 
 uint64_t ObjectStore::stored_count(const std::string &subject) {
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Stream.Info.SubjectsFilter = subject.c_str();
-    jsStreamInfo *si = nullptr;
-    if (js_GetStreamInfo(&si, js_, stream().c_str(), &jo, nullptr) != NATS_OK) return UINT64_MAX;
-    uint64_t n = 0;
-    if (si->State.Subjects)
-        for (int i = 0; i < si->State.Subjects->Count; i++)
-            if (subject == si->State.Subjects->List[i].Subject) n = si->State.Subjects->List[i].Msgs;
-    jsStreamInfo_Destroy(si);
-    return n;
+    SubjectCounts counts;
+    if (!subjects(subject, counts)) return UINT64_MAX;
+    for (const auto &[name, n] : counts)
+        if (name == subject) return n;
+    return 0;
 }
 
-bool ObjectStore::subjects(const std::string &filter, std::vector<std::string> &out) {
+bool ObjectStore::subjects(const std::string &filter, SubjectCounts &out) {
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Stream.Info.SubjectsFilter = filter.c_str();
@@ -147,7 +141,8 @@ bool ObjectStore::subjects(const std::string &filter, std::vector<std::string> &
     try {
         if (si->State.Subjects)
             for (int i = 0; i < si->State.Subjects->Count; i++)
-                if (si->State.Subjects->List[i].Msgs > 0) out.emplace_back(si->State.Subjects->List[i].Subject);
+                if (si->State.Subjects->List[i].Msgs > 0)
+                    out.emplace_back(si->State.Subjects->List[i].Subject, si->State.Subjects->List[i].Msgs);
     } catch (...) {
         ok = false;
     }
@@ -158,11 +153,11 @@ bool ObjectStore::subjects(const std::string &filter, std::vector<std::string> &
 int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
     // Chunks first, then the metadata: a writer that finishes in between has its chunks on
     // the first list and its metadata on the second, so they are never taken for orphans.
-    std::vector<std::string> chunks, metas;
+    SubjectCounts chunks, metas;
     const std::string cprefix = "$O." + bucket_ + ".C.";
     if (!subjects(cprefix + ">", chunks) || !subjects("$O." + bucket_ + ".M.>", metas)) return -1;
     std::vector<std::string> named;
-    for (const std::string &m : metas) {
+    for (const auto &[m, n_meta] : metas) {
         natsMsg *msg = nullptr;
         if (js_GetLastMsg(&msg, js_, stream().c_str(), m.c_str(), nullptr, nullptr) != NATS_OK) return -1;
         const int len = natsMsg_GetDataLength(msg);
@@ -176,7 +171,7 @@ int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
     // the age by as much, which the grace (a minute by default) absorbs.
     const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
-    for (const std::string &c : chunks) {
+    for (const auto &[c, n_chunks] : chunks) {
         if (std::find(named.begin(), named.end(), c) != named.end()) continue;
         natsMsg *msg = nullptr;
         if (js_GetLastMsg(&msg, js_, stream().c_str(), c.c_str(), nullptr, nullptr) != NATS_OK) continue;

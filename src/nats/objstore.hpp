@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nats/nats.h>
@@ -50,8 +51,10 @@ class ObjectStore {
 
   private:
     uint64_t stored_count(const std::string &subject); // messages on it; UINT64_MAX: no answer
-    // The subjects under filter that hold messages; false: no answer.
-    bool subjects(const std::string &filter, std::vector<std::string> &out);
+    // The subjects under filter that hold messages, with their counts (one stream-info
+    // request); false: no answer.
+    using SubjectCounts = std::vector<std::pair<std::string, uint64_t>>;
+    bool subjects(const std::string &filter, SubjectCounts &out);
     jsCtx *js_;
     std::string bucket_;
 };
