@@ -307,6 +307,25 @@ static void test_worker_churn(void **state)
     kvreg_index_free(idx);
 }
 
+/* Worker 7 stores n engine hashes on the GPU (1000 + i, into gpu[]) and n on the CPU
+ * (5000 + i, into cpu[]), all with the same two tokens; one batch per pair. Returns the next
+ * seq. */
+static uint64_t store_same_content(kvreg_index *idx, uint64_t *gpu, uint64_t *cpu, size_t n,
+                                   const uint32_t tokens[2])
+{
+    kvreg_index_apply_info info;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < n; i++) {
+        gpu[i] = 1000 + i;
+        cpu[i] = 5000 + i;
+        kvreg_wire_event ev[2] = {stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU),
+                                  stored(&cpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_CPU)};
+        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, ev, 2, &info), KVREG_OK);
+        assert_int_equal(info.blocks_stored, 2);
+    }
+    return seq;
+}
+
 /* ENGINE mode counts, per (router hash, worker, tier), how many of the worker's engine hashes
  * name the content: past 255 (a byte's worth) the count stays exact. 300 engine hashes with the
  * same tokens on the GPU and 300 on the CPU; the content stays matched on a tier until the
@@ -319,15 +338,7 @@ static void test_engine_counts_past_255(void **state)
     static uint64_t gpu[N], cpu[N];
     const uint32_t tokens[2] = {5, 6};
     kvreg_index_apply_info info;
-    uint64_t seq = 0;
-    for (size_t i = 0; i < N; i++) {
-        gpu[i] = 1000 + i;
-        cpu[i] = 5000 + i;
-        kvreg_wire_event ev[2] = {stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU),
-                                  stored(&cpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_CPU)};
-        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, ev, 2, &info), KVREG_OK);
-        assert_int_equal(info.blocks_stored, 2);
-    }
+    uint64_t seq = store_same_content(idx, gpu, cpu, N, tokens);
     kvreg_index_match m[2];
     size_t n = 0;
     /* Remove all but one on the GPU (N - 1 >= 255): still held on both tiers. */
@@ -387,14 +398,7 @@ static void test_engine_counts_past_255_loaded(void **state)
     static uint64_t gpu[N], cpu[N];
     const uint32_t tokens[2] = {5, 6};
     kvreg_index_apply_info info;
-    uint64_t seq = 0;
-    for (size_t i = 0; i < N; i++) {
-        gpu[i] = 1000 + i;
-        cpu[i] = 5000 + i;
-        kvreg_wire_event ev[2] = {stored(&gpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_GPU),
-                                  stored(&cpu[i], 1, NULL, tokens, 2, KVREG_MEDIUM_CPU)};
-        assert_int_equal(kvreg_index_apply(idx, 7, 0, seq++, ev, 2, &info), KVREG_OK);
-    }
+    uint64_t seq = store_same_content(idx, gpu, cpu, N, tokens);
     void *d = NULL, *again = NULL;
     size_t dn = 0, an = 0;
     assert_int_equal(kvreg_index_dump_alloc(idx, &d, &dn), KVREG_OK);

@@ -294,14 +294,21 @@ static void test_snapshots(void **state) {
 /* With SNAPSHOT_PURGE and one snapshot kept, writing it purges the event stream through the
  * sequence it covers: the stream's first message is then the one after it, and a new replica
  * still ends with the engine's blocks (from the snapshot plus what follows). */
+/* An engine publishing to stream (subjects prefix.>) as worker, batches of at most 8 events
+ * sent at once, that has registered n hash-only blocks first_hash, first_hash + 1, ... */
+static void engine_with_blocks(engine *e, const char *stream, const char *prefix, uint64_t worker,
+                               uint64_t first_hash, uint64_t n) {
+    engine_open(e, 1 << 16, 0);
+    engine_start(e, stream, prefix, KVREG_WIRE_DYNAMO_MSGPACK, worker, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < n; h++) assert_int_equal(reg_hash(e->gpu, first_hash + h, &blk), KVREG_OK);
+}
+
 static void test_purge(void **state) {
     (void)state;
     engine e;
-    engine_open(&e, 1 << 16, 0);
-    engine_start(&e, "PRG", "prg.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
-                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
-    kvreg_block blk;
-    for (uint64_t h = 0; h < 200; h++) assert_int_equal(reg_hash(e.gpu, 30000 + h, &blk), KVREG_OK);
+    engine_with_blocks(&e, "PRG", "prg.ev", 6, 30000, 200);
     kvreg_registry_flush(e.reg);
     replica r1;
     replica_prepare(&r1, "PRG", "prg-r1", 1);
@@ -327,6 +334,7 @@ static void test_purge(void **state) {
     assert_int_equal(js_GetStreamInfo(&si, js, "PRG", NULL, NULL), NATS_OK);
     assert_int_equal(si->State.FirstSeq, seq + 1);
     jsStreamInfo_Destroy(si);
+    kvreg_block blk;
     for (uint64_t h = 200; h < 250; h++) assert_int_equal(reg_hash(e.gpu, 30000 + h, &blk), KVREG_OK);
     const uint64_t batches = engine_finish(&e);
     replica r2;
@@ -381,11 +389,7 @@ static void left_chunks(jsCtx *js, const char *nuid, int n) {
 static void test_orphans(void **state) {
     (void)state;
     engine e;
-    engine_open(&e, 1 << 16, 0);
-    engine_start(&e, "ORP", "orp.ev", KVREG_WIRE_DYNAMO_MSGPACK, 7, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
-                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
-    kvreg_block blk;
-    for (uint64_t h = 0; h < 300; h++) assert_int_equal(reg_hash(e.gpu, 40000 + h, &blk), KVREG_OK);
+    engine_with_blocks(&e, "ORP", "orp.ev", 7, 40000, 300);
     const uint64_t batches = engine_finish(&e);
     replica r1;
     orphan_replica(&r1, "orp-r1", 1, 1);

@@ -47,16 +47,9 @@ int main(void) {
     const size_t peak = in_use();
     if (kvreg_release_batch(pool, h, N, st, &n) || n != N) FAIL("release %zu", n);
     const size_t after = in_use();
+    /* The allocator counts (asked above): 2,000,000 registrations that hold nothing are a bug. */
+    if (peak <= base) FAIL("bytes in use did not grow (%zu before, %zu after registering)", base, peak);
     const size_t grown = peak - base, kept = after > base ? after - base : 0;
-    if (peak <= base) {
-        /* ASan and valgrind replace malloc, and their mallinfo2 counts nothing. */
-        printf("SKIP: no allocator statistics here (sanitizer or valgrind allocator)\n");
-        kvreg_registry_free(reg);
-        free(h);
-        free(d);
-        free(st);
-        return 77;
-    }
     printf("registry_memory: %u blocks: +%zu bytes held, %zu kept after releasing all (%.2f%%)\n", N,
            grown, kept, 100.0 * (double)kept / (double)grown);
     if (grown < (size_t)N * 40) FAIL("the registry grew by only %zu bytes for %u blocks?", grown, N);
