@@ -166,6 +166,17 @@ private:
 
     static void lock_writer(Shard &s) noexcept;
     static void unlock_writer(Shard &s) noexcept { s.writer.store(0, std::memory_order_release); }
+    // A shard's writer lock for one scope: released on every way out, a throw from f included.
+    class WriterGuard {
+      public:
+        explicit WriterGuard(Shard &s) noexcept : s_(s) { lock_writer(s_); }
+        ~WriterGuard() { unlock_writer(s_); }
+        WriterGuard(const WriterGuard &) = delete;
+        WriterGuard &operator=(const WriterGuard &) = delete;
+
+      private:
+        Shard &s_;
+    };
     // Enter / leave the window in which readers retry. Slot words written inside a window are
     // release stores (plain stores on x86) and readers load them with acquire: a reader that
     // sees any of them also sees the odd counter on its second look (no fences, which
@@ -260,11 +271,7 @@ inline void HolderTable::prefetch(uint64_t hash) const noexcept {
 template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F f) {
     const uint64_t mixed = mix(hash);
     Shard &s = shard_of(mixed);
-    lock_writer(s);
-    struct Unlock {
-        Shard &s;
-        ~Unlock() { unlock_writer(s); }
-    } unlock{s};
+    const WriterGuard writer{s};
     Slot *t = s.table.load(std::memory_order_relaxed);
     uint64_t mask = t ? mask_of(t) : 0;
     uint64_t ins = 0;
@@ -322,11 +329,7 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
         const size_t b = first[si], e = first[si + 1];
         if (b == e) continue;
         Shard &s = shards_[si];
-        lock_writer(s);
-        struct Unlock {
-            Shard &s;
-            ~Unlock() { unlock_writer(s); }
-        } unlock{s};
+        const WriterGuard writer{s};
         Slot *t = s.table.load(std::memory_order_relaxed);
         uint32_t count = s.count.load(std::memory_order_relaxed);
         const uint64_t want = uint64_t{count} + (e - b); // at most this many entries after
@@ -369,11 +372,7 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
 template <class F> void HolderTable::for_each_entry(F f) const {
     for (uint32_t si = 0; si < n_shards_; si++) {
         Shard &s = shards_[si];
-        lock_writer(s);
-        struct Unlock {
-            Shard &s;
-            ~Unlock() { unlock_writer(s); }
-        } unlock{s};
+        const WriterGuard writer{s};
         const Slot *t = s.table.load(std::memory_order_relaxed);
         if (!t) continue;
         const uint64_t mask = mask_of(t);
