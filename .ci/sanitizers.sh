@@ -136,7 +136,7 @@ if command -v valgrind >/dev/null 2>&1; then
   # evictions; the ASan+UBSan run above replays 1,000)
   run "valgrind" env KVREG_STRESS_SECONDS=1 KVREG_MODEL_SEEDS=8 KVREG_TIER_REQUESTS=300 \
     meson test -C build --setup valgrind --print-errorlogs \
-      --suite unit --suite api --suite fuzz --suite stress --no-suite long
+      --suite unit --suite api --suite fuzz --suite stress --no-suite long --no-suite script
 else
   echo "SKIP: no valgrind test setup (valgrind not installed?)"
 fi
