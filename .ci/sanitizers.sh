@@ -12,12 +12,12 @@
 #      sender thread against its users, the subscriber under attack; libzmq's own hand-overs
 #      suppressed) and the NATS tests (replicas, snapshots, liveness, kill cycles).
 #   3. valgrind memcheck (meson test --setup valgrind) on the main build: unit, api, fuzz, stress.
-#   4. libFuzzer, in build 1: 60 s from the checked-in corpus; then the wire decoders' target
-#      (fuzz_wire.c) for 30 s from tests/fuzz/corpus_wire, and the index's (fuzz_index.c,
-#      garbage decoded events; fuzz_index_load.c, mutated dumps) for a third of the first
-#      budget each.
+#   4. libFuzzer, in build 1, two targets at a time: the registry model (fuzz_kvh.c) for 20 s from
+#      the checked-in corpus beside the wire decoders' target (fuzz_wire.c) for 14 s from
+#      tests/fuzz/corpus_wire; then the index's (fuzz_index.c, garbage decoded events) beside
+#      fuzz_index_load.c (mutated dumps), for a third of the first budget each.
 # Without clang, build 1 is made with the default compiler and step 4 is skipped (said so).
-# Env: KVREG_FUZZ_SECONDS (default 60), KVREG_FUZZ_WIRE_SECONDS (default 30). Bindings, examples
+# Env: KVREG_FUZZ_SECONDS (default 20), KVREG_FUZZ_WIRE_SECONDS (default 14). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
 # against the ASan library.
 # Usage: sanitizers.sh [all|build|test]: `build` configures and compiles the two sanitizer
@@ -29,8 +29,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 case "$mode" in all|build|test) ;; *) echo "usage: $0 [all|build|test]" >&2; exit 2 ;; esac
 jobs=2
-fuzz_seconds=${KVREG_FUZZ_SECONDS:-30}
-fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-20}
+fuzz_seconds=${KVREG_FUZZ_SECONDS:-20}
+fuzz_wire_seconds=${KVREG_FUZZ_WIRE_SECONDS:-14}
 common=(-Dtests=enabled -Dexamples=false -Dbench=false -Dbindings_tests=disabled
         -Dnats=enabled --wrap-mode=nodownload)
 
@@ -96,7 +96,7 @@ done
 section "ASan + UBSan (and the libFuzzer targets)"
 run "ASan+UBSan" env KVREG_STRESS_SECONDS=2 KVREG_MODEL_SEEDS=60 \
   meson test -C build-asan --print-errorlogs --suite unit --suite api --suite stress --suite fuzz \
-  --suite net --suite nats --suite index --no-suite long
+  --suite net --suite nats --suite index --no-suite long --no-suite script
 # kvreg-replay on bad, compressed and empty input, and the sweep's threads and chart (cairo)
 replay_asan=(replay-malformed replay-skip-bad replay-gzip replay-empty replay-sweep replay-chart
             replay-timing replay-cluster-fair replay-cluster-compare replay-verify-per-tier
