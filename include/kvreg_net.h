@@ -293,7 +293,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   REPLAY_DONE and LOSS
  *   live batches held for       256 MiB,     OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
  *     replays (all publishers)  100000/pub   OPT_MAX_WAITING        DROPPED): the next replay
- *                                                                   fetches them or LOSS
+ *                                                                   fetches them or LOSS; an
+ *                                                                   endpoint whose streams all
+ *                                                                   wait for replays is then
+ *                                                                   not read until one ends
+ *                                                                   (STAT_LIVE_PAUSES)
  *   publishers tracked          10000        OPT_MAX_PUBLISHERS     least recently active one
  *                                                                   dropped: EVICTED notice
  *   publisher without messages  10 min       OPT_IDLE_MS            dropped when a new one
@@ -350,7 +354,9 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
 #define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
                                               all publishers together (default 256 MiB);
                                               past it newer ones are not kept (the next replay
-                                              fetches them; KVREG_SUB_STAT_HELD_DROPPED) */
+                                              fetches them; KVREG_SUB_STAT_HELD_DROPPED), and
+                                              an endpoint whose streams all wait for replays
+                                              is not read until one ends (STAT_LIVE_PAUSES) */
 #define KVREG_SUB_OPT_RCV_BYTES 10u        /* bytes libzmq may queue per SUB connection while
                                               run() is not reading (default 64 MiB; 0 = no
                                               byte bound). libzmq counts messages, so its
@@ -494,6 +500,11 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_REPLAYS_BUSY 17u /* replay answers that were the publisher's busy marker
                                          (KVREG_PUB_REPLAY_BUSY): the request is sent again
                                          after a back-off, until the replay's deadline */
+#define KVREG_SUB_STAT_LIVE_PAUSES 18u  /* times a SUB socket stopped being read because every
+                                         stream on it waits for a replay and the held bounds
+                                         (MAX_HELD_BYTES, MAX_WAITING) were reached: libzmq,
+                                         the kernel and the publisher keep the rest (see
+                                         "Limits"); read again when one replay ends */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -28,6 +28,9 @@
 //               again after a back-off).
 //   kBusyWait   Asks again at retry_at: a bounded exponential back-off with jitter (backoff()),
 //               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
+//   (bounds)    A live batch past MAX_HELD_BYTES or MAX_WAITING is not held (the next round
+//               fetches it); once that happens on an endpoint whose streams all hold, its SUB
+//               socket is not read until one of them leaves holding (live_paused()).
 //   end         At the marker, the held batches go through kLive again (a new gap asks
 //               again: each round makes progress). At the deadline (or a failed answer):
 //               REPLAY_DONE says why, LOSS for the seqs before the first held batch, a fresh
@@ -61,7 +64,16 @@ void Subscriber::enter(Stream &s, Stage to) {
         std::abort();
 #endif
     }
+    const bool held = s.holds();
     s.stage = to;
+    if (held == s.holds()) return;
+    Endpoint &e = eps_[s.ep];
+    if (s.holds()) {
+        e.holding++;
+    } else {
+        e.holding--;
+        e.hold_refused = false; // a replay ended: its batches may be held again
+    }
 }
 
 void Subscriber::on_live(Stream &s, uint64_t seq, Payload &p, bool restarted) {
@@ -110,6 +122,10 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     if (s.waiting.size() >= max_waiting_ ||
         stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
+        Endpoint &e = eps_[s.ep];
+        const bool was_paused = live_paused(e);
+        e.hold_refused = true;
+        if (!was_paused && live_paused(e)) count(KVREG_SUB_STAT_LIVE_PAUSES);
         return;
     }
     // The batch itself is kept, not a copy: a peer that makes us hold megabytes costs this

@@ -291,6 +291,7 @@ Subscriber::Stream *Subscriber::stream_for(size_t ep, std::string_view t) {
         }
         up = std::make_unique<Stream>();
         up->ep = ep;
+        eps_[ep].streams++;
         up->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
     }
     Stream *s = up.get();
@@ -333,6 +334,7 @@ bool Subscriber::make_room() {
         key.append(old->topic);
         lru_.erase(it);
         streams_.erase(key);
+        eps_[ep].streams--; // never a holding one: the pause condition stays true to its counts
         uncount(KVREG_SUB_STAT_PUBLISHERS);
         count(KVREG_SUB_STAT_EVICTED);
         it = next;
@@ -350,6 +352,7 @@ void Subscriber::start_from_seq() {
         unknown_.push_back(std::make_unique<Stream>());
         Stream &s = *unknown_.back();
         s.ep = i;
+        eps_[i].streams++;
         s.topic_known = false;
         s.next = from_seq_;
         request_replay(s, from_seq_);
@@ -517,8 +520,10 @@ int Subscriber::run(int timeout_ms) {
         owners.clear();
         monitors.clear();
         for (size_t i = 0; i < eps_.size(); i++) {
-            items.push_back({eps_[i].sub, 0, ZMQ_POLLIN, 0});
-            owners.push_back({i, false});
+            if (!live_paused(eps_[i])) {
+                items.push_back({eps_[i].sub, 0, ZMQ_POLLIN, 0});
+                owners.push_back({i, false});
+            }
             if (eps_[i].monitor) {
                 items.push_back({eps_[i].monitor, 0, ZMQ_POLLIN, 0});
                 owners.push_back({i, true});
@@ -550,8 +555,11 @@ int Subscriber::run(int timeout_ms) {
                 continue;
             }
             void *sock = dealer ? eps_[ep].dealer : eps_[ep].sub;
-            // A replay that ends may close and reopen this DEALER: stop reading it then.
-            for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub); m++) {
+            // A replay that ends may close and reopen this DEALER: stop reading it then. A SUB
+            // socket that became paused is not read on.
+            for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub) &&
+                            (dealer || !live_paused(eps_[ep]));
+                 m++) {
                 if (!frames.recv(sock, ZMQ_DONTWAIT)) break;
                 if (dealer) read_replay(ep, frames);
                 else read_live(ep, frames);

@@ -23,7 +23,7 @@
 
 namespace kvreg::net {
 
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_REPLAYS_BUSY;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_LIVE_PAUSES;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -116,10 +116,24 @@ class Subscriber {
         // be a restarted publisher, so its streams are probed again.
         void *monitor = nullptr;
         uint64_t connects = 0;
+        // Back-pressure (see live_paused()): streams of this endpoint, those of them holding
+        // (Stream::holds(), kept by enter()), and whether a live batch of one of them was
+        // refused by the held bounds since one last left holding.
+        uint32_t streams = 0, holding = 0;
+        bool hold_refused = false;
     };
 
     // net_subscriber.cpp
     bool open_dealer(Endpoint &e);
+    // The SUB socket is not read while every stream on it waits for a replay and the held
+    // bounds already refused one of its batches: what it would read could only be dropped
+    // (the replay fetches it), so it stays with libzmq (RCVHWM), the kernel and the
+    // publisher, whose own high-water mark drops it as a gap. Reading resumes when one of
+    // those streams ends its replay (marker or deadline). A socket that also carries a
+    // stream in order is read on (that stream must not wait for another's replay).
+    static bool live_paused(const Endpoint &e) noexcept {
+        return e.hold_refused && e.holding > 0 && e.holding == e.streams;
+    }
     int live_rcvhwm() const noexcept;
     void read_live(size_t ep, Frames &f);
     void read_replay(size_t ep, Frames &f);
