@@ -21,7 +21,8 @@
 //            --nats-events N (default 200000), --trace FILE (default: the conversation trace).
 //   attacked  (issue 36) every attack of the issue, one row each, in one run: the row above
 //            (the publisher's side), then the subscriber's: 50,000 topics, 50 x 20 MB, a
-//            replay peer repeating one batch, an unanswered gap then 200 x 1 MB, 4 MiB nested
+//            replay peer repeating one batch, an unanswered gap then 200 x 1 MB (and then 1 MB
+//            without end, measured once the held bound is reached), 4 MiB nested
 //            msgpack headers for the decoder (SubAttacker says what each sends). Each row:
 //            the attacked process's resident growth over its unattacked pass (target <= 64
 //            MiB, or the configured bound + 64) and the well-behaved stream's events/s
@@ -651,6 +652,14 @@ struct SubAttacker {
                 } else if (kind == "held") {
                     send3(xpub, topic, 5, small.data(), small.size(), false);
                     for (uint64_t q = 6; q < 206; q++) send3(xpub, topic, q, mb.data(), mb.size(), true);
+                } else if (kind == "held-sustained") {
+                    std::fprintf(out, "sent\n"); // answered now: this one runs until "stop"
+                    std::fflush(out);
+                    sustain_loop(in, xpub, router, topic, mb);
+                    xpub = router = nullptr;
+                    std::fprintf(out, "ok\n");
+                    std::fflush(out);
+                    continue;
                 } else if (kind == "dup") {
                     std::fprintf(out, "sent\n"); // answered now: this one runs until "stop"
                     std::fflush(out);
@@ -709,6 +718,38 @@ struct SubAttacker {
                 send3(xpub, topic, live, small.data(), small.size(), false);
                 next_live = now_s() + 0.1;
             }
+        }
+        char line[64];
+        if (!std::fgets(line, sizeof line, in)) return;
+        zmq_close(xpub);
+        zmq_close(router);
+    }
+
+    // held-sustained: a live batch at seq 5 whose replay is never answered, then 1 MB batches
+    // for as long as the subscriber takes them, until "stop" (then close the sockets). The
+    // XPUB queues at most 8 messages and does not drop (XPUB_NODROP): when the subscriber
+    // stops reading, this peer waits, as a real sender behind TCP does.
+    void sustain_loop(FILE *in, void *xpub, void *router, const std::string &topic, std::vector<unsigned char> &mb) {
+        const int hwm = 8, one = 1;
+        zmq_setsockopt(xpub, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(xpub, ZMQ_XPUB_NODROP, &one, sizeof one);
+        send3(xpub, topic, 5, small.data(), small.size(), false);
+        for (uint64_t q = 6;;) {
+            zmq_pollitem_t it = {nullptr, fileno(in), ZMQ_POLLIN, 0};
+            if (zmq_poll(&it, 1, 0) > 0) break; // "stop"
+            unsigned char s8[8];
+            for (int i = 7; i >= 0; i--) s8[i] = static_cast<unsigned char>(q >> (56 - 8 * i));
+            // The HWM is checked at a message's first frame: once that is taken, the rest is.
+            if (zmq_send(xpub, topic.data(), topic.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+                zmq_poll(&it, 1, 1); // full: wait for the subscriber (or "stop")
+                if (it.revents & ZMQ_POLLIN) break;
+                continue;
+            }
+            zmq_send(xpub, s8, 8, ZMQ_SNDMORE);
+            zmq_msg_t m;
+            zmq_msg_init_data(&m, mb.data(), mb.size(), noop_free, nullptr);
+            zmq_msg_send(&m, xpub, 0);
+            q++;
         }
         char line[64];
         if (!std::fgets(line, sizeof line, in)) return;
@@ -777,9 +818,11 @@ uint64_t sub_stat(kvreg_subscriber *sub, uint32_t s) {
 // (the attacker's sockets bound and subscribed in both), best of reps each. Growth: the peak
 // resident memory from the start of the pass until 1 s after it (late effects), over the
 // memory before it; the row is the attacked growth over the unattacked one.
+// until_stat: with an attack, the measured pass starts once that subscriber stat is nonzero
+// (the attack has reached the bound it is there to test; 0: at once).
 void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *kind, const char *label,
                   const std::vector<std::pair<uint32_t, uint64_t>> &opts, double target_mib,
-                  std::vector<Row> &rows) {
+                  std::vector<Row> &rows, uint32_t until_stat = 0) {
     const uint64_t events = 2 * in.descs.size();
     double best[2] = {1e9, 1e9}, cpu[2] = {1e9, 1e9}, sub_cpu[2] = {1e9, 1e9}, peer_cpu[2] = {1e9, 1e9},
            other_cpu[2] = {1e9, 1e9};
@@ -808,6 +851,12 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
                 }
             });
             if (attacked) att.ask(std::string("go ") + kind);
+            if (attacked && until_stat) {
+                const double limit = now_s() + 20;
+                while (sub_stat(link->sub, until_stat) == 0 && now_s() < limit)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1)); // polls another thread's counter
+                if (sub_stat(link->sub, until_stat) == 0) die("attack did not reach its bound", KVREG_ESTATE);
+            }
             const uint64_t base = link->count.events.load();
             clockid_t sub_clock;
             const bool has_sub_clock = pthread_getcpuclockid(link->th.native_handle(), &sub_clock) == 0;
@@ -872,6 +921,13 @@ void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att)
     attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB)",
                  {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
                  32 + 64, rows);
+    // The same peer sending without end, the pass measured once the held bound refused a
+    // batch: what the attack costs while it lasts, after the one-time cost of filling the
+    // bound (the row above).
+    attacked_sub(in, reps, sub_att, "held-sustained",
+                 "unanswered gap, then 1 MB batches without end, measured from the bound on (MAX_HELD_BYTES 32 MiB)",
+                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
+                 32 + 64, rows, KVREG_SUB_STAT_HELD_DROPPED);
     // The attacker's stream holds its later payloads while its probe goes unanswered: the
     // held bound applies as in the row above.
     attacked_sub(in, reps, sub_att, "nested", "20 payloads of 4 MiB nested msgpack headers (MAX_HELD_BYTES 32 MiB)",
