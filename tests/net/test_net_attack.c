@@ -8,6 +8,9 @@
  *   dupreplay  a replay ROUTER that answers a gap by repeating one batch and never ends
  *   heldbytes  a gap whose replay never answers, then 200 live batches of 1 MB: held up to the
  *              bound, then the attacker's socket is left unread (one batch refused, not 168)
+ *   heldshared two topics on one endpoint: one in order, one whose replay never answers; that
+ *              endpoint is never paused (the topic in order is delivered whole) and the other
+ *              topic's batches past the bound are read and dropped
  *   heldpause  the same with small batches and a replay deadline: nothing of the attacker's is
  *              read while its socket is paused; after the deadline every later batch arrives
  *              in order and the one refused batch is named in a LOSS notice
@@ -433,6 +436,60 @@ static void attack_heldpause(void) {
     finish(&a, 64, 60000);
 }
 
+/* An endpoint that carries a stream in order is not paused for another stream's replay: on
+ * the attacker's endpoint, topic A runs in order (its probe answered), topic B opens a gap
+ * whose replay is never answered and sends 100 more batches; MAX_HELD_BYTES holds 20 of B's. */
+static void attack_heldshared(void) {
+    attack a = {.name = "heldshared"};
+    uint8_t p[256];
+    const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
+    const char *ta = "kv@pod-a@model", *tb = "kv@pod-b@model";
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len);
+    for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, ta, s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    /* A's first delivery (seq 0) sends a probe from seq 1, holding 1..4 until the end marker
+     * answers it; then A is in order again. */
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 1);
+    net_peer_replay_end(&a.bad, ta);
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    size_t got_a = 0;
+    while (got_a < 5 && net_now_ms() < deadline) {
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        got_a = 0;
+        for (size_t i = 0; i < a.c.n; i++) got_a += a.c.recs[i].publisher == a.bad_idx;
+    }
+    net_peer_live(&a.bad, tb, 5, p, net_payload(BAD_HASH(1005), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* B's replay: never answered */
+    for (uint64_t s = 5; s < 105; s++) {
+        net_peer_live(&a.bad, ta, s, p, net_payload(BAD_HASH(s), p, sizeof p));
+        net_peer_live(&a.bad, tb, s + 1, p, net_payload(BAD_HASH(1000 + s + 1), p, sizeof p));
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
+    }
+    while ((got_a < 105 || stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) < 81) && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        got_a = 0;
+        for (size_t i = 0; i < a.c.n; i++) got_a += a.c.recs[i].publisher == a.bad_idx;
+    }
+    printf("heldshared: topic A %zu/105 delivered, topic B %llu held, %llu not held, %llu pauses\n", got_a,
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES));
+    /* A: every seq in order, its own contents (B's batches are held, never delivered). */
+    uint64_t want = 0;
+    for (size_t i = 0; i < a.c.n; i++) {
+        if (a.c.recs[i].publisher != a.bad_idx) continue;
+        assert_int_equal(a.c.recs[i].seq, want);
+        assert_int_equal(a.c.recs[i].first_hash, BAD_HASH(want));
+        want++;
+    }
+    assert_int_equal(want, 105);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES), 0);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 20);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), 81);
+    finish(&a, 64, 60000);
+}
+
 /* Minor page faults of the calling thread so far. */
 static uint64_t thread_faults(void) {
     struct rusage ru;
@@ -646,12 +703,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "rcvbytes") == 0) attack_rcvbytes();
     else if (strcmp(which, "heldcopy") == 0) attack_heldcopy();
     else if (strcmp(which, "heldpause") == 0) attack_heldpause();
+    else if (strcmp(which, "heldshared") == 0) attack_heldshared();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared\n");
         return 2;
     }
     which = argv[1];
