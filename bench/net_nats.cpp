@@ -234,6 +234,7 @@ double consume_raw(const char *url, int n, uint64_t count) {
                 natsMsgList_Destroy(&list);
                 NB_CHECK(now_s() < deadline);
             }
+            natsConnection_Close(nc); // first: libnats 3.4 may still deliver to sub (Conn::stop)
             natsSubscription_Destroy(sub);
             jsCtx_Destroy(js);
             natsConnection_Destroy(nc);

@@ -28,14 +28,23 @@ bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noe
     return ok;
 }
 
+void Conn::stop() noexcept {
+    if (nc) natsConnection_Close(nc);
+}
+
 void Conn::close() noexcept {
+    stop(); // before the context: its publish-ack subscription is destroyed with it
     if (js) jsCtx_Destroy(js);
     js = nullptr;
-    if (nc) {
-        natsConnection_Close(nc);
-        natsConnection_Destroy(nc);
-    }
+    if (nc) natsConnection_Destroy(nc);
     nc = nullptr;
+}
+
+void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {
+    if (!sub) return;
+    natsSubscription_Unsubscribe(sub);
+    if (nc) natsConnection_FlushTimeout(nc, 1000);
+    natsSubscription_Destroy(sub);
 }
 
 bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept {

@@ -17,8 +17,18 @@ struct Conn {
     // Connect to url within timeout_ms; jso (may be NULL) configures the context. false: no
     // server answered (nothing left open).
     bool open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noexcept;
-    void close() noexcept;
+    // Stop the connection's threads (natsConnection_Close joins its reader): after this no
+    // message is being delivered to any subscription, so they may be destroyed. libnats 3.4
+    // (Debian 12) lets its reader deliver to a subscription being destroyed, a use after free
+    // (a crash or a hang; fixed in nats.c 3.6): destroy subscriptions only after stop(), or
+    // through drop_subscription() while the connection stays open.
+    void stop() noexcept;
+    void close() noexcept; // stop(), then the context and the connection
 };
+
+// Destroy sub while nc stays open: unsubscribe, then a round trip (the reader thread has
+// handled every message the server sent before it), then destroy (see Conn::stop).
+void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept;
 
 struct StreamSpec {
     std::string name, subjects; // subjects: one pattern, e.g. "kvreg.events.>"

@@ -18,12 +18,15 @@ namespace kvreg::nats {
 Consumer::~Consumer() {
     // Held messages are not acknowledged: the stream redelivers them to this durable's next run.
     for (auto &kv : workers_) drop_held(kv.second, false);
-    if (sub_) natsSubscription_Destroy(sub_);
-    if (kv_) kvStore_Destroy(kv_);
     // Acks are published without waiting: send the last ones, so that a durable resumed later
     // starts after what this run applied (bounded; a lost ack only means a redelivery, which
     // the index's seq check does not apply twice).
     if (conn_.nc) natsConnection_FlushTimeout(conn_.nc, 1000);
+    // The last fetch's messages may still be arriving: stop the connection's reader before
+    // the subscription goes (Conn::stop says why).
+    conn_.stop();
+    if (sub_) natsSubscription_Destroy(sub_);
+    if (kv_) kvStore_Destroy(kv_);
     conn_.close();
     for (auto *d : decoders_) kvreg_wire_decoder_free(d);
 }
@@ -166,7 +169,7 @@ int Consumer::start() {
         liveness_ttl_ms_ = ttl > 0 ? static_cast<uint64_t>(ttl) / 1000000 : 0; // 0: keys never expire
         next_liveness_ = Clock::now() + std::chrono::milliseconds(liveness_check_ms_);
     }
-    if (!snap_bucket_.empty() && !ObjectStore(conn_.js, snap_bucket_).ensure()) {
+    if (!snap_bucket_.empty() && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure()) {
         conn_.close();
         return KVREG_EPROTO;
     }
@@ -210,6 +213,7 @@ int Consumer::start() {
     next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + stream_ + "." + durable_;
     if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
         natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
+        conn_.stop();
         if (sub_) natsSubscription_Destroy(sub_);
         sub_ = nullptr;
         conn_.close();
@@ -546,7 +550,7 @@ std::vector<Slot> read_slots(ObjectStore &os, const std::string &name, uint64_t 
 } // namespace
 
 bool Consumer::restore(uint64_t &start_seq) {
-    ObjectStore os(conn_.js, snap_bucket_);
+    ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
     std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
     std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
         return (a.rc == KVREG_OK ? a.info.stream_seq + 1 : 0) > (b.rc == KVREG_OK ? b.info.stream_seq + 1 : 0);
@@ -619,7 +623,7 @@ int Consumer::snapshot(uint64_t *out_seq) {
     std::string body;
     int rc = encode_snapshot(pos, idx_, body);
     if (rc != KVREG_OK) return rc;
-    ObjectStore os(conn_.js, snap_bucket_);
+    ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
     std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
     size_t slot = 0;
     for (size_t k = 0; k < slots.size(); k++) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kvreg.h"
+#include "nats/conn.hpp"
 #include "nats/sha256.hpp"
 
 namespace kvreg::nats {
@@ -288,13 +289,13 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
             natsMsg *m = nullptr;
             const natsStatus s = natsSubscription_NextMsg(&m, sub, 5000);
             if (s != NATS_OK) {
-                natsSubscription_Destroy(sub);
+                drop_subscription(nc_, sub);
                 return KVREG_EPROTO; // the server went away under us
             }
             const int len = natsMsg_GetDataLength(m);
             if (len < 0 || out.size() + static_cast<size_t>(len) > info.size) {
                 natsMsg_Destroy(m);
-                natsSubscription_Destroy(sub);
+                drop_subscription(nc_, sub);
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
@@ -305,7 +306,7 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
             sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
         }
-        natsSubscription_Destroy(sub);
+        drop_subscription(nc_, sub);
     }
     if (got != info.chunks || out.size() != info.size) {
         why = "chunks missing (" + std::to_string(got) + " of " + std::to_string(info.chunks) + ")";

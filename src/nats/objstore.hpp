@@ -26,7 +26,8 @@ struct ObjectInfo {
 
 class ObjectStore {
   public:
-    ObjectStore(jsCtx *js, std::string bucket) : js_(js), bucket_(std::move(bucket)) {}
+    // nc: js's connection (subscriptions are dropped through it: see Conn::stop).
+    ObjectStore(natsConnection *nc, jsCtx *js, std::string bucket) : nc_(nc), js_(js), bucket_(std::move(bucket)) {}
     // The bucket's stream exists or was created. false: the server refused or is away.
     bool ensure() noexcept;
     // The newest info of name: KVREG_OK, KVREG_ENOENT (none), KVREG_EPROTO (server away) or
@@ -55,6 +56,7 @@ class ObjectStore {
     // request); false: no answer.
     using SubjectCounts = std::vector<std::pair<std::string, uint64_t>>;
     bool subjects(const std::string &filter, SubjectCounts &out);
+    natsConnection *nc_;
     jsCtx *js_;
     std::string bucket_;
 };

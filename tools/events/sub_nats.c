@@ -281,6 +281,10 @@ int events_sub_nats(const char *url, const char *stream, const char *subject,
         status = EVENTS_EXIT_REJECTED;
     }
 out:
+    /* Close first: libnats 3.4's reader thread may still be delivering to sub, and destroying a
+     * subscription it delivers to is a use after free there (fixed in nats.c 3.6). */
+    if (nc)
+        natsConnection_Close(nc);
     natsSubscription_Destroy(sub);
     jsStreamInfo_Destroy(si);
     jsCtx_Destroy(js);
