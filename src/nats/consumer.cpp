@@ -18,12 +18,16 @@ namespace kvreg::nats {
 Consumer::~Consumer() {
     // Held messages are not acknowledged: the stream redelivers them to this durable's next run.
     for (auto &kv : workers_) drop_held(kv.second, false);
-    // Acks are published without waiting: send the last ones, so that a durable resumed later
-    // starts after what this run applied (bounded; a lost ack only means a redelivery, which
-    // the index's seq check does not apply twice).
+    // The last fetch's messages may still be arriving. Unsubscribe first: the flush below then
+    // returns once the server's answer has come after the last of them, so the connection is
+    // not closed in the middle of one (libnats 3.4 leaks the message a close interrupts: its
+    // parser's buffer for a payload split across reads). Acks are published without waiting:
+    // the flush also sends the last ones, so that a durable resumed later starts after what
+    // this run applied (bounded; a lost ack only means a redelivery, which the index's seq
+    // check does not apply twice).
+    if (sub_) natsSubscription_Unsubscribe(sub_);
     if (conn_.nc) natsConnection_FlushTimeout(conn_.nc, 1000);
-    // The last fetch's messages may still be arriving: stop the connection's reader before
-    // the subscription goes (Conn::stop says why).
+    // Stop the connection's reader before the subscription goes (Conn::stop says why).
     conn_.stop();
     if (sub_) natsSubscription_Destroy(sub_);
     if (kv_) kvStore_Destroy(kv_);
