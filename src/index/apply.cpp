@@ -119,8 +119,22 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
     const uint64_t p = lora_partition(w.model, ev.lora_name);
     const uint32_t pi = part_index(w, p); // may throw: nothing of this event applied yet
     w.map.reserve(n);                     // the same
+    // A block's router hash depends only on its parent's and its tokens, never on the index:
+    // they are computed a window ahead, so that the mapping slot and the table line each block
+    // reads (two cache misses in a big index) are requested kAhead blocks before they are used.
+    uint64_t ahead[kAhead];
+    const auto look_ahead = [&](size_t k) {
+        const uint64_t h = chain(has_parent, parent, ev.token_ids + k * bs);
+        ahead[k % kAhead] = h;
+        has_parent = true;
+        parent = h;
+        w.map.prefetch(ev.block_hashes[k]);
+        table_.prefetch(key_of(h, p));
+    };
+    for (size_t k = 0; k < n && k < kAhead; k++) look_ahead(k);
     for (size_t j = 0; j < n; j++) {
-        const uint64_t rh = chain(has_parent, parent, ev.token_ids + j * bs);
+        const uint64_t rh = ahead[j % kAhead];
+        if (j + kAhead < n) look_ahead(j + kAhead);
         EngineMap::Entry *e = w.map.find(ev.block_hashes[j]);
         if (e && (e->router != rh || e->part != pi)) {
             // The engine reuses the hash for other content: forget what it named before.
@@ -141,8 +155,6 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
             }
             info.blocks_stored++;
         }
-        has_parent = true;
-        parent = rh;
     }
     info.events_applied++;
 }
@@ -213,6 +225,9 @@ int Index::apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire
             const kvreg_wire_event &ev = events[i];
             const bool known_tier = ev.medium < kTiers;
             if (ev.type == KVREG_WIRE_STORED && known_tier) {
+                if (i + 1 < n && !opt_.own_hashes && w->map.size()) // the next event's first mapping slots
+                    for (size_t j = 0; j < events[i + 1].n_block_hashes && j < kAhead; j++)
+                        w->map.prefetch(events[i + 1].block_hashes[j]);
                 apply_stored(*w, slot, ev, info);
             } else if (ev.type == KVREG_WIRE_REMOVED && known_tier) {
                 apply_removed(*w, slot, ev, info);
