@@ -38,8 +38,7 @@ void stored_tokens(MpWriter &w, const kvreg_event *ev, const Group &g) {
         total += ev[i].n_tokens;
     w.array(total);
     for (size_t i = g.first; i < g.end; i++)
-        for (uint32_t t = 0; t < ev[i].n_tokens; t++)
-            w.uint(ev[i].tokens[t]);
+        w.uints(ev[i].tokens, ev[i].n_tokens);
 }
 
 void extra_keys(MpWriter &w, const Group &g) {

@@ -72,6 +72,33 @@ public:
     void f64(double v) noexcept { note(kvreg_mp_double(&b_, v)); }
     // Smallest form, as msgspec writes ints.
     void uint(uint64_t v) noexcept { note(kvreg_mp_uint64(&b_, v)); }
+    // n values, each as uint() writes it: room for the largest form is made once, then each
+    // is written without a bounds check (token ids, most of a stored event's bytes).
+    void uints(const uint32_t *v, size_t n) noexcept {
+        if (b_.failed || n > (SIZE_MAX - b_.size) / 5) {
+            b_.failed = true;
+            return;
+        }
+        if (5 * n > b_.cap - b_.size && mp_buf_grow(&b_, 5 * n) != 0)
+            return;
+        unsigned char *out = reinterpret_cast<unsigned char *>(b_.data) + b_.size;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t x = v[i];
+            if (x < 0x80) {
+                *out++ = static_cast<unsigned char>(x);
+            } else if (x < 0x100) {
+                out[0] = 0xcc, out[1] = static_cast<unsigned char>(x), out += 2;
+            } else if (x < 0x10000) {
+                out[0] = 0xcd, out[1] = static_cast<unsigned char>(x >> 8), out[2] = static_cast<unsigned char>(x);
+                out += 3;
+            } else {
+                out[0] = 0xce, out[1] = static_cast<unsigned char>(x >> 24);
+                out[2] = static_cast<unsigned char>(x >> 16), out[3] = static_cast<unsigned char>(x >> 8);
+                out[4] = static_cast<unsigned char>(x), out += 5;
+            }
+        }
+        b_.size = static_cast<size_t>(out - reinterpret_cast<unsigned char *>(b_.data));
+    }
     // Smallest form too: non-negative values as unsigned forms, as msgspec does.
     void sint(int64_t v) noexcept { note(kvreg_mp_int64(&b_, v)); }
     // Hashes: always the 9-byte 0xcf form, so that decoders which only accept 64-bit integer

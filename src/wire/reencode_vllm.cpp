@@ -103,8 +103,7 @@ private:
                     w_.array(2), w_.uint(t[i]), w_.uint(t[i + 1]);
             } else {
                 w_.array(n);
-                for (size_t i = 0; i < n; i++)
-                    w_.uint(t[i]);
+                w_.uints(t, n);
             }
             break;
         }
