@@ -298,7 +298,7 @@ private:
         const size_t at = out_.tokens.size(); // count bounded by the bytes left, as above
         out_.tokens.resize(at + per * h.count);
         uint32_t *const dst = out_.tokens.data() + at;
-        for (size_t k = 0; k < h.count; k++) {
+        for (size_t k = pairs ? 0 : r_.try_uints32(dst, h.count); k < h.count; k++) {
             if (pairs) {
                 MpHead pr;
                 if (!r_.head(pr))

@@ -164,6 +164,34 @@ public:
         return true;
     }
 
+    // Up to n values in a row that try_uint() would read and that fit 32 bits, into dst;
+    // returns how many. Stops before the first value that is not such (or not wholly in the
+    // payload), which the caller then reads with its checks and error reports. Token ids:
+    // one loop over the array instead of a call per id.
+    size_t try_uints32(uint32_t *dst, size_t n) noexcept {
+        if (err_)
+            return 0;
+        size_t i = 0;
+        while (i < n && pos_ < len_) {
+            const uint8_t *q = p_ + pos_;
+            const size_t left = len_ - pos_;
+            if (q[0] <= 0x7f) {
+                dst[i++] = q[0], pos_++;
+            } else if (q[0] == 0xcc && left >= 2) {
+                dst[i++] = q[1], pos_ += 2;
+            } else if (q[0] == 0xcd && left >= 3) {
+                dst[i++] = uint32_t{q[1]} << 8 | q[2], pos_ += 3;
+            } else if (q[0] == 0xce && left >= 5) {
+                uint32_t w;
+                std::memcpy(&w, q + 1, 4);
+                dst[i++] = __builtin_bswap32(w), pos_ += 5;
+            } else {
+                break;
+            }
+        }
+        return i;
+    }
+
     // Skip one whole value, nested containers included. `level` is the nesting level the
     // value has if it is a container (the payload's outermost container is level 1): a
     // container deeper than max_depth() fails the payload. Iterative (a fixed stack of
