@@ -354,6 +354,13 @@ KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
                                                threshold) */
 #define KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS 17u /* chunk subjects no snapshot named, purged
                                                (SNAPSHOT_ORPHAN_MS) */
+/* Where the last kvreg_nats_consumer_start() spent its time, in microseconds (0 before one):
+ * all of it; of that, reading snapshot objects (chunks and digest check, every snapshot tried);
+ * and loading them into the index (kvreg_index_load). The rest is connecting, the stream and
+ * bucket checks, the snapshots' metadata and (re)creating the durable. */
+#define KVREG_NATS_CON_STAT_START_US 18u
+#define KVREG_NATS_CON_STAT_RESTORE_READ_US 19u
+#define KVREG_NATS_CON_STAT_RESTORE_LOAD_US 20u
 KVREG_API int kvreg_nats_consumer_stat(const kvreg_nats_consumer *con, uint32_t stat,
                                        uint64_t *value) KVREG_NOEXCEPT;
 

@@ -106,6 +106,10 @@ const (
 	NatsConStatSnapshots   = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOTS)
 	NatsConStatRestored    = uint32(C.KVREG_NATS_CON_STAT_RESTORED)
 	NatsConStatOrphans     = uint32(C.KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS)
+	// Microseconds the last Start took, and of that reading and loading snapshots.
+	NatsConStatStartUs       = uint32(C.KVREG_NATS_CON_STAT_START_US)
+	NatsConStatRestoreReadUs = uint32(C.KVREG_NATS_CON_STAT_RESTORE_READ_US)
+	NatsConStatRestoreLoadUs = uint32(C.KVREG_NATS_CON_STAT_RESTORE_LOAD_US)
 )
 
 // Index options (NewIndex) and counters (Index.Stat), as kvreg_index.h names them.

@@ -141,6 +141,14 @@ int Consumer::set_notice_fn(kvreg_nats_notice_fn fn, void *user) noexcept {
 
 int Consumer::start() {
     if (started_) return KVREG_ESTATE;
+    // START_US on every way out; the restore's parts are added as they happen.
+    struct StartTimer {
+        std::atomic<uint64_t> &out;
+        Clock::time_point t0 = Clock::now();
+        ~StartTimer() { out.store(micros_since(t0), std::memory_order_relaxed); }
+    } timer{stats_[start_us]};
+    stats_[restore_read_us].store(0, std::memory_order_relaxed);
+    stats_[restore_load_us].store(0, std::memory_order_relaxed);
     if (snap_name_.empty()) {
         std::string name = stream_;
         std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read snap_name_ now
@@ -564,10 +572,14 @@ bool Consumer::restore(uint64_t &start_seq) {
         std::string body, why = sl.why;
         SnapPosition pos;
         int rc = sl.rc;
+        const auto t_read = Clock::now();
         if (rc == KVREG_OK) rc = os.get(sl.info, body, why);
+        count(restore_read_us, static_cast<int64_t>(micros_since(t_read)));
         if (rc == KVREG_EPROTO) continue; // server away: nothing known about this one
         if (rc == KVREG_OK) {
+            const auto t_load = Clock::now();
             rc = decode_snapshot(body, sl.info.stream_seq, idx_, pos, why);
+            count(restore_load_us, static_cast<int64_t>(micros_since(t_load)));
         }
         const std::string text = "snapshot " + sl.name + (rc == KVREG_OK ? " restored" : " rejected: " + why);
         if (rc != KVREG_OK) {

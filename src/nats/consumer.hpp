@@ -44,7 +44,7 @@ class Consumer {
     using Clock = std::chrono::steady_clock;
     enum Stat { messages, batches, events, duplicates, lost, resets, malformed, stale, held,
                 fetch_errors, snapshots, snapshot_seq, restored, snapshots_rejected, expired,
-                snapshot_errors, snapshot_orphans, n_stats };
+                snapshot_errors, snapshot_orphans, start_us, restore_read_us, restore_load_us, n_stats };
     struct Worker {
         uint64_t instance = 0, next = 0;
         std::map<uint64_t, natsMsg *> held; // seq -> message, not acknowledged yet
@@ -67,6 +67,9 @@ class Consumer {
     void maybe_snapshot();              // when a threshold is reached
     void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
                 uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
+    static uint64_t micros_since(Clock::time_point t) noexcept {
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+    }
     void count(Stat s, int64_t n = 1) noexcept {
         stats_[s].fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }

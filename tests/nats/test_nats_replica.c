@@ -196,6 +196,20 @@ static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
  * reaches the engine's blocks and replica 1's digest. Then the newest snapshot is corrupted on
  * the server: the next new replica rejects it (SNAPSHOT notice), restores the previous one and
  * still ends equal; with both corrupt, a full replay. */
+/* START_US and its parts after a start() that read snapshots: time reading them, time loading
+ * (only when `loaded`), and the two within the whole. */
+static void assert_start_split(replica *r, int loaded) {
+    const uint64_t start = con_stat(r, KVREG_NATS_CON_STAT_START_US);
+    const uint64_t read = con_stat(r, KVREG_NATS_CON_STAT_RESTORE_READ_US);
+    const uint64_t load = con_stat(r, KVREG_NATS_CON_STAT_RESTORE_LOAD_US);
+    assert_true(read > 0);
+    if (loaded)
+        assert_true(load > 0);
+    else
+        assert_int_equal(load, 0);
+    assert_true(read + load <= start);
+}
+
 static void test_snapshots(void **state) {
     (void)state;
     engine e;
@@ -205,6 +219,10 @@ static void test_snapshots(void **state) {
     replica r1;
     replica_snap(&r1, "SNS", "snap-r1", 1u << 30); /* written by hand below */
     assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_RESTORED), 0);
+    /* No snapshot yet: start() took time, none of it reading or loading one. */
+    assert_true(con_stat(&r1, KVREG_NATS_CON_STAT_START_US) > 0);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_RESTORE_READ_US), 0);
+    assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_RESTORE_LOAD_US), 0);
     /* Two snapshots at two points of the stream, then more events after them. */
     kvreg_block blk;
     for (uint64_t h = 0; h < 3000; h++) assert_int_equal(reg_hash(e.gpu, 10000 + h, &blk), KVREG_OK);
@@ -253,6 +271,7 @@ static void test_snapshots(void **state) {
     replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq2);
+    assert_start_split(&r2, 1);
     wait_next(&r2, 4, batches);
     assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
@@ -268,6 +287,7 @@ static void test_snapshots(void **state) {
     assert_non_null(strstr(r2.texts[0], "SHA-256"));
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
+    assert_start_split(&r2, 1); /* read two, loaded one */
     wait_next(&r2, 4, batches);
     assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
@@ -278,6 +298,7 @@ static void test_snapshots(void **state) {
     replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 2);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
+    assert_start_split(&r2, 0); /* read both, loaded neither (their digests do not match) */
     wait_next(&r2, 4, batches);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_BATCHES), batches);
     assert_same_as_engine(&r2, &e, 4, 10000, 5400);

@@ -76,7 +76,8 @@ CONSUMER_STATS = {
     "messages": 1, "batches": 2, "events": 3, "duplicates": 4, "lost": 5, "resets": 6,
     "malformed": 7, "stale": 8, "held": 9, "fetch_errors": 10, "snapshots": 11,
     "snapshot_seq": 12, "restored": 13, "snapshots_rejected": 14, "expired": 15,
-    "snapshot_errors": 16, "snapshot_orphans": 17,
+    "snapshot_errors": 16, "snapshot_orphans": 17, "start_us": 18, "restore_read_us": 19,
+    "restore_load_us": 20,
 }
 NOTICE_KINDS = {1: "loss", 2: "reset", 3: "malformed", 4: "apply", 5: "snapshot", 6: "expired"}
 INDEX_OPTIONS = {"block_size": 1, "hashes": 2, "profile": 3, "salt": 4, "shards": 5,
