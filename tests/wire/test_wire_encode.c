@@ -51,13 +51,12 @@ static void test_example_b_byte_exact(void **state)
     check_example(KVREG_WIRE_VLLM_LEGACY, EXAMPLE_B, EXAMPLE_B_LEN);
 }
 
-/* Small hashes still take the 9-byte form; tokens and the DP rank take the smallest. */
-static void test_small_hash_uses_u64_form(void **state)
+/* One CPU Register of sequence hash 5 with n tokens, encoded in the legacy vLLM form with DP
+ * rank 300 and LoRA "ad", gives exactly the bytes of `spec`. */
+static void check_legacy_one(const uint32_t *tok, uint32_t n, const char *spec)
 {
-    (void)state;
-    static const uint32_t tok[1] = {300};
     kvreg_event ev = {0};
-    ev.kind = KVREG_EVENT_REGISTER, ev.sequence_hash = 5, ev.n_tokens = 1, ev.tokens = tok;
+    ev.kind = KVREG_EVENT_REGISTER, ev.sequence_hash = 5, ev.n_tokens = n, ev.tokens = tok;
     ev.medium = KVREG_MEDIUM_CPU;
     kvreg_wire_encoder *enc;
     const uint8_t *p;
@@ -67,43 +66,37 @@ static void test_small_hash_uses_u64_form(void **state)
     assert_int_equal(kvreg_wire_encoder_set_lora_name(enc, "ad"), KVREG_OK);
     assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 2.0, &used, &p, &len), KVREG_OK);
     uint8_t want[128];
-    size_t want_len = wire_bytes(
-        "93 cb4000000000000000 91"
-        " 9c ab \"BlockStored\" 91 cf0000000000000005 c0 91 cd012c 01 c0 a3 \"CPU\" a2 \"ad\""
-        "  91 c0 00 ae \"full_attention\" c0"
-        " cd012c", want, sizeof want);
+    size_t want_len = wire_bytes(spec, want, sizeof want);
     assert_int_equal(len, want_len);
     assert_memory_equal(p, want, len);
     kvreg_wire_encoder_free(enc);
 }
 
+/* Small hashes still take the 9-byte form; tokens and the DP rank take the smallest. */
+static void test_small_hash_uses_u64_form(void **state)
+{
+    (void)state;
+    static const uint32_t tok[1] = {300};
+    check_legacy_one(tok, 1,
+        "93 cb4000000000000000 91"
+        " 9c ab \"BlockStored\" 91 cf0000000000000005 c0 91 cd012c 01 c0 a3 \"CPU\" a2 \"ad\""
+        "  91 c0 00 ae \"full_attention\" c0"
+        " cd012c");
+}
+
 /* Token ids take the smallest unsigned form on each side of every boundary (the encoder writes
- * them in bulk, not one uint() call each). */
+ * a block's ids in one loop, not one packer call each). */
 static void test_token_forms(void **state)
 {
     (void)state;
     static const uint32_t tok[8] = {0, 127, 128, 255, 256, 65535, 65536, 4294967295u};
-    kvreg_event ev = {0};
-    ev.kind = KVREG_EVENT_REGISTER, ev.sequence_hash = 5, ev.n_tokens = 8, ev.tokens = tok;
-    ev.medium = KVREG_MEDIUM_CPU;
-    kvreg_wire_encoder *enc;
-    const uint8_t *p;
-    size_t len, used;
-    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM_LEGACY), KVREG_OK);
-    assert_int_equal(kvreg_wire_encoder_set(enc, KVREG_WIRE_OPT_DP_RANK, 300), KVREG_OK);
-    assert_int_equal(kvreg_wire_encoder_set_lora_name(enc, "ad"), KVREG_OK);
-    assert_int_equal(kvreg_wire_encode(enc, &ev, 1, 2.0, &used, &p, &len), KVREG_OK);
-    uint8_t want[128];
-    size_t want_len = wire_bytes(
+    check_legacy_one(tok, 8,
         "93 cb4000000000000000 91"
         " 9c ab \"BlockStored\" 91 cf0000000000000005 c0"
         " 98 00 7f cc80 ccff cd0100 cdffff ce00010000 ceffffffff"
         " 08 c0 a3 \"CPU\" a2 \"ad\""
         "  91 c0 00 ae \"full_attention\" c0"
-        " cd012c", want, sizeof want);
-    assert_int_equal(len, want_len);
-    assert_memory_equal(p, want, len);
-    kvreg_wire_encoder_free(enc);
+        " cd012c");
 }
 
 static void test_dynamo_json(void **state)
