@@ -262,7 +262,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  * sends a probe (a replay request from the next seq, normally answered by the end marker
  * alone; no REPLAY_DONE notice, not in KVREG_SUB_STAT_REPLAYS) when a stream starts without
  * a replay, and again each time its SUB socket (re)connects after its first connection: a
- * restarted process always comes back on a new connection. A restart is a RESET when:
+ * restarted process always comes back on a new connection. While a probe is out, a stream
+ * that knows no id yet delivers its batches in order as they come (the answer can only teach
+ * the id); one that knows an id holds them until the answer. A restart is a RESET when:
  *   - the live seq is at or below the previous live seq (any publisher), or
  *   - a live topic names another instance (TOPIC_INSTANCE), whatever the seq, or
  *   - an end marker names another instance than the one known, whatever the seq. The RESET

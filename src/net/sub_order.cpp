@@ -18,7 +18,9 @@
 //               failed, the waiting streams do not ask the same ROUTER: back to kLive, their
 //               gaps reported lost. (A probe never waits: streams whose probes could not be
 //               answered would pin every publisher slot.)
-//   kProbing    Live batches are held. The end marker names the instance: the same, or
+//   kProbing    Live batches are held (while the stream knows no instance yet, only what
+//               cannot be delivered in order: the answer cannot be a restart then). The end
+//               marker names the instance: the same, or
 //   kReplaying  none known, and the stream is back to kLive; another, and the publisher
 //               restarted: RESET, held batches dropped, a replay from 0. A replayed batch is
 //               delivered in order (held live batches older than it first); the deadline runs
@@ -78,6 +80,13 @@ void Subscriber::enter(Stream &s, Stage to) {
 
 void Subscriber::on_live(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     if (s.holds()) {
+        // A probe of a stream whose instance is not known yet only learns it: its answer
+        // cannot be a restart (finish_replay()), so the next seq need not wait for it. It is
+        // delivered unless something is held already (order) or the seqs went back.
+        if (s.stage == Stage::kProbing && s.instance == 0 && s.waiting.empty() && !restarted && seq == s.next) {
+            deliver(s, seq, p.data(), p.size(), false);
+            return;
+        }
         hold(s, seq, p, restarted);
         return;
     }

@@ -20,6 +20,8 @@
  *   rcvbytes   200 live messages of 1 MB while run() does not read (receive queue in bytes)
  *   heldcopy   a gap whose replay never answers, then 32 live batches of 1 MB, all held: run()'s
  *              thread must not copy them (page faults on that thread bounded)
+ *   probehold  a new topic sends 1,000 batches in order and its ROUTER never answers the probe:
+ *              each is delivered as it comes, none held until the probe's deadline
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -436,6 +438,41 @@ static void attack_heldpause(void) {
     finish(&a, 64, 60000);
 }
 
+/* A stream's first probe only learns the publisher's instance (none is known yet, so the
+ * answer cannot be a restart): a peer whose ROUTER never answers it, sending in order, has
+ * its batches delivered as they come. Before, every one after the first was held until the
+ * probe's deadline (60 s here), up to MAX_HELD_BYTES. */
+static void attack_probehold(void) {
+    attack a = {.name = "probehold"};
+    uint8_t p[256];
+    const char *topic = "kv@pod-p@model";
+    setup(&a, 1, 0, 0);
+    net_peer_live(&a.bad, topic, 0, p, net_payload(BAD_HASH(0), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 1); /* the probe, never answered */
+    for (uint64_t s = 1; s < 1000; s++) net_peer_live(&a.bad, topic, s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    size_t bad = 0;
+    while (bad < 1000 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        bad = 0;
+        for (size_t i = 0; i < a.c.n; i++) bad += a.c.recs[i].publisher == a.bad_idx;
+    }
+    printf("probehold: %zu of 1000 delivered while the probe was out, %llu held\n", bad,
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES));
+    assert_int_equal(bad, 1000);
+    assert_int_equal(a.c.notices[KVREG_SUB_REPLAY_DONE], 0); /* the probe is still out */
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 0);
+    uint64_t want = 0;
+    for (size_t i = 0; i < a.c.n; i++) {
+        if (a.c.recs[i].publisher != a.bad_idx) continue;
+        assert_int_equal(a.c.recs[i].seq, want);
+        assert_int_equal(a.c.recs[i].first_hash, BAD_HASH(want));
+        want++;
+    }
+    finish(&a, 64, 60000);
+}
+
 /* An endpoint that carries a stream in order is not paused for another stream's replay: on
  * the attacker's endpoint, topic A runs in order (its probe answered), topic B opens a gap
  * whose replay is never answered and sends 100 more batches; MAX_HELD_BYTES holds 20 of B's. */
@@ -446,8 +483,8 @@ static void attack_heldshared(void) {
     const char *ta = "kv@pod-a@model", *tb = "kv@pod-b@model";
     setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len);
     for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, ta, s, p, net_payload(BAD_HASH(s), p, sizeof p));
-    /* A's first delivery (seq 0) sends a probe from seq 1, holding 1..4 until the end marker
-     * answers it; then A is in order again. */
+    /* A's first delivery (seq 0) sends a probe from seq 1; A knows no instance yet, so 1..4
+     * are delivered without waiting for the end marker. */
     assert_int_equal(net_peer_request(&a.bad, a.sub), 1);
     net_peer_replay_end(&a.bad, ta);
     const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
@@ -703,6 +740,7 @@ static void run_attack(void **state) {
     else if (strcmp(which, "rcvbytes") == 0) attack_rcvbytes();
     else if (strcmp(which, "heldcopy") == 0) attack_heldcopy();
     else if (strcmp(which, "heldpause") == 0) attack_heldpause();
+    else if (strcmp(which, "probehold") == 0) attack_probehold();
     else if (strcmp(which, "heldshared") == 0) attack_heldshared();
     else fail_msg("unknown attack %s", which);
 }
