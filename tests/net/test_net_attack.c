@@ -112,6 +112,24 @@ static size_t good_received(const attack *a) {
     return n;
 }
 
+static size_t bad_received(const attack *a) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->c.n; i++) n += a->c.recs[i].publisher == a->bad_idx;
+    return n;
+}
+
+/* Run the subscriber (the well-behaved stream sending on) until `want` of the attacker's
+ * batches are delivered or the deadline passes; returns how many are. */
+static size_t run_until_bad(attack *a, size_t want, int64_t deadline) {
+    size_t n = bad_received(a);
+    while (n < want && net_now_ms() < deadline) {
+        good_send(a, 5);
+        assert_int_equal(kvreg_subscriber_run(a->sub, 5), KVREG_OK);
+        n = bad_received(a);
+    }
+    return n;
+}
+
 static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2);
 static void setup(attack *a, int bad_replay, uint64_t opt, uint64_t value) {
     setup2(a, bad_replay, opt, value, 0, 0);
@@ -223,8 +241,7 @@ static void attack_topics(void) {
     const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
     uint64_t from_bad = 0;
     while (net_now_ms() < deadline) {
-        from_bad = 0;
-        for (size_t i = 0; i < a.c.n; i++) from_bad += a.c.recs[i].publisher == a.bad_idx;
+        from_bad = bad_received(&a);
         if (from_bad == (uint64_t)topics) break;
         assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
     }
@@ -264,8 +281,7 @@ static void attack_topicsreplay(void) {
     const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
     uint64_t from_bad = 0;
     while (net_now_ms() < deadline) {
-        from_bad = 0;
-        for (size_t i = 0; i < a.c.n; i++) from_bad += a.c.recs[i].publisher == a.bad_idx;
+        from_bad = bad_received(&a);
         if (from_bad == (uint64_t)topics) break;
         assert_int_equal(kvreg_subscriber_run(a.sub, 10), KVREG_OK);
     }
@@ -372,12 +388,25 @@ static void attack_heldbytes(void) {
     free(buf);
 }
 
+#define BAD_HASH(seq) (UINT64_C(0xbad000) + (seq))
+
+/* The attacker's deliveries are exactly its seqs 0 .. n - 1, in order, each its own contents. */
+static void assert_bad_in_order(const attack *a, uint64_t n) {
+    uint64_t want = 0;
+    for (size_t i = 0; i < a->c.n; i++) {
+        if (a->c.recs[i].publisher != a->bad_idx) continue;
+        assert_int_equal(a->c.recs[i].seq, want);
+        assert_int_equal(a->c.recs[i].first_hash, BAD_HASH(want));
+        want++;
+    }
+    assert_int_equal(want, n);
+}
+
 /* The pause ends with the replay. Batches of ~100 bytes, MAX_HELD_BYTES 20 of them: seq 5
  * opens a gap whose replay is never answered, 5..24 are held, 25 is refused and the socket is
  * paused (26..200 wait in libzmq and the kernel: no byte bound of theirs is near). At the
  * replay deadline: LOSS 0..4, 5..24 delivered, reading resumes, 25 is a gap not replayed (the
  * endpoint just failed one): LOSS 25, then 26..200 in order. */
-#define BAD_HASH(seq) (UINT64_C(0xbad000) + (seq))
 static void attack_heldpause(void) {
     attack a = {.name = "heldpause"};
     uint8_t p[256];
@@ -414,13 +443,7 @@ static void attack_heldpause(void) {
     assert_true(paused_runs >= 10); /* the deadline is 300 ms away: dozens of 5 ms runs */
     assert_int_equal(a.c.notices[KVREG_SUB_REPLAY_DONE], 1);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES), 1);
-    size_t bad = 0;
-    while (bad < 195 && net_now_ms() < deadline) {
-        good_send(&a, 5);
-        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        bad = 0;
-        for (size_t i = 0; i < a.c.n; i++) bad += a.c.recs[i].publisher == a.bad_idx;
-    }
+    size_t bad = run_until_bad(&a, 195, deadline);
     /* 5..24 and 26..200, in order, each its own contents; 0..4 and 25 named lost. */
     uint64_t want = 5;
     bad = 0;
@@ -451,25 +474,13 @@ static void attack_probehold(void) {
     assert_int_equal(net_peer_request(&a.bad, a.sub), 1); /* the probe, never answered */
     for (uint64_t s = 1; s < 1000; s++) net_peer_live(&a.bad, topic, s, p, net_payload(BAD_HASH(s), p, sizeof p));
     const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
-    size_t bad = 0;
-    while (bad < 1000 && net_now_ms() < deadline) {
-        good_send(&a, 5);
-        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        bad = 0;
-        for (size_t i = 0; i < a.c.n; i++) bad += a.c.recs[i].publisher == a.bad_idx;
-    }
+    const size_t bad = run_until_bad(&a, 1000, deadline);
     printf("probehold: %zu of 1000 delivered while the probe was out, %llu held\n", bad,
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES));
     assert_int_equal(bad, 1000);
     assert_int_equal(a.c.notices[KVREG_SUB_REPLAY_DONE], 0); /* the probe is still out */
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 0);
-    uint64_t want = 0;
-    for (size_t i = 0; i < a.c.n; i++) {
-        if (a.c.recs[i].publisher != a.bad_idx) continue;
-        assert_int_equal(a.c.recs[i].seq, want);
-        assert_int_equal(a.c.recs[i].first_hash, BAD_HASH(want));
-        want++;
-    }
+    assert_bad_in_order(&a, 1000);
     finish(&a, 64, 60000);
 }
 
@@ -491,8 +502,7 @@ static void attack_heldshared(void) {
     size_t got_a = 0;
     while (got_a < 5 && net_now_ms() < deadline) {
         assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        got_a = 0;
-        for (size_t i = 0; i < a.c.n; i++) got_a += a.c.recs[i].publisher == a.bad_idx;
+        got_a = bad_received(&a);
     }
     net_peer_live(&a.bad, tb, 5, p, net_payload(BAD_HASH(1005), p, sizeof p));
     assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* B's replay: never answered */
@@ -505,22 +515,14 @@ static void attack_heldshared(void) {
     while ((got_a < 105 || stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) < 81) && net_now_ms() < deadline) {
         good_send(&a, 5);
         assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        got_a = 0;
-        for (size_t i = 0; i < a.c.n; i++) got_a += a.c.recs[i].publisher == a.bad_idx;
+        got_a = bad_received(&a);
     }
     printf("heldshared: topic A %zu/105 delivered, topic B %llu held, %llu not held, %llu pauses\n", got_a,
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES),
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED),
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES));
     /* A: every seq in order, its own contents (B's batches are held, never delivered). */
-    uint64_t want = 0;
-    for (size_t i = 0; i < a.c.n; i++) {
-        if (a.c.recs[i].publisher != a.bad_idx) continue;
-        assert_int_equal(a.c.recs[i].seq, want);
-        assert_int_equal(a.c.recs[i].first_hash, BAD_HASH(want));
-        want++;
-    }
-    assert_int_equal(want, 105);
+    assert_bad_in_order(&a, 105);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES), 0);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 20);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), 81);
