@@ -164,30 +164,21 @@ public:
         return true;
     }
 
-    // Up to n values in a row that try_uint() would read and that fit 32 bits, into dst;
-    // returns how many. Stops before the first value that is not such (or not wholly in the
-    // payload), which the caller then reads with its checks and error reports. Token ids:
-    // one loop over the array instead of a call per id.
+    // Up to n values in a row that try_uint() reads and that fit 32 bits, into dst; returns
+    // how many. Stops before the first value that is not such, which the caller then reads
+    // with its checks and error reports. Token ids: one loop over the array instead of a
+    // call per id through the caller's checks.
     size_t try_uints32(uint32_t *dst, size_t n) noexcept {
-        if (err_)
-            return 0;
         size_t i = 0;
-        while (i < n && pos_ < len_) {
-            const uint8_t *q = p_ + pos_;
-            const size_t left = len_ - pos_;
-            if (q[0] <= 0x7f) {
-                dst[i++] = q[0], pos_++;
-            } else if (q[0] == 0xcc && left >= 2) {
-                dst[i++] = q[1], pos_ += 2;
-            } else if (q[0] == 0xcd && left >= 3) {
-                dst[i++] = uint32_t{q[1]} << 8 | q[2], pos_ += 3;
-            } else if (q[0] == 0xce && left >= 5) {
-                uint32_t w;
-                std::memcpy(&w, q + 1, 4);
-                dst[i++] = __builtin_bswap32(w), pos_ += 5;
-            } else {
+        for (uint64_t v; i < n; i++) {
+            const size_t at = pos_;
+            if (!try_uint(v))
+                break;
+            if (v > UINT32_MAX) {
+                pos_ = at;
                 break;
             }
+            dst[i] = static_cast<uint32_t>(v);
         }
         return i;
     }
