@@ -404,8 +404,8 @@ int nats_workload(size_t events, const char *trace) {
         const double t0 = now_s();
         Replica a(url, "TRACE", durable.c_str(), false, "BENCH_SNAP", false); // from the stream
         a.catch_up(t_batches);
-        if (now_s() - t0 < rebuild_s) {
-            rebuild_s = now_s() - t0;
+        if (const double t = now_s() - t0; t < rebuild_s) {
+            rebuild_s = t;
             kvreg_nats_consumer_stat(a.con, KVREG_NATS_CON_STAT_START_US, &rebuild_start_us);
         }
         rebuild_heap_mb = mem.growth_mb();
@@ -429,8 +429,8 @@ int nats_workload(size_t events, const char *trace) {
         const double t2 = now_s();
         Replica b(url, "TRACE", durable.c_str(), false, "BENCH_SNAP");
         b.catch_up(t_batches);
-        if (now_s() - t2 < restore_s) {
-            restore_s = now_s() - t2;
+        if (const double t = now_s() - t2; t < restore_s) {
+            restore_s = t;
             kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_START_US, &restore_start_us);
             kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORE_READ_US, &restore_read_us);
             kvreg_nats_consumer_stat(b.con, KVREG_NATS_CON_STAT_RESTORE_LOAD_US, &restore_load_us);

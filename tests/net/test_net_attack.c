@@ -67,6 +67,7 @@
 
 static const char good_topic[] = "kv@pod-good@model";
 #define GOOD_HASH(seq) (UINT64_C(0x600000) + (seq))
+#define BAD_HASH(seq) (UINT64_C(0xbad000) + (seq))
 enum { GOOD_N = 2000 };
 
 typedef struct attack {
@@ -158,6 +159,19 @@ static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint
     a->t0 = net_now_ms();
 }
 
+/* publisher's deliveries are exactly its seqs 0 .. n - 1, in order, each its own contents
+ * (seq s carries hash first_hash + s). */
+static void assert_in_order(const attack *a, uint32_t publisher, uint64_t first_hash, uint64_t n) {
+    uint64_t want = 0;
+    for (size_t i = 0; i < a->c.n; i++) {
+        if (a->c.recs[i].publisher != publisher) continue;
+        assert_int_equal(a->c.recs[i].seq, want);
+        assert_int_equal(a->c.recs[i].first_hash, first_hash + want);
+        want++;
+    }
+    assert_int_equal(want, n);
+}
+
 /* The rest of the good stream, then the checks every attack shares. */
 static void finish(attack *a, uint64_t max_growth_mib, int64_t max_ms) {
     while (a->good_sent < GOOD_N) {
@@ -175,13 +189,7 @@ static void finish(attack *a, uint64_t max_growth_mib, int64_t max_ms) {
            (unsigned long long)growth, (long long)ms, got, GOOD_N);
     /* The well-behaved stream: complete, in order, its own contents. */
     assert_int_equal(got, GOOD_N);
-    uint64_t seq = 0;
-    for (size_t i = 0; i < a->c.n; i++) {
-        if (a->c.recs[i].publisher != a->good_idx) continue;
-        assert_int_equal(a->c.recs[i].seq, seq);
-        assert_int_equal(a->c.recs[i].first_hash, GOOD_HASH(seq));
-        seq++;
-    }
+    assert_in_order(a, a->good_idx, GOOD_HASH(0), GOOD_N);
 #ifdef SANITIZED
     (void)max_growth_mib;
     printf("attack %s: memory bound not checked in a sanitizer build\n", a->name);
@@ -388,19 +396,6 @@ static void attack_heldbytes(void) {
     free(buf);
 }
 
-#define BAD_HASH(seq) (UINT64_C(0xbad000) + (seq))
-
-/* The attacker's deliveries are exactly its seqs 0 .. n - 1, in order, each its own contents. */
-static void assert_bad_in_order(const attack *a, uint64_t n) {
-    uint64_t want = 0;
-    for (size_t i = 0; i < a->c.n; i++) {
-        if (a->c.recs[i].publisher != a->bad_idx) continue;
-        assert_int_equal(a->c.recs[i].seq, want);
-        assert_int_equal(a->c.recs[i].first_hash, BAD_HASH(want));
-        want++;
-    }
-    assert_int_equal(want, n);
-}
 
 /* The pause ends with the replay. Batches of ~100 bytes, MAX_HELD_BYTES 20 of them: seq 5
  * opens a gap whose replay is never answered, 5..24 are held, 25 is refused and the socket is
@@ -480,7 +475,7 @@ static void attack_probehold(void) {
     assert_int_equal(bad, 1000);
     assert_int_equal(a.c.notices[KVREG_SUB_REPLAY_DONE], 0); /* the probe is still out */
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 0);
-    assert_bad_in_order(&a, 1000);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 1000);
     finish(&a, 64, 60000);
 }
 
@@ -522,7 +517,7 @@ static void attack_heldshared(void) {
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED),
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES));
     /* A: every seq in order, its own contents (B's batches are held, never delivered). */
-    assert_bad_in_order(&a, 105);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 105);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_LIVE_PAUSES), 0);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 20);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), 81);
