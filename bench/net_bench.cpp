@@ -885,12 +885,14 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
             sampler.join();
             growth[attacked] = std::max(growth[attacked], std::max(peak, rss_kib()) - r0);
             if (attacked) {
-                char o[200];
+                char o[240];
                 std::snprintf(o, sizeof o,
-                              "notices: %llu evicted, %llu disconnects, %llu malformed, %llu lost, %llu held dropped",
+                              "notices: %llu evicted, %llu disconnects, %llu malformed (%llu pauses), %llu lost, "
+                              "%llu held dropped",
                               static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_EVICTED)),
                               static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_DISCONNECTS)),
                               static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_MALFORMED)),
+                              static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_MALFORMED_PAUSES)),
                               static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_LOST)),
                               static_cast<unsigned long long>(sub_stat(link->sub, KVREG_SUB_STAT_HELD_DROPPED)));
                 outcome = o;
@@ -914,28 +916,36 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
     rows.push_back({label, over, target_mib, best[0] / best[1], outcome});
 }
 
-void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att) {
+// only: one row's KIND ("replay" for the publisher side), or nullptr for all of them.
+void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att, const char *only) {
     std::vector<Row> rows;
-    attacked_replay(in, reps, att, &rows);
-    attacked_sub(in, reps, sub_att, "topics", "50,000 topics", {}, 64, rows);
-    attacked_sub(in, reps, sub_att, "bigmsg", "50 messages of 20 MB", {}, 64, rows);
-    attacked_sub(in, reps, sub_att, "dup", "replay peer repeating one batch (timeout 500 ms)",
-                 {{KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500}}, 64, rows);
+    const auto row = [only](const char *kind) { return !only || !std::strcmp(only, kind); };
+    if (row("replay")) attacked_replay(in, reps, att, &rows);
+    if (row("topics"))
+        attacked_sub(in, reps, sub_att, "topics", "50,000 topics", {}, 64, rows);
+    if (row("bigmsg"))
+        attacked_sub(in, reps, sub_att, "bigmsg", "50 messages of 20 MB", {}, 64, rows);
+    if (row("dup"))
+        attacked_sub(in, reps, sub_att, "dup", "replay peer repeating one batch (timeout 500 ms)",
+                     {{KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500}}, 64, rows);
     // The held batches are bounded by MAX_HELD_BYTES (32 MiB here): that bound plus 64 MiB.
-    attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB)",
-                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
-                 32 + 64, rows);
+    if (row("held"))
+        attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB)",
+                     {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
+                     32 + 64, rows);
     // The same peer sending without end, the pass measured once the held bound refused a
     // batch: what the attack costs while it lasts, after the one-time cost of filling the
     // bound (the row above).
-    attacked_sub(in, reps, sub_att, "held-sustained",
-                 "unanswered gap, then 1 MB batches without end, measured from the bound on (MAX_HELD_BYTES 32 MiB)",
-                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
-                 32 + 64, rows, KVREG_SUB_STAT_HELD_DROPPED);
+    if (row("held-sustained"))
+        attacked_sub(in, reps, sub_att, "held-sustained",
+                     "unanswered gap, then 1 MB batches without end, measured from the bound on (MAX_HELD_BYTES 32 MiB)",
+                     {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
+                     32 + 64, rows, KVREG_SUB_STAT_HELD_DROPPED);
     // The attacker's stream holds its later payloads while its probe goes unanswered: the
     // held bound applies as in the row above.
-    attacked_sub(in, reps, sub_att, "nested", "20 payloads of 4 MiB nested msgpack headers (MAX_HELD_BYTES 32 MiB)",
-                 {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}}, 32 + 64, rows);
+    if (row("nested"))
+        attacked_sub(in, reps, sub_att, "nested", "20 payloads of 4 MiB nested msgpack headers (MAX_HELD_BYTES 32 MiB)",
+                     {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}}, 32 + 64, rows);
     std::fprintf(stderr, "\n| Attack | Growth over unattacked (MiB) | Target (MiB) | Well-behaved events/s attacked / "
                          "unattacked (target 0.9) | What the attacked side reported |\n|---|---|---|---|---|\n");
     for (const Row &r : rows)
@@ -955,11 +965,13 @@ int main(int argc, char **argv) {
     std::string workload = "all";
     size_t nats_events = 200000;
     const char *trace = nullptr;
+    const char *only_attack = nullptr;
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--workload")) workload = argv[i + 1];
         else if (!std::strcmp(argv[i], "--nats-events")) nats_events = v;
         else if (!std::strcmp(argv[i], "--trace")) trace = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--attack")) only_attack = argv[i + 1];
         else if (!std::strcmp(argv[i], "--seqs")) seqs = v;
         else if (!std::strcmp(argv[i], "--len")) len = v;
         else if (!std::strcmp(argv[i], "--reps")) reps = v;
@@ -967,7 +979,7 @@ int main(int argc, char **argv) {
         else {
             std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N]"
                                  " [--workload all|pubsub|register_release|attacked-replay|attacked|nats]"
-                                 " [--nats-events N] [--trace FILE]\n");
+                                 " [--nats-events N] [--trace FILE] [--attack KIND]\n");
             return 2;
         }
     }
@@ -1004,7 +1016,7 @@ int main(int argc, char **argv) {
     const Input in = make_input(seqs, len);
     const uint64_t events = 2 * in.descs.size(); // one Register and one Remove per block
     if (all || workload == "attacked-replay") attacked_replay(in, reps, attacker);
-    if (workload == "attacked") attacked(in, reps, attacker, sub_attacker);
+    if (workload == "attacked") attacked(in, reps, attacker, sub_attacker, only_attack);
     sub_attacker.finish(); // first: its child holds a copy of the other's pipe
     attacker.finish();
     if (workload == "attacked-replay" || workload == "attacked") return 0;

@@ -244,6 +244,8 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    duplicate when it comes.
  *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
  *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
+ *    A malformed live message also pauses reading its endpoint (OPT_MALFORMED_PAUSE_MS):
+ *    nothing is dropped for it, the endpoint's next messages are read after the pause.
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
  *
  * Publisher instance. Each kvreg_publisher_start() draws a random 64-bit instance id
@@ -287,6 +289,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *     run() is not reading      min(RCVHWM,                         waits at the publisher
  *                               RCV_BYTES /                         (its HWM drops past it:
  *                               MAX_MSG_SIZE)                       a GAP, replayed or LOSS)
+ *   malformed live messages     10 ms pause, OPT_MALFORMED_PAUSE_MS  MALFORMED notice; the
+ *     from one endpoint         x2 in a row                         endpoint's SUB socket is
+ *                               (<= 64x)                            not read for the pause
+ *                                                                   (STAT_MALFORMED_PAUSES):
+ *                                                                   one message per pause
  *   replay batch of another     none applied —                      MALFORMED notice; the
  *     topic than the asking one                                     replay fails: LOSS
  *   busy replay answers         back-off     (REPLAY_TIMEOUT_MS)    5 ms x 2^n, <= timeout/4,
@@ -366,6 +373,13 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               RCV_BYTES / MAX_MSG_SIZE) (at least 1); past it
                                               libzmq stops reading that connection and the
                                               backlog waits at the publisher (its own HWM) */
+#define KVREG_SUB_OPT_MALFORMED_PAUSE_MS 11u /* after a malformed live message (frames or
+                                              payload) its endpoint's SUB socket is not read
+                                              for this long, doubled for each further one in a
+                                              row up to 64x; a well-formed one ends the run
+                                              (default 10, 0 = never pause, <= 60000).
+                                              Other endpoints are read meanwhile; what the
+                                              paused one sends waits as past RCV_BYTES */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -507,6 +521,9 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
                                          (MAX_HELD_BYTES, MAX_WAITING) were reached: libzmq,
                                          the kernel and the publisher keep the rest (see
                                          "Limits"); read again when one replay ends */
+#define KVREG_SUB_STAT_MALFORMED_PAUSES 19u /* times a SUB socket stopped being read for
+                                         KVREG_SUB_OPT_MALFORMED_PAUSE_MS after a malformed
+                                         live message */
 KVREG_API int kvreg_subscriber_stat(const kvreg_subscriber *sub, uint32_t stat,
                                     uint64_t *value) KVREG_NOEXCEPT;
 

@@ -32,7 +32,9 @@
 //               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
 //   (bounds)    A live batch past MAX_HELD_BYTES or MAX_WAITING is not held (the next round
 //               fetches it); once that happens on an endpoint whose streams all hold, its SUB
-//               socket is not read until one of them leaves holding (live_paused()).
+//               socket is not read until one of them leaves holding (live_paused()). A
+//               malformed live message pauses its endpoint's SUB socket for a back-off
+//               (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
 //               again: each round makes progress). At the deadline (or a failed answer):
 //               REPLAY_DONE says why, LOSS for the seqs before the first held batch, a fresh
@@ -362,8 +364,10 @@ void Subscriber::deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t
     size_t n = 0;
     if (kvreg_wire_decode(dec_, p, len, &events, &n, nullptr) != KVREG_OK) {
         notice(KVREG_SUB_MALFORMED, &s, s.ep, seq, seq, kvreg_wire_decoder_error(dec_));
+        if (!replayed) malformed_live(eps_[s.ep]);
         return;
     }
+    if (!replayed) eps_[s.ep].malformed_run = 0;
     count(KVREG_SUB_STAT_BATCHES);
     count(KVREG_SUB_STAT_EVENTS, n);
     if (replayed) count(KVREG_SUB_STAT_REPLAYED);

@@ -86,6 +86,10 @@ int Subscriber::set(uint32_t option, uint64_t v) noexcept {
         if (v < 1) return KVREG_EINVAL;
         max_waiting_ = v;
         return KVREG_OK;
+    case KVREG_SUB_OPT_MALFORMED_PAUSE_MS:
+        if (v > 60000) return KVREG_EINVAL;
+        malformed_pause_ms_ = v;
+        return KVREG_OK;
     default:
         return KVREG_EINVAL;
     }
@@ -116,6 +120,7 @@ int Subscriber::get(uint32_t option, uint64_t *v) const noexcept {
     case KVREG_SUB_OPT_IDLE_MS: *v = idle_ms_; return KVREG_OK;
     case KVREG_SUB_OPT_MAX_HELD_BYTES: *v = max_held_bytes_; return KVREG_OK;
     case KVREG_SUB_OPT_RCV_BYTES: *v = rcv_bytes_; return KVREG_OK;
+    case KVREG_SUB_OPT_MALFORMED_PAUSE_MS: *v = malformed_pause_ms_; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -197,6 +202,14 @@ int Subscriber::live_rcvhwm() const noexcept {
         if (hwm == 0 || by_bytes < hwm) hwm = by_bytes;
     }
     return hwm > INT_MAX ? INT_MAX : static_cast<int>(hwm);
+}
+
+void Subscriber::malformed_live(Endpoint &e) {
+    if (malformed_pause_ms_ == 0) return;
+    const uint32_t doublings = std::min<uint32_t>(e.malformed_run, 6);
+    e.malformed_run++;
+    e.read_after = Clock::now() + std::chrono::milliseconds(malformed_pause_ms_ << doublings);
+    count(KVREG_SUB_STAT_MALFORMED_PAUSES);
 }
 
 int Subscriber::endpoint(uint32_t index, char *buf, size_t cap, size_t *len) const noexcept {
@@ -364,11 +377,13 @@ void Subscriber::read_live(size_t ep, Frames &f) {
     count(KVREG_SUB_STAT_LIVE_READ);
     if (f.count() != 3) {
         notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message without exactly 3 frames", false, false);
+        malformed_live(eps_[ep]);
         return;
     }
     if (f.size(1) != 8) {
         notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message whose seq frame is not 8 bytes", false,
                false);
+        malformed_live(eps_[ep]);
         return;
     }
     std::string_view topic(reinterpret_cast<const char *>(f.data(0)), f.size(0));
@@ -520,9 +535,13 @@ int Subscriber::run(int timeout_ms) {
         owners.clear();
         monitors.clear();
         for (size_t i = 0; i < eps_.size(); i++) {
-            if (!live_paused(eps_[i])) {
+            if (reads_live(eps_[i], now)) {
                 items.push_back({eps_[i].sub, 0, ZMQ_POLLIN, 0});
                 owners.push_back({i, false});
+            } else if (!live_paused(eps_[i])) { // a malformed back-off: wake when it ends
+                const auto left =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(eps_[i].read_after - now).count();
+                wait = std::min<long>(wait, static_cast<long>(left) + 1);
             }
             if (eps_[i].monitor) {
                 items.push_back({eps_[i].monitor, 0, ZMQ_POLLIN, 0});
@@ -556,9 +575,9 @@ int Subscriber::run(int timeout_ms) {
             }
             void *sock = dealer ? eps_[ep].dealer : eps_[ep].sub;
             // A replay that ends may close and reopen this DEALER: stop reading it then. A SUB
-            // socket that became paused is not read on.
+            // socket that became paused (held bounds or a malformed message) is not read on.
             for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub) &&
-                            (dealer || !live_paused(eps_[ep]));
+                            (dealer || reads_live(eps_[ep], now));
                  m++) {
                 if (!frames.recv(sock, ZMQ_DONTWAIT)) break;
                 if (dealer) read_replay(ep, frames);

@@ -23,7 +23,7 @@
 
 namespace kvreg::net {
 
-constexpr uint32_t kLastStat = KVREG_SUB_STAT_LIVE_PAUSES;
+constexpr uint32_t kLastStat = KVREG_SUB_STAT_MALFORMED_PAUSES;
 using Clock = std::chrono::steady_clock;
 
 class Subscriber {
@@ -121,6 +121,10 @@ class Subscriber {
         // refused by the held bounds since one last left holding.
         uint32_t streams = 0, holding = 0;
         bool hold_refused = false;
+        // Malformed live messages in a row, and until when the SUB socket is not read for
+        // them (see malformed_live()).
+        uint32_t malformed_run = 0;
+        Clock::time_point read_after{};
     };
 
     // net_subscriber.cpp
@@ -134,6 +138,16 @@ class Subscriber {
     static bool live_paused(const Endpoint &e) noexcept {
         return e.hold_refused && e.holding > 0 && e.holding == e.streams;
     }
+    // Whether run() reads the SUB socket now: not while live_paused(), nor during the
+    // back-off that malformed live messages earn their endpoint.
+    static bool reads_live(const Endpoint &e, Clock::time_point now) noexcept {
+        return !live_paused(e) && now >= e.read_after;
+    }
+    // A live message of e was malformed: the SUB socket is not read for MALFORMED_PAUSE_MS,
+    // doubled for each further malformed one in a row (up to 64x). A peer that sends bytes
+    // we cannot use gets at most one message read per pause; what it sends meanwhile waits
+    // in libzmq (RCVHWM), the kernel and its own send queue, not in this process.
+    void malformed_live(Endpoint &e);
     int live_rcvhwm() const noexcept;
     void read_live(size_t ep, Frames &f);
     void read_replay(size_t ep, Frames &f);
@@ -181,6 +195,7 @@ class Subscriber {
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(64) << 20;
     int64_t max_msg_size_ = INT64_C(16) << 20;
     uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
+    uint64_t malformed_pause_ms_ = 10;
     std::string topic_;
     // State.
     void *ctx_ = nullptr;

@@ -160,8 +160,9 @@ static const u64_case sub_u64[] = {
     {KVREG_SUB_OPT_IDLE_MS, 600000, 0},
     {KVREG_SUB_OPT_MAX_HELD_BYTES, 256u << 20, 1000},
     {KVREG_SUB_OPT_RCV_BYTES, 64u << 20, 0},
+    {KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 10, 0},
 };
-static const uint32_t sub_u64_unknown[] = {0, 11, UINT32_MAX};
+static const uint32_t sub_u64_unknown[] = {0, 12, UINT32_MAX};
 static const str_case sub_str[] = {{KVREG_SUB_TOPIC, "", "kv@pod-1@model-a"}};
 static const uint32_t sub_str_unknown[] = {0, 2, UINT32_MAX};
 
@@ -181,6 +182,11 @@ static void test_subscriber_options(void **state)
     assert_int_not_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_FORMAT, 99), KVREG_OK);
     assert_int_equal(kvreg_subscriber_get(sub, KVREG_SUB_OPT_FORMAT, &v), KVREG_OK);
     assert_int_equal(v, KVREG_WIRE_SGLANG);
+    /* MALFORMED_PAUSE_MS: up to 60 s; one past it changes nothing */
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 60000), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 60001), KVREG_EINVAL);
+    assert_int_equal(kvreg_subscriber_get(sub, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, &v), KVREG_OK);
+    assert_int_equal(v, 60000);
     check_strings(&sub_ops, sub, sub_str, 1, sub_str_unknown, sizeof sub_str_unknown / sizeof sub_str_unknown[0]);
     assert_int_equal(kvreg_subscriber_set_string(sub, KVREG_SUB_TOPIC, NULL), KVREG_OK);
     check_string(&sub_ops, sub, KVREG_SUB_TOPIC, "");

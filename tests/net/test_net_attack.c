@@ -22,6 +22,9 @@
  *              thread must not copy them (page faults on that thread bounded)
  *   probehold  a new topic sends 1,000 batches in order and its ROUTER never answers the probe:
  *              each is delivered as it comes, none held until the probe's deadline
+ *   malformed  50 malformed live messages with MALFORMED_PAUSE_MS 60 s: one is read
+ *   malformedends / malformedoff  3 malformed, then 5 good batches from the same peer: they
+ *              arrive after the pauses (20 + 40 + 80 ms) / at once with the option 0
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -524,6 +527,67 @@ static void attack_heldshared(void) {
     finish(&a, 64, 60000);
 }
 
+/* A live message that is not [topic, 8-byte seq, payload] (two frames): MALFORMED. */
+static void send_two_frames(attack *a) {
+    assert_true(zmq_send(a->bad.pub, "kv@pod-m@model", 14, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(a->bad.pub, "junk", 4, 0) >= 0);
+}
+
+/* Malformed live messages pause their endpoint (MALFORMED_PAUSE_MS, doubled in a row): with
+ * a pause of 60 s, one of the attacker's 50 malformed messages is read, whatever the run does
+ * meanwhile, and the well-behaved stream (another endpoint) arrives complete. Before the
+ * pause every one was read and rejected: a peer sending megabytes of garbage cost the
+ * subscriber all of them. */
+static void attack_malformed(void) {
+    attack a = {.name = "malformed"};
+    setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 60000);
+    for (int i = 0; i < 50; i++) send_two_frames(&a);
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_MALFORMED) < 1 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    while (good_received(&a) < GOOD_N && net_now_ms() < deadline) {
+        good_send(&a, 20);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    printf("malformed: %llu of 50 read, %llu pauses\n", (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES));
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), 1);
+    CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES) == 1);
+    assert_int_equal(a.c.notices[KVREG_SUB_MALFORMED], 1);
+    finish(&a, 64, 60000);
+}
+
+/* The pause ends, and nothing of the endpoint is lost to it: 3 malformed messages, then 5
+ * well-formed batches from the same peer, with MALFORMED_PAUSE_MS 20. The pauses run 20, 40
+ * and 80 ms (doubling in a row), so the batches cannot arrive before 140 ms; they arrive in
+ * order, and each malformed message is one notice and one pause. With the option 0
+ * (malformedoff), nothing pauses. */
+static void attack_malformed_ends(const char *name, uint64_t pause_ms) {
+    attack a = {.name = name};
+    uint8_t p[256];
+    setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, pause_ms);
+    const int64_t t0 = net_now_ms();
+    for (int i = 0; i < 3; i++) send_two_frames(&a);
+    for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, "kv@pod-m@model", s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const size_t bad = run_until_bad(&a, 5, net_now_ms() + 20000 * TIME_SCALE);
+    const int64_t ms = net_now_ms() - t0;
+    printf("%s: 5 batches after 3 malformed in %lld ms, %llu pauses\n", name, (long long)ms,
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES));
+    assert_int_equal(bad, 5);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 5);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), 3);
+    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
+    if (pause_ms) {
+        assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES), 3);
+        assert_true(ms >= (int64_t)(pause_ms + 2 * pause_ms + 4 * pause_ms));
+    } else {
+        CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES) == 0);
+    }
+    finish(&a, 64, 60000);
+}
+
 /* Minor page faults of the calling thread so far. */
 static uint64_t thread_faults(void) {
     struct rusage ru;
@@ -692,6 +756,9 @@ static void attack_rcvbytes(void) {
     assert_int_equal(kvreg_subscriber_set(a.sub, KVREG_SUB_OPT_MAX_MSG_SIZE, UINT64_C(2) << 20), KVREG_OK);
 #ifndef KVREG_ATTACK_BEFORE
     assert_int_equal(kvreg_subscriber_set(a.sub, KVREG_SUB_OPT_RCV_BYTES, UINT64_C(8) << 20), KVREG_OK);
+    /* Its payloads are malformed only to be cheap to read: no pause between them (that is
+     * the malformed attack's). */
+    assert_int_equal(kvreg_subscriber_set(a.sub, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 0), KVREG_OK);
 #endif
     net_collect_init(&a.c, a.sub);
     assert_int_equal(kvreg_subscriber_add(a.sub, a.good.endpoint, NULL, &a.good_idx), KVREG_OK);
@@ -739,12 +806,15 @@ static void run_attack(void **state) {
     else if (strcmp(which, "heldpause") == 0) attack_heldpause();
     else if (strcmp(which, "probehold") == 0) attack_probehold();
     else if (strcmp(which, "heldshared") == 0) attack_heldshared();
+    else if (strcmp(which, "malformed") == 0) attack_malformed();
+    else if (strcmp(which, "malformedends") == 0) attack_malformed_ends(which, 20);
+    else if (strcmp(which, "malformedoff") == 0) attack_malformed_ends(which, 0);
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|probehold|malformed|malformedends|malformedoff\n");
         return 2;
     }
     which = argv[1];
