@@ -928,9 +928,10 @@ void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att,
     if (row("dup"))
         attacked_sub(in, reps, sub_att, "dup", "replay peer repeating one batch (timeout 500 ms)",
                      {{KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 500}}, 64, rows);
-    // The held batches are bounded by MAX_HELD_BYTES (32 MiB here): that bound plus 64 MiB.
+    // The held batches are bounded by MAX_HELD_BYTES (32 MiB here; one publisher's share, the
+    // default quarter, 8 MiB): that bound plus 64 MiB.
     if (row("held"))
-        attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB)",
+        attacked_sub(in, reps, sub_att, "held", "unanswered gap, then 200 x 1 MB (MAX_HELD_BYTES 32 MiB, a publisher's share 8 MiB)",
                      {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
                      32 + 64, rows);
     // The same peer sending without end, the pass measured once the held bound refused a
@@ -938,7 +939,8 @@ void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att,
     // bound (the row above).
     if (row("held-sustained"))
         attacked_sub(in, reps, sub_att, "held-sustained",
-                     "unanswered gap, then 1 MB batches without end, measured from the bound on (MAX_HELD_BYTES 32 MiB)",
+                     "unanswered gap, then 1 MB batches without end, measured from the bound on (MAX_HELD_BYTES 32 MiB, "
+                     "share 8 MiB)",
                      {{KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20}, {KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000}},
                      32 + 64, rows, KVREG_SUB_STAT_HELD_DROPPED);
     // The attacker's stream holds its later payloads while its probe goes unanswered: the

@@ -300,10 +300,10 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   jittered; STAT_REPLAYS_
  *                                                                   BUSY; at the deadline
  *                                                                   REPLAY_DONE and LOSS
- *   live batches held for       256 MiB,     OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
- *     replays (all publishers)  100000/pub   OPT_MAX_WAITING        DROPPED): the next replay
- *                                                                   fetches them or LOSS; an
- *                                                                   endpoint whose streams all
+ *   live batches held for       256 MiB      OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
+ *     replays, all publishers;  (a quarter   OPT_MAX_HELD_BYTES_    DROPPED): the next replay
+ *     one publisher's share;    of it),      PUBLISHER,             fetches them or LOSS; an
+ *     batches per publisher     100000       OPT_MAX_WAITING        endpoint whose streams all
  *                                                                   wait for replays is then
  *                                                                   not read until one ends
  *                                                                   (STAT_LIVE_PAUSES)
@@ -361,7 +361,8 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               dropped when a new one comes (default 600000;
                                               0 = never) */
 #define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
-                                              all publishers together (default 256 MiB);
+                                              all publishers together (default 256 MiB; one
+                                              publisher at most MAX_HELD_BYTES_PUBLISHER);
                                               past it newer ones are not kept (the next replay
                                               fetches them; KVREG_SUB_STAT_HELD_DROPPED), and
                                               an endpoint whose streams all wait for replays
@@ -380,6 +381,13 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               (default 10, 0 = never pause, <= 60000).
                                               Other endpoints are read meanwhile; what the
                                               paused one sends waits as past RCV_BYTES */
+#define KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER 12u /* payload bytes of live batches held for
+                                              one publisher ((endpoint, topic) stream) of
+                                              MAX_HELD_BYTES (default 0: a quarter of
+                                              MAX_HELD_BYTES, as set). One publisher that
+                                              opens a gap its replay never fills cannot take
+                                              the room every other publisher's gaps need;
+                                              past it as past MAX_HELD_BYTES */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -510,15 +518,17 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
                                          was over KVREG_SUB_OPT_MAX_MSG_SIZE */
 #define KVREG_SUB_STAT_PUBLISHERS 13u   /* publishers tracked now (a gauge) */
 #define KVREG_SUB_STAT_EVICTED 14u      /* publishers dropped (EVICTED notices with a topic) */
-#define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING or
-                                         MAX_HELD_BYTES (fetched by the next replay) */
+#define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING,
+                                         MAX_HELD_BYTES or the publisher's share of it
+                                         (fetched by the next replay) */
 #define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
 #define KVREG_SUB_STAT_REPLAYS_BUSY 17u /* replay answers that were the publisher's busy marker
                                          (KVREG_PUB_REPLAY_BUSY): the request is sent again
                                          after a back-off, until the replay's deadline */
 #define KVREG_SUB_STAT_LIVE_PAUSES 18u  /* times a SUB socket stopped being read because every
                                          stream on it waits for a replay and the held bounds
-                                         (MAX_HELD_BYTES, MAX_WAITING) were reached: libzmq,
+                                         (MAX_HELD_BYTES, its per-publisher share,
+                                         MAX_WAITING) were reached: libzmq,
                                          the kernel and the publisher keep the rest (see
                                          "Limits"); read again when one replay ends */
 #define KVREG_SUB_STAT_MALFORMED_PAUSES 19u /* times a SUB socket stopped being read for

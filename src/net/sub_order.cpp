@@ -131,7 +131,8 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
     const size_t len = p.size();
     if (s.waiting.size() >= max_waiting_ ||
-        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_) {
+        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_ ||
+        s.held_bytes + len > held_share()) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
         Endpoint &e = eps_[s.ep];
         const bool was_paused = live_paused(e);
@@ -142,11 +143,13 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // The batch itself is kept, not a copy: a peer that makes us hold megabytes costs this
     // thread (every other publisher's too) no work per byte.
     s.waiting.push_back(Waiting{seq, std::move(p), restarted});
+    s.held_bytes += len;
     count(KVREG_SUB_STAT_HELD_BATCHES);
     count(KVREG_SUB_STAT_HELD_BYTES, len);
 }
 
-void Subscriber::unhold(const Waiting &w) {
+void Subscriber::unhold(Stream &s, const Waiting &w) {
+    s.held_bytes -= w.payload.size();
     uncount(KVREG_SUB_STAT_HELD_BATCHES);
     uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
 }
@@ -229,7 +232,7 @@ void Subscriber::release_held_before(Stream &s, uint64_t seq) {
     while (!s.waiting.empty() && s.waiting.front().seq < seq && !s.waiting.front().restarted) {
         Waiting w = std::move(s.waiting.front());
         s.waiting.pop_front();
-        unhold(w);
+        unhold(s, w);
         if (w.seq < s.next) {
             count(KVREG_SUB_STAT_DUPLICATES);
             continue;
@@ -272,7 +275,7 @@ void Subscriber::probe(Stream &s) {
 // from the new process's first kept seq.
 void Subscriber::restarted_instance(Stream &s, uint64_t instance) {
     notice(KVREG_SUB_RESET, &s, s.ep, s.next, s.next, "the publisher's instance id changed: it restarted");
-    for (const Waiting &w : s.waiting) unhold(w);
+    for (const Waiting &w : s.waiting) unhold(s, w);
     s.waiting.clear();
     s.instance = instance;
     s.delivered = 0;
@@ -329,7 +332,7 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     }
     std::deque<Waiting> held;
     held.swap(s.waiting);
-    for (const Waiting &w : held) unhold(w);
+    for (const Waiting &w : held) unhold(s, w);
     // on_live() counts a held batch the replay already delivered as a duplicate, reports a
     // restart seen when it came, and a new gap holds the rest again.
     for (Waiting &w : held) on_live(s, w.seq, w.payload, w.restarted);
@@ -345,7 +348,7 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
             enter(*o, Stage::kLive);
             std::deque<Waiting> h;
             h.swap(o->waiting);
-            for (const Waiting &w : h) unhold(w);
+            for (const Waiting &w : h) unhold(*o, w);
             for (Waiting &w : h) on_live(*o, w.seq, w.payload, w.restarted);
         }
     } else if (!e.replay_owner) {

@@ -90,6 +90,9 @@ int Subscriber::set(uint32_t option, uint64_t v) noexcept {
         if (v > 60000) return KVREG_EINVAL;
         malformed_pause_ms_ = v;
         return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER:
+        max_held_publisher_ = v;
+        return KVREG_OK;
     default:
         return KVREG_EINVAL;
     }
@@ -121,6 +124,7 @@ int Subscriber::get(uint32_t option, uint64_t *v) const noexcept {
     case KVREG_SUB_OPT_MAX_HELD_BYTES: *v = max_held_bytes_; return KVREG_OK;
     case KVREG_SUB_OPT_RCV_BYTES: *v = rcv_bytes_; return KVREG_OK;
     case KVREG_SUB_OPT_MALFORMED_PAUSE_MS: *v = malformed_pause_ms_; return KVREG_OK;
+    case KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER: *v = max_held_publisher_; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }

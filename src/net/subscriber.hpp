@@ -83,6 +83,7 @@ class Subscriber {
         uint64_t replay_from = 0;
         uint64_t replay_count = 0;
         std::deque<Waiting> waiting; // live batches that came during the replay
+        uint64_t held_bytes = 0;     // their payload bytes (at most held_share())
         // The last seq read from the SUB socket. One publisher process sends its seqs in
         // order on that connection, so a live seq at or below it means a new process (a
         // restart). A live seq below `next` alone does not: the replay's connection can
@@ -148,6 +149,11 @@ class Subscriber {
     // we cannot use gets at most one message read per pause; what it sends meanwhile waits
     // in libzmq (RCVHWM), the kernel and its own send queue, not in this process.
     void malformed_live(Endpoint &e);
+    // The held bytes one publisher (stream) may take of MAX_HELD_BYTES: MAX_HELD_BYTES_PUBLISHER,
+    // or a quarter of MAX_HELD_BYTES when that is 0.
+    uint64_t held_share() const noexcept {
+        return max_held_publisher_ ? max_held_publisher_ : max_held_bytes_ / 4;
+    }
     int live_rcvhwm() const noexcept;
     void read_live(size_t ep, Frames &f);
     void read_replay(size_t ep, Frames &f);
@@ -173,7 +179,7 @@ class Subscriber {
     void on_live(Stream &s, uint64_t seq, Payload &p, bool restarted);
     void on_gap(Stream &s, uint64_t seq, Payload &p);
     void hold(Stream &s, uint64_t seq, Payload &p, bool restarted);
-    void unhold(const Waiting &w);
+    void unhold(Stream &s, const Waiting &w);
     void release_held_before(Stream &s, uint64_t seq);
     void enter(Stream &s, Stage to);
     void request_replay(Stream &s, uint64_t from, bool probe = false);
@@ -195,7 +201,7 @@ class Subscriber {
     uint64_t rcvhwm_ = 100000, max_waiting_ = 100000, rcv_bytes_ = UINT64_C(64) << 20;
     int64_t max_msg_size_ = INT64_C(16) << 20;
     uint64_t max_publishers_ = 10000, idle_ms_ = 600000, max_held_bytes_ = UINT64_C(256) << 20;
-    uint64_t malformed_pause_ms_ = 10;
+    uint64_t malformed_pause_ms_ = 10, max_held_publisher_ = 0;
     std::string topic_;
     // State.
     void *ctx_ = nullptr;

@@ -161,8 +161,9 @@ static const u64_case sub_u64[] = {
     {KVREG_SUB_OPT_MAX_HELD_BYTES, 256u << 20, 1000},
     {KVREG_SUB_OPT_RCV_BYTES, 64u << 20, 0},
     {KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 10, 0},
+    {KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 0, 1000},
 };
-static const uint32_t sub_u64_unknown[] = {0, 12, UINT32_MAX};
+static const uint32_t sub_u64_unknown[] = {0, 13, UINT32_MAX};
 static const str_case sub_str[] = {{KVREG_SUB_TOPIC, "", "kv@pod-1@model-a"}};
 static const uint32_t sub_str_unknown[] = {0, 2, UINT32_MAX};
 

@@ -22,6 +22,8 @@
  *              thread must not copy them (page faults on that thread bounded)
  *   probehold  a new topic sends 1,000 batches in order and its ROUTER never answers the probe:
  *              each is delivered as it comes, none held until the probe's deadline
+ *   heldfair   one publisher's share of the held bytes: an attacker whose gap is never
+ *              answered holds its share, a second publisher's gap is then held whole
  *   malformed  50 malformed live messages with MALFORMED_PAUSE_MS 60 s: one is read
  *   malformedends / malformedoff  3 malformed, then 5 good batches from the same peer: they
  *              arrive after the pauses (20 + 40 + 80 ms) / at once with the option 0
@@ -134,12 +136,17 @@ static size_t run_until_bad(attack *a, size_t want, int64_t deadline) {
     return n;
 }
 
-static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2);
+static void setup3(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2,
+                   uint64_t opt3, uint64_t value3);
 static void setup(attack *a, int bad_replay, uint64_t opt, uint64_t value) {
-    setup2(a, bad_replay, opt, value, 0, 0);
+    setup3(a, bad_replay, opt, value, 0, 0, 0, 0);
+}
+static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2) {
+    setup3(a, bad_replay, opt, value, opt2, value2, 0, 0);
 }
 
-static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2) {
+static void setup3(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint64_t opt2, uint64_t value2,
+                   uint64_t opt3, uint64_t value3) {
     net_peer_open(&a->good, 0, NULL);
     net_peer_open(&a->bad, bad_replay, NULL);
     assert_int_equal(kvreg_subscriber_new(&a->sub), KVREG_OK);
@@ -152,6 +159,11 @@ static void setup2(attack *a, int bad_replay, uint64_t opt, uint64_t value, uint
     if (opt) assert_int_equal(kvreg_subscriber_set(a->sub, (uint32_t)opt, value), KVREG_OK);
 #endif
     if (opt2) assert_int_equal(kvreg_subscriber_set(a->sub, (uint32_t)opt2, value2), KVREG_OK);
+#ifdef KVREG_ATTACK_BEFORE
+    if (opt3) (void)kvreg_subscriber_set(a->sub, (uint32_t)opt3, value3);
+#else
+    if (opt3) assert_int_equal(kvreg_subscriber_set(a->sub, (uint32_t)opt3, value3), KVREG_OK);
+#endif
     net_collect_init(&a->c, a->sub);
     assert_int_equal(kvreg_subscriber_add(a->sub, a->good.endpoint, NULL, &a->good_idx), KVREG_OK);
     assert_int_equal(kvreg_subscriber_add(a->sub, a->bad.endpoint, bad_replay ? a->bad.replay : NULL, &a->bad_idx),
@@ -366,7 +378,9 @@ static void attack_heldbytes(void) {
     char *buf = malloc(one);
     assert_non_null(buf);
     memset(buf, 0x33, one);
-    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20);
+    /* The bound of all publishers together: this one may take all of it. */
+    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(32) << 20, KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER,
+           UINT64_C(32) << 20);
     uint8_t p[256];
     const size_t len = net_payload(9, p, sizeof p);
     net_peer_live(&a.bad, "kv@attacker@model", 5, p, len);
@@ -410,7 +424,8 @@ static void attack_heldpause(void) {
     uint8_t p[256];
     const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
     const char *topic = "kv@attacker@model";
-    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 300 * TIME_SCALE);
+    setup3(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 300 * TIME_SCALE,
+           KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 20 * len);
     net_peer_live(&a.bad, topic, 5, p, net_payload(BAD_HASH(5), p, sizeof p));
     assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* never answered */
     for (uint64_t s = 6; s <= 200; s++) {
@@ -490,7 +505,7 @@ static void attack_heldshared(void) {
     uint8_t p[256];
     const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
     const char *ta = "kv@pod-a@model", *tb = "kv@pod-b@model";
-    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len);
+    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len, KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 20 * len);
     for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, ta, s, p, net_payload(BAD_HASH(s), p, sizeof p));
     /* A's first delivery (seq 0) sends a probe from seq 1; A knows no instance yet, so 1..4
      * are delivered without waiting for the end marker. */
@@ -525,6 +540,68 @@ static void attack_heldshared(void) {
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 20);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), 81);
     finish(&a, 64, 60000);
+}
+
+/* One publisher's share of the held bytes (MAX_HELD_BYTES_PUBLISHER, a quarter of
+ * MAX_HELD_BYTES by default): the attacker opens a gap its ROUTER never answers and sends
+ * 100 batches; it is held up to its share (here 20 of the 80 batches MAX_HELD_BYTES has room
+ * for), then its socket pauses. A second publisher (its own endpoint, a ROUTER the test
+ * answers) then opens a gap too: all of its 15 later batches (under its own share) are held,
+ * none refused, and once its replay is answered it is delivered whole, in order. Before the
+ * share, the attacker took all of MAX_HELD_BYTES and the second publisher's first batch was
+ * refused (its socket then paused: the rest waited for its replay, fetched again). */
+static void attack_heldfair(void) {
+    attack a = {.name = "heldfair"};
+    uint8_t p[256];
+    const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
+    const char *topic = "kv@attacker@model", *fair = "kv@pod-fair@model";
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * len);
+    net_peer f;
+    net_peer_open(&f, 1, NULL);
+    uint32_t f_idx = 0;
+    /* Options are fixed once an endpoint is added; endpoints may still be added. */
+    assert_int_equal(kvreg_subscriber_add(a.sub, f.endpoint, f.replay, &f_idx), KVREG_OK);
+    net_peer_wait_subscribed(&f, a.sub, 1);
+    net_peer_live(&a.bad, topic, 5, p, net_payload(BAD_HASH(5), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* never answered */
+    for (uint64_t s = 6; s < 106; s++) net_peer_live(&a.bad, topic, s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) < 1 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    const uint64_t attacker_held = stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES);
+    const uint64_t dropped = stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED);
+    /* The second publisher: seq 0 lost on the way, 1..15 live (under its own share), held for
+     * the replay. */
+    for (uint64_t s = 1; s <= 15; s++) net_peer_live(&f, fair, s, p, net_payload(BAD_HASH(1000 + s), p, sizeof p));
+    assert_int_equal(net_peer_request(&f, a.sub), 0);
+    while (stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) + stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) <
+               attacker_held + dropped + 15 &&
+           net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    printf("heldfair: attacker held %llu batches, the second publisher %llu, %llu of its refused\n",
+           (unsigned long long)attacker_held,
+           (unsigned long long)(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) - attacker_held),
+           (unsigned long long)(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) - dropped));
+    CHECK_FIX(attacker_held == 20);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), dropped); /* none of the second's */
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), attacker_held + 15);
+    net_peer_replay(&f, fair, 0, p, net_payload(BAD_HASH(1000), p, sizeof p));
+    net_peer_replay_end(&f, fair);
+    size_t got = 0;
+    while (got < 16 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        got = 0;
+        for (size_t i = 0; i < a.c.n; i++) got += a.c.recs[i].publisher == f_idx;
+    }
+    assert_in_order(&a, f_idx, BAD_HASH(1000), 16);
+    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
+    finish(&a, 64, 60000);
+    net_peer_close(&f);
 }
 
 /* A live message that is not [topic, 8-byte seq, payload] (two frames): MALFORMED. */
@@ -610,7 +687,8 @@ static void attack_heldcopy(void) {
     char *buf = malloc(one);
     assert_non_null(buf);
     memset(buf, 0x44, one);
-    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(64) << 20);
+    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, UINT64_C(64) << 20, KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER,
+           UINT64_C(64) << 20);
     uint8_t p[256];
     const size_t len = net_payload(9, p, sizeof p);
     net_peer_live(&a.bad, "kv@attacker@model", 5, p, len);
@@ -806,6 +884,7 @@ static void run_attack(void **state) {
     else if (strcmp(which, "heldpause") == 0) attack_heldpause();
     else if (strcmp(which, "probehold") == 0) attack_probehold();
     else if (strcmp(which, "heldshared") == 0) attack_heldshared();
+    else if (strcmp(which, "heldfair") == 0) attack_heldfair();
     else if (strcmp(which, "malformed") == 0) attack_malformed();
     else if (strcmp(which, "malformedends") == 0) attack_malformed_ends(which, 20);
     else if (strcmp(which, "malformedoff") == 0) attack_malformed_ends(which, 0);
@@ -814,7 +893,7 @@ static void run_attack(void **state) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|probehold|malformed|malformedends|malformedoff\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff\n");
         return 2;
     }
     which = argv[1];
