@@ -127,7 +127,7 @@ run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
   index_dump index_stats index_partition index_query_concurrent \
   nats-liveness nats-snapshots nats-purge nats-orphans nats-kill-cycles nats-slow-consumer \
   net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
-  net-attack-heldcopy net-attack-heldpause net-attack-heldshared net-attack-probehold \
+  net-attack-heldcopy net-attack-heldpause net-attack-heldshared net-attack-heldfair net-attack-probehold \
   net-attack-malformed net-attack-malformedends net-attack-malformedoff \
   api-getters-net api-getters-nats
 
