@@ -30,11 +30,11 @@
 //               again after a back-off).
 //   kBusyWait   Asks again at retry_at: a bounded exponential back-off with jitter (backoff()),
 //               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
-//   (bounds)    A live batch past MAX_HELD_BYTES or MAX_WAITING is not held (the next round
-//               fetches it); once that happens on an endpoint whose streams all hold, its SUB
-//               socket is not read until one of them leaves holding (live_paused()). A
-//               malformed live message pauses its endpoint's SUB socket for a back-off
-//               (malformed_live()); nothing is dropped for it.
+//   (bounds)    A live batch past MAX_HELD_BYTES, its publisher's share of it or MAX_WAITING
+//               is not held (the next round fetches it); once that happens on an endpoint
+//               whose streams all hold, its SUB socket is not read until one of them leaves
+//               holding (live_paused()). A malformed live message pauses its endpoint's SUB
+//               socket for a back-off (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
 //               again: each round makes progress). At the deadline (or a failed answer):
 //               REPLAY_DONE says why, LOSS for the seqs before the first held batch, a fresh
