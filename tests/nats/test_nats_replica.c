@@ -191,11 +191,6 @@ static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
 }
 
 /* ---------------------------------------------------------------------------- snapshots */
-/* An engine publishes; replica 1 writes snapshots (chunked: the server's max_payload is 16 KiB
- * and the snapshot is larger). A new replica restores the newest, consumes the rest, and
- * reaches the engine's blocks and replica 1's digest. Then the newest snapshot is corrupted on
- * the server: the next new replica rejects it (SNAPSHOT notice), restores the previous one and
- * still ends equal; with both corrupt, a full replay. */
 /* START_US and its parts after a start() that read snapshots: time reading them, time loading
  * (only when `loaded`), and the two within the whole. */
 static void assert_start_split(replica *r, int loaded) {
@@ -210,6 +205,11 @@ static void assert_start_split(replica *r, int loaded) {
     assert_true(read + load <= start);
 }
 
+/* An engine publishes; replica 1 writes snapshots (chunked: the server's max_payload is 16 KiB
+ * and the snapshot is larger). A new replica restores the newest, consumes the rest, and
+ * reaches the engine's blocks and replica 1's digest. Then the newest snapshot is corrupted on
+ * the server: the next new replica rejects it (SNAPSHOT notice), restores the previous one and
+ * still ends equal; with both corrupt, a full replay. */
 static void test_snapshots(void **state) {
     (void)state;
     engine e;

@@ -112,17 +112,14 @@ static void good_send(attack *a, int n) {
     }
 }
 
-static size_t good_received(const attack *a) {
+/* Batches delivered so far from one publisher (endpoint index). */
+static size_t received_from(const attack *a, uint32_t publisher) {
     size_t n = 0;
-    for (size_t i = 0; i < a->c.n; i++) n += a->c.recs[i].publisher == a->good_idx;
+    for (size_t i = 0; i < a->c.n; i++) n += a->c.recs[i].publisher == publisher;
     return n;
 }
-
-static size_t bad_received(const attack *a) {
-    size_t n = 0;
-    for (size_t i = 0; i < a->c.n; i++) n += a->c.recs[i].publisher == a->bad_idx;
-    return n;
-}
+static size_t good_received(const attack *a) { return received_from(a, a->good_idx); }
+static size_t bad_received(const attack *a) { return received_from(a, a->bad_idx); }
 
 /* Run the subscriber (the well-behaved stream sending on) until `want` of the attacker's
  * batches are delivered or the deadline passes; returns how many are. */
@@ -595,8 +592,7 @@ static void attack_heldfair(void) {
     while (got < 16 && net_now_ms() < deadline) {
         good_send(&a, 5);
         assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        got = 0;
-        for (size_t i = 0; i < a.c.n; i++) got += a.c.recs[i].publisher == f_idx;
+        got = received_from(&a, f_idx);
     }
     assert_in_order(&a, f_idx, BAD_HASH(1000), 16);
     assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
