@@ -987,7 +987,7 @@ int main(int argc, char **argv) {
     }
     if (workload == "nats") {
 #if KVREG_NET_BENCH_NATS
-        return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE);
+        return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE, reps);
 #else
         (void)nats_events, (void)trace;
         std::printf("{\"workload\":\"nats\",\"skipped\":\"built without NATS\"}\n");
