@@ -6,18 +6,13 @@
 #include <vector>
 
 #include "api/guard.hpp"
+#include "index/handle.hpp"
 #include "index/index.hpp"
 #include "index/partition.hpp"
 
 struct kvreg_index_config {
     kvreg::index::Options opt;
 };
-
-struct kvreg_index {
-    explicit kvreg_index(const kvreg::index::Options &o) : impl(o) {}
-    kvreg::index::Index impl;
-};
-
 
 extern "C" {
 

@@ -17,14 +17,6 @@ bool arrays_ok(const kvreg_wire_event &ev) noexcept {
     return (ev.block_hashes || ev.n_block_hashes == 0) && (ev.token_ids || ev.n_token_ids == 0);
 }
 
-// Keeps the index's total of engine-map bytes current across one locked operation on a worker.
-struct MapBytes {
-    Worker &w;
-    std::atomic<uint64_t> &total;
-    uint64_t before = w.map.bytes();
-    ~MapBytes() { total.fetch_add(w.map.bytes() - before, std::memory_order_relaxed); } // wraps down
-};
-
 } // namespace
 
 uint64_t Index::chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept {

@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
+#include "core/hash.hpp"
 #include "index/holder_table.hpp"
 #include "kvreg_index.h"
 #include "index/workers.hpp"
@@ -66,17 +69,75 @@ public:
     void worker_infos(std::vector<WorkerInfo> &out) const;
 
     // dump.cpp (the format: docs/design/index.md). dump: KVREG_OK or write's non-zero return;
-    // digest: the checksum the dump would end with; load: into an empty index, all or nothing
-    // (kvreg_index_load's statuses). Throw std::bad_alloc (dump and digest: nothing changed).
+    // digest: the checksum the dump would end with. Throw std::bad_alloc (nothing changed).
     int dump(kvreg_index_write_fn write, void *ctx) const;
     uint64_t digest() const;
-    int load(const unsigned char *data, size_t len);
+    // load.cpp: a whole dump into an empty index, all or nothing (kvreg_index_load's statuses).
+    int load(const unsigned char *data, size_t len) noexcept;
+
+    // load.cpp: a dump of `total` bytes loaded as they arrive, in pieces of any size (a
+    // snapshot read from the network: the load runs while the next pieces are on their way).
+    // The walk of one load, end to end, is the comment at the top of load.cpp.
+    class Loader {
+    public:
+        // The index must know no worker (else feed() returns KVREG_ESTATE). shard_counts:
+        // the records per table shard when the caller has counted them (a whole dump); else
+        // the table is sized from total, as if the records fell evenly on the shards.
+        // Throws std::bad_alloc.
+        Loader(Index &idx, uint64_t total, std::vector<uint64_t> shard_counts = {});
+        ~Loader(); // abandon() unless finish() succeeded
+        Loader(const Loader &) = delete;
+        Loader &operator=(const Loader &) = delete;
+        // The next piece. KVREG_OK, or the load's failure (kvreg_index_load's statuses; more
+        // bytes than total: KVREG_EPROTO): then every worker it added is removed again, and
+        // each later call returns the same status.
+        int feed(const unsigned char *data, size_t len) noexcept;
+        // All total bytes came and the checksum matches: KVREG_OK; else as feed() fails.
+        int finish() noexcept;
+        // Undo whatever was loaded (the caller's own check of the bytes failed).
+        void abandon() noexcept;
+
+    private:
+        // Where the walk is: the field it waits for next. kFailed and kDone are final.
+        enum class Stage { kHeader, kWorkerHead, kGroupHead, kRecords, kTrailer, kDone, kFailed };
+        int on_header(const unsigned char *h);
+        int on_worker(const unsigned char *wh);
+        int on_group(const unsigned char *gh);
+        int on_records(const unsigned char *recs, size_t n);
+        int on_trailer(const unsigned char *t) noexcept;
+        int next_group_or_worker(); // the stage after a group or worker ends
+        void end_worker();          // the worker's records into the table
+        int reject(int rc) noexcept; // undo, and stay failed with rc
+        size_t field_size() const noexcept;
+        uint64_t body_left() const noexcept; // bytes before the trailer not read yet
+
+        Index &idx_;
+        const uint64_t total_;
+        std::vector<uint64_t> shard_counts_;
+        std::unique_ptr<Checksum64> sum_;
+        Stage stage_ = Stage::kHeader;
+        int rc_ = KVREG_OK;
+        uint64_t read_ = 0;                // bytes taken by the walk so far
+        uint64_t summed_ = 0;              // bytes the checksum has seen
+        std::vector<unsigned char> cut_;   // a field cut by the end of a piece, as far as it came
+        uint64_t n_workers_ = 0, worker_ = 0, groups_ = 0, group_ = 0, left_in_group_ = 0;
+        uint64_t prev_id_ = 0, prev_part_ = 0, prev_key_ = 0;
+        uint32_t prev_dp_ = 0;
+        bool group_start_ = false; // the next record is its group's first
+        // The worker being loaded: its state (not locked between pieces: nothing else may
+        // change the index during a load), its table tag, and the group's partition.
+        Worker *w_ = nullptr;
+        uint32_t tag_ = 0, part_index_ = 0;
+        uint64_t group_part_ = 0;
+        std::vector<std::pair<uint64_t, uint32_t>> added_; // (id, dp) of every worker added
+        std::vector<uint64_t> keys_;                         // the worker's table keys so far
+        std::vector<uint8_t> tiers_;                         // and tiers
+    };
 
 private:
     struct Snapshot;
     void snapshot(Snapshot &snap) const;
     int write_snapshot(const Snapshot &snap, kvreg_index_write_fn write, void *ctx, uint64_t *sum) const;
-    int load_checked(const unsigned char *data, size_t len);
 
     // The router hash of a block, given its parent's router hash (has_parent false: first block).
     uint64_t chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept;

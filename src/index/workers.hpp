@@ -62,6 +62,15 @@ struct Worker {
     std::unordered_map<uint64_t, std::array<uint64_t, KVREG_MEDIUM_COUNT>> overflow;
 };
 
+// Keeps an index's total of engine-map bytes current across one locked operation on a worker
+// (apply.cpp, load.cpp).
+struct MapBytes {
+    Worker &w;
+    std::atomic<uint64_t> &total;
+    uint64_t before = w.map.bytes();
+    ~MapBytes() { total.fetch_add(w.map.bytes() - before, std::memory_order_relaxed); } // wraps down
+};
+
 class Workers {
 public:
     static constexpr uint32_t kChunk = 256;

@@ -1,0 +1,243 @@
+// index::Index::Loader (src/index/load.cpp): a dump loaded in pieces of every size reaches the
+// digest of the index it came from, in both hash modes; a dump that is damaged, cut short,
+// too long or abandoned half-way leaves the index empty; an index that knows a worker is
+// refused. Internal: links the static library (the NATS consumer is the loader's user).
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <csetjmp>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "index/handle.hpp"
+#include "kvreg_index.h"
+
+extern "C" {
+#include <cmocka.h> // last: its fail() macro; C linkage (cmocka 1.1's header does not say)
+}
+
+namespace {
+
+using Loader = kvreg::index::Index::Loader;
+
+kvreg_index *new_index(bool own) {
+    kvreg_index *idx = nullptr;
+    kvreg_index_config *cfg = nullptr;
+    assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_BLOCK_SIZE, 4), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_SHARDS, 8), KVREG_OK);
+    assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES,
+                                            own ? KVREG_INDEX_HASHES_OWN : KVREG_INDEX_HASHES_ENGINE),
+                     KVREG_OK);
+    assert_int_equal(kvreg_index_new(&idx, cfg), KVREG_OK);
+    kvreg_index_config_free(cfg);
+    return idx;
+}
+
+uint64_t stat(const kvreg_index *idx, uint32_t which) {
+    uint64_t v = 0;
+    assert_int_equal(kvreg_index_stat(idx, which, &v), KVREG_OK);
+    return v;
+}
+
+uint64_t digest(const kvreg_index *idx) {
+    uint64_t d = 0;
+    assert_int_equal(kvreg_index_digest(idx, &d), KVREG_OK);
+    return d;
+}
+
+void assert_empty(const kvreg_index *idx) {
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_WORKERS), 0);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 0);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_MAPPED_HASHES), 0);
+}
+
+// Three workers (one with its seq unknown), blocks in two tiers, some removed again, and in
+// ENGINE mode two engine hashes naming one content (the same tokens): enough records that a
+// piece of any size below falls inside a record, a head and the trailer somewhere.
+std::vector<unsigned char> sample_dump(bool own, kvreg_index **src_out) {
+    kvreg_index *src = new_index(own);
+    std::vector<uint64_t> hashes(60);
+    std::vector<uint32_t> tokens(60 * 4);
+    for (size_t i = 0; i < hashes.size(); i++) hashes[i] = 0x1000 + 7 * i;
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<uint32_t>(i % 80); // blocks 0 and 20 alike
+    for (uint64_t w = 1; w <= 3; w++) {
+        kvreg_wire_event ev[2];
+        std::memset(ev, 0, sizeof ev);
+        ev[0].type = KVREG_WIRE_STORED;
+        ev[0].medium = KVREG_MEDIUM_GPU;
+        ev[0].block_hashes = hashes.data();
+        ev[0].n_block_hashes = hashes.size() - 10 * w;
+        ev[0].block_size = 4;
+        ev[0].token_ids = tokens.data();
+        ev[0].n_token_ids = 4 * ev[0].n_block_hashes;
+        ev[1] = ev[0];
+        ev[1].medium = KVREG_MEDIUM_CPU;
+        ev[1].n_block_hashes = 5 * w;
+        ev[1].n_token_ids = 4 * ev[1].n_block_hashes;
+        const uint64_t seq = w == 2 ? KVREG_INDEX_SEQ_NONE : 0;
+        assert_int_equal(kvreg_index_apply(src, w, 0, seq, ev, 2, nullptr), KVREG_OK);
+        kvreg_wire_event rm;
+        std::memset(&rm, 0, sizeof rm);
+        rm.type = KVREG_WIRE_REMOVED;
+        rm.medium = KVREG_MEDIUM_GPU;
+        rm.block_hashes = hashes.data() + 30;
+        rm.n_block_hashes = 3;
+        assert_int_equal(kvreg_index_apply(src, w, 0, seq == 0 ? 1 : seq, &rm, 1, nullptr), KVREG_OK);
+    }
+    void *d = nullptr;
+    size_t n = 0;
+    assert_int_equal(kvreg_index_dump_alloc(src, &d, &n), KVREG_OK);
+    std::vector<unsigned char> out(static_cast<unsigned char *>(d), static_cast<unsigned char *>(d) + n);
+    std::free(d);
+    *src_out = src;
+    return out;
+}
+
+// Feeds the dump in pieces of `piece` bytes; the first failing status, else finish()'s.
+int load_in_pieces(kvreg_index *idx, const std::vector<unsigned char> &d, size_t piece) {
+    Loader ld(idx->impl, d.size());
+    for (size_t at = 0; at < d.size(); at += piece) {
+        const int rc = ld.feed(d.data() + at, std::min(piece, d.size() - at));
+        if (rc != KVREG_OK) return rc;
+    }
+    return ld.finish();
+}
+
+void test_pieces(void **) {
+    for (const bool own : {false, true}) {
+        kvreg_index *src = nullptr;
+        const std::vector<unsigned char> d = sample_dump(own, &src);
+        const size_t pieces[] = {1, 2, 7, 9, 16, 17, 40, 41, 1000, d.size()};
+        for (const size_t piece : pieces) {
+            kvreg_index *idx = new_index(own);
+            assert_int_equal(load_in_pieces(idx, d, piece), KVREG_OK);
+            assert_true(digest(idx) == digest(src));
+            assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), stat(src, KVREG_INDEX_STAT_ENTRIES));
+            kvreg_index_free(idx);
+        }
+        kvreg_index_free(src);
+    }
+}
+
+void test_damaged(void **) {
+    kvreg_index *src = nullptr;
+    const std::vector<unsigned char> d = sample_dump(false, &src);
+    kvreg_index *idx = new_index(false);
+    // Every byte in turn (the header's options give EINVAL, its version ENOTSUP, the rest
+    // EPROTO, most of it only at the trailer's checksum): never loaded, never left behind.
+    for (size_t at = 0; at < d.size(); at++) {
+        std::vector<unsigned char> bad = d;
+        bad[at] ^= 0x40;
+        const int rc = load_in_pieces(idx, bad, 13);
+        assert_true(rc == KVREG_EPROTO || rc == KVREG_EINVAL || rc == KVREG_ENOTSUP);
+        assert_empty(idx);
+    }
+    assert_int_equal(load_in_pieces(idx, d, 13), KVREG_OK); // and usable after all that
+    assert_true(digest(idx) == digest(src));
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
+void test_length(void **) {
+    kvreg_index *src = nullptr;
+    const std::vector<unsigned char> d = sample_dump(false, &src);
+    kvreg_index *idx = new_index(false);
+    {
+        // Cut short: every piece taken, then finish() finds bytes missing.
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size() - 1), KVREG_OK);
+        assert_true(stat(idx, KVREG_INDEX_STAT_WORKERS) == 3); // loaded as it came
+        assert_int_equal(ld.finish(), KVREG_EPROTO);
+        assert_empty(idx);
+        assert_int_equal(ld.feed(d.data() + d.size() - 1, 1), KVREG_EPROTO); // failed stays failed
+        assert_empty(idx);
+    }
+    {
+        // One byte more than total.
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size()), KVREG_OK);
+        const unsigned char extra = 0;
+        assert_int_equal(ld.feed(&extra, 1), KVREG_EPROTO);
+        assert_empty(idx);
+        assert_int_equal(ld.finish(), KVREG_EPROTO);
+    }
+    {
+        // A total smaller than the dump: its last bytes are too many.
+        Loader ld(idx->impl, d.size() - 8);
+        assert_int_equal(ld.feed(d.data(), d.size()), KVREG_EPROTO);
+        assert_empty(idx);
+    }
+    {
+        // Shorter than a header and a trailer.
+        Loader ld(idx->impl, 47);
+        assert_int_equal(ld.feed(d.data(), 47), KVREG_EPROTO);
+        assert_empty(idx);
+    }
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
+void test_abandon(void **) {
+    kvreg_index *src = nullptr;
+    const std::vector<unsigned char> d = sample_dump(true, &src);
+    kvreg_index *idx = new_index(true);
+    {
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
+        assert_true(stat(idx, KVREG_INDEX_STAT_ENTRIES) > 0);
+        ld.abandon(); // the transport's own check failed
+        assert_empty(idx);
+        assert_int_equal(ld.finish(), KVREG_EPROTO);
+    }
+    {
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
+    } // destroyed unfinished
+    assert_empty(idx);
+    {
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size()), KVREG_OK);
+        assert_int_equal(ld.finish(), KVREG_OK);
+    } // finished: kept
+    assert_true(digest(idx) == digest(src));
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
+void test_not_empty(void **) {
+    kvreg_index *src = nullptr;
+    const std::vector<unsigned char> d = sample_dump(false, &src);
+    kvreg_index *idx = new_index(false);
+    const uint64_t h = 0x77;
+    kvreg_wire_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.type = KVREG_WIRE_STORED;
+    ev.medium = KVREG_MEDIUM_GPU;
+    ev.block_hashes = &h;
+    ev.n_block_hashes = 1;
+    const uint32_t tokens[4] = {1, 2, 3, 4};
+    ev.block_size = 4;
+    ev.token_ids = tokens;
+    ev.n_token_ids = 4;
+    assert_int_equal(kvreg_index_apply(idx, 9, 0, 0, &ev, 1, nullptr), KVREG_OK);
+    const uint64_t before = digest(idx);
+    {
+        Loader ld(idx->impl, d.size());
+        assert_int_equal(ld.feed(d.data(), d.size()), KVREG_ESTATE);
+    }
+    assert_true(digest(idx) == before); // its worker untouched
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
+} // namespace
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pieces), cmocka_unit_test(test_damaged), cmocka_unit_test(test_length),
+        cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
