@@ -17,7 +17,8 @@
 //               Both sides are timed the same way: from making the replica (connect, stream
 //               and bucket checks, durable made) until it has applied the stream's last batch.
 //               The fastest restore's start() in parts (KVREG_NATS_CON_STAT_START_US and its
-//               RESTORE_READ_US, RESTORE_LOAD_US) and the fastest rebuild's start().
+//               RESTORE_READ_US, the reading with the loading done as chunks came, and of it
+//               RESTORE_LOAD_US) and the fastest rebuild's start().
 //   memory      per replica (the last rebuild and the last restore): the heap it holds once
 //               caught up (ReplicaMemory) against its index's own
 //               KVREG_INDEX_STAT_MEMORY_BYTES (issue 38: at most the index's plus buffers).

@@ -262,8 +262,7 @@ int ObjectStore::put(const std::string &name, const std::string &data, size_t ch
     return KVREG_OK;
 }
 
-int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why) {
-    out.clear();
+int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string &why) {
     if (info.size > (uint64_t(1) << 40)) {
         why = "object info claims an absurd size";
         return KVREG_EINVAL;
@@ -273,7 +272,7 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
     // is then known without waiting for a message that never comes.
     const uint64_t stored = stored_count(subj);
     if (stored == UINT64_MAX) return KVREG_EPROTO;
-    uint64_t got = 0;
+    uint64_t got = 0, bytes = 0;
     Sha256 sha;
     if (stored >= info.chunks && info.chunks > 0) {
         // The chunks stream in one ordered (ephemeral, flow-controlled) consumer: one round
@@ -284,7 +283,7 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
         so.Ordered = true;
         natsSubscription *sub = nullptr;
         if (js_SubscribeSync(&sub, js_, subj.c_str(), nullptr, &so, nullptr) != NATS_OK) return KVREG_EPROTO;
-        // Each chunk is hashed as it comes, while the next ones are on their way.
+        // Each chunk is hashed and handed on as it comes, while the next ones are on their way.
         for (; got < info.chunks; got++) {
             natsMsg *m = nullptr;
             const natsStatus s = natsSubscription_NextMsg(&m, sub, 5000);
@@ -293,22 +292,20 @@ int ObjectStore::get(const ObjectInfo &info, std::string &out, std::string &why)
                 return KVREG_EPROTO; // the server went away under us
             }
             const int len = natsMsg_GetDataLength(m);
-            if (len < 0 || out.size() + static_cast<size_t>(len) > info.size) {
+            if (len < 0 || bytes + static_cast<uint64_t>(len) > info.size) {
                 natsMsg_Destroy(m);
                 drop_subscription(nc_, sub);
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
-            // Room for the whole object once the first chunk tells the chunk size (the info's
-            // size is untrusted: never more than the stored chunks could hold).
-            if (got == 0) out.reserve(std::min<uint64_t>(info.size, stored * static_cast<uint64_t>(len)));
-            out.append(natsMsg_GetData(m), static_cast<size_t>(len));
+            bytes += static_cast<uint64_t>(len);
             sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
+            sink(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
         }
         drop_subscription(nc_, sub);
     }
-    if (got != info.chunks || out.size() != info.size) {
+    if (got != info.chunks || bytes != info.size) {
         why = "chunks missing (" + std::to_string(got) + " of " + std::to_string(info.chunks) + ")";
         return KVREG_EINVAL;
     }

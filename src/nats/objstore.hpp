@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,9 +38,13 @@ class ObjectStore {
     // (an object is only visible once its metadata is stored), then the previous version's
     // chunks are purged. KVREG_EPROTO when the server refused any of it.
     int put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq);
-    // Read the object info names and check its size and SHA-256 digest. KVREG_EINVAL with why
-    // when a chunk is missing or the content does not match; KVREG_EPROTO: server away.
-    int get(const ObjectInfo &info, std::string &out, std::string &why);
+    // Read the object info names, handing each chunk to sink(data, len) as it arrives (the
+    // data is valid during the call only), then check its size and SHA-256 digest. KVREG_OK;
+    // KVREG_EINVAL with why when a chunk is missing or the content does not match (sink has
+    // had some or all of it: the caller undoes what it did with it); KVREG_EPROTO: server
+    // away.
+    using ChunkSink = std::function<void(const char *data, size_t len)>;
+    int get(const ObjectInfo &info, const ChunkSink &sink, std::string &why);
 
     // Purge every chunk subject that no object's metadata names and whose newest chunk is
     // older than older_than_ms (by the server's clock). Returns the subjects purged, or -1

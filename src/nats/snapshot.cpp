@@ -4,7 +4,12 @@
 //   u64 dump_len  dump_len bytes of kvreg_index_dump
 #include "nats/snapshot.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
+#include <utility>
+
+#include "index/handle.hpp"
 
 namespace kvreg::nats {
 
@@ -67,32 +72,68 @@ int encode_snapshot(const SnapPosition &pos, const kvreg_index *idx, std::string
     return KVREG_OK;
 }
 
-int decode_snapshot(const std::string &body, uint64_t expect_seq, kvreg_index *idx, SnapPosition &pos,
-                    std::string &why) {
-    if (body.size() < 16 || std::memcmp(body.data(), kSnapMagic, sizeof kSnapMagic) != 0) {
-        why = "not a kvreg snapshot (magic)";
-        return KVREG_EPROTO;
+SnapshotLoader::SnapshotLoader(kvreg_index *idx, uint64_t size, uint64_t expect_seq)
+    : idx_(idx->impl), size_(size), expect_seq_(expect_seq) {}
+
+bool SnapshotLoader::reject(int rc, std::string why) noexcept {
+    rc_ = rc;
+    why_.swap(why);
+    abandon();
+    return false;
+}
+
+void SnapshotLoader::abandon() noexcept {
+    if (loader_) loader_->abandon();
+}
+
+bool SnapshotLoader::feed(const char *data, size_t len) noexcept {
+    try {
+        return take(data, len);
+    } catch (const std::bad_alloc &) {
+        return reject(KVREG_ENOMEM, "out of memory");
     }
-    Reader r{body, 8};
+}
+
+bool SnapshotLoader::take(const char *data, size_t len) {
+    if (rc_ != KVREG_OK) return false;
+    if (size_ < 40) return reject(KVREG_EPROTO, "not a kvreg snapshot (shorter than its position)");
+    if (!loader_) {
+        // The position: 32 bytes, then 32 per worker (the count is in the first 32), then the
+        // dump's length. Kept until it is whole (a chunk may end anywhere in it).
+        constexpr size_t kFixed = 32;
+        const size_t want = head_len_ ? static_cast<size_t>(head_len_) : kFixed;
+        const size_t k = std::min(len, want - head_.size());
+        head_.append(data, k);
+        data += k;
+        len -= k;
+        if (head_.size() < want) return true;
+        if (!head_len_) {
+            if (std::memcmp(head_.data(), kSnapMagic, sizeof kSnapMagic) != 0)
+                return reject(KVREG_EPROTO, "not a kvreg snapshot (magic)");
+            Reader r{head_, 24};
+            const uint64_t n = r.get(8);
+            if (n > (size_ - kFixed - 8) / 32) return reject(KVREG_EPROTO, "snapshot's worker table is truncated");
+            head_len_ = kFixed + 32 * n + 8;
+            return take(data, len); // the rest of the position
+        }
+        if (!parse_head()) return false;
+    }
+    if (len == 0) return true;
+    const int rc = loader_->feed(reinterpret_cast<const unsigned char *>(data), len);
+    return rc == KVREG_OK || reject(rc, std::string("the index dump does not load: ") + kvreg_strerror(rc));
+}
+
+bool SnapshotLoader::parse_head() {
+    Reader r{head_, 8};
     const uint64_t version = r.get(4);
     r.get(4);
-    if (version != kSnapVersion) {
-        why = "snapshot version " + std::to_string(version) + " is not 1";
-        return KVREG_EPROTO;
-    }
-    pos = SnapPosition{};
-    pos.stream_seq = r.get(8);
-    if (r.ok && pos.stream_seq != expect_seq) {
-        why = "body and object info name different stream sequences";
-        return KVREG_EPROTO;
-    }
-    const uint64_t n = r.get(8);
-    if (!r.ok || n > (body.size() - r.at) / 32) {
-        why = "snapshot's worker table is truncated";
-        return KVREG_EPROTO;
-    }
-    pos.workers.resize(n);
-    for (auto &w : pos.workers) {
+    if (version != kSnapVersion)
+        return reject(KVREG_EPROTO, "snapshot version " + std::to_string(version) + " is not 1");
+    pos_.stream_seq = r.get(8);
+    if (pos_.stream_seq != expect_seq_)
+        return reject(KVREG_EPROTO, "body and object info name different stream sequences");
+    pos_.workers.resize(r.get(8));
+    for (auto &w : pos_.workers) {
         w.worker = r.get(8);
         w.rank = static_cast<uint32_t>(r.get(4));
         r.get(4);
@@ -100,15 +141,23 @@ int decode_snapshot(const std::string &body, uint64_t expect_seq, kvreg_index *i
         w.next = r.get(8);
     }
     const uint64_t dump_len = r.get(8);
-    if (!r.ok || dump_len != body.size() - r.at) {
-        why = "snapshot's index dump is truncated";
-        return KVREG_EPROTO;
+    if (dump_len != size_ - head_len_) return reject(KVREG_EPROTO, "snapshot's index dump is truncated");
+    loader_ = std::make_unique<kvreg::index::Index::Loader>(idx_, dump_len);
+    return true;
+}
+
+int SnapshotLoader::finish(SnapPosition &pos) {
+    if (rc_ != KVREG_OK) return rc_;
+    if (!loader_) {
+        reject(KVREG_EPROTO, "snapshot's worker table is truncated");
+        return rc_;
     }
-    const int rc = kvreg_index_load(idx, body.data() + r.at, dump_len);
-    if (rc != KVREG_OK) {
-        why = std::string("the index dump does not load: ") + kvreg_strerror(rc);
-        return rc;
+    if (const int rc = loader_->finish(); rc != KVREG_OK) {
+        reject(rc, std::string("the index dump does not load: ") + kvreg_strerror(rc));
+        return rc_;
     }
+    pos.stream_seq = pos_.stream_seq;
+    pos.workers.swap(pos_.workers);
     return KVREG_OK;
 }
 

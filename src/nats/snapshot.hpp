@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "index/index.hpp"
 #include "kvreg_index.h"
 
 namespace kvreg::nats {
@@ -29,10 +31,35 @@ constexpr uint32_t kSnapVersion = 1;
 // The body: the position, then the index's dump streamed straight after it. KVREG_* status of
 // the dump on failure.
 int encode_snapshot(const SnapPosition &pos, const kvreg_index *idx, std::string &out);
-// Parse the body, check it covers expect_seq (what the object info says) and load its dump
-// into idx (which must be empty). On failure why says what was wrong and the index is left
-// empty (kvreg_index_load is all-or-nothing).
-int decode_snapshot(const std::string &body, uint64_t expect_seq, kvreg_index *idx, SnapPosition &pos,
-                    std::string &why);
+// Restoring a snapshot as its chunks arrive (consumer.cpp): the position is parsed once it is
+// whole, then the index's dump goes straight into the index (index::Index::Loader) while the
+// next chunks are on their way. The index must know no worker. Whatever fails (here, or the
+// object's own digest: abandon()), the index is left empty.
+class SnapshotLoader {
+  public:
+    // size: the object's size; expect_seq: the stream sequence its info names (the body
+    // must name the same). Throws std::bad_alloc.
+    SnapshotLoader(kvreg_index *idx, uint64_t size, uint64_t expect_seq);
+    // The next chunk, in order. false: the snapshot is rejected (status() and why() say why).
+    bool feed(const char *data, size_t len) noexcept;
+    // After the last chunk: KVREG_OK with the position, or the rejection's status.
+    int finish(SnapPosition &pos); // throws std::bad_alloc (the index emptied)
+    void abandon() noexcept; // the object did not check out: undo the load
+    int status() const noexcept { return rc_; }
+    const std::string &why() const noexcept { return why_; }
+
+  private:
+    bool take(const char *data, size_t len); // feed() but for running out of memory
+    bool reject(int rc, std::string why) noexcept;
+    bool parse_head(); // head_ is whole: the position, and the loader for the dump after it
+    kvreg::index::Index &idx_;
+    const uint64_t size_, expect_seq_;
+    uint64_t head_len_ = 0; // the position's length once its worker count is known
+    std::string head_;      // the position, until it is whole
+    SnapPosition pos_;
+    std::unique_ptr<kvreg::index::Index::Loader> loader_;
+    int rc_ = KVREG_OK;
+    std::string why_;
+};
 
 } // namespace kvreg::nats

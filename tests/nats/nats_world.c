@@ -93,13 +93,17 @@ void on_notice(const kvreg_nats_notice *n, void *user) {
 /* A replica not started yet: its index (own hashes or ENGINE mode) and a consumer of stream
  * with that durable, notices recorded; set more options, then kvreg_nats_consumer_start. */
 void replica_prepare(replica *r, const char *stream, const char *durable, int own_hashes) {
-    memset(r, 0, sizeof *r);
     kvreg_index_config *cfg = NULL;
     assert_int_equal(kvreg_index_config_new(&cfg), KVREG_OK);
     if (own_hashes)
         assert_int_equal(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN), KVREG_OK);
-    assert_int_equal(kvreg_index_new(&r->idx, cfg), KVREG_OK);
+    replica_prepare_index(r, stream, durable, cfg);
     kvreg_index_config_free(cfg);
+}
+
+void replica_prepare_index(replica *r, const char *stream, const char *durable, const kvreg_index_config *cfg) {
+    memset(r, 0, sizeof *r);
+    assert_int_equal(kvreg_index_new(&r->idx, cfg), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_new(&r->con, r->idx), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_URL, server.url), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_STREAM, stream), KVREG_OK);

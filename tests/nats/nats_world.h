@@ -45,6 +45,8 @@ void engine_close(engine *e);
 int reg_hash(kvreg_pool *pool, uint64_t h, kvreg_block *out);
 void on_notice(const kvreg_nats_notice *n, void *user);
 void replica_prepare(replica *r, const char *stream, const char *durable, int own_hashes);
+/* The same with an index made from cfg. */
+void replica_prepare_index(replica *r, const char *stream, const char *durable, const kvreg_index_config *cfg);
 void replica_open(replica *r, const char *stream, const char *durable, int own_hashes, uint64_t max_msg_bytes);
 void replica_open_ack(replica *r, const char *stream, const char *durable, uint64_t ack_wait_ms);
 uint64_t con_stat(const replica *r, uint32_t stat);
