@@ -298,6 +298,14 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
+            // The info's size is untrusted, and the sink sizes things by it: never more than
+            // the stored chunks hold (an object's chunks are as big as its first but the last).
+            if (got == 0 && info.size > stored * static_cast<uint64_t>(len)) {
+                natsMsg_Destroy(m);
+                drop_subscription(nc_, sub);
+                why = "object info claims more than its chunks hold";
+                return KVREG_EINVAL;
+            }
             bytes += static_cast<uint64_t>(len);
             sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
             sink(natsMsg_GetData(m), static_cast<size_t>(len));

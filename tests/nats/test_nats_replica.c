@@ -161,6 +161,32 @@ static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq, u
     return 1;
 }
 
+/* Republish the metadata of object `name` with its "size" times mul / div (a rollup keeps only
+ * the newest); returns the size it had. The chunks stay as they are. */
+static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uint64_t div) {
+    char enc[128], subj[200];
+    b64url(name, enc);
+    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
+    const char *d = natsMsg_GetData(m);
+    const char *at = strstr(d, "\"size\":");
+    assert_non_null(at);
+    char *end = NULL;
+    const uint64_t size = strtoull(at + 7, &end, 10);
+    char json[2048];
+    const int n = snprintf(json, sizeof json, "%.*s\"size\":%llu%s", (int)(at - d), d,
+                           (unsigned long long)(size * mul / div), end);
+    assert_true(n > 0 && (size_t)n < sizeof json);
+    natsMsg_Destroy(m);
+    natsMsg *out = NULL;
+    assert_int_equal(natsMsg_Create(&out, subj, NULL, json, n), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
+    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
+    natsMsg_Destroy(out);
+    return size;
+}
+
 /* Corrupt the object's last chunk on the server: delete it, publish bytes of the same length
  * in its place (the chunk subject then holds different content: the digest no longer matches). */
 static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
@@ -302,6 +328,23 @@ static void test_snapshots(void **state) {
         wait_next(&r2, 4, batches);
         assert_same_as_engine(&r2, &e, 4, 10000, 5400);
         replica_close(&r2);
+    }
+
+    /* Metadata that claims a thousand times the size its chunks hold (a writer that lies):
+     * rejected on the first chunk, before the restore sizes anything by it; the previous one
+     * is used. Then the metadata as it was. */
+    {
+        const char *newest = s0 == seq2 ? "SNS.0" : "SNS.1";
+        const uint64_t size = scale_object_size(js, newest, 1000, 1);
+        replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+        assert_non_null(strstr(r2.texts[0], "claims more than its chunks hold"));
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
+        wait_next(&r2, 4, batches);
+        assert_same_digest(&r1, &r2);
+        replica_close(&r2);
+        assert_int_equal(scale_object_size(js, newest, 1, 1000), size * 1000);
     }
 
     /* The newest corrupt: the previous one is used. */
