@@ -121,14 +121,14 @@ public:
         uint64_t summed_ = 0;              // bytes the checksum has seen
         std::vector<unsigned char> cut_;   // a field cut by the end of a piece, as far as it came
         uint64_t n_workers_ = 0, worker_ = 0, groups_ = 0, group_ = 0, left_in_group_ = 0;
-        uint64_t prev_id_ = 0, prev_part_ = 0, prev_key_ = 0;
+        uint64_t prev_id_ = 0, prev_key_ = 0;
         uint32_t prev_dp_ = 0;
         bool group_start_ = false; // the next record is its group's first
         // The worker being loaded: its state (not locked between pieces: nothing else may
         // change the index during a load), its table tag, and the group's partition.
         Worker *w_ = nullptr;
         uint32_t tag_ = 0, part_index_ = 0;
-        uint64_t group_part_ = 0;
+        uint64_t group_part_ = 0; // the group's partition (also the order check's previous)
         std::vector<std::pair<uint64_t, uint32_t>> added_; // (id, dp) of every worker added
         std::vector<uint64_t> keys_;                         // the worker's table keys so far
         std::vector<uint8_t> tiers_;                         // and tiers

@@ -203,8 +203,6 @@ int Index::Loader::on_header(const unsigned char *h) {
     }
     table.reserve(shard_counts_.data());
     shard_counts_ = {};
-    worker_ = 0;
-    group_ = groups_ = 0;
     return next_group_or_worker();
 }
 
@@ -238,9 +236,8 @@ int Index::Loader::on_group(const unsigned char *gh) {
     const uint64_t part = get64(gh), n = get64(gh + 8);
     const bool own = idx_.opt_.own_hashes;
     // OWN mode keys a worker's entries by its own partition only.
-    if ((own && part != w_->model) || (group_ > 0 && part <= prev_part_)) return KVREG_EPROTO;
+    if ((own && part != w_->model) || (group_ > 0 && part <= group_part_)) return KVREG_EPROTO;
     if (n == 0 || n > body_left() / (own ? kOwnRecord : kEngineRecord)) return KVREG_EPROTO;
-    prev_part_ = part;
     group_part_ = part;
     left_in_group_ = n;
     group_start_ = true;

@@ -38,14 +38,14 @@ int encode_snapshot(const SnapPosition &pos, const kvreg_index *idx, std::string
 class SnapshotLoader {
   public:
     // size: the object's size; expect_seq: the stream sequence its info names (the body
-    // must name the same). Throws std::bad_alloc.
+    // must name the same).
     SnapshotLoader(kvreg_index *idx, uint64_t size, uint64_t expect_seq);
-    // The next chunk, in order. false: the snapshot is rejected (status() and why() say why).
+    // The next chunk, in order. false: the snapshot is rejected (why() says why; finish()
+    // returns its status).
     bool feed(const char *data, size_t len) noexcept;
     // After the last chunk: KVREG_OK with the position, or the rejection's status.
     int finish(SnapPosition &pos); // throws std::bad_alloc (the index emptied)
     void abandon() noexcept; // the object did not check out: undo the load
-    int status() const noexcept { return rc_; }
     const std::string &why() const noexcept { return why_; }
 
   private:
