@@ -650,8 +650,9 @@ static void test_dump_while_writing(void **state)
     kvreg_index_free(idx);
 }
 
-/* Queries while a dump loads (the table grows into its reserved place and takes the entries
- * shard by shard, under readers): workers 1..4 hold the first 500 * w blocks of one prompt.
+/* Queries from 7 threads while a dump loads (the table grows into its reserved place and
+ * takes the entries shard by shard, under readers): workers 1..4 hold the first 500 * w
+ * blocks of one prompt.
  * Every answer during the load names known workers at depths they reach once loaded (a
  * worker's prefix may be seen partly: its blocks go in one after another), and once the load
  * returned the answer is exact. Under ThreadSanitizer this checks the load's writes against
@@ -659,19 +660,36 @@ static void test_dump_while_writing(void **state)
 #define LQ_WORKERS 4
 #define LQ_BLOCKS 2000
 
+#define LQ_READERS 7 /* with the loading thread, more threads than these hosts' 2 cores */
+
 typedef struct load_query {
     atomic_uintptr_t idx; /* the kvreg_index being loaded (0: none) */
     const uint64_t *prompt;
     atomic_int stop;
     atomic_int bad;
-    atomic_long answers;
+    atomic_long answers[LQ_READERS]; /* passes, per reader */
 } load_query;
+
+typedef struct lq_arg {
+    load_query *q;
+    int reader;
+} lq_arg;
+
+static long lq_total(load_query *q)
+{
+    long n = 0;
+    int r;
+    for (r = 0; r < LQ_READERS; r++)
+        n += atomic_load(&q->answers[r]);
+    return n;
+}
 
 static void *lq_reader(void *arg)
 {
-    load_query *q = arg;
+    load_query *q = ((lq_arg *)arg)->q;
+    atomic_long *answers = &q->answers[((lq_arg *)arg)->reader];
     kvreg_index_depth d[2 * LQ_WORKERS];
-    for (; !atomic_load(&q->stop); atomic_fetch_add(&q->answers, 1)) { /* every pass counted */
+    for (; !atomic_load(&q->stop); atomic_fetch_add(answers, 1)) { /* every pass counted */
         kvreg_index *idx = (kvreg_index *)atomic_load(&q->idx);
         size_t n = 0, i;
         if (!idx)
@@ -692,10 +710,11 @@ static void test_load_while_querying(void **state)
     static uint64_t prompt[LQ_BLOCKS];
     kvreg_index *src = own_index(16);
     load_query q;
-    pthread_t t;
+    pthread_t t[LQ_READERS];
+    lq_arg args[LQ_READERS];
     void *d = NULL;
     size_t n = 0, i;
-    int round;
+    int round, r;
     (void)state;
     for (i = 0; i < LQ_BLOCKS; i++)
         prompt[i] = 0x9E3779B97F4A7C15ull * (i + 1);
@@ -709,8 +728,13 @@ static void test_load_while_querying(void **state)
     atomic_store(&q.idx, 0);
     atomic_store(&q.stop, 0);
     atomic_store(&q.bad, 0);
-    atomic_store(&q.answers, 0);
-    assert_int_equal(pthread_create(&t, NULL, lq_reader, &q), 0);
+    for (r = 0; r < LQ_READERS; r++) {
+        atomic_store(&q.answers[r], 0);
+        args[r].q = &q;
+        args[r].reader = r;
+    }
+    for (r = 0; r < LQ_READERS; r++)
+        assert_int_equal(pthread_create(&t[r], NULL, lq_reader, &args[r]), 0);
     for (round = 0; round < 10; round++) {
         kvreg_index *copy = own_index(16);
         kvreg_index_depth dd[2 * LQ_WORKERS];
@@ -721,21 +745,25 @@ static void test_load_while_querying(void **state)
         assert_int_equal(nd, LQ_WORKERS);
         for (i = 0; i < nd; i++)
             assert_int_equal(dd[i].depth, 500 * dd[i].worker_id);
-        /* the reader lets go of this index before it is freed: the pass under way when it
+        /* every reader lets go of this index before it is freed: the pass under way when it
          * was withdrawn ends at most one count later (bounded wait: 10 s) */
         {
-            const long seen = atomic_load(&q.answers);
+            long seen[LQ_READERS];
             const time_t deadline = time(NULL) + 10;
+            for (r = 0; r < LQ_READERS; r++)
+                seen[r] = atomic_load(&q.answers[r]);
             atomic_store(&q.idx, 0);
-            while (atomic_load(&q.answers) < seen + 2)
-                assert_true(time(NULL) < deadline);
+            for (r = 0; r < LQ_READERS; r++)
+                while (atomic_load(&q.answers[r]) < seen[r] + 2)
+                    assert_true(time(NULL) < deadline);
         }
         kvreg_index_free(copy);
     }
     atomic_store(&q.stop, 1);
-    pthread_join(t, NULL);
+    for (r = 0; r < LQ_READERS; r++)
+        pthread_join(t[r], NULL);
     assert_int_equal(atomic_load(&q.bad), 0);
-    assert_true(atomic_load(&q.answers) > 0);
+    assert_true(lq_total(&q) > 0);
     free(d);
     kvreg_index_free(src);
 }
