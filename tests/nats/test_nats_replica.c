@@ -187,13 +187,13 @@ static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uin
     return size;
 }
 
-/* Corrupt the object's last chunk on the server: delete it, publish bytes of the same length
- * in its place (the chunk subject then holds different content: the digest no longer matches). */
-static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
+/* Take the object's last chunk out of the stream; returns a copy of its bytes (free it) and
+ * their length in *len. */
+static char *take_last_chunk(jsCtx *js, const char *nuid, int *len) {
     char subj[200];
     snprintf(subj, sizeof subj, "$O.SNAP.C.%s", nuid);
     uint64_t last = 0;
-    int len = 0;
+    char *bytes = NULL;
     for (uint64_t seq = 1;;) {
         jsDirectGetMsgOptions dg;
         jsDirectGetMsgOptions_Init(&dg);
@@ -204,16 +204,33 @@ static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
         const char *sv = NULL;
         assert_int_equal(natsMsgHeader_Get(m, "Nats-Sequence", &sv), NATS_OK);
         last = strtoull(sv, NULL, 10);
-        len = natsMsg_GetDataLength(m);
+        *len = natsMsg_GetDataLength(m);
+        free(bytes);
+        bytes = malloc((size_t)*len + 1);
+        assert_non_null(bytes);
+        memcpy(bytes, natsMsg_GetData(m), (size_t)*len);
         natsMsg_Destroy(m);
         seq = last + 1;
     }
     assert_true(last > 0);
     assert_int_equal(js_DeleteMsg(js, "OBJ_SNAP", last, NULL, NULL), NATS_OK);
-    char *junk = calloc((size_t)len + 1, 1);
-    memset(junk, 'x', (size_t)len);
-    assert_int_equal(js_Publish(NULL, js, subj, junk, len, NULL, NULL), NATS_OK);
-    free(junk);
+    return bytes;
+}
+
+static void put_chunk(jsCtx *js, const char *nuid, const char *bytes, int len) {
+    char subj[200];
+    snprintf(subj, sizeof subj, "$O.SNAP.C.%s", nuid);
+    assert_int_equal(js_Publish(NULL, js, subj, bytes, len, NULL, NULL), NATS_OK);
+}
+
+/* Corrupt the object's last chunk on the server: delete it, publish bytes of the same length
+ * in its place (the chunk subject then holds different content: the digest no longer matches). */
+static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
+    int len = 0;
+    char *bytes = take_last_chunk(js, nuid, &len);
+    memset(bytes, 'x', (size_t)len);
+    put_chunk(js, nuid, bytes, len);
+    free(bytes);
 }
 
 /* ---------------------------------------------------------------------------- snapshots */
@@ -347,6 +364,34 @@ static void test_snapshots(void **state) {
         assert_int_equal(scale_object_size(js, newest, 1, 1000), size * 1000);
     }
 
+    /* The newest's last chunk gone from the stream: known from the stream's count of the
+     * object's chunks before any is read, rejected as such (the notice says how many are
+     * there), the previous one restored. Then the chunk is put back, the same bytes and still
+     * the last: the newest is whole again. */
+    {
+        const char *nuid = s0 == seq2 ? nuid0 : nuid1;
+        const uint64_t chunks = s0 == seq2 ? c0 : c1;
+        int len = 0;
+        char *bytes = take_last_chunk(js, nuid, &len);
+        replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+        char want[64];
+        snprintf(want, sizeof want, "chunks missing (%llu of %llu stored)", (unsigned long long)(chunks - 1),
+                 (unsigned long long)chunks);
+        assert_non_null(strstr(r2.texts[0], want));
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
+        wait_next(&r2, 4, batches);
+        assert_same_digest(&r1, &r2);
+        replica_close(&r2);
+        put_chunk(js, nuid, bytes, len);
+        free(bytes);
+        replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 0);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq2);
+        replica_close(&r2);
+    }
+
     /* The newest corrupt: the previous one is used. */
     corrupt_last_chunk(js, s0 == seq2 ? nuid0 : nuid1);
     replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
@@ -372,6 +417,25 @@ static void test_snapshots(void **state) {
     assert_same_as_engine(&r2, &e, 4, 10000, 5400);
     assert_same_digest(&r1, &r2);
     replica_close(&r2);
+
+    /* No chunk of the newest left at all: rejected as such (the other is corrupt: a full
+     * replay). */
+    {
+        char subj[200];
+        snprintf(subj, sizeof subj, "$O.SNAP.C.%s", s0 == seq2 ? nuid0 : nuid1);
+        jsOptions po;
+        jsOptions_Init(&po);
+        po.Stream.Purge.Subject = subj;
+        assert_int_equal(js_PurgeStream(js, "OBJ_SNAP", &po, NULL), NATS_OK);
+        replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 2);
+        assert_non_null(strstr(r2.texts[0], "chunks missing (0 of "));
+        assert_non_null(strstr(r2.texts[1], "SHA-256"));
+        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
+        wait_next(&r2, 4, batches);
+        assert_same_digest(&r1, &r2);
+        replica_close(&r2);
+    }
 
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
