@@ -289,6 +289,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *     run() is not reading      min(RCVHWM,                         waits at the publisher
  *                               RCV_BYTES /                         (its HWM drops past it:
  *                               MAX_MSG_SIZE)                       a GAP, replayed or LOSS)
+ *                               once the endpoint
+ *                               is trusted; 1
+ *                               message before
  *   malformed live messages     10 ms pause, OPT_MALFORMED_PAUSE_MS  MALFORMED notice; the
  *     from one endpoint         x2 in a row                         endpoint's SUB socket is
  *                               (<= 64x)                            not read for the pause
@@ -321,7 +324,10 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   in hand (one decode of at
  *                                                                   most MAX_MSG_SIZE)
  * libzmq counts its queue in messages, not bytes: hence the RCVHWM derived from RCV_BYTES
- * (docs/limits.md says what is bounded where).
+ * (docs/limits.md says what is bounded where). An endpoint is trusted from its first live or
+ * replayed batch that decodes until its next malformed live message; until then libzmq reads
+ * it one message ahead, so that a peer whose first messages are large garbage is read one
+ * at a time, paused between them, rather than RCV_BYTES' worth at once.
  *
  * A bound SUB socket: libzmq gives a publisher that connects our subscription only when the
  * caller's thread next touches the socket (kvreg_subscriber_add touches it once, and every
@@ -371,9 +377,11 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               run() is not reading (default 64 MiB; 0 = no
                                               byte bound). libzmq counts messages, so its
                                               high-water mark becomes min(RCVHWM,
-                                              RCV_BYTES / MAX_MSG_SIZE) (at least 1); past it
-                                              libzmq stops reading that connection and the
-                                              backlog waits at the publisher (its own HWM) */
+                                              RCV_BYTES / MAX_MSG_SIZE) (at least 1) once
+                                              the endpoint is trusted (1 before: see
+                                              "Limits"); past it libzmq stops reading that
+                                              connection and the backlog waits at the
+                                              publisher (its own HWM) */
 #define KVREG_SUB_OPT_MALFORMED_PAUSE_MS 11u /* after a malformed live message (frames or
                                               payload) its endpoint's SUB socket is not read
                                               for this long, doubled for each further one in a

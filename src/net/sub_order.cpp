@@ -370,7 +370,7 @@ void Subscriber::deliver(Stream &s, uint64_t seq, const unsigned char *p, size_t
         if (!replayed) malformed_live(eps_[s.ep]);
         return;
     }
-    if (!replayed) eps_[s.ep].malformed_run = 0;
+    trust(eps_[s.ep], replayed);
     count(KVREG_SUB_STAT_BATCHES);
     count(KVREG_SUB_STAT_EVENTS, n);
     if (replayed) count(KVREG_SUB_STAT_REPLAYED);

@@ -162,7 +162,7 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
     e.sub = zmq_socket(ctx_, ZMQ_SUB);
     // MAXMSGSIZE: libzmq drops a connection whose next message is larger, from its size
     // header, before reading the body (a peer cannot make us hold it).
-    bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, live_rcvhwm()) &&
+    bool ok = e.sub && set_int(e.sub, ZMQ_RCVHWM, 1) && // until trusted (trust())
               set_int(e.sub, ZMQ_LINGER, 0) &&
               zmq_setsockopt(e.sub, ZMQ_MAXMSGSIZE, &max_msg_size_, sizeof max_msg_size_) == 0 &&
               zmq_setsockopt(e.sub, ZMQ_SUBSCRIBE, topic_.data(), topic_.size()) == 0;
@@ -208,7 +208,18 @@ int Subscriber::live_rcvhwm() const noexcept {
     return hwm > INT_MAX ? INT_MAX : static_cast<int>(hwm);
 }
 
+void Subscriber::trust(Endpoint &e, bool replayed) {
+    if (!replayed) e.malformed_run = 0;
+    if (e.trusted) return;
+    e.trusted = true;
+    set_int(e.sub, ZMQ_RCVHWM, live_rcvhwm()); // libzmq applies it to the live pipes too
+}
+
 void Subscriber::malformed_live(Endpoint &e) {
+    if (e.trusted) {
+        e.trusted = false;
+        set_int(e.sub, ZMQ_RCVHWM, 1);
+    }
     if (malformed_pause_ms_ == 0) return;
     const uint32_t doublings = std::min<uint32_t>(e.malformed_run, 6);
     e.malformed_run++;

@@ -126,6 +126,9 @@ class Subscriber {
         // them (see malformed_live()).
         uint32_t malformed_run = 0;
         Clock::time_point read_after{};
+        // Whether a live batch of this endpoint decoded since it was added or last sent a
+        // malformed one: until then its SUB socket reads one message ahead (see trust()).
+        bool trusted = false;
     };
 
     // net_subscriber.cpp
@@ -149,6 +152,9 @@ class Subscriber {
     // we cannot use gets at most one message read per pause; what it sends meanwhile waits
     // in libzmq (RCVHWM), the kernel and its own send queue, not in this process.
     void malformed_live(Endpoint &e);
+    // An endpoint's first decoded live batch lifts its read-ahead from one message to
+    // live_rcvhwm(); a malformed one puts it back (malformed_live()).
+    void trust(Endpoint &e, bool replayed);
     // The held bytes one publisher (stream) may take of MAX_HELD_BYTES: MAX_HELD_BYTES_PUBLISHER,
     // or a quarter of MAX_HELD_BYTES when that is 0.
     uint64_t held_share() const noexcept {

@@ -27,6 +27,8 @@
  *   malformed  50 malformed live messages with MALFORMED_PAUSE_MS 60 s: one is read
  *   malformedends / malformedoff  3 malformed, then 5 good batches from the same peer: they
  *              arrive after the pauses (20 + 40 + 80 ms) / at once with the option 0
+ *   malformedbig  20 live messages of 4 MiB that do not decode, from a peer that never sent
+ *              a batch that did: libzmq reads one of them ahead, not RCV_BYTES' worth
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -813,6 +815,38 @@ static void attack_foreign(void) {
     finish(&a, 32, 60000);
 }
 
+/* A peer that has not yet sent a batch that decodes is read one message ahead: 20 live
+ * messages of 4 MiB whose payload is not msgpack (0xc1 is no msgpack value), sent at once.
+ * The first is read and rejected (MALFORMED, then a 60 s pause); of the rest, libzmq's pipe
+ * holds one (its high-water mark while the peer is untrusted), the kernel and the sender the
+ * others. Before, the pipe's mark was RCV_BYTES / MAX_MSG_SIZE = 4 messages (the defaults):
+ * 12.9 MiB grew here, against 4.9 MiB now. The window of 1 s measures the subscriber while
+ * the well-behaved stream runs. */
+static void attack_malformed_big(void) {
+    attack a = {.name = "malformedbig"};
+    const size_t big = (size_t)4 << 20;
+    char *buf = malloc(big);
+    assert_non_null(buf);
+    memset(buf, 0xc1, big);
+    setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 60000);
+    for (uint64_t s = 0; s < 20; s++) send_zero_copy(a.bad.pub, "kv@attacker@model", s, buf, big);
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_MALFORMED) < 1 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    for (const int64_t until = net_now_ms() + 1000; net_now_ms() < until;) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    printf("malformedbig: %llu of 20 read\n", (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED));
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), 1);
+    assert_int_equal(a.c.notices[KVREG_SUB_MALFORMED], 1);
+    /* One message in the pipe and the allocator's slack; not three messages. */
+    finish(&a, 8, 60000);
+    free(buf);
+}
+
 /* The receive queue bounded in bytes: 200 live messages of 1 MB (under MAX_MSG_SIZE 2 MiB)
  * sent while run() does not read. RCV_BYTES 8 MiB makes libzmq's high-water mark 4 messages:
  * it stops reading the connection there and the rest waits at the sender. Before (RCVHWM
@@ -884,12 +918,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "malformed") == 0) attack_malformed();
     else if (strcmp(which, "malformedends") == 0) attack_malformed_ends(which, 20);
     else if (strcmp(which, "malformedoff") == 0) attack_malformed_ends(which, 0);
+    else if (strcmp(which, "malformedbig") == 0) attack_malformed_big();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig\n");
         return 2;
     }
     which = argv[1];
