@@ -294,9 +294,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                               message before
  *   malformed live messages     10 ms pause, OPT_MALFORMED_PAUSE_MS  MALFORMED notice; the
  *     from one endpoint         x2 in a row                         endpoint's SUB socket is
- *                               (<= 64x)                            not read for the pause
- *                                                                   (STAT_MALFORMED_PAUSES):
- *                                                                   one message per pause
+ *                               (<= 64x; 64x                        not read for the pause
+ *                               from the first                      (STAT_MALFORMED_PAUSES):
+ *                               when no batch                       one message per pause
+ *                               of it ever
+ *                               decoded)
  *   replay batch of another     none applied —                      MALFORMED notice; the
  *     topic than the asking one                                     replay fails: LOSS
  *   busy replay answers         back-off     (REPLAY_TIMEOUT_MS)    5 ms x 2^n, <= timeout/4,
@@ -385,8 +387,10 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
 #define KVREG_SUB_OPT_MALFORMED_PAUSE_MS 11u /* after a malformed live message (frames or
                                               payload) its endpoint's SUB socket is not read
                                               for this long, doubled for each further one in a
-                                              row up to 64x; a well-formed one ends the run
-                                              (default 10, 0 = never pause, <= 60000).
+                                              row up to 64x (64x from the first when no batch
+                                              of that endpoint ever decoded); a well-formed
+                                              one ends the run (default 10, 0 = never pause,
+                                              <= 60000).
                                               Other endpoints are read meanwhile; what the
                                               paused one sends waits as past RCV_BYTES */
 #define KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER 12u /* payload bytes of live batches held for

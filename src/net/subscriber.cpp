@@ -210,6 +210,7 @@ int Subscriber::live_rcvhwm() const noexcept {
 
 void Subscriber::trust(Endpoint &e, bool replayed) {
     if (!replayed) e.malformed_run = 0;
+    e.spoken = true;
     if (e.trusted) return;
     e.trusted = true;
     set_int(e.sub, ZMQ_RCVHWM, live_rcvhwm()); // libzmq applies it to the live pipes too
@@ -221,7 +222,7 @@ void Subscriber::malformed_live(Endpoint &e) {
         set_int(e.sub, ZMQ_RCVHWM, 1);
     }
     if (malformed_pause_ms_ == 0) return;
-    const uint32_t doublings = std::min<uint32_t>(e.malformed_run, 6);
+    const uint32_t doublings = e.spoken ? std::min<uint32_t>(e.malformed_run, 6) : 6;
     e.malformed_run++;
     e.read_after = Clock::now() + std::chrono::milliseconds(malformed_pause_ms_ << doublings);
     count(KVREG_SUB_STAT_MALFORMED_PAUSES);

@@ -126,9 +126,10 @@ class Subscriber {
         // them (see malformed_live()).
         uint32_t malformed_run = 0;
         Clock::time_point read_after{};
-        // Whether a live batch of this endpoint decoded since it was added or last sent a
-        // malformed one: until then its SUB socket reads one message ahead (see trust()).
-        bool trusted = false;
+        // Whether a live or replayed batch of this endpoint decoded since it was added or
+        // last sent a malformed live message: until then its SUB socket reads one message
+        // ahead (see trust()). spoken: one ever decoded (malformed_live()'s first pause).
+        bool trusted = false, spoken = false;
     };
 
     // net_subscriber.cpp
@@ -148,9 +149,11 @@ class Subscriber {
         return !live_paused(e) && now >= e.read_after;
     }
     // A live message of e was malformed: the SUB socket is not read for MALFORMED_PAUSE_MS,
-    // doubled for each further malformed one in a row (up to 64x). A peer that sends bytes
-    // we cannot use gets at most one message read per pause; what it sends meanwhile waits
-    // in libzmq (RCVHWM), the kernel and its own send queue, not in this process.
+    // doubled for each further malformed one in a row (up to 64x); 64x from the first when
+    // no batch of e ever decoded (a peer that has not shown it speaks any format we read is
+    // not a publisher with one bad batch). A peer that sends bytes we cannot use gets at most
+    // one message read per pause; what it sends meanwhile waits in libzmq (RCVHWM), the
+    // kernel and its own send queue, not in this process.
     void malformed_live(Endpoint &e);
     // An endpoint's first decoded live batch lifts its read-ahead from one message to
     // live_rcvhwm(); a malformed one puts it back (malformed_live()).

@@ -25,8 +25,10 @@
  *   heldfair   one publisher's share of the held bytes: an attacker whose gap is never
  *              answered holds its share, a second publisher's gap is then held whole
  *   malformed  50 malformed live messages with MALFORMED_PAUSE_MS 60 s: one is read
- *   malformedends / malformedoff  3 malformed, then 5 good batches from the same peer: they
- *              arrive after the pauses (20 + 40 + 80 ms) / at once with the option 0
+ *   malformedends / malformedoff  a good batch, 3 malformed, then 5 good batches from the same
+ *              peer: they arrive after the pauses (20 + 40 + 80 ms) / at once with the option 0
+ *   malformedfresh  1 malformed, then 5 good batches from a peer none of whose batches ever
+ *              decoded: they arrive after one pause of 64 x 20 ms
  *   malformedbig  20 live messages of 4 MiB that do not decode, from a peer that never sent
  *              a batch that did: libzmq reads one of them ahead, not RCV_BYTES' worth
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
@@ -634,24 +636,26 @@ static void attack_malformed(void) {
     finish(&a, 64, 60000);
 }
 
-/* The pause ends, and nothing of the endpoint is lost to it: 3 malformed messages, then 5
- * well-formed batches from the same peer, with MALFORMED_PAUSE_MS 20. The pauses run 20, 40
- * and 80 ms (doubling in a row), so the batches cannot arrive before 140 ms; they arrive in
- * order, and each malformed message is one notice and one pause. With the option 0
- * (malformedoff), nothing pauses. */
+/* The pause ends, and nothing of the endpoint is lost to it: a publisher whose first batch
+ * decoded sends 3 malformed messages, then 5 more batches, with MALFORMED_PAUSE_MS 20. The
+ * pauses run 20, 40 and 80 ms (doubling in a row), so the batches cannot arrive before
+ * 140 ms; they arrive in order, and each malformed message is one notice and one pause. With
+ * the option 0 (malformedoff), nothing pauses. */
 static void attack_malformed_ends(const char *name, uint64_t pause_ms) {
     attack a = {.name = name};
     uint8_t p[256];
     setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, pause_ms);
+    net_peer_live(&a.bad, "kv@pod-m@model", 0, p, net_payload(BAD_HASH(0), p, sizeof p));
+    assert_int_equal(run_until_bad(&a, 1, net_now_ms() + 20000 * TIME_SCALE), 1);
     const int64_t t0 = net_now_ms();
     for (int i = 0; i < 3; i++) send_two_frames(&a);
-    for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, "kv@pod-m@model", s, p, net_payload(BAD_HASH(s), p, sizeof p));
-    const size_t bad = run_until_bad(&a, 5, net_now_ms() + 20000 * TIME_SCALE);
+    for (uint64_t s = 1; s < 6; s++) net_peer_live(&a.bad, "kv@pod-m@model", s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const size_t bad = run_until_bad(&a, 6, net_now_ms() + 20000 * TIME_SCALE);
     const int64_t ms = net_now_ms() - t0;
     printf("%s: 5 batches after 3 malformed in %lld ms, %llu pauses\n", name, (long long)ms,
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES));
-    assert_int_equal(bad, 5);
-    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 5);
+    assert_int_equal(bad, 6);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 6);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), 3);
     assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
     if (pause_ms) {
@@ -660,6 +664,29 @@ static void attack_malformed_ends(const char *name, uint64_t pause_ms) {
     } else {
         CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES) == 0);
     }
+    finish(&a, 64, 60000);
+}
+
+/* A peer none of whose batches ever decoded is paused 64 times MALFORMED_PAUSE_MS from its
+ * first malformed message, not once: it has not shown that it speaks a format we read (the
+ * attacked bench's nested peer had a payload read at each end of 10, 20 and 40 ms pauses).
+ * With MALFORMED_PAUSE_MS 20: one malformed message, then 5 batches; they arrive in order,
+ * after 1,280 ms. */
+static void attack_malformed_fresh(void) {
+    attack a = {.name = "malformedfresh"};
+    uint8_t p[256];
+    setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 20);
+    const int64_t t0 = net_now_ms();
+    send_two_frames(&a);
+    for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, "kv@pod-f@model", s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const size_t bad = run_until_bad(&a, 5, net_now_ms() + 20000 * TIME_SCALE);
+    const int64_t ms = net_now_ms() - t0;
+    printf("malformedfresh: 5 batches after 1 malformed in %lld ms\n", (long long)ms);
+    assert_int_equal(bad, 5);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 5);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), 1);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED_PAUSES), 1);
+    assert_true(ms >= 64 * 20);
     finish(&a, 64, 60000);
 }
 
@@ -919,12 +946,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "malformedends") == 0) attack_malformed_ends(which, 20);
     else if (strcmp(which, "malformedoff") == 0) attack_malformed_ends(which, 0);
     else if (strcmp(which, "malformedbig") == 0) attack_malformed_big();
+    else if (strcmp(which, "malformedfresh") == 0) attack_malformed_fresh();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh\n");
         return 2;
     }
     which = argv[1];
