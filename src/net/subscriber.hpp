@@ -155,8 +155,9 @@ class Subscriber {
     // one message read per pause; what it sends meanwhile waits in libzmq (RCVHWM), the
     // kernel and its own send queue, not in this process.
     void malformed_live(Endpoint &e);
-    // An endpoint's first decoded live batch lifts its read-ahead from one message to
-    // live_rcvhwm(); a malformed one puts it back (malformed_live()).
+    // A batch of e decoded (live, or replayed through e's DEALER): its read-ahead goes from
+    // one message to live_rcvhwm() if it was not trusted; a malformed live message puts it
+    // back (malformed_live()). A live one also ends the malformed run.
     void trust(Endpoint &e, bool replayed);
     // The held bytes one publisher (stream) may take of MAX_HELD_BYTES: MAX_HELD_BYTES_PUBLISHER,
     // or a quarter of MAX_HELD_BYTES when that is 0.
