@@ -83,8 +83,9 @@ public:
         // The index must know no worker (else feed() returns KVREG_ESTATE). shard_counts:
         // the records per table shard when the caller has counted them (a whole dump); else
         // the table is sized from total, as if the records fell evenly on the shards.
-        // Throws std::bad_alloc.
-        Loader(Index &idx, uint64_t total, std::vector<uint64_t> shard_counts = {});
+        // checksum_checked: the caller has checked the dump's checksum (it holds the whole
+        // dump), so the walk does not compute it again. Throws std::bad_alloc.
+        Loader(Index &idx, uint64_t total, std::vector<uint64_t> shard_counts = {}, bool checksum_checked = false);
         ~Loader(); // abandon() unless finish() succeeded
         Loader(const Loader &) = delete;
         Loader &operator=(const Loader &) = delete;
@@ -114,7 +115,7 @@ public:
         Index &idx_;
         const uint64_t total_;
         std::vector<uint64_t> shard_counts_;
-        std::unique_ptr<Checksum64> sum_;
+        std::unique_ptr<Checksum64> sum_; // null: the caller checked the checksum
         Stage stage_ = Stage::kHeader;
         int rc_ = KVREG_OK;
         uint64_t read_ = 0;                // bytes taken by the walk so far
