@@ -82,6 +82,17 @@ uint64_t net_pub_stat(const net_pub *p, uint32_t stat) {
     return v;
 }
 
+uint64_t net_pub_wait_stat(const net_pub *p, uint32_t stat, uint64_t want) {
+    const int64_t deadline = net_now_ms() + 10000;
+    uint64_t now = net_pub_stat(p, stat);
+    while (now != want && net_now_ms() < deadline) {
+        struct timespec ts = {0, 2000000}; /* polling a condition, not waiting for one */
+        nanosleep(&ts, NULL);
+        now = net_pub_stat(p, stat);
+    }
+    return now;
+}
+
 void net_pub_settle(net_pub *p) {
     assert_int_equal(kvreg_registry_flush(p->reg), KVREG_OK);
     const int64_t deadline = net_now_ms() + 20000;

@@ -26,6 +26,10 @@ void net_pub_close(net_pub *p);
 /* Register n hash-only blocks (no parent: one kvreg event, one batch with MAX_EVENTS 1). */
 void net_pub_register(net_pub *p, size_t n);
 uint64_t net_pub_stat(const net_pub *p, uint32_t stat);
+/* Poll stat until it equals want or 10 s pass; returns its last value. For the counters the
+ * publisher's thread moves after it hands a message to ZeroMQ (REPLAYS_SERVED counts an answer
+ * once its end marker is sent): a reader can have that message before the count moves. */
+uint64_t net_pub_wait_stat(const net_pub *p, uint32_t stat, uint64_t want);
 /* Wait (bounded) until every event emitted so far is in a batch: NEXT_SEQ stops moving after
  * the registry's queue is empty. */
 void net_pub_settle(net_pub *p);

@@ -210,7 +210,7 @@ static void from_seq_replays_history(void **state) {
     for (size_t i = 0; i < c.n; i++) assert_int_equal(c.recs[i].replayed, 1);
     assert_int_equal(c.lost, 0);
     assert_int_equal(c.notices[KVREG_SUB_REPLAY_DONE], 1);
-    assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAYS_SERVED), 1);
+    assert_int_equal(net_pub_wait_stat(&p, KVREG_PUB_STAT_REPLAYS_SERVED, 1), 1);
     assert_int_equal(net_pub_stat(&p, KVREG_PUB_STAT_REPLAY_BATCHES), 50);
     kvreg_subscriber_free(sub);
     net_collect_free(&c);
