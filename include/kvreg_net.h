@@ -185,7 +185,8 @@ KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
 #define KVREG_PUB_STAT_BATCHES_DROPPED 2u /* batches the PUB socket refused at the high-water
                                              mark (their seqs were used: a gap downstream) */
 #define KVREG_PUB_STAT_EVENTS_SENT 3u     /* kvreg events in the batches sent */
-#define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay answers sent whole (to the plain end marker) */
+#define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay answers sent whole (to the plain end marker;
+                                             counted once it is queued: it can arrive first) */
 #define KVREG_PUB_STAT_REPLAY_BATCHES 5u  /* batches sent in replay answers */
 #define KVREG_PUB_STAT_BAD_REQUESTS 6u    /* replay requests ignored (not [id, "", start8]) */
 #define KVREG_PUB_STAT_NEXT_SEQ 7u        /* seq the next batch gets (= batches made) */

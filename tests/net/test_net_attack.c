@@ -275,6 +275,10 @@ static void attack_topics(void) {
     CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS) <= keep);
     CHECK_FIX(stat_of(a.sub, KVREG_SUB_STAT_EVICTED) >= (uint64_t)topics - keep);
     CHECK_FIX(a.c.notices[KVREG_SUB_EVICTED] >= (uint64_t)topics - keep);
+    /* Each new topic's stream starts new, also once the oldest are evicted (nothing of an
+     * evicted stream carries over): its seq 0 is neither a restart nor a gap. */
+    assert_int_equal(a.c.notices[KVREG_SUB_RESET], 0);
+    assert_int_equal(a.c.notices[KVREG_SUB_GAP], 0);
     finish(&a, 32, 60000);
 }
 
