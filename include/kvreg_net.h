@@ -330,7 +330,10 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  * (docs/limits.md says what is bounded where). An endpoint is trusted from its first live or
  * replayed batch that decodes until its next malformed live message; until then libzmq reads
  * it one message ahead, so that a peer whose first messages are large garbage is read one
- * at a time, paused between them, rather than RCV_BYTES' worth at once.
+ * at a time, paused between them, rather than RCV_BYTES' worth at once. The price of the
+ * default 4-message read-ahead is a thread wake-up every 2 messages: small batches sent as
+ * fast as possible move at about a quarter of the rate with no byte bound (docs/limits.md:
+ * "What the byte bound costs"; raise RCV_BYTES or lower MAX_MSG_SIZE for such peers).
  *
  * A bound SUB socket: libzmq gives a publisher that connects our subscription only when the
  * caller's thread next touches the socket (kvreg_subscriber_add touches it once, and every
