@@ -516,13 +516,12 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Ro
         queued_peak = std::max(queued_peak, qpeak);
         return dt;
     };
-    double best_plain = 1e9, best_attacked = 1e9, cpu_plain = 1e9, cpu_attacked = 1e9;
+    double cpu_plain = 1e9, cpu_attacked = 1e9;
     uint64_t growth_plain = 0, growth_attacked = 0, queued_peak = 0, busy = 0, before_kib = 0, during_kib = 0;
     std::vector<double> plain_s, attacked_s;
     for (size_t r = 0; r < reps; r++) {
         uint64_t unused = 0;
         plain_s.push_back(pass(rss_kib(), growth_plain, unused, cpu_plain));
-        best_plain = std::min(best_plain, plain_s.back());
         const uint64_t r_go = rss_kib();
         before_kib = std::max(before_kib, r_go);
         // Every request taken: answered busy, whole or gone, or holding a slot (an older
@@ -560,7 +559,6 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Ro
                          static_cast<unsigned long>(a), static_cast<unsigned long>(g), static_cast<unsigned long>(rb));
         }
         attacked_s.push_back(pass(r_go, growth_attacked, queued_peak, cpu_attacked));
-        best_attacked = std::min(best_attacked, attacked_s.back());
         during_kib = std::max(during_kib, rss_kib());
         att.send("stop");
         // The slots come back once ZeroMQ has dropped what it queued for them.
@@ -569,14 +567,16 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Ro
         while (pub_stat(link.pub, KVREG_PUB_STAT_REPLAYS_ACTIVE, &a) && a > 0 && now_s() < until)
             std::this_thread::sleep_for(std::chrono::milliseconds(1)); // polling a condition
     }
+    const double best_plain = *std::min_element(plain_s.begin(), plain_s.end());
+    const double best_attacked = *std::min_element(attacked_s.begin(), attacked_s.end());
+    const double paired = paired_median(plain_s, attacked_s);
     std::printf("{\"workload\":\"attacked-replay\",\"requesters\":%d,\"events\":%llu,\"ring_batches\":%zu,"
                 "\"events_per_s\":%.0f,\"events_per_s_attacked\":%.0f,\"ratio\":%.3f,\"ratio_paired\":%.3f,\"target\":0.9,"
                 "\"cpu_ratio\":%.3f,\"rss_growth_mib\":%.1f,\"rss_growth_attacked_mib\":%.1f,\"growth_over_unattacked_mib\":%.1f,"
                 "\"rss_before_mib\":%.1f,\"rss_attacked_mib\":%.1f,\"target_mib\":64,"
                 "\"replays_busy\":%llu,\"replay_queued_peak_mib\":%.1f}\n",
                 kRequesters, static_cast<unsigned long long>(events), ring, events / best_plain,
-                events / best_attacked, best_plain / best_attacked, paired_median(plain_s, attacked_s),
-                cpu_plain / cpu_attacked, growth_plain / 1024.0,
+                events / best_attacked, best_plain / best_attacked, paired, cpu_plain / cpu_attacked, growth_plain / 1024.0,
                 growth_attacked / 1024.0,
                 (static_cast<double>(growth_attacked) - static_cast<double>(growth_plain)) / 1024.0,
                 before_kib / 1024.0, during_kib / 1024.0, static_cast<unsigned long long>(busy),
@@ -584,8 +584,7 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Ro
     if (rows)
         rows->push_back({"30 replay requesters that never read (publisher side)",
                          (static_cast<double>(growth_attacked) - static_cast<double>(growth_plain)) / 1024.0, 64,
-                         best_plain / best_attacked, paired_median(plain_s, attacked_s),
-                         std::to_string(busy) + " requests answered busy"});
+                         best_plain / best_attacked, paired, std::to_string(busy) + " requests answered busy"});
     delete owned;
     kvreg_registry_free(reg);
 }
@@ -860,7 +859,7 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
                   const std::vector<std::pair<uint32_t, uint64_t>> &opts, double target_mib,
                   std::vector<Row> &rows, uint32_t until_stat = 0) {
     const uint64_t events = 2 * in.descs.size();
-    double best[2] = {1e9, 1e9}, cpu[2] = {1e9, 1e9}, sub_cpu[2] = {1e9, 1e9}, peer_cpu[2] = {1e9, 1e9},
+    double cpu[2] = {1e9, 1e9}, sub_cpu[2] = {1e9, 1e9}, peer_cpu[2] = {1e9, 1e9},
            other_cpu[2] = {1e9, 1e9};
     uint64_t growth[2] = {0, 0};
     std::vector<double> pass_s[2];
@@ -908,7 +907,6 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
             register_release(pool, in);
             link->wait_for(base + events, 60);
             const double main_thread = cpu_s(CLOCK_THREAD_CPUTIME_ID) - m0;
-            best[attacked] = std::min(best[attacked], now_s() - t);
             pass_s[attacked].push_back(now_s() - t);
             const double proc = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
             cpu[attacked] = std::min(cpu[attacked], proc);
@@ -941,6 +939,9 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
         }
     }
     const double over = (static_cast<double>(growth[1]) - static_cast<double>(growth[0])) / 1024.0;
+    const double best[2] = {*std::min_element(pass_s[0].begin(), pass_s[0].end()),
+                            *std::min_element(pass_s[1].begin(), pass_s[1].end())};
+    const double paired = paired_median(pass_s[0], pass_s[1]);
     if (getenv("KVREG_BENCH_VERBOSE"))
         for (size_t r = 0; r < reps; r++)
             std::fprintf(stderr, "%s rep %zu: %.4f s plain, %.4f s attacked, ratio %.3f\n", kind, r, pass_s[0][r],
@@ -952,11 +953,11 @@ void attacked_sub(const Input &in, size_t reps, SubAttacker &att, const char *ki
                 "\"sub_thread_cpu_s\":%.3f,\"sub_thread_cpu_s_attacked\":%.3f,\"other_cpu_s\":%.3f,"
                 "\"other_cpu_s_attacked\":%.3f,\"peer_cpu_s_attacked\":%.3f,\"pass_s\":%.3f,\"pass_s_attacked\":%.3f}\n",
                 kind, static_cast<unsigned long long>(events), events / best[0], events / best[1],
-                best[0] / best[1], paired_median(pass_s[0], pass_s[1]), growth[0] / 1024.0, growth[1] / 1024.0, over,
+                best[0] / best[1], paired, growth[0] / 1024.0, growth[1] / 1024.0, over,
                 target_mib, cpu[0] / cpu[1],
                 sub_cpu[0] / sub_cpu[1], cpu[0], cpu[1], sub_cpu[0], sub_cpu[1], other_cpu[0], other_cpu[1], peer_cpu[1], best[0], best[1]);
     std::fflush(stdout);
-    rows.push_back({label, over, target_mib, best[0] / best[1], paired_median(pass_s[0], pass_s[1]), outcome});
+    rows.push_back({label, over, target_mib, best[0] / best[1], paired, outcome});
 }
 
 // only: one row's KIND ("replay" for the publisher side), or nullptr for all of them.
@@ -1030,6 +1031,10 @@ int main(int argc, char **argv) {
                                  " [--nats-events N] [--trace FILE] [--attack KIND]\n");
             return 2;
         }
+    }
+    if (reps == 0) {
+        std::fprintf(stderr, "kvreg-net-bench: --reps must be at least 1\n");
+        return 2;
     }
     if (workload == "nats") {
 #if KVREG_NET_BENCH_NATS

@@ -187,11 +187,16 @@ static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uin
     return size;
 }
 
+/* The subject of an object's chunks in bucket's stream (the object store's layout). */
+static void chunk_subject(char *out, size_t cap, const char *bucket, const char *nuid) {
+    snprintf(out, cap, "$O.%s.C.%s", bucket, nuid);
+}
+
 /* Take the object's last chunk out of the stream; returns a copy of its bytes (free it) and
  * their length in *len. */
 static char *take_last_chunk(jsCtx *js, const char *nuid, int *len) {
     char subj[200];
-    snprintf(subj, sizeof subj, "$O.SNAP.C.%s", nuid);
+    chunk_subject(subj, sizeof subj, "SNAP", nuid);
     uint64_t last = 0;
     char *bytes = NULL;
     for (uint64_t seq = 1;;) {
@@ -219,7 +224,7 @@ static char *take_last_chunk(jsCtx *js, const char *nuid, int *len) {
 
 static void put_chunk(jsCtx *js, const char *nuid, const char *bytes, int len) {
     char subj[200];
-    snprintf(subj, sizeof subj, "$O.SNAP.C.%s", nuid);
+    chunk_subject(subj, sizeof subj, "SNAP", nuid);
     assert_int_equal(js_Publish(NULL, js, subj, bytes, len, NULL, NULL), NATS_OK);
 }
 
@@ -422,7 +427,7 @@ static void test_snapshots(void **state) {
      * replay). */
     {
         char subj[200];
-        snprintf(subj, sizeof subj, "$O.SNAP.C.%s", s0 == seq2 ? nuid0 : nuid1);
+        chunk_subject(subj, sizeof subj, "SNAP", s0 == seq2 ? nuid0 : nuid1);
         jsOptions po;
         jsOptions_Init(&po);
         po.Stream.Purge.Subject = subj;
@@ -535,7 +540,7 @@ static void orphan_replica(replica *r, const char *durable, int set_age, uint64_
 
 static void left_chunks(jsCtx *js, const char *nuid, int n) {
     char subj[128];
-    snprintf(subj, sizeof subj, "$O.OSNAP.C.%s", nuid);
+    chunk_subject(subj, sizeof subj, "OSNAP", nuid);
     for (int i = 0; i < n; i++) assert_int_equal(js_Publish(NULL, js, subj, "chunk", 5, NULL, NULL), NATS_OK);
 }
 
