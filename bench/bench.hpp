@@ -298,6 +298,7 @@ std::string wl_wire(const Opts &o, bool &ok);
 std::string wl_index(const Opts &o, bool &ok);
 std::string wl_index_k1(const Opts &o, bool &ok);
 std::string wl_index_k2(const Opts &o, bool &ok);
+std::string wl_index_load(const Opts &o, bool &ok);
 
 } // namespace bench
 

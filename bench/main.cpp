@@ -52,6 +52,9 @@ const char kUsage[] =
     "  index_k2          Dynamo's gen-3 / CKF shape: the --trace copied --trace-dup (20) times,\n"
     "                    --length-factor (4) blocks per hash id, --workers (16) LRU caches of\n"
     "                    --capacity (16384) blocks (Removed events), open loop over --windows\n"
+    "  index_load        a restore's load: the conversation --trace's blocks stored by --workers (1)\n"
+    "                    engines (ENGINE mode), applied into a fresh index vs kvreg_index_load of\n"
+    "                    its dump, --reps times each: load_over_apply\n"
     "\n"
     "size options (as seed-peer; defaults depend on the workload):\n"
     "  --seqs S          sequences              (hash 2000, *_release/two_pools/shared_prefix 20000, threads 2048)\n"
@@ -80,7 +83,7 @@ const char kUsage[] =
     "  --answer A        index_k1/k2 query: depths (kvreg_index_query_depths, every worker's depth,\n"
     "                    Dynamo's answer; default) or matches (kvreg_index_query_hashes, ranked)\n"
     "  --cores N         index_k1/k2 CPUs for its two threads (2)\n"
-    "  --reps R          timing repetitions     (5; hash, append)\n"
+    "  --reps R          timing repetitions     (5; hash, append, index_load)\n"
     "  --shards N        the registry's lock shards, KVREG_OPT_SHARDS (library default: 64)\n"
     "  --reserve-blocks auto|N  KVREG_OPT_RESERVE_BLOCKS: auto, the blocks the workload holds at\n"
     "                    its peak (register_release, two_pools, shared_prefix); N, that many (0)\n"
@@ -212,6 +215,7 @@ int run_one(const Opts &o) {
     else if (w == "index") line = bench::wl_index(o, ok);
     else if (w == "index_k1") line = bench::wl_index_k1(o, ok);
     else if (w == "index_k2") line = bench::wl_index_k2(o, ok);
+    else if (w == "index_load") line = bench::wl_index_load(o, ok);
     else return -1;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
