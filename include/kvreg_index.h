@@ -363,7 +363,8 @@ KVREG_API int kvreg_index_dump_alloc(const kvreg_index *idx, void **data,
 /* Load a dump into an index that knows no worker (new, or every worker removed), all or
  * nothing: on any error the index is left as it was (empty) and usable. The dump's tier weights
  * are not in it: the index's own apply. Nothing else may change the index meanwhile (queries
- * may run; they see workers appear one by one). Statuses:
+ * may run; they see workers appear one by one, and their entries later, many workers' at a
+ * time). Statuses:
  *   KVREG_EINVAL   idx NULL, data NULL with len > 0, or the dump's hashes mode, profile, block
  *                  size or salt differ from the index's;
  *   KVREG_ESTATE   the index knows a worker;

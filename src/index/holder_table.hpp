@@ -23,6 +23,7 @@
 #pragma once
 
 #include "util/cpu_relax.hpp"
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -67,21 +68,28 @@ public:
     uint32_t shard_index(uint64_t hash) const noexcept { return static_cast<uint32_t>((mix(hash) >> 52) & shard_mask_); }
     uint32_t shard_count() const noexcept { return n_shards_; }
     // Room for more[si] new entries in each shard si (shard_count() counts), before loading
-    // many with update_many() (index/dump.cpp): every table that would grow gets its place at
+    // many with update_many() (index/load.cpp): every table that would grow gets its place at
     // its final size now, all in one region the kernel may back with huge pages (as the
     // constructor's up-front sizing does); update_many() grows each into its place once (a
     // reader sees one growth). Throws std::bad_alloc (nothing changed).
     void reserve(const uint64_t *more);
 
-    // update() for n entries of one slot at once (loading a dump, index/dump.cpp): for each i,
-    // the counts of (hashes[i], slot) become f(i, old counts). The entries go shard by shard,
-    // each shard's writer lock taken once and its table grown at most once, beforehand, to
-    // hold them all (growth one entry at a time rebuilt every table about seven times and
-    // left the smaller copies allocated); a reader still waits at most for one entry's change.
-    // A hash given twice is found the second time, as by two update() calls. Throws
-    // std::bad_alloc, or what f throws: then some entries are in and the others not (the
-    // caller undoes them). f is called with no change window open.
-    template <class F> void update_many(const uint64_t *hashes, size_t n, uint32_t slot, F f);
+    // Entries [previous run's end, end) are slot's (update_many()).
+    struct SlotRun {
+        size_t end;
+        uint32_t slot;
+    };
+    // update() for n entries at once (loading a dump, index/load.cpp): for each i, the counts
+    // of (hashes[i], slot: the slot of the run i is in) become f(hashes[i], slot, payload[i],
+    // old counts); runs cover 0 .. n in order. The entries go shard by shard, each
+    // shard's writer lock taken once and its table grown at most once, beforehand, to hold
+    // them all (growth one entry at a time rebuilt every table about seven times and left the
+    // smaller copies allocated); a reader still waits at most for one entry's change. An entry
+    // given twice is found the second time, as by two update() calls. Throws std::bad_alloc,
+    // or what f throws: then some entries are in and the others not (the caller undoes them).
+    // f is called with no change window open.
+    template <class F>
+    void update_many(const uint64_t *hashes, const uint8_t *payload, size_t n, const SlotRun *runs, F f);
 
     // Remove every entry of slot, shard by shard (a worker cleared or removed). Readers wait at
     // most for one entry's removal at a time. Returns how many were removed.
@@ -306,13 +314,17 @@ template <class F> uint32_t HolderTable::update(uint64_t hash, uint32_t slot, F 
     return now;
 }
 
-template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t n, uint32_t slot, F f) {
-    // The entries by shard (a counting sort), each with its mixed key beside its index: each
-    // shard's table is then visited in one stretch, small enough to stay in cache, and the
-    // keys are read in order (fetching hashes[i] in shard order missed the cache on most).
+template <class F>
+void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, size_t n, const SlotRun *runs, F f) {
+    // The entries by shard (a counting sort), each with its mixed key, slot and payload: each
+    // shard's table is then visited in one stretch, small enough to stay in cache, and
+    // nothing is fetched from the caller's arrays in shard order (reading hashes[i] that way
+    // missed the cache on most entries, and so did reading a payload by its index: a quarter
+    // of a load's table time).
     struct Item {
         uint64_t mixed;
-        size_t i;
+        uint32_t slot;
+        uint8_t payload;
     };
     std::vector<size_t> first(n_shards_ + 1, 0);
     for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
@@ -320,9 +332,11 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
     std::vector<Item> items(n);
     {
         std::vector<size_t> at(first.begin(), first.end() - 1);
-        for (size_t i = 0; i < n; i++) {
-            const uint64_t mixed = mix(hashes[i]);
-            items[at[(mixed >> 52) & shard_mask_]++] = Item{mixed, i};
+        for (size_t i = 0; i < n; runs++) {
+            for (const size_t end = std::min(runs->end, n); i < end; i++) {
+                const uint64_t mixed = mix(hashes[i]);
+                items[at[(mixed >> 52) & shard_mask_]++] = Item{mixed, runs->slot, payload[i]};
+            }
         }
     }
     for (uint32_t si = 0; si < n_shards_; si++) {
@@ -348,10 +362,11 @@ template <class F> void HolderTable::update_many(const uint64_t *hashes, size_t 
         const uint64_t mask = mask_of(t);
         for (size_t k = b; k < e; k++) {
             const uint64_t mixed = items[k].mixed;
+            const uint32_t slot = items[k].slot;
             uint64_t ins = 0;
             const uint64_t pos = find(t, mask, mixed, slot, &ins);
             const uint64_t old = pos ? t[pos].val.load(std::memory_order_relaxed) : 0;
-            const uint32_t now = f(items[k].i, static_cast<uint32_t>(old)); // may throw: entry unchanged
+            const uint32_t now = f(mixed * kUnmix, slot, items[k].payload, static_cast<uint32_t>(old)); // may throw: entry unchanged
             if (now == static_cast<uint32_t>(old)) continue;
             begin_change(s);
             if (!pos) {

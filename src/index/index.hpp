@@ -85,7 +85,11 @@ public:
         // the table is sized from total, as if the records fell evenly on the shards.
         // checksum_checked: the caller has checked the dump's checksum (it holds the whole
         // dump), so the walk does not compute it again. Throws std::bad_alloc.
-        Loader(Index &idx, uint64_t total, std::vector<uint64_t> shard_counts = {}, bool checksum_checked = false);
+        // flush_records: how many records wait for the table before they go in (flush());
+        // tests make it small, to see the records go in while the load goes on.
+        static constexpr size_t kFlushRecords = size_t{1} << 20;
+        Loader(Index &idx, uint64_t total, std::vector<uint64_t> shard_counts = {}, bool checksum_checked = false,
+               size_t flush_records = kFlushRecords);
         ~Loader(); // abandon() unless finish() succeeded
         Loader(const Loader &) = delete;
         Loader &operator=(const Loader &) = delete;
@@ -107,7 +111,8 @@ public:
         int on_records(const unsigned char *recs, size_t n);
         int on_trailer(const unsigned char *t) noexcept;
         int next_group_or_worker(); // the stage after a group or worker ends
-        void end_worker();          // the worker's records into the table
+        void end_worker();          // the worker done: its records wait for flush()
+        void flush();               // the waiting records of every worker into the table
         int reject(int rc) noexcept; // undo, and stay failed with rc
         size_t field_size() const noexcept;
         uint64_t body_left() const noexcept; // bytes before the trailer not read yet
@@ -116,6 +121,7 @@ public:
         const uint64_t total_;
         std::vector<uint64_t> shard_counts_;
         std::unique_ptr<Checksum64> sum_; // null: the caller checked the checksum
+        const size_t flush_records_;
         Stage stage_ = Stage::kHeader;
         int rc_ = KVREG_OK;
         uint64_t read_ = 0;                // bytes taken by the walk so far
@@ -131,8 +137,16 @@ public:
         uint32_t tag_ = 0, part_index_ = 0;
         uint64_t group_part_ = 0; // the group's partition (also the order check's previous)
         std::vector<std::pair<uint64_t, uint32_t>> added_; // (id, dp) of every worker added
-        std::vector<uint64_t> keys_;                         // the worker's table keys so far
-        std::vector<uint8_t> tiers_;                         // and tiers
+        // Records mapped but not yet in the table (flush()): each one's table key and tiers,
+        // and the workers they are of, in order (a worker's records end before `end`).
+        struct Waiting {
+            uint32_t tag;
+            Worker *w;
+            size_t end;
+        };
+        std::vector<uint64_t> keys_;
+        std::vector<uint8_t> tiers_;
+        std::vector<Waiting> waiting_;
     };
 
 private:

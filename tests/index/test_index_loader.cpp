@@ -1,7 +1,8 @@
-// index::Index::Loader (src/index/load.cpp): a dump loaded in pieces of every size reaches the
-// digest of the index it came from, in both hash modes; a dump that is damaged, cut short,
-// too long or abandoned half-way leaves the index empty; an index that knows a worker is
-// refused. Internal: links the static library (the NATS consumer is the loader's user).
+// index::Index::Loader (src/index/load.cpp): a dump loaded in pieces of every size, its
+// records going into the table a few at a time or all at the end, reaches the digest of the
+// index it came from, in both hash modes; counts past 255 of several workers are each kept
+// with their worker; a dump that is damaged, cut short, too long or abandoned half-way leaves
+// the index empty; an index that knows a worker is refused. Internal: links the static library (the NATS consumer is the loader's user).
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -96,8 +97,9 @@ std::vector<unsigned char> sample_dump(bool own, kvreg_index **src_out) {
 }
 
 // Feeds the dump in pieces of `piece` bytes; the first failing status, else finish()'s.
-int load_in_pieces(kvreg_index *idx, const std::vector<unsigned char> &d, size_t piece) {
-    Loader ld(idx->impl, d.size());
+int load_in_pieces(kvreg_index *idx, const std::vector<unsigned char> &d, size_t piece,
+                   size_t flush_records = Loader::kFlushRecords) {
+    Loader ld(idx->impl, d.size(), {}, false, flush_records);
     for (size_t at = 0; at < d.size(); at += piece) {
         const int rc = ld.feed(d.data() + at, std::min(piece, d.size() - at));
         if (rc != KVREG_OK) return rc;
@@ -110,13 +112,17 @@ void test_pieces(void **) {
         kvreg_index *src = nullptr;
         const std::vector<unsigned char> d = sample_dump(own, &src);
         const size_t pieces[] = {1, 2, 7, 9, 16, 17, 40, 41, 1000, d.size()};
-        for (const size_t piece : pieces) {
-            kvreg_index *idx = new_index(own);
-            assert_int_equal(load_in_pieces(idx, d, piece), KVREG_OK);
-            assert_true(digest(idx) == digest(src));
-            assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), stat(src, KVREG_INDEX_STAT_ENTRIES));
-            kvreg_index_free(idx);
-        }
+        // Into the table after every worker (1), after the first two together (60: more than
+        // the first one's 47 records, fewer than the first two's), or once at the end.
+        const size_t flushes[] = {1, 60, Loader::kFlushRecords};
+        for (const size_t piece : pieces)
+            for (const size_t flush : flushes) {
+                kvreg_index *idx = new_index(own);
+                assert_int_equal(load_in_pieces(idx, d, piece, flush), KVREG_OK);
+                assert_true(digest(idx) == digest(src));
+                assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), stat(src, KVREG_INDEX_STAT_ENTRIES));
+                kvreg_index_free(idx);
+            }
         kvreg_index_free(src);
     }
 }
@@ -183,19 +189,24 @@ void test_abandon(void **) {
     kvreg_index *src = nullptr;
     const std::vector<unsigned char> d = sample_dump(true, &src);
     kvreg_index *idx = new_index(true);
-    {
-        Loader ld(idx->impl, d.size());
-        assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
-        assert_true(stat(idx, KVREG_INDEX_STAT_ENTRIES) > 0);
-        ld.abandon(); // the transport's own check failed
+    for (const size_t flush : {size_t{1}, Loader::kFlushRecords}) {
+        {
+            Loader ld(idx->impl, d.size(), {}, false, flush);
+            assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
+            assert_true(stat(idx, KVREG_INDEX_STAT_WORKERS) > 0);
+            // Flushed after each worker, the first one's entries are in the table already;
+            // else they all wait for the last worker.
+            assert_true((stat(idx, KVREG_INDEX_STAT_ENTRIES) > 0) == (flush == 1));
+            ld.abandon(); // the transport's own check failed
+            assert_empty(idx);
+            assert_int_equal(ld.finish(), KVREG_EPROTO);
+        }
+        {
+            Loader ld(idx->impl, d.size(), {}, false, flush);
+            assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
+        } // destroyed unfinished
         assert_empty(idx);
-        assert_int_equal(ld.finish(), KVREG_EPROTO);
     }
-    {
-        Loader ld(idx->impl, d.size());
-        assert_int_equal(ld.feed(d.data(), d.size() / 2), KVREG_OK);
-    } // destroyed unfinished
-    assert_empty(idx);
     {
         Loader ld(idx->impl, d.size());
         assert_int_equal(ld.feed(d.data(), d.size()), KVREG_OK);
@@ -232,12 +243,75 @@ void test_not_empty(void **) {
     kvreg_index_free(src);
 }
 
+// ENGINE mode: workers 1, 2 and 3 each store 300 engine hashes with the same two tokens (one
+// content), in both tiers for worker 2. A load counts each worker's 300 again, 255 in the table
+// and the rest in that worker's overflow, whether the workers go into the table together or
+// one by one: removing a worker's engine hashes one by one, the content stays matched to it
+// until its last one is gone, and no other worker's count moves.
+kvreg_wire_event one_block(const uint64_t *h, const uint32_t *tokens, uint32_t medium) {
+    kvreg_wire_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.type = KVREG_WIRE_STORED;
+    ev.medium = medium;
+    ev.block_hashes = h;
+    ev.n_block_hashes = 1;
+    ev.block_size = 4;
+    ev.token_ids = tokens;
+    ev.n_token_ids = 4;
+    return ev;
+}
+
+void test_counts_past_255(void **) {
+    constexpr size_t kN = 300;
+    const uint32_t tokens[4] = {5, 6, 7, 8};
+    std::vector<uint64_t> hashes(kN);
+    for (size_t i = 0; i < kN; i++) hashes[i] = 1000 + i;
+    kvreg_index *src = new_index(false);
+    for (uint64_t w = 1; w <= 3; w++)
+        for (size_t i = 0; i < kN; i++) {
+            kvreg_wire_event ev[2] = {one_block(&hashes[i], tokens, KVREG_MEDIUM_GPU),
+                                      one_block(&hashes[i], tokens, KVREG_MEDIUM_CPU)};
+            assert_int_equal(kvreg_index_apply(src, w, 0, KVREG_INDEX_SEQ_NONE, ev, w == 2 ? 2 : 1, nullptr), KVREG_OK);
+        }
+    void *dp = nullptr;
+    size_t dn = 0;
+    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
+    const std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
+    std::free(dp);
+    for (const size_t flush : {size_t{1}, size_t{400}, Loader::kFlushRecords}) {
+        kvreg_index *idx = new_index(false);
+        assert_int_equal(load_in_pieces(idx, d, 1000, flush), KVREG_OK);
+        assert_true(digest(idx) == digest(src));
+        assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 3); // one content, three workers
+        kvreg_index_match m[3];
+        size_t n = 0;
+        for (size_t i = 0; i < kN; i++) {
+            kvreg_wire_event rm;
+            std::memset(&rm, 0, sizeof rm);
+            rm.type = KVREG_WIRE_REMOVED;
+            rm.medium = KVREG_MEDIUM_GPU;
+            rm.block_hashes = &hashes[i];
+            rm.n_block_hashes = 1;
+            assert_int_equal(kvreg_index_apply(idx, 2, 0, KVREG_INDEX_SEQ_NONE, &rm, 1, nullptr), KVREG_OK);
+            assert_int_equal(kvreg_index_query_tokens(idx, tokens, 4, 0, m, 3, &n), KVREG_OK);
+            assert_int_equal(n, 3);
+            for (size_t k = 0; k < n; k++) {
+                const bool two = m[k].worker_id == 2;
+                assert_int_equal(m[k].tier_depth[KVREG_MEDIUM_GPU], two && i + 1 == kN ? 0 : 1);
+                assert_int_equal(m[k].tier_depth[KVREG_MEDIUM_CPU], two ? 1 : 0);
+            }
+        }
+        kvreg_index_free(idx);
+    }
+    kvreg_index_free(src);
+}
+
 } // namespace
 
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces), cmocka_unit_test(test_damaged), cmocka_unit_test(test_length),
-        cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty),
+        cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty), cmocka_unit_test(test_counts_past_255),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
