@@ -288,7 +288,7 @@ uint64_t Index::stat(uint32_t which, bool *known) const noexcept {
     case KVREG_INDEX_STAT_MEMORY_BYTES:
     case KVREG_INDEX_STAT_BYTES_PER_ENTRY: {
         const uint64_t maps = map_bytes_.load(std::memory_order_relaxed);
-        const uint64_t mem = table_.bytes() + workers_.bytes() + maps + sizeof(*this);
+        const uint64_t mem = table_.bytes() + workers_.bytes() + maps + map_arena_.bytes() + sizeof(*this);
         if (which == KVREG_INDEX_STAT_MEMORY_BYTES) return mem;
         const uint64_t n = table_.entries();
         return n ? (mem + n / 2) / n : 0;

@@ -5,15 +5,19 @@
 // thread-safe: the worker's lock guards it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include <sys/mman.h>
 
 namespace kvreg::index {
+
+class MapArena;
 
 class EngineMap {
 public:
@@ -25,7 +29,8 @@ public:
     };
 
     uint64_t size() const noexcept { return size_; }
-    uint64_t bytes() const noexcept { return (mask_ ? mask_ + 1 : 0) * sizeof(Entry); }
+    // What it allocated itself (slots taken from a MapArena are the arena's).
+    uint64_t bytes() const noexcept { return slots_.get_deleter().owned ? (mask_ ? mask_ + 1 : 0) * sizeof(Entry) : 0; }
 
     Entry *find(uint64_t engine) noexcept {
         if (!slots_) return nullptr;
@@ -37,13 +42,8 @@ public:
     }
 
     // Room for n more entries, so that insert() cannot fail. Throws std::bad_alloc (unchanged).
-    void reserve(uint64_t n) {
-        uint64_t cap = mask_ ? mask_ + 1 : 0;
-        if ((size_ + n) * 4 <= cap * 3) return;
-        uint64_t want = cap ? cap : 16;
-        while ((size_ + n) * 4 > want * 3) want *= 2;
-        rehash(want);
-    }
+    // arena: where an empty mapping may take its slots (a load's, index/load.cpp).
+    void reserve(uint64_t n, MapArena *arena = nullptr);
 
     // Insert a new engine hash (absent; reserve() first). Returns its entry.
     Entry *insert(uint64_t engine, uint64_t router, uint32_t tiers, uint32_t part = 0) noexcept {
@@ -98,7 +98,7 @@ private:
         return (engine * UINT64_C(0x9E3779B97F4A7C15) >> 20) & mask_; // engine hashes may be small ints
     }
     void rehash(uint64_t cap) {
-        Slots fresh(allocate(cap));
+        Slots fresh(allocate(cap), Free{true});
         Slots old = std::move(slots_);
         const uint64_t old_cap = old ? mask_ + 1 : 0;
         slots_ = std::move(fresh);
@@ -116,7 +116,10 @@ private:
     // 4 KB, which in a VM was most of a restore's load (docs/design/index.md, "How it
     // applies"). Freed with free().
     struct Free {
-        void operator()(Entry *p) const noexcept { std::free(p); }
+        bool owned; // false: the slots are a MapArena's
+        void operator()(Entry *p) const noexcept {
+            if (owned) std::free(p);
+        }
     };
     using Slots = std::unique_ptr<Entry[], Free>;
     static Entry *allocate(uint64_t cap) {
@@ -129,9 +132,87 @@ private:
         return static_cast<Entry *>(p);
     }
 
-    Slots slots_;
+    Slots slots_{nullptr, Free{true}};
     uint64_t mask_ = 0;
     uint64_t size_ = 0;
 };
+
+// Zeroed room for many small mappings (a load's: the index/load.cpp walk reserves each
+// worker's mapping here), in regions aligned and advised for huge pages. Allocated one by one,
+// the 64 mappings of a 64-worker dump (about 200 KB each) were zeroed and faulted in 4 KB pages:
+// a third of the load (kvreg-bench --workload index_load --workers 64). Regions come fresh from
+// mmap, so they are zero already. A mapping never gives its slots back: they return when the
+// arena is reset (at the start of the next load, when no worker is known and every mapping is
+// empty) or destroyed with the index. Used by one thread at a time (a load).
+class MapArena {
+  public:
+    MapArena() = default;
+    MapArena(const MapArena &) = delete;
+    MapArena &operator=(const MapArena &) = delete;
+    ~MapArena() { reset(); }
+
+    // Zeroed room for cap entries, or nullptr: a mapping below 64 KB (a few pages: not worth
+    // a region's 4 MB), of 2 MB or more (it gets huge pages of its own), or no memory.
+    EngineMap::Entry *take(uint64_t cap) noexcept {
+        const size_t bytes = cap * sizeof(EngineMap::Entry);
+        if (bytes < (size_t{64} << 10) || bytes >= kHuge) return nullptr;
+        if (regions_.empty() || kRegion - used_ < bytes) {
+            if (!add_region()) return nullptr;
+        }
+        auto *p = reinterpret_cast<EngineMap::Entry *>(static_cast<char *>(regions_.back()) + used_);
+        used_ += (bytes + 63) & ~size_t{63};
+        return p;
+    }
+    void reset() noexcept {
+        for (void *r : regions_) munmap(r, kRegion);
+        regions_.clear();
+        used_ = 0;
+        bytes_.store(0, std::memory_order_relaxed);
+    }
+    uint64_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
+
+  private:
+    static constexpr size_t kHuge = size_t{2} << 20;
+    static constexpr size_t kRegion = 2 * kHuge;
+    bool add_region() noexcept {
+        try {
+            regions_.reserve(regions_.size() + 1);
+        } catch (...) {
+            return false;
+        }
+        // Mapped with a huge page's worth to spare, then trimmed to an aligned region.
+        void *raw = mmap(nullptr, kRegion + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) return false;
+        const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
+        const uintptr_t aligned = (at + kHuge - 1) & ~uintptr_t{kHuge - 1};
+        if (aligned > at) munmap(raw, aligned - at);
+        if (aligned + kRegion < at + kRegion + kHuge)
+            munmap(reinterpret_cast<void *>(aligned + kRegion), at + kRegion + kHuge - (aligned + kRegion));
+        void *region = reinterpret_cast<void *>(aligned);
+        madvise(region, kRegion, MADV_HUGEPAGE);
+        regions_.push_back(region);
+        used_ = 0;
+        bytes_.fetch_add(kRegion, std::memory_order_relaxed);
+        return true;
+    }
+    std::vector<void *> regions_;
+    size_t used_ = 0; // bytes handed out of the last region
+    std::atomic<uint64_t> bytes_{0};
+};
+
+inline void EngineMap::reserve(uint64_t n, MapArena *arena) {
+    uint64_t cap = mask_ ? mask_ + 1 : 0;
+    if ((size_ + n) * 4 <= cap * 3) return;
+    uint64_t want = cap ? cap : 16;
+    while ((size_ + n) * 4 > want * 3) want *= 2;
+    if (!slots_ && arena) {
+        if (Entry *p = arena->take(want)) {
+            slots_ = Slots(p, Free{false});
+            mask_ = want - 1;
+            return;
+        }
+    }
+    rehash(want);
+}
 
 } // namespace kvreg::index

@@ -171,6 +171,7 @@ private:
     Options opt_;
     double weight_[kTiers]; // opt_.weight as the factors a query's score uses
     HolderTable table_;
+    MapArena map_arena_; // a load's mappings (before workers_: destroyed after their mappings)
     Workers workers_;
     std::atomic<uint64_t> mapped_{0}, map_bytes_{0}, applied_{0}, skipped_{0}, gaps_{0};
 };

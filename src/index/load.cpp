@@ -17,9 +17,9 @@
 //                  ENGINE mode: room in the worker's mapping for all of them
 //     kRecords     every whole record of this piece at once: checked (ascending in the
 //                  group, known tiers) and into the mapping (ENGINE mode); they wait for the
-//                  table until a million have come or the last worker's last one did, then
-//                  all go in at once (flush(): HolderTable::update_many, shard by shard, one
-//                  lock each)
+//                  table until a worker ends with a million waiting or the last one ends,
+//                  then all go in at once (flush(): HolderTable::update_many, shard by
+//                  shard, one lock each)
 //     kTrailer     the checksum of every byte before it (unless the caller checked it: a
 //                  whole dump is checked before the walk starts)
 //   ld.finish()                every byte came and the walk is at kDone: KVREG_OK
@@ -132,6 +132,7 @@ int Index::Loader::feed(const unsigned char *data, size_t len) noexcept {
     if (read_ == 0 && cut_.empty()) {
         if (idx_.workers_.count() != 0) return reject(KVREG_ESTATE);
         if (total_ < kHeader + kTrailer) return reject(KVREG_EPROTO);
+        idx_.map_arena_.reset(); // no worker is known: no mapping holds any of it
     }
     if (len > total_ - read_ - cut_.size()) return reject(KVREG_EPROTO); // more than the dump holds
     const uint64_t body = total_ - kTrailer;
@@ -253,7 +254,7 @@ int Index::Loader::on_group(const unsigned char *gh) {
         std::lock_guard<std::mutex> g(w_->lock);
         MapBytes track{*w_, idx_.map_bytes_};
         part_index_ = part_index(*w_, part);
-        w_->map.reserve(n); // the group's records cannot fail to insert
+        w_->map.reserve(n, &idx_.map_arena_); // the group's records cannot fail to insert
     }
     stage_ = Stage::kRecords;
     return KVREG_OK;
@@ -312,9 +313,9 @@ int Index::Loader::on_records(const unsigned char *recs, size_t n) {
 // worker is done; then they all go into the table at once (flush()). The table takes
 // them shard by shard (HolderTable::update_many), each shard's table written just before its
 // entries go in, so that they find it in cache. Flushed a worker at a time, every worker's
-// pass visited every shard and found its table gone from the cache: with 64 workers a load
-// took 2.5x as long per record as with one (kvreg-bench --workload index_load --workers 64);
-// a piece at a time, 1.9x.
+// pass visited every shard and found its table gone from the cache: with 8 or 64 workers a
+// record cost about twice as much to load as with one (kvreg-bench --workload index_load
+// --workers N); a piece at a time, the trace's load took 1.9x as long.
 void Index::Loader::end_worker() {
     waiting_.push_back(Waiting{tag_, w_, keys_.size()}); // may throw: the load is undone
     if (keys_.size() >= flush_records_ || worker_ == n_workers_) flush();
