@@ -46,6 +46,8 @@
 #include <kvreg.h>
 #include <kvreg_net.h>
 #include <zmq.h>
+
+#include "bench.hpp" // median
 #if KVREG_NET_BENCH_NATS
 #include "net_nats.hpp"
 #endif
@@ -465,10 +467,7 @@ struct Row {
 double paired_median(const std::vector<double> &plain, const std::vector<double> &attacked) {
     std::vector<double> r;
     for (size_t i = 0; i < plain.size() && i < attacked.size(); i++) r.push_back(plain[i] / attacked[i]);
-    if (r.empty()) return 0;
-    std::sort(r.begin(), r.end());
-    const size_t n = r.size();
-    return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+    return bench::median(r); // kvreg-bench's (bench/util.cpp): the lower middle value
 }
 
 void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Row> *rows = nullptr) {

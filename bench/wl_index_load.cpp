@@ -103,11 +103,6 @@ kvreg_index *fresh_index() {
     return idx;
 }
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
 } // namespace
 
 std::string wl_index_load(const Opts &o, bool &ok) {
@@ -164,9 +159,9 @@ std::string wl_index_load(const Opts &o, bool &ok) {
         .u("dump_bytes", dump_len)
         .u("reps", reps)
         .f("apply_s", apply_best)
-        .f("apply_median_s", median_of(apply_s))
+        .f("apply_median_s", median(apply_s))
         .f("load_s", load_best)
-        .f("load_median_s", median_of(load_s))
+        .f("load_median_s", median(load_s))
         .f("load_ns_per_record", load_best * 1e9 / static_cast<double>(std::max<uint64_t>(1, c.blocks)))
         .f("load_over_apply", load_best / apply_best)
         .hex("digest", digest0)

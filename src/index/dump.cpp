@@ -87,8 +87,9 @@ struct Index::Snapshot {
 
 void Index::snapshot(Snapshot &snap) const {
     // Lock every slot handed out so far, in slot order (the only other path that holds two
-    // worker locks, a load's flush, takes them in slot order too, so this cannot deadlock): from then on no worker in it changes, and a free slot cannot
-    // be handed out again (its new owner waits for the lock) until the copy is done.
+    // worker locks, a load's flush, takes them in slot order too, so this cannot deadlock):
+    // from then on no worker in it changes, and a free slot cannot be handed out again (its
+    // new owner waits for the lock) until the copy is done.
     const uint32_t n = workers_.used();
     std::vector<std::unique_lock<std::mutex>> locks;
     locks.reserve(n);

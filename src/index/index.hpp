@@ -138,7 +138,8 @@ public:
         uint64_t group_part_ = 0; // the group's partition (also the order check's previous)
         std::vector<std::pair<uint64_t, uint32_t>> added_; // (id, dp) of every worker added
         // Records mapped but not yet in the table (flush()): each one's table key and tiers,
-        // and the workers they are of, in order (a worker's records end before `end`).
+        // and the workers they are of, in record order (a worker's records end before `end`;
+        // flush() sorts them by slot once it has taken their runs).
         struct Waiting {
             uint32_t tag;
             Worker *w;

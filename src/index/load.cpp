@@ -322,16 +322,17 @@ void Index::Loader::end_worker() {
 }
 
 void Index::Loader::flush() {
-    // Every waiting worker locked, in slot order as Index::snapshot() locks them (so the two
-    // cannot deadlock): a dump sees each worker with all of its entries or none.
+    // The table takes the workers' runs of records in record order; then the workers are
+    // sorted by slot, to be locked in slot order as Index::snapshot() locks them (so the two
+    // cannot deadlock: a dump sees each worker with all of its entries or none) and to find
+    // one by its tag below.
     std::vector<HolderTable::SlotRun> runs;
     runs.reserve(waiting_.size());
     for (const Waiting &w : waiting_) runs.push_back(HolderTable::SlotRun{w.end, w.tag});
-    std::vector<Waiting> by_slot(waiting_);
-    std::sort(by_slot.begin(), by_slot.end(), [](const Waiting &a, const Waiting &b) { return slot_of(a.tag) < slot_of(b.tag); });
+    std::sort(waiting_.begin(), waiting_.end(), [](const Waiting &a, const Waiting &b) { return slot_of(a.tag) < slot_of(b.tag); });
     std::vector<std::unique_lock<std::mutex>> locks;
-    locks.reserve(by_slot.size());
-    for (const Waiting &w : by_slot) locks.emplace_back(w.w->lock);
+    locks.reserve(waiting_.size());
+    for (const Waiting &w : waiting_) locks.emplace_back(w.w->lock);
     HolderTable &table = idx_.table_;
     if (idx_.opt_.own_hashes) {
         // One record per hash (ascending): the tiers are the counts.
@@ -348,7 +349,7 @@ void Index::Loader::flush() {
             for (unsigned t = 0; t < kTiers; t++) {
                 if (!(tiers & tier_bit(t))) continue;
                 if (tier_byte(c, t) == 255) {
-                    const auto w = std::lower_bound(by_slot.begin(), by_slot.end(), slot_of(tag),
+                    const auto w = std::lower_bound(waiting_.begin(), waiting_.end(), slot_of(tag),
                                                     [](const Waiting &x, uint32_t s) { return slot_of(x.tag) < s; });
                     w->w->overflow[key][t]++; // may throw: this entry not changed yet
                 } else {
