@@ -341,7 +341,9 @@ KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_
  * Consistency: a dump (and a digest) is the state of one instant. It locks every worker known
  * when it starts while it copies their entries (one copy of the content, 32 bytes an entry,
  * then sorted and written in 64 KiB pieces), so writers wait for that copy (not for the write
- * callback) and queries go on; a worker added after the dump started is not in it. */
+ * callback) and queries go on; a worker added after the dump started is not in it, nor is one
+ * that a load (kvreg_index_load, or a NATS replica's restore) has added but whose entries are
+ * not all in yet: a dump or digest taken during a load has each worker whole or not at all. */
 
 /* The format version kvreg_index_dump writes; kvreg_index_load reads this one. */
 #define KVREG_INDEX_DUMP_VERSION 1u

@@ -98,7 +98,7 @@ void Index::snapshot(Snapshot &snap) const {
     for (uint32_t s = 0; s < n; s++) locks.emplace_back(workers_.at(s).lock);
     for (uint32_t s = 0; s < n; s++) {
         const Worker &w = workers_.at(s);
-        if (!w.live) continue;
+        if (!w.live || w.loading) continue; // a worker part-way through a load: not at all
         const WorkerIdent &who = workers_.ident(s);
         pos[s] = static_cast<uint32_t>(snap.workers.size());
         tags[s] = workers_.tag(s);

@@ -12,7 +12,8 @@
 //                  every record (counted per shard when the caller could count them, else
 //                  total's worth spread evenly), so that it grows at most once per shard
 //     kWorkerHead  after the previous worker (ascending id, dp); known flags; the worker is
-//                  added with its next seq and partition
+//                  added with its next seq and partition, `loading` (left out of a dump
+//                  until flush() has put its records in)
 //     kGroupHead   a partition after the previous one, with 1 .. (what is left) records;
 //                  ENGINE mode: room in the worker's mapping for all of them
 //     kRecords     every whole record of this piece at once: checked (ascending in the
@@ -232,6 +233,7 @@ int Index::Loader::on_worker(const unsigned char *wh) {
     {
         std::lock_guard<std::mutex> g(w_->lock, std::adopt_lock);
         if (added) added_.emplace_back(id, dp);
+        w_->loading = true; // until flush() has put its records in
         w_->seq_known = (flags & kSeqKnown) != 0;
         w_->next_seq = next_seq;
         w_->model = model;
@@ -324,8 +326,8 @@ void Index::Loader::end_worker() {
 void Index::Loader::flush() {
     // The table takes the workers' runs of records in record order; then the workers are
     // sorted by slot, to be locked in slot order as Index::snapshot() locks them (so the two
-    // cannot deadlock: a dump sees each worker with all of its entries or none) and to find
-    // one by its tag below.
+    // cannot deadlock) and to find one by its tag below. A dump leaves out a worker still
+    // `loading`: it has each worker whole or not at all.
     std::vector<HolderTable::SlotRun> runs;
     runs.reserve(waiting_.size());
     for (const Waiting &w : waiting_) runs.push_back(HolderTable::SlotRun{w.end, w.tag});
@@ -359,6 +361,7 @@ void Index::Loader::flush() {
             return c;
         });
     }
+    for (const Waiting &w : waiting_) w.w->loading = false; // whole: a dump may see them now
     keys_.clear();
     tiers_.clear();
     waiting_.clear();

@@ -45,6 +45,7 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
         who.id.store(id, std::memory_order_release);
         who.dp.store(dp, std::memory_order_release);
         w.live = true;
+        w.loading = false;
         w.seq_known = true;
         w.next_seq = 0;
         w.model = 0;

@@ -48,6 +48,10 @@ struct WorkerIdent {
 struct Worker {
     std::mutex lock; // one writer at a time: apply, clear, remove
     bool live = false;         // under lock
+    // Under lock: added by a load (index/load.cpp) whose records are not all in the table yet.
+    // A dump leaves it out: a worker's seq without its entries would restore as a replica that
+    // believes it has applied batches it has not.
+    bool loading = false;
     bool seq_known = false;    // next_seq is meaningful (false: accept any as the start)
     uint64_t next_seq = 0;
     EngineMap map;             // ENGINE mode only
