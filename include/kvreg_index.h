@@ -154,21 +154,27 @@ typedef struct kvreg_index_apply_info {
  * dp_rank is the caller's (the events' own dp_rank is not read). seq is the batch's sequence
  * number for this worker, checked as the flags describe: the first batch of a worker is
  * expected to be 0, then each one the previous + 1; KVREG_INDEX_SEQ_NONE skips the check and
- * leaves the expected number as it was. Stored events add (hash, tier) for each block, Removed
+ * leaves the expected number as it was (after the highest seq, KVREG_INDEX_SEQ_NONE - 1, the
+ * next cannot be named: any is accepted as the start again). Stored events add (hash, tier) for each block, Removed
  * events remove them, Cleared drops every entry of the worker. A medium of
  * KVREG_MEDIUM_UNKNOWN, a stored event whose parent the worker does not hold (ENGINE mode) or
  * whose token count is wrong, and events of other types are skipped and counted, never fatal.
  * info may be NULL. events may be NULL when n == 0 (a batch of nothing still advances seq).
  * KVREG_EINVAL: idx NULL, events NULL with n > 0, or an event with a NULL array whose count is
  * not 0 (nothing applied). KVREG_ENOMEM: the events before the failing one are applied (info
- * says how many), the expected seq is not advanced: resynchronise the worker. */
+ * says how many), and of the failing one the blocks before the failing block (counted in
+ * blocks_stored; in ENGINE mode an engine hash that named other content may have lost its
+ * old entry); the expected seq is not advanced: resynchronise the worker (clear it).
+ * KVREG_EOVERFLOW: the worker is new and the index already knows 2^20 workers (a removed
+ * worker's slot is reused once more than 64 are free, oldest first). */
 KVREG_API int kvreg_index_apply(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank,
                                 uint64_t seq, const kvreg_wire_event *events, size_t n,
                                 kvreg_index_apply_info *info) KVREG_NOEXCEPT;
 
 /* Drop every entry of the worker (as a Cleared event does) and set the seq its next batch
  * must carry (KVREG_INDEX_SEQ_NONE: accept any number as the new start). The worker stays
- * known (it is added if it was not). For resynchronising after a gap. */
+ * known (it is added if it was not). For resynchronising after a gap. KVREG_EINVAL: idx NULL.
+ * KVREG_EOVERFLOW: a new worker and no slot left (as kvreg_index_apply). */
 KVREG_API int kvreg_index_clear_worker(kvreg_index *idx, uint64_t worker_id, uint32_t dp_rank,
                                        uint64_t next_seq) KVREG_NOEXCEPT;
 
@@ -247,9 +253,11 @@ KVREG_API int kvreg_index_query_depths_tokens(const kvreg_index *idx, const uint
 #define KVREG_INDEX_STAT_EVENTS_APPLIED 6u  /* events applied since creation */
 #define KVREG_INDEX_STAT_EVENTS_SKIPPED 7u  /* events skipped since creation */
 #define KVREG_INDEX_STAT_GAPS 8u            /* batches flagged GAP, STALE or RESET */
-#define KVREG_INDEX_STAT_BLOCKS 9u          /* distinct router hashes held by any worker
-                                               (LIBKVREG_0.6; counted by a pass over the table,
-                                               which waits for writers one shard at a time) */
+#define KVREG_INDEX_STAT_BLOCKS 9u          /* distinct (partition, router hash) keys held by
+                                               any worker: one hash held in two partitions
+                                               counts twice (LIBKVREG_0.6; counted by a pass
+                                               over the table, which waits for writers one
+                                               shard at a time) */
 /* KVREG_EINVAL for NULL arguments or an unknown stat. */
 KVREG_API int kvreg_index_stat(const kvreg_index *idx, uint32_t stat,
                                uint64_t *value) KVREG_NOEXCEPT;
@@ -302,7 +310,8 @@ KVREG_API int kvreg_index_partition_id(const char *model_name, const char *lora_
 
 /* Assign the worker to a partition (kvreg_index_partition_id(model, NULL): its model). The
  * worker is added if unknown; a change of partition drops its entries (they were keyed under
- * the old one), the next seq stays. KVREG_EINVAL: idx NULL. */
+ * the old one), the next seq stays. KVREG_EINVAL: idx NULL. KVREG_EOVERFLOW: a new worker and
+ * no slot left (as kvreg_index_apply). */
 KVREG_API int kvreg_index_set_worker_partition(kvreg_index *idx, uint64_t worker_id,
                                                uint32_t dp_rank,
                                                uint64_t partition) KVREG_NOEXCEPT;
@@ -338,10 +347,12 @@ KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_
  * ascending (worker_id, dp_rank), entries in ascending hash order: equal indexes give equal
  * dumps, whatever the order their events came in and whatever their shard counts.
  *
- * Consistency: a dump (and a digest) is the state of one instant. It locks every worker known
- * when it starts while it copies their entries (one copy of the content, 32 bytes an entry,
- * then sorted and written in 64 KiB pieces), so writers wait for that copy (not for the write
- * callback) and queries go on; a worker added after the dump started is not in it, nor is one
+ * Consistency: a dump (and a digest) is the state of one instant: the one at which it holds
+ * the locks of every worker slot handed out when it started (taken in slot order). It holds
+ * them while it copies their entries (one copy of the content, 32 bytes an entry, then sorted
+ * and written in 64 KiB pieces), so writers wait for that copy (not for the write callback)
+ * and queries go on. A worker added after the dump started is in it if it took a freed slot
+ * (with its state at that instant) and not if it took a new one. Not in it either: a worker
  * that a load (kvreg_index_load, or a NATS replica's restore) has added but whose entries are
  * not all in yet: a dump or digest taken during a load has each worker whole or not at all. */
 

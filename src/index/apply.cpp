@@ -31,10 +31,10 @@ void Index::hash_tokens(const uint32_t *tokens, size_t n_tokens, std::vector<uin
     for (size_t i = 0; i < n; i++) out[i] = chain(i > 0, i ? out[i - 1] : 0, tokens + i * opt_.block_size);
 }
 
-Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot) {
+Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot, bool loading) {
     for (;;) {
         bool fresh = false;
-        const uint32_t s = add ? workers_.find_or_add(id, dp, &fresh) : workers_.find(id, dp);
+        const uint32_t s = add ? workers_.find_or_add(id, dp, &fresh, loading) : workers_.find(id, dp);
         if (s == UINT32_MAX) return nullptr;
         Worker &w = workers_.at(s);
         w.lock.lock();
@@ -238,8 +238,10 @@ int Index::apply(uint64_t worker_id, uint32_t dp, uint64_t seq, const kvreg_wire
     applied_.fetch_add(info.events_applied, std::memory_order_relaxed);
     skipped_.fetch_add(info.events_skipped, std::memory_order_relaxed);
     if (rc == KVREG_OK && seq != KVREG_INDEX_SEQ_NONE) {
-        w->seq_known = true;
-        w->next_seq = seq + 1;
+        // After the highest seq a batch can carry (SEQ_NONE - 1) the next one cannot be named:
+        // any seq is the start again, as after clear_worker(SEQ_NONE).
+        w->seq_known = seq + 1 != KVREG_INDEX_SEQ_NONE;
+        w->next_seq = w->seq_known ? seq + 1 : 0;
     }
     return rc;
 }

@@ -159,8 +159,8 @@ private:
     uint64_t chain(bool has_parent, uint64_t parent, const uint32_t *tokens) const noexcept;
     // Lock the live worker (id, dp), adding it if asked; nullptr when unknown and not added.
     // *slot gets the worker's tag (workers.hpp): the slot as the table stores it. Every
-    // `slot` below is such a tag.
-    Worker *lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot);
+    // `slot` below is such a tag. loading: a worker added is `loading` from the start (a load's).
+    Worker *lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot, bool loading = false);
     void drop_entries(Worker &w, uint32_t slot) noexcept; // under w.lock
     // A mapping entry's partition, and the entry value of partition p for w (added to its
     // LoRA list when new; throws std::bad_alloc). Under w.lock.

@@ -228,7 +228,7 @@ int Index::Loader::on_worker(const unsigned char *wh) {
     worker_++;
     added_.reserve(added_.size() + 1); // may throw: nothing added yet
     bool added = false;
-    w_ = idx_.lock_worker(id, dp, true, &added, &tag_);
+    w_ = idx_.lock_worker(id, dp, true, &added, &tag_, true); // `loading` from its first instant
     if (!w_) return KVREG_EOVERFLOW;
     {
         std::lock_guard<std::mutex> g(w_->lock, std::adopt_lock);

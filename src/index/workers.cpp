@@ -12,7 +12,7 @@ uint32_t Workers::find(uint64_t id, uint32_t dp) const {
     return it == dir_.end() ? UINT32_MAX : it->second;
 }
 
-uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
+uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added, bool loading) {
     *added = false;
     uint32_t slot = find(id, dp);
     if (slot != UINT32_MAX) return slot;
@@ -45,7 +45,7 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
         who.id.store(id, std::memory_order_release);
         who.dp.store(dp, std::memory_order_release);
         w.live = true;
-        w.loading = false;
+        w.loading = loading;
         w.seq_known = true;
         w.next_seq = 0;
         w.model = 0;
@@ -56,13 +56,18 @@ uint32_t Workers::find_or_add(uint64_t id, uint32_t dp, bool *added) {
     return slot;
 }
 
-void Workers::release(uint64_t id, uint32_t dp, uint32_t slot) {
+void Workers::release(uint64_t id, uint32_t dp, uint32_t slot) noexcept {
     std::unique_lock<std::shared_mutex> g(dir_lock_);
     auto it = dir_.find(Key{id, dp});
     if (it == dir_.end() || it->second != slot) return;
     dir_.erase(it);
-    free_.push_back(slot); // deque growth may throw: the slot is then simply not reused
     count_.fetch_sub(1, std::memory_order_relaxed);
+    try {
+        free_.push_back(slot);
+    } catch (...) {
+        // The worker is gone all the same (a remove never fails half-way, and a failed load
+        // undoes itself from a noexcept path): its slot is simply never reused.
+    }
 }
 
 uint64_t Workers::bytes() const noexcept {

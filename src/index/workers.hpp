@@ -87,12 +87,14 @@ public:
 
     // The slot of (id, dp), or UINT32_MAX when unknown.
     uint32_t find(uint64_t id, uint32_t dp) const;
-    // The slot of (id, dp), adding it when unknown (*added = true). Throws std::bad_alloc;
-    // returns UINT32_MAX when the slot space is exhausted.
-    uint32_t find_or_add(uint64_t id, uint32_t dp, bool *added);
-    // Forget (id, dp) if its slot is `slot`; the slot becomes reusable. Call with the
-    // worker's lock held and its entries already gone.
-    void release(uint64_t id, uint32_t dp, uint32_t slot);
+    // The slot of (id, dp), adding it when unknown (*added = true; `loading` as given, set
+    // under the worker's lock with the rest, so no dump sees a loaded worker before it is
+    // marked). Throws std::bad_alloc; returns UINT32_MAX when the slot space is exhausted.
+    uint32_t find_or_add(uint64_t id, uint32_t dp, bool *added, bool loading = false);
+    // Forget (id, dp) if its slot is `slot`; the slot becomes reusable (unless memory for
+    // the free list runs out: then it is simply never reused). Call with the worker's lock
+    // held and its entries already gone.
+    void release(uint64_t id, uint32_t dp, uint32_t slot) noexcept;
 
     Worker &at(uint32_t slot) const noexcept {
         return chunks_[slot / kChunk].load(std::memory_order_acquire)->state[slot % kChunk];

@@ -5,6 +5,9 @@
 // the index empty; an index that knows a worker is refused; a dump taken between pieces has
 // each worker whole or not at all. Internal: links the static library (the NATS consumer is the loader's user).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -414,11 +417,78 @@ void test_dump_during_load(void **) {
     }
 }
 
-int main() {
+// How long test_dump_while_loading races (seconds): 2 by default, more in the long suite
+// (--race-seconds N).
+double g_race_seconds = 2;
+
+// The same while the load runs on another thread, many workers at a time: a dump never has a
+// loaded worker as if it were new (seq 0, no entries), which it did in the instant between
+// the worker's slot being made live and the load marking it (a dump could take its lock
+// then). A race: before the fix it failed within 1.5-15 s on a 2-core host (3 runs in 5 within
+// 2 s), so the long suite runs it for 20 s; no run of it can fail falsely.
+void test_dump_while_loading(void **) {
+    constexpr uint64_t kWorkers = 2000;
+    kvreg_index *src = new_index(true);
+    for (uint64_t w = 1; w <= kWorkers; w++) {
+        const uint64_t h[3] = {w * 10 + 1, w * 10 + 2, w * 10 + 3};
+        kvreg_wire_event ev;
+        std::memset(&ev, 0, sizeof ev);
+        ev.type = KVREG_WIRE_STORED;
+        ev.medium = KVREG_MEDIUM_GPU;
+        ev.block_hashes = h;
+        ev.n_block_hashes = 3;
+        assert_int_equal(kvreg_index_clear_worker(src, w, 0, 5), KVREG_OK);
+        assert_int_equal(kvreg_index_apply(src, w, 0, 5, &ev, 1, nullptr), KVREG_OK);
+    }
+    void *d = nullptr;
+    size_t len = 0;
+    assert_int_equal(kvreg_index_dump_alloc(src, &d, &len), KVREG_OK);
+    kvreg_index *idx = new_index(true);
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0}, part_way{0};
+    std::thread dumper([&] {
+        std::vector<kvreg_index_worker_info> info(kWorkers);
+        while (!stop.load()) {
+            void *m = nullptr;
+            size_t n = 0;
+            if (kvreg_index_dump_alloc(idx, &m, &n) != KVREG_OK) {
+                bad++;
+                break;
+            }
+            kvreg_index *got = new_index(true);
+            size_t listed = 0;
+            if (kvreg_index_load(got, m, n) != KVREG_OK ||
+                kvreg_index_workers(got, info.data(), info.size(), sizeof info[0], &listed) != KVREG_OK)
+                bad++;
+            if (listed > 0 && listed < kWorkers) part_way++;
+            for (size_t i = 0; i < listed; i++)
+                if (info[i].next_seq != 6 || info[i].entries != 3) bad++; // seen before it was whole
+            kvreg_index_free(got);
+            std::free(m);
+        }
+    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(g_race_seconds);
+    for (int round = 0; round < 1000000 && bad.load() == 0 && std::chrono::steady_clock::now() < until; round++) {
+        assert_int_equal(kvreg_index_load(idx, d, len), KVREG_OK);
+        for (uint64_t w = 1; w <= kWorkers; w++) assert_int_equal(kvreg_index_remove_worker(idx, w, 0), KVREG_OK);
+    }
+    stop.store(true);
+    dumper.join();
+    assert_int_equal(bad.load(), 0);
+    assert_true(part_way.load() > 0); // the dumps did land part-way through loads
+    std::free(d);
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (std::strcmp(argv[i], "--race-seconds") == 0) g_race_seconds = std::atof(argv[i + 1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces), cmocka_unit_test(test_damaged), cmocka_unit_test(test_length),
         cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty), cmocka_unit_test(test_counts_past_255),
         cmocka_unit_test(test_reload_memory), cmocka_unit_test(test_dump_during_load),
+        cmocka_unit_test(test_dump_while_loading),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -190,12 +190,44 @@ static void test_blocks_random(void **state)
     }
 }
 
+/* The highest seq a batch can carry is SEQ_NONE - 1: after it the next one cannot be named, so
+ * the worker accepts any seq as its start again (listed as SEQ_NONE), rather than expecting
+ * SEQ_NONE itself and refusing every later batch as STALE. */
+static void test_seq_at_the_top(void **state)
+{
+    (void)state;
+    kvreg_index *idx = new_index(1, 1);
+    const uint64_t h[1] = {7};
+    store(idx, 1, 0, KVREG_INDEX_SEQ_NONE - 1, KVREG_MEDIUM_GPU, h, 1);
+    kvreg_index_worker_info w;
+    size_t n = 0;
+    assert_int_equal(kvreg_index_workers(idx, &w, 1, sizeof w, &n), KVREG_OK);
+    assert_int_equal(n, 1);
+    assert_true(w.next_seq == KVREG_INDEX_SEQ_NONE);
+    const uint64_t h2[1] = {8};
+    kvreg_wire_event e;
+    memset(&e, 0, sizeof e);
+    e.type = KVREG_WIRE_STORED;
+    e.medium = KVREG_MEDIUM_GPU;
+    e.block_hashes = h2;
+    e.n_block_hashes = 1;
+    kvreg_index_apply_info info;
+    assert_int_equal(kvreg_index_apply(idx, 1, 0, 5, &e, 1, &info), KVREG_OK);
+    assert_int_equal(info.flags & (KVREG_INDEX_F_STALE | KVREG_INDEX_F_SKIPPED | KVREG_INDEX_F_GAP), 0);
+    assert_true(info.expected_seq == KVREG_INDEX_SEQ_NONE);
+    assert_int_equal(info.blocks_stored, 1);
+    assert_int_equal(kvreg_index_workers(idx, &w, 1, sizeof w, &n), KVREG_OK);
+    assert_true(w.next_seq == 6);
+    kvreg_index_free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_hand),
         cmocka_unit_test(test_engine_hand),
         cmocka_unit_test(test_blocks_random),
+        cmocka_unit_test(test_seq_at_the_top),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
