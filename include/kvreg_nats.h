@@ -290,10 +290,11 @@ KVREG_API int kvreg_nats_consumer_get_string(const kvreg_nats_consumer *con, uin
 #define KVREG_NATS_NOTICE_MALFORMED 3u /* a message was skipped: message says why; first = its
                                           seq when it had a header (has_seq) */
 #define KVREG_NATS_NOTICE_APPLY 4u     /* kvreg_index_apply failed (status in count) */
-#define KVREG_NATS_NOTICE_SNAPSHOT 5u  /* a snapshot was restored (count 1), written (count 2) or
+#define KVREG_NATS_NOTICE_SNAPSHOT 5u  /* a snapshot was restored (count 1), written (count 2),
                                           rejected (count 0: corrupt, unreadable or of another
-                                          configuration; message says why); first = the
-                                          stream sequence it covers */
+                                          configuration; message says why) or not written
+                                          because the bucket has one that covers more (count
+                                          3); first = the stream sequence it covers */
 #define KVREG_NATS_NOTICE_EXPIRED 6u   /* the worker's liveness key expired: its entries were
                                           removed from the index */
 typedef struct kvreg_nats_notice {
@@ -372,7 +373,11 @@ KVREG_API int kvreg_nats_consumer_worker(const kvreg_nats_consumer *con, uint64_
                                          uint64_t *next_seq) KVREG_NOEXCEPT;
 
 /* Write a snapshot now (as the thresholds do), on the caller's thread between runs; out_seq
- * (may be NULL) gets the stream sequence it covers. KVREG_ESTATE before start or without a
+ * (may be NULL) gets the stream sequence it covers: the durable's acknowledgment floor, but
+ * never past what this replica applied itself (a purge moves the floor of every durable) nor
+ * past a batch it holds out of order. When the bucket already has a snapshot of this name
+ * that covers more (another replica's), nothing is written: KVREG_OK, out_seq gets that one's
+ * sequence, and a SNAPSHOT notice with count 3 says so. KVREG_ESTATE before start or without a
  * KVREG_NATS_SNAPSHOT_BUCKET; KVREG_EPROTO: the server refused or did not answer (nothing is
  * half-written: an object whose metadata was not stored is never read). */
 KVREG_API int kvreg_nats_consumer_snapshot(kvreg_nats_consumer *con,

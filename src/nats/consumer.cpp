@@ -15,6 +15,9 @@
 
 namespace kvreg::nats {
 
+// How long past its expiry a pull request whose end never came still counts as open (fetch()).
+constexpr int64_t kRequestGraceMs = 50;
+
 Consumer::~Consumer() {
     // Held messages are not acknowledged: the stream redelivers them to this durable's next run.
     for (auto &kv : workers_) drop_held(kv.second, false);
@@ -268,17 +271,41 @@ int Consumer::run(int timeout_ms) {
 // what is ready, now) the server answers at once: the messages it has, up to N, then 404 or
 // 408, rather than holding the request open until it expires. libnats 3.4's Fetch is not
 // used: after a reconnect it can collect more messages than the batch it was given room for.
+static uint64_t stream_seq_of(const char *reply) noexcept; // below
+
 bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
-    char req[96];
-    if (no_wait) // no expiry: nats-server 2.9 holds a no_wait request that has one until it expires
-        std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"no_wait\":true}", fetch_batch_);
-    else
-        std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"expires\":%" PRId64 "}", fetch_batch_,
-                      wait_ms > 10 ? (wait_ms - 5) * 1000000 : wait_ms * 1000000);
-    if (natsConnection_PublishRequestString(conn_.nc, next_subject_.c_str(), inbox_.c_str(), req) != NATS_OK)
-        return false;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
-    for (uint64_t got = 0; got < fetch_batch_;) {
+    const auto now = Clock::now();
+    int pending = 0, pending_bytes = 0;
+    if ((!request_open_ || now >= request_until_) &&
+        !(natsSubscription_GetPending(sub_, &pending, &pending_bytes) == NATS_OK && pending > 0)) {
+        // Only connected: a request sent while the server is away waits in libnats' reconnect
+        // buffer, and every one sent meanwhile was answered at once when it came back (8,000
+        // messages within 250 ms of a 6 s outage).
+        if (natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) return false;
+        char req[96];
+        if (no_wait) // no expiry: nats-server 2.9 holds a no_wait request that has one until it expires
+            std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"no_wait\":true}", fetch_batch_);
+        else
+            std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"expires\":%" PRId64 "}", fetch_batch_,
+                          wait_ms > 10 ? (wait_ms - 5) * 1000000 : wait_ms * 1000000);
+        if (natsConnection_PublishRequestString(conn_.nc, next_subject_.c_str(), inbox_.c_str(), req) != NATS_OK)
+            return false;
+        // Its end is normally a status or its last message. The server drops a request it
+        // finds expired when it gets to it (a busy host: a 15 ms one got no answer at all),
+        // and an answer can be lost in a reconnect: kRequestGraceMs past its expiry, with the
+        // inbox empty, it is over all the same.
+        request_open_ = true;
+        request_left_ = fetch_batch_;
+        request_until_ = now + std::chrono::milliseconds((no_wait ? 0 : wait_ms) + kRequestGraceMs);
+    }
+    // Read what this request brings for up to wait_ms. A request still open from an earlier
+    // call, or messages still in the inbox, are read on before another request goes out, so a
+    // slow replica holds about one batch (two at most, when an open request's time ran out
+    // while its last messages were on their way): one sent on every call while the last ones'
+    // messages still waited made it hold thousands (13,528 messages, +328 MB, after 8 s at
+    // 2 ms a message).
+    const auto deadline = now + std::chrono::milliseconds(wait_ms);
+    for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         natsMsg *m = nullptr;
         const natsStatus s = natsSubscription_NextMsg(&m, sub_, left > 0 ? left : 1);
@@ -288,19 +315,23 @@ bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
         if (natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &status) == NATS_OK) {
             const bool over = status && status[0] != '1'; // 100 heartbeat; 404, 408, 409: over
             natsMsg_Destroy(m);
-            if (over) return true;
+            if (over) {
+                request_open_ = false;
+                return true;
+            }
             continue;
         }
-        got++;
+        if (request_left_ > 0 && --request_left_ == 0) request_open_ = false; // its last message
         handle(m);
-        if (left <= 0) return true;
+        if (!request_open_ || left <= 0) return true;
     }
-    return true;
 }
 
 void Consumer::reply(natsMsg *m, const char *what) noexcept {
     const char *r = natsMsg_GetReply(m);
-    if (r && *r) natsConnection_PublishString(conn_.nc, r, what);
+    if (!r || !*r) return;
+    natsConnection_PublishString(conn_.nc, r, what);
+    handled_max_ = std::max(handled_max_, stream_seq_of(r));
 }
 
 // The stream sequence from the ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...
@@ -502,11 +533,31 @@ void Consumer::check_held_timeouts() {
 
 // A worker is expired when its key is missing from the bucket (the server dropped it TTL after
 // its last heartbeat) and no batch of it applied within the TTL either: a worker without
-// heartbeats that still sends is kept. A failed lookup (server away) decides nothing.
+// heartbeats that still sends is kept. The server away decides nothing: no lookup is tried
+// while the connection is down (each would wait out the request timeout, 5 s, and hold up
+// stop()), and after it comes back nothing expires for a TTL, because every key aged out
+// while the server was away (an outage longer than the TTL expired live workers, whose
+// entries nothing brought back) and each live worker needs a heartbeat to put its key again.
 void Consumer::check_liveness() {
     const auto now = Clock::now();
     next_liveness_ = now + std::chrono::milliseconds(liveness_check_ms_);
     const auto ttl = std::chrono::milliseconds(liveness_ttl_ms_);
+    if (natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) {
+        liveness_from_ = now + ttl; // at least: the TTL counts again from the reconnect below
+        return;
+    }
+    natsStatistics *stats = nullptr;
+    uint64_t reconnects = reconnects_seen_;
+    if (natsStatistics_Create(&stats) == NATS_OK) {
+        if (natsConnection_GetStats(conn_.nc, stats) == NATS_OK)
+            natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr, &reconnects);
+        natsStatistics_Destroy(stats);
+    }
+    if (reconnects != reconnects_seen_) {
+        reconnects_seen_ = reconnects;
+        liveness_from_ = now + ttl;
+    }
+    if (now < liveness_from_) return;
     for (auto &kv : workers_) {
         Worker &w = kv.second;
         if (w.expired || now - w.last_applied < ttl) continue;
@@ -648,6 +699,15 @@ int Consumer::snapshot(uint64_t *out_seq) {
     SnapPosition pos;
     pos.stream_seq = ci->AckFloor.Stream;
     jsConsumerInfo_Destroy(ci);
+    // Never more than this replica handled itself: a purge moves every durable's floor up to
+    // the purge point, and a replica behind it wrote a snapshot claiming batches it never
+    // applied (a replica restoring it held 80 of 200 blocks and reported no loss). Nor past a
+    // batch it holds unacknowledged (out of order): that one is not in the index yet.
+    pos.stream_seq = std::min(pos.stream_seq, handled_max_);
+    for (const auto &kv : workers_)
+        for (const auto &h : kv.second.held)
+            if (const uint64_t s = stream_seq_of(natsMsg_GetReply(h.second)); s > 0)
+                pos.stream_seq = std::min(pos.stream_seq, s - 1);
     pos.workers.reserve(workers_.size());
     for (const auto &kv : workers_) {
         SnapWorker w;
@@ -662,6 +722,19 @@ int Consumer::snapshot(uint64_t *out_seq) {
     if (rc != KVREG_OK) return rc;
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
     std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
+    // A replica behind the bucket's newest snapshot has nothing to add: it would replace a
+    // snapshot that covers more (with one slot, the only one) and a restore would replay more
+    // (after a purge: batches the stream no longer has).
+    for (const Slot &sl : slots)
+        if (sl.rc == KVREG_OK && sl.info.stream_seq > pos.stream_seq) {
+            const std::string text = "snapshot not written: " + sl.name + " covers more (seq " +
+                                     std::to_string(sl.info.stream_seq) + ", this replica " +
+                                     std::to_string(pos.stream_seq) + ")";
+            notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, sl.info.stream_seq, sl.info.stream_seq, 3, false, nullptr,
+                   text.c_str());
+            if (out_seq) *out_seq = sl.info.stream_seq;
+            return KVREG_OK;
+        }
     size_t slot = 0;
     for (size_t k = 0; k < slots.size(); k++) {
         if (slots[k].rc != KVREG_OK) {

@@ -55,7 +55,7 @@ class Consumer {
     using Key = std::pair<uint64_t, uint32_t>;
 
     bool fetch(int64_t wait_ms, bool no_wait); // false: the request could not be sent
-    void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM
+    void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM; counts in handled_max_
     void handle(natsMsg *m);
     void apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h);
     void drain(const Key &k, Worker &w);
@@ -99,6 +99,19 @@ class Consumer {
     kvStore *kv_ = nullptr;            // liveness bucket
     uint64_t liveness_ttl_ms_ = 0;     // the bucket's TTL
     Clock::time_point next_liveness_;
+    // Liveness decides nothing until this time: a TTL after the connection came back (the keys
+    // aged out while the server was away), so that every live worker has put its key again.
+    Clock::time_point liveness_from_;
+    uint64_t reconnects_seen_ = 0;
+    // The pull request in flight (fetch()): open until its last message came, the server ended
+    // it (a status) or request_until_ passed; a new one is sent only then, so the inbox holds
+    // at most one batch however slowly the replica applies.
+    bool request_open_ = false;
+    uint64_t request_left_ = 0;
+    Clock::time_point request_until_;
+    // The highest stream sequence this replica acknowledged (applied or judged): a snapshot
+    // never claims more, whatever the server says the durable's floor is (a purge moves it).
+    uint64_t handled_max_ = 0;
     uint64_t events_since_snap_ = 0;
     Clock::time_point last_snap_;
     std::atomic<bool> stop_{false};

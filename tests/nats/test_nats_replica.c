@@ -1,7 +1,9 @@
 /* Suite nats: router replicas past the plain consumer. Worker liveness (a key-value bucket with
  * a TTL), snapshots in the object store (chunked under a small max_payload; a corrupt newest one
  * falls back to the previous one, then to a full replay), replicas killed and restarted at
- * random points, and a consumer that is slow. Every index is checked against the engine's own
+ * random points, and a consumer that is slow; then three defects an audit found: a snapshot of a
+ * replica behind a purge, a slow replica's inbox, liveness across an outage longer than the
+ * TTL. Every index is checked against the engine's own
  * registry (what its pools hold), and replicas against each other by kvreg_index_digest.
  * The server runs with max_payload 16 KiB so snapshots and batches must be split. */
 #define _POSIX_C_SOURCE 200809L
@@ -721,6 +723,158 @@ static void test_slow_consumer(void **state) {
     engine_close(&e);
 }
 
+/* ------------------------------------------------------------------- defects an audit found */
+/* Two replicas share a snapshot name with one slot and purging. The fast one snapshots at the
+ * stream's end and purges it; the slow one, 10 batches in, then snapshots too. The purge moved
+ * the slow one's acknowledgment floor to the end as well: it used to write a snapshot that
+ * claimed every batch with the index of 10, replacing the fast one's, and a new replica
+ * restoring it held 80 of 200 blocks and reported no loss. Now the slow one writes nothing (the
+ * bucket covers more) and the new replica restores the fast one's, whole. */
+static void snap_replica(replica *r, const char *durable, uint64_t fetch) {
+    replica_prepare(r, "PB", durable, 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_SNAPSHOT_BUCKET, "PBS"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_SNAPSHOT_KEEP, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_SNAPSHOT_PURGE, 1), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_FETCH_BATCH, fetch), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+}
+
+static void test_purge_behind(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "PB", "pb.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)8,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 200; h++) assert_int_equal(reg_hash(e.gpu, 30000 + h, &blk), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    assert_true(batches >= 20);
+    replica fast, slow, fresh;
+    snap_replica(&fast, "pb-fast", 256);
+    snap_replica(&slow, "pb-slow", 5);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(&slow, KVREG_NATS_CON_STAT_MESSAGES) < 10) { /* 10 batches, then it stops reading */
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(slow.con, 0), KVREG_OK);
+    }
+    replica_catch_up(&fast, batches);
+    uint64_t sf = 0, ss = 0;
+    assert_int_equal(kvreg_nats_consumer_snapshot(fast.con, &sf), KVREG_OK); /* and purges through sf */
+    assert_true(sf >= batches);
+    assert_int_equal(kvreg_nats_consumer_snapshot(slow.con, &ss), KVREG_OK);
+    assert_true(ss == sf);                                           /* the bucket's, not its own */
+    assert_int_equal(con_stat(&slow, KVREG_NATS_CON_STAT_SNAPSHOTS), 0); /* nothing written */
+    snap_replica(&fresh, "pb-fresh", 256);
+    assert_int_equal(con_stat(&fresh, KVREG_NATS_CON_STAT_RESTORED), 1);
+    assert_true(con_stat(&fresh, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ) == sf);
+    wait_next(&fresh, 6, batches); /* all from the snapshot: nothing is left in the stream */
+    assert_same_as_engine(&fresh, &e, 6, 30000, 200);
+    assert_int_equal(con_stat(&fresh, KVREG_NATS_CON_STAT_LOST), 0);
+    replica_close(&fast);
+    replica_close(&slow);
+    replica_close(&fresh);
+    engine_close(&e);
+}
+
+/* A replica that applies slowly (2 ms a message: its notice function takes that long for each
+ * malformed message) holds at most about one fetch batch of delivered, unacknowledged
+ * messages. It used to send a new pull request on every run while the last ones' messages
+ * still waited in its inbox: thousands of messages, hundreds of MB. */
+static void slow_notice(const kvreg_nats_notice *n, void *user) {
+    (void)n;
+    (void)user;
+    const struct timespec ts = {0, 2000000}; /* the work a slow replica does per message */
+    nanosleep(&ts, NULL);
+}
+
+static void test_slow_bounded(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    engine_start(&e, "SB", "sb.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, 0); /* makes the stream */
+    engine_finish(&e);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    static char payload[8000];
+    memset(payload, 'g', sizeof payload);
+    for (int i = 0; i < 1500; i++) assert_int_equal(js_PublishAsync(js, "sb.ev.x", payload, sizeof payload, NULL), NATS_OK);
+    assert_int_equal(js_PublishAsyncComplete(js, NULL), NATS_OK);
+    replica r;
+    replica_prepare(&r, "SB", "sb-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_FETCH_BATCH, 64), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_notice_fn(r.con, slow_notice, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t worst = 0;
+    for (int i = 0; i < 40; i++) { /* about a second of 20 ms runs: 500 of the 1500 handled */
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+        jsConsumerInfo *ci = NULL;
+        assert_int_equal(js_GetConsumerInfo(&ci, js, "SB", "sb-r", NULL, NULL), NATS_OK);
+        worst = ci->NumAckPending > worst ? ci->NumAckPending : worst;
+        jsConsumerInfo_Destroy(ci);
+    }
+    fprintf(stderr, "slow replica: at most %lld delivered and not acknowledged (batch 64); fetch errors %llu messages %llu\n", (long long)worst, (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_FETCH_ERRORS), (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES));
+    assert_true(worst <= 2 * 64); /* one batch; two when a late end of one closes the next */
+    assert_true(con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES) > 100);
+    replica_close(&r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    engine_close(&e);
+}
+
+/* The server is away longer than the liveness TTL: the workers' keys age out meanwhile. A
+ * replica that looked them up as soon as it was back used to expire workers that were alive
+ * (their heartbeats had not put the keys again yet) and drop their entries for good; while the
+ * server was away each lookup waited out the 5 s request timeout. Now: no lookup while the
+ * server is away (runs return on time, fetch errors are counted), and nothing expires for a TTL
+ * after it is back. */
+static void test_liveness_outage(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LVO"), KVREG_OK);
+    engine_start(&e, "LO", "lo.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)200,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)1000, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 700 + h, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "LO", "lo-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LVO"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t until = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 709, 1)) {
+        assert_true(nats_now_ms() < until);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    for (until = nats_now_ms() + 1500; nats_now_ms() < until;) /* idle, alive, heartbeating */
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    nats_server_kill(&server, SIGKILL);
+    int64_t slowest = 0;
+    for (until = nats_now_ms() + 2500; nats_now_ms() < until;) { /* longer than the TTL */
+        const int64_t t = nats_now_ms();
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
+    }
+    assert_true(con_stat(&r, KVREG_NATS_CON_STAT_FETCH_ERRORS) > 0);
+    nats_server_restart(&server);
+    for (until = nats_now_ms() + 3000; nats_now_ms() < until;) {
+        const int64_t t = nats_now_ms();
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
+    }
+    fprintf(stderr, "liveness outage: slowest run(50) %lld ms, expired %llu\n", (long long)slowest,
+            (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED));
+    assert_true(slowest < 1000);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    for (uint64_t h = 0; h < 10; h++) assert_true(index_holds(r.idx, 700 + h, 1));
+    replica_close(&r);
+    engine_finish(&e);
+    engine_close(&e);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -741,6 +895,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_orphans),
         cmocka_unit_test(test_kill_cycles),
         cmocka_unit_test(test_slow_consumer),
+        cmocka_unit_test(test_purge_behind),
+        cmocka_unit_test(test_slow_bounded),
+        cmocka_unit_test(test_liveness_outage),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
     nats_server_destroy(&server);
