@@ -84,6 +84,18 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
  * than 4 KiB disconnects its sender (ZMQ_MAXMSGSIZE); at most 64 requests wait per
  * requester (ZMQ_RCVHWM). docs/limits-publisher.md has the table.
  *
+ * Subscribers' upstream traffic: a PUB socket only needs subscriptions from its peers (1
+ * byte, or the 10 of ZMTP 3.1's SUBSCRIBE command, plus a topic prefix; a prefix longer than
+ * the topic frame matches nothing). A frame a peer sends upstream larger than 4 KiB, or than
+ * the topic frame's length (with its "|kvreg-instance=" suffix under TOPIC_INSTANCE) plus 10
+ * bytes when that is larger, disconnects the peer (ZMQ_MAXMSGSIZE of the PUB socket) from its
+ * size header, before its body is read; a connecting SUB peer reconnects. At most 1,000 such
+ * messages wait per connection while the sender thread is idle (ZeroMQ's ZMQ_RCVHWM). Not
+ * bounded (ZeroMQ 4.3 has no option for them): the number of frames of one unfinished
+ * multipart message, and the number of distinct subscriptions a peer makes (ZeroMQ keeps
+ * each in a trie, about 32 bytes per prefix byte, until the peer disconnects): keep the PUB
+ * endpoint reachable only by the consumers that need it.
+ *
  * Thread-safety: configure, start, stop and free from one thread (or with your own locking);
  * kvreg_publisher_stat() and kvreg_publisher_endpoint() may be called from any thread while
  * the publisher runs. Lifetime: the registry is borrowed and must outlive the publisher. */

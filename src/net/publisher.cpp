@@ -22,6 +22,18 @@ constexpr size_t kPollBatch = KVREG_EVENTS_PER_CALL;
 constexpr int kReplaySndHwm = 64;
 constexpr int kReplayRcvHwm = 64;
 constexpr int64_t kReplayMaxMsgSize = 4096;
+// The PUB socket's ZMQ_MAXMSGSIZE. Upstream a PUB only ever needs subscriptions: 1 byte
+// (ZMTP 3.0) or the 10 of ZMTP 3.1's "\x09SUBSCRIBE" command, plus a prefix; a prefix longer
+// than the topic frame matches nothing this publisher sends. Yet libzmq reads any frame an
+// XSUB peer sends up to this size (and queues up to ZMQ_RCVHWM of them while the sender
+// thread does not touch the socket): with no limit, 64 upstream messages of 8 MiB grew the
+// publisher by 512 MiB. A larger frame disconnects its sender from its size header, before
+// its body is read. Never below the ROUTER's 4 KiB: the limit applies to the handshake's
+// READY command too (the peer's socket type and metadata).
+constexpr size_t kSubscribeCommand = 10;
+int64_t pub_max_msg_size(size_t topic_len) {
+    return std::max<int64_t>(kReplayMaxMsgSize, static_cast<int64_t>(topic_len + kSubscribeCommand));
+}
 } // namespace
 
 int Publisher::set(uint32_t option, uint64_t v) noexcept {
@@ -169,10 +181,15 @@ int Publisher::start() {
     }
     rc = KVREG_EINVAL;
     pub_ = zmq_socket(ctx_, ZMQ_PUB);
+    // The topic as sent: with TOPIC_INSTANCE it gets "|kvreg-instance=<16 hex>" below.
+    const size_t sent_topic = topic_.size() + (topic_instance_ ? 1 + instance_tag(0).size() : 0);
+    const int64_t pub_max_msg = pub_max_msg_size(sent_topic);
     // NODROP: at the high-water mark a send fails with EAGAIN instead of vanishing, so the
-    // publisher can count what it dropped (the seq is used either way).
+    // publisher can count what it dropped (the seq is used either way). MAXMSGSIZE before
+    // the bind or connect: libzmq copies a socket's options into each connection then.
     if (!pub_ || !set_int(pub_, ZMQ_SNDHWM, static_cast<int>(hwm_)) ||
         !set_int(pub_, ZMQ_XPUB_NODROP, 1) || !set_int(pub_, ZMQ_LINGER, static_cast<int>(linger_ms_)) ||
+        zmq_setsockopt(pub_, ZMQ_MAXMSGSIZE, &pub_max_msg, sizeof pub_max_msg) != 0 ||
         !open_endpoint(pub_, ep, false, actual_endpoint_)) {
         close_all();
         return rc;
