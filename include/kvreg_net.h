@@ -338,6 +338,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
  *                                                                   in hand (one decode of at
  *                                                                   most MAX_MSG_SIZE)
+ * Not bounded: the frames of one message. MAX_MSG_SIZE bounds each frame, and libzmq hands
+ * a multipart message over only once its last frame has arrived, holding all of them until
+ * then (a peer that never sends the last frame keeps them held, with no notice, until the
+ * connection closes). The subscriber adds nothing to it: a message of more than 4 frames is
+ * read a frame at a time, none kept, and reported MALFORMED (docs/limits.md).
  * libzmq counts its queue in messages, not bytes: hence the RCVHWM derived from RCV_BYTES
  * (docs/limits.md says what is bounded where). An endpoint is trusted from its first live or
  * replayed batch that decodes until its next malformed live message; until then libzmq reads

@@ -21,32 +21,58 @@ Frames::~Frames() {
 }
 
 bool Frames::recv(void *socket, int flags) {
-    count_ = 0;
+    // The last message's frames go first: a frame is kept until the next receive, not until a
+    // later message happens to have as many frames (a 4-frame message of MAX_MSG_SIZE frames
+    // used to stay held for as long as the reader's loop ran).
+    release();
     zmq_msg_t extra;
     zmq_msg_init(&extra);
     for (;;) {
+        // Past kMaxFrames each frame is read into `extra`, which zmq_msg_recv empties first:
+        // one at a time, released as the next is read. (libzmq already holds the whole
+        // message: it hands a multipart message over only once its last frame is in.)
         zmq_msg_t *m = count_ < kMaxFrames ? &msgs_[count_] : &extra;
         if (zmq_msg_recv(m, socket, count_ == 0 ? flags : 0) < 0) {
             // After the first frame the rest of the message is already here: only a closed
             // context makes this fail, and the message is then abandoned.
             zmq_msg_close(&extra);
-            count_ = 0;
+            release();
             return false;
         }
         count_++;
         if (!zmq_msg_more(m)) break;
     }
     zmq_msg_close(&extra);
+    if (count_ > kMaxFrames) {
+        // Longer than any message we read: its frames are not read by anyone (every caller
+        // checks count() first and rejects it), so none is kept.
+        const size_t n = count_;
+        release();
+        count_ = n;
+        return true;
+    }
 #ifdef KVREG_NET_TSAN
-    for (size_t i = 0; i < count_ && i < kMaxFrames; i++) {
+    for (size_t i = 0; i < count_; i++) {
         const auto *p = static_cast<const unsigned char *>(zmq_msg_data(&msgs_[i]));
-        copies_[i].resize(zmq_msg_size(&msgs_[i]) + 1); // + 1: data() is never null
+        std::vector<unsigned char> copy(zmq_msg_size(&msgs_[i]) + 1); // + 1: data() is never null
         __tsan_ignore_thread_begin();
-        std::memcpy(copies_[i].data(), p, zmq_msg_size(&msgs_[i]));
+        std::memcpy(copy.data(), p, zmq_msg_size(&msgs_[i]));
         __tsan_ignore_thread_end();
+        copies_[i] = std::move(copy); // not resized in place: a large frame's buffer goes with it
     }
 #endif
     return true;
+}
+
+void Frames::release() noexcept {
+    for (size_t i = 0; i < kMaxFrames; i++) {
+        zmq_msg_close(&msgs_[i]);
+        zmq_msg_init(&msgs_[i]);
+#ifdef KVREG_NET_TSAN
+        std::vector<unsigned char>().swap(copies_[i]);
+#endif
+    }
+    count_ = 0;
 }
 
 void Frames::take(size_t i, Payload &out) noexcept {

@@ -24,9 +24,10 @@ namespace kvreg::net {
 #endif
 #endif
 
-// Most frames any message we read may have; longer messages are drained and reported as
-// malformed (they are not ours to read).
-constexpr size_t kMaxFrames = 8;
+// Most frames any message we read has: a replay answer on the subscriber's DEALER, ["",
+// topic, seq, payload] (live batches and replay requests have 3). Longer messages are read a
+// frame at a time, none kept, and reported as malformed (they are not ours to read).
+constexpr size_t kMaxFrames = 4;
 
 // One received frame kept past the next receive (a held live batch). It owns the buffer
 // libzmq received the frame into, moved out of Frames: keeping a batch costs no copy and no
@@ -83,9 +84,12 @@ class Frames {
     Frames(const Frames &) = delete;
     Frames &operator=(const Frames &) = delete;
 
-    // Receive one whole message (flags: 0 or ZMQ_DONTWAIT). true: got one (size() may exceed
-    // kMaxFrames: the extra frames were read and discarded, count() says how many there were).
-    // false: nothing ready (EAGAIN) or the socket failed.
+    // Receive one whole message (flags: 0 or ZMQ_DONTWAIT), first letting go of the frames of
+    // the one before. true: got one. count() may exceed kMaxFrames: the message was read a
+    // frame at a time and none of it is kept (every frame reads as empty); count() says how
+    // many there were. false: nothing ready (EAGAIN) or the socket failed; nothing is kept.
+    // So Frames holds at most the kMaxFrames frames of the last message, and only until the
+    // next recv(): never a copy (except in TSan builds), never more than libzmq held.
     bool recv(void *socket, int flags);
     size_t count() const { return count_; }
 #ifdef KVREG_NET_TSAN
@@ -100,6 +104,7 @@ class Frames {
     void take(size_t i, Payload &out) noexcept;
 
   private:
+    void release() noexcept; // every frame closed (empty), count() 0
     zmq_msg_t msgs_[kMaxFrames];
 #ifdef KVREG_NET_TSAN
     std::vector<unsigned char> copies_[kMaxFrames];
