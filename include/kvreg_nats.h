@@ -87,7 +87,9 @@ KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCE
 #define KVREG_NATS_PUB_OPT_RETRY_MS 6u      /* wait before resending failed batches (default
                                                100, 1 .. 60000) */
 #define KVREG_NATS_PUB_OPT_MAX_EVENTS 7u    /* most kvreg events per batch (default 1024, >= 1);
-                                               a batch over the server's max_payload is split */
+                                               a batch whose payload and headers together are
+                                               over the server's max_payload (the server counts
+                                               both) is split */
 #define KVREG_NATS_PUB_OPT_BLOCK_SIZE 8u    /* as KVREG_WIRE_OPT_BLOCK_SIZE (default 0) */
 #define KVREG_NATS_PUB_OPT_BATCH_US 9u      /* let events gather this long after draining the
                                                queue (default 1000, <= 1000000) */
@@ -161,7 +163,8 @@ KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) KVREG_NOEXCEP
 #define KVREG_NATS_PUB_STAT_EVENTS_LOST 7u     /* events the registry dropped (its queue was full)
                                                   since start: each loss leads to a resync */
 #define KVREG_NATS_PUB_STAT_RESYNCS 8u         /* resyncs published (Cleared + snapshot) */
-#define KVREG_NATS_PUB_STAT_EVENTS_SKIPPED 9u  /* events the format cannot carry */
+#define KVREG_NATS_PUB_STAT_EVENTS_SKIPPED 9u  /* events the format cannot carry, or too large
+                                                  for max_payload alone with the headers */
 #define KVREG_NATS_PUB_STAT_EVENTS_UNSENT 10u  /* left in the registry's queue when stop's bound
                                                   ran out */
 #define KVREG_NATS_PUB_STAT_BATCHES_UNACKED 11u /* not acknowledged when stop's bound ran out */

@@ -19,6 +19,15 @@ uint64_t batch_seq(natsMsg *m) noexcept {
     return UINT64_MAX;
 }
 
+// What a header adds to a message as the server counts it against max_payload: libnats sends
+// the headers as "NATS/1.0\r\n", then "<key>: <value>\r\n" for each, then "\r\n", and the
+// server's limit is on those bytes and the payload together (HPUB's total size).
+constexpr const char *kMsgIdHeader = "Nats-Msg-Id"; // JetStream's de-duplication key
+constexpr size_t kHeadersFraming = sizeof "NATS/1.0\r\n" - 1 + 2;
+size_t header_field_bytes(const char *key, const std::string &value) noexcept {
+    return std::strlen(key) + 2 + value.size() + 2;
+}
+
 // Every '.'-separated token of a subject is valid (a prefix may have several).
 bool valid_subject(const std::string &s) noexcept {
     size_t start = 0;
@@ -345,28 +354,32 @@ bool Publisher::wait_window() noexcept {
     return true;
 }
 
-bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) noexcept {
-    if (!wait_window()) return false;
+bool Publisher::batch_headers(BatchHeaders &out) const noexcept {
     BatchHeader h;
     h.worker = worker_;
     h.rank = static_cast<uint32_t>(rank_);
     h.instance = instance_;
     h.seq = seq_;
     h.format = static_cast<uint32_t>(format_);
-    natsMsg *m = nullptr;
-    std::string header, id;
     try {
-        header = format_header(h);
-        id = std::to_string(worker_) + "-" + std::to_string(rank_) + "-" + std::to_string(instance_) +
-             "-" + std::to_string(seq_);
+        out.batch = format_header(h);
+        out.id = std::to_string(worker_) + "-" + std::to_string(rank_) + "-" + std::to_string(instance_) +
+                 "-" + std::to_string(seq_);
     } catch (...) {
-        count(errors);
-        return true;
+        return false;
     }
+    out.bytes = kHeadersFraming + header_field_bytes(kMsgIdHeader, out.id) +
+                header_field_bytes(kBatchHeader, out.batch);
+    return true;
+}
+
+bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, const BatchHeaders &hdrs) noexcept {
+    if (!wait_window()) return false;
+    natsMsg *m = nullptr;
     if (natsMsg_Create(&m, subject_.c_str(), nullptr, reinterpret_cast<const char *>(payload),
                        static_cast<int>(len)) != NATS_OK ||
-        natsMsgHeader_Set(m, "Nats-Msg-Id", id.c_str()) != NATS_OK ||
-        natsMsgHeader_Set(m, kBatchHeader, header.c_str()) != NATS_OK) {
+        natsMsgHeader_Set(m, kMsgIdHeader, hdrs.id.c_str()) != NATS_OK ||
+        natsMsgHeader_Set(m, kBatchHeader, hdrs.batch.c_str()) != NATS_OK) {
         natsMsg_Destroy(m);
         count(errors); // out of memory: no seq used
         return true;
@@ -380,7 +393,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) 
         stats_[in_flight].store(in_flight_, std::memory_order_relaxed);
     }
     jsPubOptions po;
-    jsPubOptions_Init(&po);
+    jsPubOptions_Init(&po); // no option that adds a header: hdrs.bytes is all of them
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
     published_ = true;
     if (js_PublishMsgAsync(conn_.js, &m, &po) != NATS_OK && m) {
@@ -400,18 +413,28 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events) 
 
 bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
     for (size_t off = 0; off < n;) {
+        // The server's max_payload counts the headers too: the payload gets what they leave.
+        // The limit is read again each time: a reconnect may have reached a server with another.
+        BatchHeaders hdrs;
+        if (!batch_headers(hdrs)) {
+            count(errors); // out of memory
+            return true;
+        }
+        const int64_t server_max = natsConnection_GetMaxPayload(conn_.nc);
+        if (server_max > 0) max_payload_ = static_cast<uint64_t>(server_max);
+        const uint64_t room = max_payload_ > hdrs.bytes ? max_payload_ - hdrs.bytes : 0;
         size_t used = 0, len = 0;
         const uint8_t *payload = nullptr;
         int rc = kvreg_wire_encode(enc_, events + off, n - off, -1.0, &used, &payload, &len);
-        // Over the server's max_payload: fewer events per batch until it fits.
+        // Over the room: fewer events per batch until it fits.
         size_t limit = used;
-        while (rc == KVREG_OK && len > max_payload_ && limit > 1) {
+        while (rc == KVREG_OK && len > room && limit > 1) {
             limit = (limit + 1) / 2;
             rc = kvreg_wire_encode(enc_, events + off, limit, -1.0, &used, &payload, &len);
         }
-        if (rc == KVREG_ESTATE || rc == KVREG_EINVAL || (rc == KVREG_OK && len > max_payload_)) {
-            // An event the format cannot carry (or one alone larger than max_payload): never
-            // sent half-right, no seq used.
+        if (rc == KVREG_ESTATE || rc == KVREG_EINVAL || (rc == KVREG_OK && len > room)) {
+            // An event the format cannot carry (or one alone larger than max_payload less the
+            // headers): never sent half-right, no seq used.
             count(skipped);
             off++;
             continue;
@@ -420,7 +443,7 @@ bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
             count(errors);
             return true;
         }
-        if (!send_batch(payload, len, used)) return false;
+        if (!send_batch(payload, len, used, hdrs)) return false;
         off += used;
     }
     return true;

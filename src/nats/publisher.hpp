@@ -44,7 +44,14 @@ class Publisher {
     void run() noexcept; // the sender thread
     // Encode events[0..n) into batches and publish them; false when stopping cut it short.
     bool publish(const kvreg_event *events, size_t n) noexcept;
-    bool send_batch(const uint8_t *payload, size_t len, size_t n_events) noexcept;
+    // A batch's two headers (for seq_) and the bytes they add to its message as the server
+    // counts them against max_payload.
+    struct BatchHeaders {
+        std::string id, batch; // Nats-Msg-Id, Kvreg-Batch
+        size_t bytes = 0;
+    };
+    bool batch_headers(BatchHeaders &out) const noexcept; // false: out of memory
+    bool send_batch(const uint8_t *payload, size_t len, size_t n_events, const BatchHeaders &hdrs) noexcept;
     bool resync() noexcept;           // Cleared + snapshot; moves next_event_id_
     int heartbeat() noexcept;         // puts the liveness key when due; ms until the next one
     bool wait_window() noexcept;      // until in_flight < max (false: stop's bound ran out)
@@ -75,7 +82,7 @@ class Publisher {
     std::atomic<State> state_{State::fresh};
     Conn conn_;
     kvreg_wire_encoder *enc_ = nullptr;
-    uint64_t max_payload_ = 0;
+    uint64_t max_payload_ = 0;    // sender thread: the server's, headers and payload together
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t seq_ = 0;            // sender thread
