@@ -84,7 +84,9 @@ KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCE
 #define KVREG_NATS_PUB_OPT_ACK_TIMEOUT_MS 5u /* an acknowledgment not back after this is a
                                                failure, and the batch is resent (default 5000,
                                                10 .. 3600000) */
-#define KVREG_NATS_PUB_OPT_RETRY_MS 6u      /* wait before resending failed batches (default
+#define KVREG_NATS_PUB_OPT_RETRY_MS 6u      /* wait before resending a failed batch, from its
+                                               own failure; each is resent on its own, so one
+                                               refused again holds back no other (default
                                                100, 1 .. 60000) */
 #define KVREG_NATS_PUB_OPT_MAX_EVENTS 7u    /* most kvreg events per batch (default 1024, >= 1);
                                                a batch whose payload and headers together are

@@ -246,7 +246,7 @@ int Publisher::stop() noexcept {
     {
         std::lock_guard<std::mutex> lk(mu_);
         count(unacked, in_flight_);
-        for (natsMsg *m : failed_) natsMsg_Destroy(m);
+        for (const Failed &f : failed_) natsMsg_Destroy(f.msg);
         failed_.clear();
     }
     kvreg_wire_encoder_free(enc_);
@@ -289,10 +289,8 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
         } else {
             self->count(errors);
             try {
-                self->failed_.push_back(msg);
+                self->add_failed(msg, batch_seq(msg));
                 msg = nullptr; // kept for a resend
-                if (self->failed_.size() == 1)
-                    self->retry_at_ = Clock::now() + std::chrono::milliseconds(self->retry_ms_);
             } catch (...) {
                 self->in_flight_--; // out of memory: lost; the consumers see the gap
             }
@@ -306,35 +304,53 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
 }
 
 // ------------------------------------------------------------------------ the sender thread
+void Publisher::add_failed(natsMsg *m, uint64_t seq) {
+    const auto at = Clock::now() + std::chrono::milliseconds(retry_ms_);
+    failed_.push_back(Failed{m, seq, at});
+    if (failed_.size() == 1 || at < retry_at_) retry_at_ = at;
+}
+
+// Each failed batch has its own turn, RETRY_MS after its last failure, and is resent on its
+// own: one the connection refuses again (closed or its buffer full, or, after a reconnect to a
+// server with a smaller max_payload, NATS_MAX_PAYLOAD for good) waits for its next turn while
+// the others go. A resend is the same natsMsg, so the stream's de-duplication by Nats-Msg-Id
+// still holds.
 void Publisher::resend_failed() noexcept {
-    std::vector<natsMsg *> todo;
+    std::vector<Failed> todo;
+    auto now = Clock::now();
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (failed_.empty() || Clock::now() < retry_at_) return;
+        if (failed_.empty() || now < retry_at_) return;
         todo.swap(failed_);
     }
     // Oldest first, so that a consumer waiting for the first missing seq gets it first.
-    std::sort(todo.begin(), todo.end(), [](natsMsg *a, natsMsg *b) { return batch_seq(a) < batch_seq(b); });
+    std::sort(todo.begin(), todo.end(), [](const Failed &a, const Failed &b) { return a.seq < b.seq; });
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
-    size_t i = 0;
-    for (; i < todo.size(); i++) {
-        count(retries);
-        published_ = true;
-        if (js_PublishMsgAsync(conn_.js, &todo[i], &po) != NATS_OK || todo[i]) break;
+    size_t kept = 0; // todo[0, kept): not due, or refused again
+    for (Failed &f : todo) {
+        if (f.retry_at <= now) {
+            count(retries);
+            published_ = true;
+            if (js_PublishMsgAsync(conn_.js, &f.msg, &po) == NATS_OK) continue; // libnats owns it
+            count(errors);
+            now = Clock::now();
+            f.retry_at = now + std::chrono::milliseconds(retry_ms_);
+        }
+        todo[kept++] = f;
     }
-    if (i == todo.size()) return;
-    // The connection refused it (closed or its buffer full): keep it and the rest for later.
-    count(errors);
+    todo.resize(kept); // smaller: no allocation
     std::lock_guard<std::mutex> lk(mu_);
     try {
-        failed_.insert(failed_.end(), todo.begin() + static_cast<std::ptrdiff_t>(i), todo.end());
+        failed_.insert(failed_.end(), todo.begin(), todo.end());
     } catch (...) {
-        for (size_t j = i; j < todo.size(); j++) natsMsg_Destroy(todo[j]);
-        in_flight_ -= todo.size() - i;
+        for (const Failed &f : todo) natsMsg_Destroy(f.msg); // out of memory: lost
+        in_flight_ -= todo.size();
+        stats_[in_flight].store(in_flight_, std::memory_order_relaxed);
     }
-    retry_at_ = Clock::now() + std::chrono::milliseconds(retry_ms_);
+    for (size_t i = 0; i < failed_.size(); i++)
+        if (i == 0 || failed_[i].retry_at < retry_at_) retry_at_ = failed_[i].retry_at;
 }
 
 bool Publisher::wait_window() noexcept {
@@ -348,6 +364,7 @@ bool Publisher::wait_window() noexcept {
         }
         if (past_deadline()) return false;
         auto until = Clock::now() + std::chrono::milliseconds(retry_ms_);
+        if (!failed_.empty()) until = std::min(until, retry_at_); // the next one due
         if (stopping_.load(std::memory_order_acquire)) until = std::min(until, deadline_);
         cv_.wait_until(lk, until);
     }
@@ -384,7 +401,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, 
         count(errors); // out of memory: no seq used
         return true;
     }
-    seq_++;
+    const uint64_t seq = seq_++;
     stats_[batches].store(seq_, std::memory_order_relaxed);
     count(events_sent, n_events);
     {
@@ -401,11 +418,11 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, 
         count(errors);
         std::lock_guard<std::mutex> lk(mu_);
         try {
-            failed_.push_back(m);
-            if (failed_.size() == 1) retry_at_ = Clock::now() + std::chrono::milliseconds(retry_ms_);
+            add_failed(m, seq);
         } catch (...) {
             natsMsg_Destroy(m);
             in_flight_--;
+            stats_[in_flight].store(in_flight_, std::memory_order_relaxed);
         }
     }
     return true;

@@ -1,7 +1,7 @@
 // The NATS JetStream publisher behind kvreg_nats_publisher (contract in kvreg_nats.h): one
 // sender thread polls the registry, encodes batches with the kvreg_wire encoder, numbers them
 // and publishes them asynchronously; libnats' ack callback counts them done or hands failed
-// ones back for a resend in seq order.
+// ones back for a resend, each on its own schedule, in seq order among those due.
 #pragma once
 
 #include <atomic>
@@ -55,7 +55,14 @@ class Publisher {
     bool resync() noexcept;           // Cleared + snapshot; moves next_event_id_
     int heartbeat() noexcept;         // puts the liveness key when due; ms until the next one
     bool wait_window() noexcept;      // until in_flight < max (false: stop's bound ran out)
-    void resend_failed() noexcept;    // the failed batches, oldest seq first
+    void resend_failed() noexcept;    // the failed batches that are due, oldest seq first
+    struct Failed {
+        natsMsg *msg;                 // owned; keeps its headers (the same Nats-Msg-Id)
+        uint64_t seq;
+        Clock::time_point retry_at;   // its own next turn
+    };
+    // Under mu_: keep m (seq) for a resend RETRY_MS from now; throws bad_alloc.
+    void add_failed(natsMsg *m, uint64_t seq);
     static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
     bool past_deadline() const noexcept {
         return stopping_.load(std::memory_order_acquire) && Clock::now() >= deadline_;
@@ -93,9 +100,9 @@ class Publisher {
     // Shared with the ack callback (libnats' thread).
     std::mutex mu_;
     std::condition_variable cv_;
-    std::vector<natsMsg *> failed_; // owned; resent by the sender thread
+    std::vector<Failed> failed_;    // resent by the sender thread, each when due
     uint64_t in_flight_ = 0;        // published, not acknowledged (failed_ included)
-    Clock::time_point retry_at_;    // under mu_: no resend before this
+    Clock::time_point retry_at_;    // under mu_: the earliest retry_at of failed_
     Clock::time_point deadline_;    // written before stopping_ is set
     std::atomic<bool> stopping_{false};
     std::atomic<uint64_t> stats_[n_stats] = {};

@@ -156,6 +156,109 @@ static void test_headers_counted(void **state) {
     server = main_server;
 }
 
+/* ------------------------------------------------------------------------ a refused batch */
+#define BIG_MAX_PAYLOAD 65536
+#define N_BIG 200            /* about 27 KB of payload: over 16 KiB, under 64 KiB */
+#define RETRY_MS 5000        /* the first resend: the server is back well before it */
+
+/* A stream on the server, made here (file storage, limits). */
+static void add_stream(const char *name, const char *subjects) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char *subj[1] = {subjects};
+    cfg.Name = name;
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* A failed batch that the connection refuses at every resend (it no longer fits the server's
+ * max_payload: the server came back with a smaller one) must not hold back the failed batches
+ * after it. Batch 0 (N_BIG events) and the batches after it fail first (no stream stores their
+ * subject yet); the server comes back with a 16 KiB max_payload and a stream for them; at the
+ * resend libnats refuses batch 0 for its size, and the later ones must still be stored: the
+ * replica gets them, with one LOSS notice for seq 0, within a bound. */
+static void test_refused_batch(void **state) {
+    (void)state;
+    const nats_server main_server = server;
+    nats_server_start_max_payload(&server, BIG_MAX_PAYLOAD);
+    /* The publisher (CREATE_STREAM 0) finds stream SB at start, but SB does not take its
+     * subject: every batch fails (no responders) and waits RETRY_MS for its resend. */
+    add_stream("SB", "sb.none.>");
+    const size_t big = payload_bytes(WORKER, BASE, N_BIG) + header_bytes(WORKER, 0);
+    assert_true(big > MAX_PAYLOAD && big <= BIG_MAX_PAYLOAD);
+    engine e;
+    kvreg_block blk;
+    engine_open(&e, 1 << 16, 0);
+    for (uint64_t i = 0; i < N_BIG; i++) assert_int_equal(reg_hash(e.gpu, BASE + i, &blk), KVREG_OK);
+    engine_start(&e, "SB", "sb.ev", FORMAT, WORKER, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)N_BIG,
+                 KVREG_NATS_PUB_OPT_CREATE_STREAM, (uint64_t)0, KVREG_NATS_PUB_OPT_INSTANCE, INSTANCE,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, KVREG_NATS_PUB_OPT_RETRY_MS, (uint64_t)RETRY_MS,
+                 KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)300, 0);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_ERRORS, 1, 10000);
+    const int64_t t_fail = nats_now_ms(); /* batch 0's resend comes RETRY_MS after this, or later */
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES), 1);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_SENT), N_BIG);
+    for (uint64_t i = 0; i < FOLLOW_UPS; i++) assert_int_equal(reg_hash(e.gpu, FOLLOW_UP + i, &blk), KVREG_OK);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_SENT, N_BIG + FOLLOW_UPS, 10000);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_ERRORS, pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES), 10000);
+
+    /* Back with a 16 KiB max_payload, and a stream that takes the subject. */
+    nats_server_kill(&server, SIGTERM);
+    char conf[300];
+    snprintf(conf, sizeof conf, "%s/server.conf", server.dir);
+    FILE *f = fopen(conf, "w");
+    assert_non_null(f);
+    fprintf(f, "max_payload: %d\n", MAX_PAYLOAD);
+    fclose(f);
+    nats_server_restart(&server);
+    add_stream("SB2", "sb.ev.>");
+    /* The test's premise: nothing was resent while the server was away (a resend then would
+     * sit in libnats' reconnect buffer and reach the new server whole). */
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES), 0);
+    assert_true(nats_now_ms() - t_fail < RETRY_MS - 1500);
+
+    replica r;
+    replica_prepare(&r, "SB2", "sb-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 300), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t deadline = t_fail + RETRY_MS + 5000;
+    for (;;) {
+        int all = 1;
+        for (uint64_t i = 0; i < FOLLOW_UPS && all; i++) all = index_holds(r.idx, FOLLOW_UP + i, WORKER);
+        if (all) break;
+        if (nats_now_ms() >= deadline)
+            fprintf(stderr, "not all applied: batches %llu acked %llu errors %llu retries %llu\n",
+                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES),
+                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED),
+                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
+                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES));
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    /* Batch 0 alone is given up by the replica; none of its events is in the index. */
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 1);
+    for (uint64_t i = 0; i < N_BIG; i++) assert_false(index_holds(r.idx, BASE + i, WORKER));
+    const uint64_t batches = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED), batches - 1);
+    assert_int_equal(kvreg_nats_publisher_stop(e.pub), KVREG_OK);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES_UNACKED), 1);
+    replica_close(&r);
+    engine_close(&e);
+    nats_server_destroy(&server);
+    server = main_server;
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -167,6 +270,7 @@ int main(int argc, char **argv) {
     nats_server_start_max_payload(&server, MAX_PAYLOAD);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_headers_counted),
+        cmocka_unit_test(test_refused_batch),
     };
     const int rc = cmocka_run_group_tests_name("nats-max-payload", tests, NULL, NULL);
     nats_server_destroy(&server);
