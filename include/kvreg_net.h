@@ -255,8 +255,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *    still in flight on the SUB connection when such an answer is read (the two connections
  *    have no order between them) is not held yet: it is named lost, and counted as a
  *    duplicate when it comes.
- *  - frames that are not [topic, 8-byte seq, payload], or payloads the decoder rejects: a
- *    MALFORMED notice, counted and skipped (a rejected payload still uses its seq: no replay).
+ *  - frames that are not [topic, 8-byte seq, payload] (or whose topic is longer than
+ *    KVREG_SUB_MAX_TOPIC_LEN), or payloads the decoder rejects: a MALFORMED notice, counted
+ *    and skipped (a rejected payload still uses its seq: no replay).
  *    A malformed live message also pauses reading its endpoint (OPT_MALFORMED_PAUSE_MS):
  *    nothing is dropped for it, the endpoint's next messages are read after the pause.
  * Nothing is lost silently: every seq is delivered or named in a LOSS notice.
@@ -325,6 +326,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   wait for replays is then
  *                                                                   not read until one ends
  *                                                                   (STAT_LIVE_PAUSES)
+ *   a topic (without its        1024 bytes   fixed (KVREG_SUB_      MALFORMED notice, as a
+ *     instance suffix)                       MAX_TOPIC_LEN)         malformed message of its
+ *                                                                   endpoint: no stream made
  *   publishers tracked          10000        OPT_MAX_PUBLISHERS     least recently active one
  *                                                                   dropped: EVICTED notice
  *   publisher without messages  10 min       OPT_IDLE_MS            dropped when a new one
@@ -361,6 +365,14 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  * Thread-safety: one thread at a time per subscriber (it may change between runs).
  * kvreg_subscriber_stop() may be called from a callback (or from another thread). */
 typedef struct kvreg_subscriber kvreg_subscriber;
+
+/* The longest topic a subscriber accepts, in bytes, not counting a "|kvreg-instance=<16 hex>"
+ * suffix (see "Publisher instance"). Real topics are short ("kv@<pod>@<model>"), and each
+ * publisher keeps its topic for as long as it is tracked (its lookup key, batch->topic and
+ * batch->pod), up to OPT_MAX_PUBLISHERS of them: a live message with a longer topic is
+ * malformed (a MALFORMED notice with topic "", the endpoint's malformed pause; no publisher
+ * is made for it), and a replayed batch with one fails its answer as another topic's does. */
+#define KVREG_SUB_MAX_TOPIC_LEN 1024u
 
 KVREG_API int kvreg_subscriber_new(kvreg_subscriber **out) KVREG_NOEXCEPT;
 KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* NULL-safe */

@@ -404,6 +404,15 @@ void Subscriber::read_live(size_t ep, Frames &f) {
     }
     std::string_view topic(reinterpret_cast<const char *>(f.data(0)), f.size(0));
     const uint64_t instance = strip_topic_instance(topic);
+    // A stream keeps its topic about three times (key, topic, pod) for as long as it lives:
+    // unbounded topics would let a peer make each of MAX_PUBLISHERS streams cost MAX_MSG_SIZE
+    // several times over. Checked before any stream state exists.
+    if (topic.size() > KVREG_SUB_MAX_TOPIC_LEN) {
+        notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0,
+               "live message whose topic is longer than KVREG_SUB_MAX_TOPIC_LEN", false, false);
+        malformed_live(eps_[ep]);
+        return;
+    }
     Stream *sp = stream_for(ep, topic);
     if (!sp) return;
     Stream &s = *sp;
@@ -454,6 +463,13 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
     }
     if (n == 4) {
         strip_topic_instance(topic);
+        if (topic.size() > KVREG_SUB_MAX_TOPIC_LEN) {
+            // No stream can have it (read_live()): not the asking topic, nor one to adopt.
+            e.replay_foreign = true;
+            notice(KVREG_SUB_MALFORMED, s, ep, seq, seq,
+                   "replay batch whose topic is longer than KVREG_SUB_MAX_TOPIC_LEN: not applied");
+            return;
+        }
         if (!s->topic_known) {
             if (!stream_for(ep, topic)) return; // adopts s (always has room: s exists)
         } else if (topic != s->topic) {

@@ -31,6 +31,8 @@
  *              decoded: they arrive after one pause of 64 x 20 ms
  *   malformedbig  20 live messages of 4 MiB that do not decode, from a peer that never sent
  *              a batch that did: libzmq reads one of them ahead, not RCV_BYTES' worth
+ *   longtopic  100 live messages, each with its own topic of about 1 MiB (longer than
+ *              KVREG_SUB_MAX_TOPIC_LEN): each is MALFORMED, none makes a stream
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -930,6 +932,66 @@ static void attack_rcvbytes(void) {
     free(buf);
 }
 
+/* Topic length is bounded (KVREG_SUB_MAX_TOPIC_LEN): 100 live messages, each with its own
+ * topic of 1 MiB + i bytes (one buffer, sent without copying) and a payload that decodes,
+ * MALFORMED_PAUSE_MS 0 so that every one is read. Each is a MALFORMED notice and makes no
+ * stream: nothing of the attacker's is delivered, no publisher is tracked for it, and memory
+ * stays at what libzmq reads ahead. Before the bound each made a stream that kept its topic
+ * about three times (the lookup key, the topic, the pod): 100 such topics grew the process by
+ * about 300 MiB. A topic of exactly KVREG_SUB_MAX_TOPIC_LEN bytes is still a publisher. */
+static void send_topic_zero_copy(void *sock, char *topic, size_t tlen, uint64_t seq, const void *p, size_t len) {
+    unsigned char s8[8];
+    net_be64(s8, seq);
+    zmq_msg_t m;
+    assert_int_equal(zmq_msg_init_data(&m, topic, tlen, noop_free, NULL), 0);
+    assert_true(zmq_msg_send(&m, sock, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(sock, s8, 8, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(sock, p, len, 0) >= 0);
+}
+
+static void attack_longtopic(void) {
+    attack a = {.name = "longtopic"};
+    enum { N_LONG = 100 };
+    const size_t tlen = (size_t)1 << 20;
+    char *topic = malloc(tlen + N_LONG);
+    assert_non_null(topic);
+    memset(topic, 'x', tlen + N_LONG); /* resident before the baseline */
+    memcpy(topic, "kv@", 3);
+    setup(&a, 0, KVREG_SUB_OPT_MALFORMED_PAUSE_MS, 0);
+    uint8_t p[256];
+    const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
+    for (size_t i = 0; i < N_LONG; i++) {
+        send_topic_zero_copy(a.bad.pub, topic, tlen + i, 0, p, len);
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 0), KVREG_OK);
+    }
+    /* Every message read: rejected, or (without the bound) delivered as a new publisher's. */
+    const int64_t deadline = net_now_ms() + 20000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_MALFORMED) + bad_received(&a) < N_LONG && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    const uint64_t rss = net_rss_kib();
+    printf("longtopic: %llu of %d rejected, %zu delivered, %llu publishers, RSS growth %llu KiB\n",
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), N_LONG, bad_received(&a),
+           (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS),
+           (unsigned long long)(rss > a.base_kib ? rss - a.base_kib : 0));
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), N_LONG);
+    assert_int_equal(a.c.notices[KVREG_SUB_MALFORMED], N_LONG);
+    assert_int_equal(bad_received(&a), 0);
+    assert_true(stat_of(a.sub, KVREG_SUB_STAT_PUBLISHERS) <= 1); /* the well-behaved one */
+#ifndef SANITIZED
+    assert_true(rss <= a.base_kib + 16 * 1024);
+#endif
+    /* At the bound: a publisher like any other. */
+    memset(topic + 3, 'y', KVREG_SUB_MAX_TOPIC_LEN - 3);
+    send_topic_zero_copy(a.bad.pub, topic, KVREG_SUB_MAX_TOPIC_LEN, 0, p, len);
+    assert_int_equal(run_until_bad(&a, 1, net_now_ms() + 10000 * TIME_SCALE), 1);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_MALFORMED), N_LONG);
+    finish(&a, 32, 60000);
+    free(topic);
+}
+
 static const char *which;
 static void run_attack(void **state) {
     (void)state;
@@ -951,12 +1013,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "malformedoff") == 0) attack_malformed_ends(which, 0);
     else if (strcmp(which, "malformedbig") == 0) attack_malformed_big();
     else if (strcmp(which, "malformedfresh") == 0) attack_malformed_fresh();
+    else if (strcmp(which, "longtopic") == 0) attack_longtopic();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic\n");
         return 2;
     }
     which = argv[1];
