@@ -321,9 +321,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   REPLAY_DONE and LOSS
  *   live batches held for       256 MiB      OPT_MAX_HELD_BYTES,    not held (STAT_HELD_
  *     replays, all publishers;  (a quarter   OPT_MAX_HELD_BYTES_    DROPPED): the next replay
- *     one publisher's share;    of it),      PUBLISHER,             fetches them or LOSS; an
- *     batches per publisher     100000       OPT_MAX_WAITING        endpoint whose streams all
- *                                                                   wait for replays is then
+ *     one endpoint's share      of it),      PUBLISHER,             fetches them or LOSS; an
+ *     (all its topics);         100000       OPT_MAX_WAITING        endpoint whose streams all
+ *     batches per publisher                                         wait for replays is then
  *                                                                   not read until one ends
  *                                                                   (STAT_LIVE_PAUSES)
  *   a topic (without its        1024 bytes   fixed (KVREG_SUB_      MALFORMED notice, as a
@@ -403,7 +403,7 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               0 = never) */
 #define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
                                               all publishers together (default 256 MiB; one
-                                              publisher at most MAX_HELD_BYTES_PUBLISHER);
+                                              endpoint at most MAX_HELD_BYTES_PUBLISHER);
                                               past it newer ones are not kept (the next replay
                                               fetches them; KVREG_SUB_STAT_HELD_DROPPED), and
                                               an endpoint whose streams all wait for replays
@@ -427,12 +427,14 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               Other endpoints are read meanwhile; what the
                                               paused one sends waits as past RCV_BYTES */
 #define KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER 12u /* payload bytes of live batches held for
-                                              one publisher ((endpoint, topic) stream) of
-                                              MAX_HELD_BYTES (default 0: a quarter of
-                                              MAX_HELD_BYTES, as set). One publisher that
-                                              opens a gap its replay never fills cannot take
-                                              the room every other publisher's gaps need;
-                                              past it as past MAX_HELD_BYTES */
+                                              the publishers of one endpoint, all its topics
+                                              together, of MAX_HELD_BYTES (default 0: a
+                                              quarter of MAX_HELD_BYTES, as set). A peer that
+                                              opens gaps its replay never fills, under as
+                                              many topics as it likes, cannot take the room
+                                              every other endpoint's gaps need; past it as
+                                              past MAX_HELD_BYTES. Publishers sharing a bound
+                                              endpoint share this too */
 KVREG_API int kvreg_subscriber_set(kvreg_subscriber *sub, uint32_t option,
                                    uint64_t value) KVREG_NOEXCEPT;
 #define KVREG_SUB_TOPIC 1u /* subscription prefix (default "": every topic); copied */
@@ -564,7 +566,7 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_PUBLISHERS 13u   /* publishers tracked now (a gauge) */
 #define KVREG_SUB_STAT_EVICTED 14u      /* publishers dropped (EVICTED notices with a topic) */
 #define KVREG_SUB_STAT_HELD_DROPPED 15u /* live batches not held: over MAX_WAITING,
-                                         MAX_HELD_BYTES or the publisher's share of it
+                                         MAX_HELD_BYTES or its endpoint's share of it
                                          (fetched by the next replay) */
 #define KVREG_SUB_STAT_LIVE_READ 16u    /* messages read from the SUB sockets */
 #define KVREG_SUB_STAT_REPLAYS_BUSY 17u /* replay answers that were the publisher's busy marker
@@ -572,7 +574,7 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
                                          after a back-off, until the replay's deadline */
 #define KVREG_SUB_STAT_LIVE_PAUSES 18u  /* times a SUB socket stopped being read because every
                                          stream on it waits for a replay and the held bounds
-                                         (MAX_HELD_BYTES, its per-publisher share,
+                                         (MAX_HELD_BYTES, its endpoint's share,
                                          MAX_WAITING) were reached: libzmq,
                                          the kernel and the publisher keep the rest (see
                                          "Limits"); read again when one replay ends */

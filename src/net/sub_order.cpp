@@ -30,10 +30,11 @@
 //               again after a back-off).
 //   kBusyWait   Asks again at retry_at: a bounded exponential back-off with jitter (backoff()),
 //               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
-//   (bounds)    A live batch past MAX_HELD_BYTES, its publisher's share of it or MAX_WAITING
-//               is not held (the next round fetches it); once that happens on an endpoint
-//               whose streams all hold, its SUB socket is not read until one of them leaves
-//               holding (live_paused()). A malformed live message pauses its endpoint's SUB
+//   (bounds)    A live batch past MAX_HELD_BYTES, its endpoint's share of it (all the
+//               endpoint's streams together) or its stream's MAX_WAITING is not held (the
+//               next round fetches it); once that happens on an endpoint whose streams all
+//               hold, its SUB socket is not read until one of them leaves holding
+//               (live_paused()). A malformed live message pauses its endpoint's SUB
 //               socket for a back-off (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
 //               again: each round makes progress). At the deadline (or a failed answer):
@@ -130,11 +131,11 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, Payload &p) {
 void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them.
     const size_t len = p.size();
+    Endpoint &e = eps_[s.ep];
     if (s.waiting.size() >= max_waiting_ ||
         stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_ ||
-        s.held_bytes + len > held_share()) {
+        e.held_bytes + len > held_share()) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
-        Endpoint &e = eps_[s.ep];
         const bool was_paused = live_paused(e);
         e.hold_refused = true;
         if (!was_paused && live_paused(e)) count(KVREG_SUB_STAT_LIVE_PAUSES);
@@ -143,13 +144,13 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // The batch itself is kept, not a copy: a peer that makes us hold megabytes costs this
     // thread (every other publisher's too) no work per byte.
     s.waiting.push_back(Waiting{seq, std::move(p), restarted});
-    s.held_bytes += len;
+    e.held_bytes += len;
     count(KVREG_SUB_STAT_HELD_BATCHES);
     count(KVREG_SUB_STAT_HELD_BYTES, len);
 }
 
 void Subscriber::unhold(Stream &s, const Waiting &w) {
-    s.held_bytes -= w.payload.size();
+    eps_[s.ep].held_bytes -= w.payload.size();
     uncount(KVREG_SUB_STAT_HELD_BATCHES);
     uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
 }

@@ -82,8 +82,8 @@ class Subscriber {
         uint64_t next = 0;       // the seq expected next
         uint64_t replay_from = 0;
         uint64_t replay_count = 0;
-        std::deque<Waiting> waiting; // live batches that came during the replay
-        uint64_t held_bytes = 0;     // their payload bytes (at most held_share())
+        std::deque<Waiting> waiting; // live batches that came during the replay (their bytes:
+                                     // Endpoint::held_bytes)
         // The last seq read from the SUB socket. One publisher process sends its seqs in
         // order on that connection, so a live seq at or below it means a new process (a
         // restart). A live seq below `next` alone does not: the replay's connection can
@@ -122,6 +122,9 @@ class Subscriber {
         // refused by the held bounds since one last left holding.
         uint32_t streams = 0, holding = 0;
         bool hold_refused = false;
+        // Payload bytes of the live batches its streams hold, all together (at most
+        // held_share()): one peer's share whatever number of topics it sends.
+        uint64_t held_bytes = 0;
         // Malformed live messages in a row, and until when the SUB socket is not read for
         // them (see malformed_live()).
         uint32_t malformed_run = 0;
@@ -159,8 +162,10 @@ class Subscriber {
     // one message to live_rcvhwm() if it was not trusted; a malformed live message puts it
     // back (malformed_live()). A live one also ends the malformed run.
     void trust(Endpoint &e, bool replayed);
-    // The held bytes one publisher (stream) may take of MAX_HELD_BYTES: MAX_HELD_BYTES_PUBLISHER,
-    // or a quarter of MAX_HELD_BYTES when that is 0.
+    // The held bytes one endpoint (all its streams together) may take of MAX_HELD_BYTES:
+    // MAX_HELD_BYTES_PUBLISHER, or a quarter of MAX_HELD_BYTES when that is 0. Per endpoint, not
+    // per stream: a peer chooses its topics, so a share per stream let one with 4 topics (each
+    // with a gap) take all of MAX_HELD_BYTES and refuse every other endpoint's held batches.
     uint64_t held_share() const noexcept {
         return max_held_publisher_ ? max_held_publisher_ : max_held_bytes_ / 4;
     }

@@ -33,6 +33,8 @@
  *              a batch that did: libzmq reads one of them ahead, not RCV_BYTES' worth
  *   longtopic  100 live messages, each with its own topic of about 1 MiB (longer than
  *              KVREG_SUB_MAX_TOPIC_LEN): each is MALFORMED, none makes a stream
+ *   heldendpoint  one endpoint, four topics, each with a gap its replay never answers: they
+ *              hold one share together; a second endpoint's gap is then held whole
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -992,6 +994,69 @@ static void attack_longtopic(void) {
     free(topic);
 }
 
+/* One endpoint's share of the held bytes is for all its streams together: the attacker's
+ * endpoint carries four topics, each opening a gap (a late join); its ROUTER never answers the
+ * first request and the other three queue behind it, all holding. Their live batches are held
+ * up to one share (20 of the 80 batches MAX_HELD_BYTES has room for), then the endpoint
+ * pauses. A second endpoint (a ROUTER the test answers) then opens a gap: all of its 15 later
+ * batches are held, none refused, and once its replay is answered it is delivered whole, in
+ * order. Before, the share was per stream: the four topics held 4 x 20 = all of
+ * MAX_HELD_BYTES and the second endpoint's first batch was refused. */
+static void attack_heldendpoint(void) {
+    attack a = {.name = "heldendpoint"};
+    uint8_t p[256];
+    const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
+    const char *topics[4] = {"kv@attacker-0@model", "kv@attacker-1@model", "kv@attacker-2@model",
+                             "kv@attacker-3@model"};
+    const char *fair = "kv@pod-fair@model";
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * len); /* the share: a quarter, 20 batches */
+    net_peer f;
+    net_peer_open(&f, 1, NULL);
+    uint32_t f_idx = 0;
+    assert_int_equal(kvreg_subscriber_add(a.sub, f.endpoint, f.replay, &f_idx), KVREG_OK);
+    net_peer_wait_subscribed(&f, a.sub, 1);
+    for (int t = 0; t < 4; t++) net_peer_live(&a.bad, topics[t], 5, p, net_payload(BAD_HASH(5), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* never answered; the others queue */
+    for (uint64_t s = 6; s < 56; s++)
+        for (int t = 0; t < 4; t++) net_peer_live(&a.bad, topics[t], s, p, net_payload(BAD_HASH(s), p, sizeof p));
+    const int64_t deadline = net_now_ms() + 10000 * TIME_SCALE;
+    while (stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) < 1 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    const uint64_t attacker_held = stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES);
+    const uint64_t dropped = stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED);
+    assert_true(dropped >= 1);
+    /* The second endpoint: seq 0 lost on the way, 1..15 live, held for its replay. */
+    for (uint64_t s = 1; s <= 15; s++) net_peer_live(&f, fair, s, p, net_payload(BAD_HASH(1000 + s), p, sizeof p));
+    assert_int_equal(net_peer_request(&f, a.sub), 0);
+    while (stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) + stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) <
+               attacker_held + dropped + 15 &&
+           net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    }
+    printf("heldendpoint: attacker's 4 topics held %llu batches, the second endpoint %llu, %llu of its refused\n",
+           (unsigned long long)attacker_held,
+           (unsigned long long)(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES) - attacker_held),
+           (unsigned long long)(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED) - dropped));
+    assert_int_equal(attacker_held, 20);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), dropped); /* none of the second's */
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), attacker_held + 15);
+    net_peer_replay(&f, fair, 0, p, net_payload(BAD_HASH(1000), p, sizeof p));
+    net_peer_replay_end(&f, fair);
+    size_t got = 0;
+    while (got < 16 && net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        got = received_from(&a, f_idx);
+    }
+    assert_in_order(&a, f_idx, BAD_HASH(1000), 16);
+    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
+    finish(&a, 64, 60000);
+    net_peer_close(&f);
+}
+
 static const char *which;
 static void run_attack(void **state) {
     (void)state;
@@ -1014,12 +1079,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "malformedbig") == 0) attack_malformed_big();
     else if (strcmp(which, "malformedfresh") == 0) attack_malformed_fresh();
     else if (strcmp(which, "longtopic") == 0) attack_longtopic();
+    else if (strcmp(which, "heldendpoint") == 0) attack_heldendpoint();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic|heldendpoint\n");
         return 2;
     }
     which = argv[1];
