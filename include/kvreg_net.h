@@ -339,6 +339,9 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   grace when answers wait
  *                                                                   unread: REPLAY_DONE
  *                                                                   "timed out", LOSS
+ *   a replay's whole time       8 timeouts   fixed (KVREG_SUB_      from the request, however
+ *                               (16 s)       REPLAY_CAP_TIMEOUTS)   it progresses: REPLAY_DONE
+ *                                                                   "given up", LOSS
  *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
  *                                                                   in hand (one decode of at
  *                                                                   most MAX_MSG_SIZE)
@@ -385,7 +388,16 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               UINT64_MAX: only what arrives live, plus replays
                                               of gaps and late joins) */
 #define KVREG_SUB_OPT_REPLAY_TIMEOUT_MS 3u /* silence after which a replay is given up (default
-                                              2000, 1 .. 3600000) */
+                                              2000, 1 .. 3600000): its deadline runs from the
+                                              request, and a new seq answered moves it to this
+                                              long after that answer, but never past
+                                              KVREG_SUB_REPLAY_CAP_TIMEOUTS times it from the
+                                              request */
+/* The cap on a replay's time, in REPLAY_TIMEOUT_MS: whatever keeps arriving, a replay (or
+ * probe) ends at most this many timeouts after its request (16 s with the defaults), as a
+ * timeout does: REPLAY_DONE, LOSS for the seqs it did not give, the held batches delivered.
+ * A peer answering one new seq per timeout could otherwise keep a gap open for ever. */
+#define KVREG_SUB_REPLAY_CAP_TIMEOUTS 8u
 #define KVREG_SUB_OPT_RCVHWM 4u            /* SUB receive high-water mark in batches (default
                                               100000; 0 = no limit) */
 #define KVREG_SUB_OPT_MAX_WAITING 5u       /* live batches kept per publisher while its replay

@@ -24,10 +24,11 @@
 //   kReplaying  none known, and the stream is back to kLive; another, and the publisher
 //               restarted: RESET, held batches dropped, a replay from 0. A replayed batch is
 //               delivered in order (held live batches older than it first); the deadline runs
-//               from the request and only a new seq moves it. A batch of another topic (the
-//               ROUTER serves another publisher) is refused with a MALFORMED notice, and the
-//               answer counts as failed. Busy marker: kBusyWait (a probe just ends, and asks
-//               again after a back-off).
+//               from the request and only a new seq moves it, never past the cap
+//               (KVREG_SUB_REPLAY_CAP_TIMEOUTS timeouts from the request). A batch of another
+//               topic (the ROUTER serves another publisher) is refused with a MALFORMED notice,
+//               and the answer counts as failed. Busy marker: kBusyWait (a probe just ends, and
+//               asks again after a back-off).
 //   kBusyWait   Asks again at retry_at: a bounded exponential back-off with jitter (backoff()),
 //               each busy answer counted (STAT_REPLAYS_BUSY); the deadline does not move.
 //   (bounds)    A live batch past MAX_HELD_BYTES, its endpoint's share of it (all the
@@ -37,10 +38,10 @@
 //               (live_paused()). A malformed live message pauses its endpoint's SUB
 //               socket for a back-off (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
-//               again: each round makes progress). At the deadline (or a failed answer):
-//               REPLAY_DONE says why, LOSS for the seqs before the first held batch, a fresh
-//               DEALER, and no replay from that endpoint for 5 timeouts. Then the next queued
-//               stream of the endpoint gets the DEALER.
+//               again: each round makes progress). At the deadline or the cap (or a failed
+//               answer): REPLAY_DONE says why, LOSS for the seqs before the first held batch, a
+//               fresh DEALER, and no replay from that endpoint for 5 timeouts. Then the next
+//               queued stream of the endpoint gets the DEALER.
 #include "net/subscriber.hpp"
 
 #include <zmq.h>
@@ -175,7 +176,9 @@ void Subscriber::request_replay(Stream &s, uint64_t from, bool probe) {
     e.replay_owner = &s;
     e.replay_grace = false;
     e.replay_foreign = false;
-    e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+    const auto now = Clock::now();
+    e.replay_cap = now + std::chrono::milliseconds(replay_timeout_ms_) * KVREG_SUB_REPLAY_CAP_TIMEOUTS;
+    e.replay_deadline = capped(e, now);
     if (!send_request(e, from)) {
         e.replay_deadline = Clock::now(); // let the timeout path report and move on
         return;
@@ -291,7 +294,8 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     e.replay_owner = nullptr;
     const bool was_probe = s.stage == Stage::kProbing;
     enter(s, Stage::kLive);
-    const bool failed = how == End::kTimeout || how == End::kBusy || how == End::kForeign;
+    const bool failed =
+        how == End::kTimeout || how == End::kBusy || how == End::kForeign || how == End::kCapped;
     if (how == End::kMarker) {
         e.busy = 0;
         s.probed = true;
@@ -315,6 +319,8 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0,
                how == End::kBusy      ? "replay given up: the publisher answered busy until the deadline"
                : how == End::kForeign ? "replay failed: the answer carried another topic's batches"
+               : how == End::kCapped  ? "replay given up: not done KVREG_SUB_REPLAY_CAP_TIMEOUTS x "
+                                        "REPLAY_TIMEOUT_MS after its request"
                                       : "replay timed out",
                false, false);
     } else if (how == End::kMarker && !was_probe) {
@@ -328,6 +334,7 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
         notice(KVREG_SUB_LOSS, &s, s.ep, s.next, s.waiting.front().seq - 1,
                how == End::kBusy      ? "lost: the publisher answered busy until the replay deadline"
                : how == End::kForeign ? "lost: the replay answered with another topic's batches"
+               : how == End::kCapped  ? "lost: the replay was not done by its cap"
                                       : "lost: the replay did not answer");
         s.next = s.waiting.front().seq;
     }

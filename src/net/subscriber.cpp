@@ -483,11 +483,12 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
         }
     }
     // The deadline runs from the request; only progress (a seq not delivered before) moves
-    // it: a peer that repeats itself cannot keep the gap open.
+    // it: a peer that repeats itself cannot keep the gap open. Nor can one that makes
+    // progress slowly (a seq per timeout of a gap of millions): never past the cap.
     const uint64_t before = s->next;
     on_replay_batch(*s, seq, f.data(n - 1), f.size(n - 1));
     if (s->next > before && e.replay_owner == s) {
-        e.replay_deadline = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_);
+        e.replay_deadline = capped(e, Clock::now());
         e.replay_grace = false;
     }
 }
@@ -534,13 +535,17 @@ void Subscriber::check_replay_timeouts() {
         // Once per deadline: a flood of duplicates also leaves answers waiting, and must not
         // hold the gap open for ever.
         // (Not in kBusyWait: nothing it would read counts.)
-        if (!e.replay_grace && e.replay_owner->stage != Stage::kBusyWait && e.dealer &&
+        // (Nor past the cap: a peer that keeps answers waiting gets no more time than one
+        // whose answers are read.)
+        if (!e.replay_grace && e.replay_owner->stage != Stage::kBusyWait && now < e.replay_cap && e.dealer &&
             zmq_getsockopt(e.dealer, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) {
             e.replay_grace = true;
-            e.replay_deadline = now + std::chrono::milliseconds(replay_timeout_ms_);
+            e.replay_deadline = capped(e, now);
             continue;
         }
-        finish_replay(*e.replay_owner, e.replay_owner->stage == Stage::kBusyWait ? End::kBusy : End::kTimeout);
+        finish_replay(*e.replay_owner, e.replay_owner->stage == Stage::kBusyWait ? End::kBusy
+                                       : now >= e.replay_cap                     ? End::kCapped
+                                                                                 : End::kTimeout);
     }
 }
 

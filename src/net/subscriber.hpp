@@ -6,6 +6,7 @@
 // other threads may read and set them.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -71,6 +72,7 @@ class Subscriber {
         kBusy,      // the deadline passed in kBusyWait: the ROUTER stayed busy
         kProbeBusy, // a probe was answered busy: asked again later (Endpoint::probe_after)
         kForeign,   // the end marker came after batches of another topic (none applied)
+        kCapped,    // still answering at the cap (Endpoint::replay_cap): progress, but no end
     };
     // One publisher: an (endpoint, topic) pair.
     struct Stream {
@@ -105,7 +107,9 @@ class Subscriber {
         bool has_replay = false;
         void *sub = nullptr, *dealer = nullptr;
         Stream *replay_owner = nullptr;
-        Clock::time_point replay_deadline{};
+        // replay_deadline: the request plus REPLAY_TIMEOUT_MS, moved by progress and the grace,
+        // never past replay_cap: the request plus KVREG_SUB_REPLAY_CAP_TIMEOUTS timeouts.
+        Clock::time_point replay_deadline{}, replay_cap{};
         bool replay_grace = false; // the deadline was moved once for answers waiting unread
         bool replay_foreign = false; // the running answer carried another topic's batches
         Clock::time_point no_replay_until{}; // after a replay timed out
@@ -173,6 +177,10 @@ class Subscriber {
     void read_live(size_t ep, Frames &f);
     void read_replay(size_t ep, Frames &f);
     void check_replay_timeouts();
+    // A deadline REPLAY_TIMEOUT_MS from now, but not past the running replay's cap.
+    Clock::time_point capped(const Endpoint &e, Clock::time_point now) const noexcept {
+        return std::min(now + std::chrono::milliseconds(replay_timeout_ms_), e.replay_cap);
+    }
     void start_from_seq();
     Stream *stream_for(size_t ep, std::string_view topic); // nullptr: no room (a notice said so)
     bool make_room();

@@ -35,6 +35,8 @@
  *              KVREG_SUB_MAX_TOPIC_LEN): each is MALFORMED, none makes a stream
  *   heldendpoint  one endpoint, four topics, each with a gap its replay never answers: they
  *              hold one share together; a second endpoint's gap is then held whole
+ *   replaycap  a replay ROUTER that answers a gap of 10^6 seqs one seq at a time, each within
+ *              the timeout: the replay ends at its cap (KVREG_SUB_REPLAY_CAP_TIMEOUTS)
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -1057,6 +1059,62 @@ static void attack_heldendpoint(void) {
     net_peer_close(&f);
 }
 
+/* A replay's deadline can be moved by progress only up to its cap: a peer opens a gap of
+ * 10^6 seqs and its ROUTER answers one seq every half timeout (each a new seq: progress),
+ * never the end marker. The replay ends at KVREG_SUB_REPLAY_CAP_TIMEOUTS x the timeout from
+ * the request as a timeout does: REPLAY_DONE, LOSS for the seqs it did not give, and the held
+ * live batch is delivered. Before, every answer moved the deadline: the gap stayed open for
+ * as long as the peer kept answering (no REPLAY_DONE, no LOSS). */
+static void attack_replaycap(void) {
+    attack a = {.name = "replaycap"};
+    /* Doubled, not TIME_SCALE'd, in sanitizer builds: the test mostly waits, and the cap
+     * (8 timeouts) is its length. */
+    const int64_t timeout = 250 * (TIME_SCALE > 1 ? 2 : 1), cap = KVREG_SUB_REPLAY_CAP_TIMEOUTS * timeout;
+    const uint64_t gap = 1000000;
+    const char *topic = "kv@attacker@model";
+    setup(&a, 1, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, (uint64_t)timeout);
+    uint8_t p[256];
+    net_peer_live(&a.bad, topic, gap, p, net_payload(BAD_HASH(gap), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 0);
+    const int64_t asked = net_now_ms();
+    uint64_t answered = 0;
+    int64_t next_answer = asked, reported = -1;
+    /* Bounded: the cap and four timeouts more. */
+    while (net_now_ms() - asked < cap + 4 * timeout) {
+        if (net_now_ms() >= next_answer) {
+            net_peer_replay(&a.bad, topic, answered, p, net_payload(BAD_HASH(answered), p, sizeof p));
+            answered++;
+            next_answer += timeout / 2;
+        }
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        if (a.c.notices[KVREG_SUB_LOSS] > 0) {
+            reported = net_now_ms() - asked;
+            break;
+        }
+    }
+    size_t replayed = 0;
+    for (size_t i = 0; i < a.c.n; i++) replayed += a.c.recs[i].publisher == a.bad_idx && a.c.recs[i].replayed;
+    printf("replaycap: %llu seqs answered, %zu delivered; gap reported %lld ms after the request (cap %lld ms)\n",
+           (unsigned long long)answered, replayed, (long long)reported, (long long)cap);
+    assert_true(reported >= 0);
+    assert_true(reported <= cap + 200 * TIME_SCALE);
+    assert_true(replayed >= 4); /* the trickle was progress, the deadline moved with it */
+    assert_int_equal(a.c.notices[KVREG_SUB_REPLAY_DONE], 1);
+    assert_int_equal(a.c.lost, gap - replayed); /* the rest of 0 .. gap - 1, once */
+    /* Then the held live batch. */
+    assert_int_equal(run_until_bad(&a, replayed + 1, net_now_ms() + 5000 * TIME_SCALE), replayed + 1);
+    for (size_t i = 0, k = 0; i < a.c.n; i++) {
+        if (a.c.recs[i].publisher != a.bad_idx) continue;
+        const uint64_t want = k < replayed ? k : gap;
+        assert_int_equal(a.c.recs[i].seq, want);
+        assert_int_equal(a.c.recs[i].first_hash, BAD_HASH(want));
+        assert_int_equal(a.c.recs[i].replayed, k < replayed);
+        k++;
+    }
+    finish(&a, 32, 60000);
+}
+
 static const char *which;
 static void run_attack(void **state) {
     (void)state;
@@ -1080,12 +1138,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "malformedfresh") == 0) attack_malformed_fresh();
     else if (strcmp(which, "longtopic") == 0) attack_longtopic();
     else if (strcmp(which, "heldendpoint") == 0) attack_heldendpoint();
+    else if (strcmp(which, "replaycap") == 0) attack_replaycap();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic|heldendpoint\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic|heldendpoint|replaycap\n");
         return 2;
     }
     which = argv[1];
