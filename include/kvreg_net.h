@@ -232,7 +232,8 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
 /* ------------------------------------------------------------------------------------------ */
 /* A subscriber reads many publishers. It has no thread: kvreg_subscriber_run() does the work
  * on the caller's thread and calls the callbacks there, so a router decides where decoding
- * happens. Each endpoint gets its own SUB socket (and a DEALER for its replay endpoint), so
+ * happens. Each endpoint gets its own SUB socket (and, while a replay or probe of it is in
+ * flight, a DEALER connected to its replay endpoint: a new connection per request), so
  * every batch is attributed to the publisher it came from. A publisher is an (endpoint,
  * topic) pair: several engines connecting to one bound SUB endpoint are told apart by topic.
  *
@@ -342,6 +343,17 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *   a replay's whole time       8 timeouts   fixed (KVREG_SUB_      from the request, however
  *                               (16 s)       REPLAY_CAP_TIMEOUTS)   it progresses: REPLAY_DONE
  *                                                                   "given up", LOSS
+ *   the replay DEALER's         the answer   fixed (no receive      the DEALER exists only
+ *     receive queue             in flight    limit: a foreign       while its request is in
+ *                                            ROUTER drops what      flight (closed at the end
+ *                                            it cannot send)        marker, deadline or cap):
+ *                                                                   between requests a ROUTER
+ *                                                                   has nobody to send to.
+ *                                                                   While one is in flight and
+ *                                                                   run() is not reading, a
+ *                                                                   hostile ROUTER is bounded
+ *                                                                   only by MAX_MSG_SIZE per
+ *                                                                   message
  *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
  *                                                                   in hand (one decode of at
  *                                                                   most MAX_MSG_SIZE)

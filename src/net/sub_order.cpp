@@ -39,9 +39,10 @@
 //               socket for a back-off (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
 //               again: each round makes progress). At the deadline or the cap (or a failed
-//               answer): REPLAY_DONE says why, LOSS for the seqs before the first held batch, a
-//               fresh DEALER, and no replay from that endpoint for 5 timeouts. Then the next
-//               queued stream of the endpoint gets the DEALER.
+//               answer): REPLAY_DONE says why, LOSS for the seqs before the first held batch,
+//               and no replay from that endpoint for 5 timeouts. Every end closes the DEALER
+//               (each request opens a fresh one: between requests a ROUTER has nobody to send
+//               to). Then the next queued stream of the endpoint gets the DEALER.
 #include "net/subscriber.hpp"
 
 #include <zmq.h>
@@ -160,7 +161,7 @@ void Subscriber::unhold(Stream &s, const Waiting &w) {
 bool Subscriber::send_request(Endpoint &e, uint64_t from) {
     unsigned char start[8];
     put_be64(start, from);
-    return zmq_send(e.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+    return e.dealer && zmq_send(e.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
            zmq_send(e.dealer, start, 8, ZMQ_DONTWAIT) >= 0;
 }
 
@@ -179,6 +180,7 @@ void Subscriber::request_replay(Stream &s, uint64_t from, bool probe) {
     const auto now = Clock::now();
     e.replay_cap = now + std::chrono::milliseconds(replay_timeout_ms_) * KVREG_SUB_REPLAY_CAP_TIMEOUTS;
     e.replay_deadline = capped(e, now);
+    if (!e.dealer) open_dealer(e); // a fresh one per request (see open_dealer())
     if (!send_request(e, from)) {
         e.replay_deadline = Clock::now(); // let the timeout path report and move on
         return;
@@ -266,7 +268,7 @@ void Subscriber::on_replay_batch(Stream &s, uint64_t seq, const unsigned char *p
 void Subscriber::probe(Stream &s) {
     const Endpoint &e = eps_[s.ep];
     const auto now = Clock::now();
-    if (s.probed || !e.has_replay || !e.dealer || e.replay_owner || s.stage != Stage::kLive ||
+    if (s.probed || !e.has_replay || e.replay_owner || s.stage != Stage::kLive ||
         now < e.no_replay_until || now < e.probe_after)
         return;
     s.probed = true;
@@ -292,6 +294,9 @@ void Subscriber::restarted_instance(Stream &s, uint64_t instance) {
 void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     Endpoint &e = eps_[s.ep];
     e.replay_owner = nullptr;
+    // Whatever the ROUTER sends from now on has nowhere to go; after a failure, a late answer
+    // to this request cannot be mistaken for the next one's.
+    close_dealer(e);
     const bool was_probe = s.stage == Stage::kProbing;
     enter(s, Stage::kLive);
     const bool failed =
@@ -307,13 +312,8 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
         if (instance) s.instance = instance;
     }
     if (failed) {
-        // The ROUTER is gone, stuck, busy or serving another publisher: a fresh DEALER, so
-        // that a late answer to the abandoned request cannot be mistaken for the next one,
-        // and no replay for a while.
-        zmq_close(e.dealer);
-        e.dealer = nullptr;
-        open_dealer(e);
-        if (!e.dealer) e.has_replay = false;
+        // The ROUTER is gone, stuck, busy or serving another publisher: no replay for a while
+        // (its DEALER is closed above, as after every request).
         e.busy = 0;
         e.no_replay_until = Clock::now() + std::chrono::milliseconds(replay_timeout_ms_) * 5;
         notice(KVREG_SUB_REPLAY_DONE, &s, s.ep, s.replay_count, 0,

@@ -136,11 +136,19 @@ int Subscriber::get_string(uint32_t option, std::string &out) const {
     return KVREG_OK;
 }
 
+// One DEALER per request: opened when a replay or probe is asked for, closed when it ends
+// (marker, deadline, cap, busy probe). A ROUTER learns a requester's identity only from its
+// request, so between requests it has nobody to send to: what it sends after an answer (a
+// peer that answered a probe, then pushed 300 x 1 MiB while run() was idle) goes nowhere,
+// where a DEALER kept open read all of it into this process. A late answer to an abandoned
+// request cannot be taken for the next one's either. Costs a connection per request.
 bool Subscriber::open_dealer(Endpoint &e) {
     e.dealer = zmq_socket(ctx_, ZMQ_DEALER);
     std::string actual;
-    // Replay answers are bounded by the publisher's ring: no receive limit that could drop
-    // part of one. Linger 0: an abandoned replay's frames are not worth waiting for.
+    // No receive limit while a request is in flight: a foreign ROUTER (vLLM's, SGLang's)
+    // drops what its send queue cannot take, so a limit here would cut answers whenever
+    // run() falls behind (a kvreg publisher's answer is bounded by its ring and waits).
+    // Linger 0: an abandoned replay's frames are not worth waiting for.
     if (!e.dealer || !set_int(e.dealer, ZMQ_RCVHWM, 0) || !set_int(e.dealer, ZMQ_LINGER, 0) ||
         zmq_setsockopt(e.dealer, ZMQ_MAXMSGSIZE, &max_msg_size_, sizeof max_msg_size_) != 0 ||
         !open_endpoint(e.dealer, e.replay_endpoint, false, actual)) {
@@ -149,6 +157,11 @@ bool Subscriber::open_dealer(Endpoint &e) {
         return false;
     }
     return true;
+}
+
+void Subscriber::close_dealer(Endpoint &e) noexcept {
+    if (e.dealer) zmq_close(e.dealer);
+    e.dealer = nullptr;
 }
 
 int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
@@ -176,7 +189,10 @@ int Subscriber::add(const char *endpoint, const char *replay, uint32_t *index) {
              zmq_connect(e.monitor, mon.c_str()) == 0;
     }
     ok = ok && open_endpoint(e.sub, e.endpoint, false, e.actual);
-    if (ok && e.has_replay) ok = open_dealer(e);
+    if (ok && e.has_replay) { // checks the replay endpoint; the first request opens it again
+        ok = open_dealer(e);
+        close_dealer(e);
+    }
     if (!ok) {
         if (e.monitor) zmq_close(e.monitor);
         if (e.dealer) zmq_close(e.dealer);
@@ -446,8 +462,9 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
                false, false);
         return;
     }
-    // An answer nobody waits for (cannot happen: a given-up DEALER is closed), or one that
-    // comes while the owner waits out a busy answer (a ROUTER answering twice).
+    // An answer nobody waits for (cannot happen: the DEALER is closed when its request
+    // ends), or one that comes while the owner waits out a busy answer (a ROUTER answering
+    // twice).
     if (!s || s->stage == Stage::kBusyWait) return;
     std::string_view topic;
     if (n == 4) topic = {reinterpret_cast<const char *>(f.data(1)), f.size(1)};
@@ -588,13 +605,14 @@ int Subscriber::run(int timeout_ms) {
             if (eps_[i].dealer) {
                 items.push_back({eps_[i].dealer, 0, ZMQ_POLLIN, 0});
                 owners.push_back({i, true});
-                if (eps_[i].replay_owner) {
-                    const bool busy = eps_[i].replay_owner->stage == Stage::kBusyWait;
-                    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        (busy ? std::min(eps_[i].retry_at, eps_[i].replay_deadline) : eps_[i].replay_deadline) -
-                        now).count();
-                    wait = std::min<long>(wait, left < 0 ? 0 : static_cast<long>(left) + 1);
-                }
+            }
+            // (Also when the owner's DEALER failed to open: its deadline reports that.)
+            if (eps_[i].replay_owner) {
+                const bool busy = eps_[i].replay_owner->stage == Stage::kBusyWait;
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    (busy ? std::min(eps_[i].retry_at, eps_[i].replay_deadline) : eps_[i].replay_deadline) -
+                    now).count();
+                wait = std::min<long>(wait, left < 0 ? 0 : static_cast<long>(left) + 1);
             }
         }
         if (items.empty()) {
@@ -611,9 +629,10 @@ int Subscriber::run(int timeout_ms) {
                 continue;
             }
             void *sock = dealer ? eps_[ep].dealer : eps_[ep].sub;
-            // A replay that ends may close and reopen this DEALER: stop reading it then. A SUB
-            // socket that became paused (held bounds or a malformed message) is not read on.
-            for (int m = 0; m < kDrainPerSocket && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub) &&
+            // A replay that ends closes this DEALER (the next request opens another): stop
+            // reading it then. A SUB socket that became paused (held bounds or a malformed
+            // message) is not read on.
+            for (int m = 0; m < kDrainPerSocket && sock && sock == (dealer ? eps_[ep].dealer : eps_[ep].sub) &&
                             (dealer || reads_live(eps_[ep], now));
                  m++) {
                 if (!frames.recv(sock, ZMQ_DONTWAIT)) break;

@@ -105,6 +105,8 @@ class Subscriber {
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
         bool has_replay = false;
+        // dealer: open only while a request (replay or probe) is in flight, i.e. while
+        // replay_owner is set: request_replay() opens it, finish_replay() closes it.
         void *sub = nullptr, *dealer = nullptr;
         Stream *replay_owner = nullptr;
         // replay_deadline: the request plus REPLAY_TIMEOUT_MS, moved by progress and the grace,
@@ -141,6 +143,7 @@ class Subscriber {
 
     // net_subscriber.cpp
     bool open_dealer(Endpoint &e);
+    static void close_dealer(Endpoint &e) noexcept;
     // The SUB socket is not read while every stream on it waits for a replay and the held
     // bounds already refused one of its batches: what it would read could only be dropped
     // (the replay fetches it), so it stays with libzmq (RCVHWM), the kernel and the

@@ -37,6 +37,8 @@
  *              hold one share together; a second endpoint's gap is then held whole
  *   replaycap  a replay ROUTER that answers a gap of 10^6 seqs one seq at a time, each within
  *              the timeout: the replay ends at its cap (KVREG_SUB_REPLAY_CAP_TIMEOUTS)
+ *   dealeridle a replay ROUTER that answered a probe, then sends 200 x 1 MiB while run() does
+ *              not read: the subscriber's DEALER is closed between replays, nothing arrives
  * The attacker's large buffers are sent zero-copy from one static buffer, part of the
  * baseline, so that what grows is the subscriber. Prints "attack growth_kib ms good" for the
  * record. */
@@ -1115,6 +1117,66 @@ static void attack_replaycap(void) {
     finish(&a, 32, 60000);
 }
 
+/* A replay ROUTER that answered a probe, then sends 200 replay messages of 1 MiB to the same
+ * requester while run() does not read. The subscriber's DEALER exists only while a replay or
+ * probe is in flight: once the probe's end marker is read it is closed, and the ROUTER has
+ * nobody to send to. Before, the DEALER stayed connected with no receive limit (ZMQ_RCVHWM 0)
+ * and libzmq's I/O thread read all 200 MiB into the subscriber. */
+static void attack_dealeridle(void) {
+    attack a = {.name = "dealeridle"};
+    const size_t one = (size_t)1 << 20;
+    char *buf = malloc(one);
+    assert_non_null(buf);
+    memset(buf, 0x66, one);
+    const char *topic = "kv@attacker@model";
+    setup(&a, 1, 0, 0);
+    uint8_t p[256];
+    net_peer_live(&a.bad, topic, 0, p, net_payload(BAD_HASH(0), p, sizeof p));
+    assert_int_equal(net_peer_request(&a.bad, a.sub), 1); /* the probe */
+    net_peer_replay_end(&a.bad, "kvreg-instance=0123456789abcdef");
+    /* The end marker is read: the subscriber knows the instance it named. */
+    const int64_t deadline = net_now_ms() + 10000 * TIME_SCALE;
+    uint64_t instance = 0;
+    while (net_now_ms() < deadline) {
+        good_send(&a, 5);
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+        if (kvreg_subscriber_instance(a.sub, a.bad_idx, topic, &instance) == KVREG_OK &&
+            instance == UINT64_C(0x0123456789abcdef))
+            break;
+    }
+    assert_int_equal(instance, UINT64_C(0x0123456789abcdef));
+    const uint64_t base = net_rss_kib();
+    unsigned char s8[8];
+    for (uint64_t s = 1; s <= 200; s++) {
+        net_be64(s8, s);
+        assert_true(zmq_send(a.bad.router, a.bad.id, a.bad.id_len, ZMQ_SNDMORE) >= 0);
+        assert_true(zmq_send(a.bad.router, "", 0, ZMQ_SNDMORE) >= 0);
+        assert_true(zmq_send(a.bad.router, topic, strlen(topic), ZMQ_SNDMORE) >= 0);
+        assert_true(zmq_send(a.bad.router, s8, 8, ZMQ_SNDMORE) >= 0);
+        zmq_msg_t m;
+        assert_int_equal(zmq_msg_init_data(&m, buf, one, noop_free, NULL), 0);
+        assert_true(zmq_msg_send(&m, a.bad.router, 0) >= 0);
+    }
+    /* A window of 1 s without reading (as in rcvbytes). */
+    uint64_t worst = 0;
+    for (const int64_t until = net_now_ms() + 1000; net_now_ms() < until;) {
+        const uint64_t rss = net_rss_kib();
+        if (rss > base && rss - base > worst) worst = rss - base;
+        zmq_poll(NULL, 0, 5); /* sampling period of the window, not a synchronisation */
+    }
+    printf("dealeridle: growth while not reading %llu KiB\n", (unsigned long long)worst);
+#ifndef SANITIZED
+    assert_true(worst <= 16 * 1024);
+#endif
+    /* Nothing of it is delivered or held; the stream goes on in order. */
+    net_peer_live(&a.bad, topic, 1, p, net_payload(BAD_HASH(1), p, sizeof p));
+    assert_int_equal(run_until_bad(&a, 2, net_now_ms() + 10000 * TIME_SCALE), 2);
+    assert_in_order(&a, a.bad_idx, BAD_HASH(0), 2);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 0);
+    finish(&a, 32, 60000);
+    free(buf);
+}
+
 static const char *which;
 static void run_attack(void **state) {
     (void)state;
@@ -1139,12 +1201,13 @@ static void run_attack(void **state) {
     else if (strcmp(which, "longtopic") == 0) attack_longtopic();
     else if (strcmp(which, "heldendpoint") == 0) attack_heldendpoint();
     else if (strcmp(which, "replaycap") == 0) attack_replaycap();
+    else if (strcmp(which, "dealeridle") == 0) attack_dealeridle();
     else fail_msg("unknown attack %s", which);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic|heldendpoint|replaycap\n");
+        fprintf(stderr, "usage: test_net_attack topics|bigmsg|dupreplay|heldbytes|busy|foreign|rcvbytes|topicsreplay|heldcopy|heldpause|heldshared|heldfair|probehold|malformed|malformedends|malformedoff|malformedbig|malformedfresh|longtopic|heldendpoint|replaycap|dealeridle\n");
         return 2;
     }
     which = argv[1];
