@@ -356,7 +356,11 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  *                                                                   message
  *   kvreg_subscriber_run(t)     t ms         (argument)             returns after the message
  *                                                                   in hand (one decode of at
- *                                                                   most MAX_MSG_SIZE)
+ *                                                                   most MAX_MSG_SIZE), or after
+ *                                                                   delivering the held batches
+ *                                                                   of a replay that ends (at
+ *                                                                   most the endpoint's share
+ *                                                                   of MAX_HELD_BYTES)
  * Not bounded: the frames of one message. MAX_MSG_SIZE bounds each frame, and libzmq hands
  * a multipart message over only once its last frame has arrived, holding all of them until
  * then (a peer that never sends the last frame keeps them held, with no notice, until the
