@@ -49,7 +49,7 @@ public:
         size_t most = len_ / kMinEventBytes;
         most = most < count ? most : count;
         most = most < lim_.max_events ? most : lim_.max_events;
-        out_.events.reserve(most), out_.parts.reserve(most);
+        out_.events.reserve(most); // the parts come with the events read (PartsList)
         Iter it = d_.begin(root);
         Val re;
         while (d_.next(it, re))

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kvreg_wire.h"
@@ -64,6 +65,42 @@ struct EventParts {
     size_t mm_objects = 0, mm_offsets = 0; // first index in mm_objects / mm_offsets
 };
 
+// The EventParts of a payload's events, in fixed chunks that never move. A decoder cannot
+// know how many events an events array holds before reading them: its count may lie (or
+// include events of unknown types, skipped), so sizing a vector of these 264-byte records by
+// it charges them to bytes that turn out to hold hashes, and growing a vector instead holds
+// the old and the new buffer at once. Chunks come as events do (the payload pays 264 bytes
+// per event it really holds, nothing more) and are kept for the next payload.
+class PartsList {
+public:
+    EventParts &operator[](size_t k) noexcept { return chunks_[k >> kShift][k & kMask]; }
+    const EventParts &operator[](size_t k) const noexcept {
+        return chunks_[k >> kShift][k & kMask];
+    }
+    size_t size() const noexcept { return n_; }
+    bool empty() const noexcept { return n_ == 0; }
+    EventParts &back() noexcept { return (*this)[n_ - 1]; }
+    const EventParts &back() const noexcept { return (*this)[n_ - 1]; }
+    void push_back(const EventParts &p) {
+        if (n_ == chunks_.size() << kShift) [[unlikely]]
+            add_chunk();
+        (*this)[n_++] = p;
+    }
+    void pop_back() noexcept { n_--; }
+    void clear() noexcept { n_ = 0; }
+
+private:
+    // Out of line: a decoder reuses its chunks, so this is the rare path of push_back().
+    [[gnu::noinline]] void add_chunk() {
+        chunks_.push_back(std::make_unique<EventParts[]>(size_t{1} << kShift));
+    }
+
+    static constexpr unsigned kShift = 5; // 32 per chunk: 8.4 KB
+    static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+    std::vector<std::unique_ptr<EventParts[]>> chunks_;
+    size_t n_ = 0;
+};
+
 // EventParts::dyn_keys: RouterEvent / KvCacheEvent keys present on the wire.
 enum : uint8_t { DYN_WORKER = 1, DYN_EVENT_ID = 2, DYN_DP_RANK = 4 };
 
@@ -85,7 +122,7 @@ struct BatchShape {
 class DecodedBatch {
 public:
     std::vector<kvreg_wire_event> events;
-    std::vector<EventParts> parts;
+    PartsList parts;
     std::vector<uint64_t> hashes;
     std::vector<uint64_t> tokens_hashes;
     std::vector<uint32_t> tokens;

@@ -177,8 +177,8 @@ private:
 bool dynamo_reencodable(const DecodedBatch &b) noexcept {
     if (!b.shape.dynamo || b.skipped)
         return false;
-    for (const EventParts &p : b.parts)
-        if (p.lossy)
+    for (size_t k = 0; k < b.parts.size(); k++)
+        if (b.parts[k].lossy)
             return false;
     return true;
 }
