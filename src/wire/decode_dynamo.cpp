@@ -120,19 +120,12 @@ private:
             n++;
         return n;
     }
-    // Room for n more hashes at once (a large array: exactly; doubling would hold the old and
-    // the new buffer together, 3x its size), growing by half at least (many small arrays:
-    // no reallocation per event).
-    static void grow(std::vector<uint64_t> &v, size_t n) {
-        const size_t need = v.size() + n;
-        if (need > v.capacity())
-            v.reserve(need > v.capacity() + v.capacity() / 2 ? need
-                                                             : v.capacity() + v.capacity() / 2);
-    }
+    // Room for n more hashes at once (reserve_more: a large array exactly, small ones by
+    // half).
     void reserve_hashes(size_t n, bool tokens_too) {
-        grow(out_.hashes, n);
+        reserve_more(out_.hashes, n, len_);
         if (tokens_too)
-            grow(out_.tokens_hashes, n);
+            reserve_more(out_.tokens_hashes, n, len_);
     }
 
     bool begin_event(uint32_t type, const Val &at, size_t &idx) {

@@ -218,8 +218,9 @@ private:
             return r_.fail(h.off, "block_hashes must be an array");
         if (!r_.check_depth(h, 4))
             return false;
-        // The count is bounded by the bytes left (head() checked): sizing for it is safe.
+        // The count is at most the bytes left (head() checked): room for it (reserve_more).
         const size_t at = out_.hashes.size();
+        reserve_more(out_.hashes, h.count, r_.len());
         out_.hashes.resize(at + h.count);
         bool sign = false, bin = false;
         for (size_t k = 0; k < h.count; k++) {
@@ -295,8 +296,15 @@ private:
         r_.seek(body);
         out_.parts[idx].token_pairs = pairs;
         const size_t per = pairs ? 2 : 1;
-        const size_t at = out_.tokens.size(); // count bounded by the bytes left, as above
-        out_.tokens.resize(at + per * h.count);
+        // A token id takes a byte at least (the count is at most the bytes left, as above), a
+        // pair [a, b] three: pairs get room for those the bytes left hold, plus the one the
+        // payload's end cuts short, where reading stops (a count larger than that is a lie,
+        // found below). Exact for an array that is read to its end.
+        const size_t left = r_.len() - body;
+        const size_t n = pairs && h.count > left / 3 + 1 ? left / 3 + 1 : h.count;
+        const size_t at = out_.tokens.size();
+        reserve_more(out_.tokens, per * n, r_.len());
+        out_.tokens.resize(at + per * n);
         uint32_t *const dst = out_.tokens.data() + at;
         for (size_t k = pairs ? 0 : r_.try_uints32(dst, h.count); k < h.count; k++) {
             if (pairs) {

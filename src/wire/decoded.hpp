@@ -101,6 +101,22 @@ private:
     size_t n_ = 0;
 };
 
+// Room for n more elements at the end of v (n checked against the payload's bytes left, at
+// an element's smallest encoding), of the at most `limit` the payload can put there (its
+// length: an element takes a byte at least). A large array gets exactly its size; small ones
+// grow the buffer by half (no reallocation per event, and headroom for the next payload), but
+// not past `limit`. Growing holds the old and the new buffer at once: with doubling that is 3
+// times the elements at the peak, 24 bytes per one-byte hash; by half within the limit, at
+// most twice the limit, 16 bytes per payload byte for 8-byte hashes.
+template <class T> void reserve_more(std::vector<T> &v, size_t n, size_t limit) {
+    const size_t need = v.size() + n;
+    if (need <= v.capacity())
+        return;
+    size_t want = v.capacity() + v.capacity() / 2;
+    want = want < limit ? want : limit;
+    v.reserve(want > need ? want : need);
+}
+
 // EventParts::dyn_keys: RouterEvent / KvCacheEvent keys present on the wire.
 enum : uint8_t { DYN_WORKER = 1, DYN_EVENT_ID = 2, DYN_DP_RANK = 4 };
 
