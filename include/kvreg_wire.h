@@ -218,12 +218,16 @@ KVREG_API int kvreg_wire_decoder_stat(const kvreg_wire_decoder *dec, uint32_t st
  *   length of a string / bytes   after its head                             its head
  *
  * Counts and lengths are compared with the bytes that remain before anything is sized by them
- * (every element takes at least one byte), and the Dynamo decoders read the payload in place
- * (no parse tree), so the memory one decode uses, the decoder's buffers included, is at most
- * KVREG_WIRE_DECODE_MEMORY_FACTOR bytes per payload byte plus KVREG_WIRE_DECODE_MEMORY_BASE
- * (tests/wire/wire_memory.cpp measures the worst shapes: one-byte hashes, the smallest
- * events, nested headers). Work is linear in the payload size. Rejected payloads count in
- * KVREG_WIRE_STAT_REJECTED; nothing of them is returned. docs/limits.md has the same table. */
+ * (every element takes at least one byte); buffers are sized by what those bytes can hold at
+ * an element's smallest encoding, grow by half at most, and hold only what was read but for
+ * the events array (152 bytes per 14 payload bytes, even when its count lies); the Dynamo
+ * decoders read the payload in place (no parse tree). So the memory one decode uses, the
+ * decoder's buffers included, is at most KVREG_WIRE_DECODE_MEMORY_FACTOR bytes per payload
+ * byte plus KVREG_WIRE_DECODE_MEMORY_BASE whatever the payload claims and whatever the limits
+ * above (tests/wire/wire_memory.cpp measures the worst shapes: one-byte hashes, the smallest
+ * events, nested headers, counts that lie; the worst peaks at 27 bytes per payload byte).
+ * Work is linear in the payload size. Rejected payloads count in KVREG_WIRE_STAT_REJECTED;
+ * nothing of them is returned. docs/limits.md has the same table. */
 #define KVREG_WIRE_DEC_OPT_MAX_PAYLOAD 1u
 #define KVREG_WIRE_DEC_OPT_MAX_DEPTH 2u
 #define KVREG_WIRE_DEC_OPT_MAX_EVENTS 3u
