@@ -23,6 +23,8 @@ extern "C" {
 #include <cmocka.h> // last: its fail() macro; C linkage (cmocka 1.1's header does not say)
 }
 
+#include "three_entry_workers.hpp"
+
 namespace {
 
 using Loader = kvreg::index::Index::Loader;
@@ -429,17 +431,7 @@ double g_race_seconds = 2;
 void test_dump_while_loading(void **) {
     constexpr uint64_t kWorkers = 2000;
     kvreg_index *src = new_index(true);
-    for (uint64_t w = 1; w <= kWorkers; w++) {
-        const uint64_t h[3] = {w * 10 + 1, w * 10 + 2, w * 10 + 3};
-        kvreg_wire_event ev;
-        std::memset(&ev, 0, sizeof ev);
-        ev.type = KVREG_WIRE_STORED;
-        ev.medium = KVREG_MEDIUM_GPU;
-        ev.block_hashes = h;
-        ev.n_block_hashes = 3;
-        assert_int_equal(kvreg_index_clear_worker(src, w, 0, 5), KVREG_OK);
-        assert_int_equal(kvreg_index_apply(src, w, 0, 5, &ev, 1, nullptr), KVREG_OK);
-    }
+    fill_three_entry_workers(src, kWorkers, 5);
     void *d = nullptr;
     size_t len = 0;
     assert_int_equal(kvreg_index_dump_alloc(src, &d, &len), KVREG_OK);

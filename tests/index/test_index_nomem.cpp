@@ -20,6 +20,8 @@ extern "C" {
 #include <cmocka.h> // last: its fail() macro; C linkage (cmocka 1.1's header does not say)
 }
 
+#include "three_entry_workers.hpp"
+
 namespace {
 std::atomic<long> g_allow{-1}; // allocations left before they fail; -1: never fail
 } // namespace
@@ -58,19 +60,7 @@ uint64_t stat(const kvreg_index *idx, uint32_t which) {
 }
 
 // n workers, each with next seq 5 and three entries.
-void fill(kvreg_index *idx, uint64_t n) {
-    for (uint64_t w = 1; w <= n; w++) {
-        const uint64_t h[3] = {w * 10 + 1, w * 10 + 2, w * 10 + 3};
-        kvreg_wire_event ev;
-        std::memset(&ev, 0, sizeof ev);
-        ev.type = KVREG_WIRE_STORED;
-        ev.medium = KVREG_MEDIUM_GPU;
-        ev.block_hashes = h;
-        ev.n_block_hashes = 3;
-        assert_int_equal(kvreg_index_clear_worker(idx, w, 0, 4), KVREG_OK);
-        assert_int_equal(kvreg_index_apply(idx, w, 0, 4, &ev, 1, nullptr), KVREG_OK);
-    }
-}
+void fill(kvreg_index *idx, uint64_t n) { fill_three_entry_workers(idx, n, 4); }
 
 void test_remove_without_memory(void **) {
     kvreg_index *idx = new_index();

@@ -10,6 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* SANITIZED: an ASan or TSan build, where resident memory is mostly the sanitizer's and time
+ * runs several times slower (tests check memory bounds only without it and scale deadlines). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
 typedef struct net_pub {
     kvreg_registry *reg;
     kvreg_pool *pool;

@@ -62,13 +62,6 @@
 /* Under ASan (quarantine, shadow memory) and TSan resident memory says nothing about the
  * subscriber, and time runs several times slower: the memory bound is checked only in plain
  * builds and time bounds are scaled. The other checks hold everywhere. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 #if defined(__SANITIZE_THREAD__)
 #define TSAN_BUILD 1
 #elif defined(__has_feature)

@@ -59,13 +59,6 @@ static size_t g_live = 2000;
  * quarantine of freed blocks), so the bound is checked on the publisher's own exact count of
  * what its answers queue (KVREG_PUB_STAT_REPLAY_QUEUED_BYTES, sampled all along) instead of
  * VmRSS; and everything runs several times slower, so the deadlines are longer. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 #ifdef SANITIZED
 #define SLOW 6
 #else

@@ -34,13 +34,6 @@
 #include "net_fixture.h"
 #include "net_peer.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 #ifdef SANITIZED
 #define TIME_SCALE 5
 #else
