@@ -62,6 +62,15 @@ static size_t payload_bytes(uint64_t worker, uint64_t base, size_t n) {
     return len;
 }
 
+/* Said before a deadline fails: where the publisher stands. */
+static void say_not_applied(const engine *e) {
+    fprintf(stderr, "not all applied: batches %llu acked %llu errors %llu retries %llu\n",
+            (unsigned long long)pub_stat(e, KVREG_NATS_PUB_STAT_BATCHES),
+            (unsigned long long)pub_stat(e, KVREG_NATS_PUB_STAT_ACKED),
+            (unsigned long long)pub_stat(e, KVREG_NATS_PUB_STAT_ERRORS),
+            (unsigned long long)pub_stat(e, KVREG_NATS_PUB_STAT_RETRIES));
+}
+
 static int count_kind(const replica *r, uint32_t kind) {
     int n = 0;
     for (int i = 0; i < r->n_notices && i < MAX_NOTICES; i++) n += r->kinds[i] == kind;
@@ -127,12 +136,7 @@ static void test_headers_counted(void **state) {
             for (uint64_t i = 0; i < N_FIRST && all; i++) all = index_holds(r.idx, BASE + i, WORKER);
             for (uint64_t i = 0; i < FOLLOW_UPS && all; i++) all = index_holds(r.idx, FOLLOW_UP + i, WORKER);
             if (all) break;
-            if (nats_now_ms() >= deadline)
-                fprintf(stderr, "not all applied: batches %llu acked %llu errors %llu retries %llu\n",
-                        (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES),
-                        (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED),
-                        (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
-                        (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES));
+            if (nats_now_ms() >= deadline) say_not_applied(&e);
             assert_true(nats_now_ms() < deadline);
             assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
         }
@@ -236,12 +240,7 @@ static void test_refused_batch(void **state) {
         int all = 1;
         for (uint64_t i = 0; i < FOLLOW_UPS && all; i++) all = index_holds(r.idx, FOLLOW_UP + i, WORKER);
         if (all) break;
-        if (nats_now_ms() >= deadline)
-            fprintf(stderr, "not all applied: batches %llu acked %llu errors %llu retries %llu\n",
-                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES),
-                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED),
-                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS),
-                    (unsigned long long)pub_stat(&e, KVREG_NATS_PUB_STAT_RETRIES));
+        if (nats_now_ms() >= deadline) say_not_applied(&e);
         assert_true(nats_now_ms() < deadline);
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     }

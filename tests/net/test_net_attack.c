@@ -556,6 +556,25 @@ static void attack_heldshared(void) {
  * none refused, and once its replay is answered it is delivered whole, in order. Before the
  * share, the attacker took all of MAX_HELD_BYTES and the second publisher's first batch was
  * refused (its socket then paused: the rest waited for its replay, fetched again). */
+/* The end of heldfair and heldendpoint: the second endpoint's replay answers seq 0, and its
+ * 15 held batches come after it, all 16 in order, no loss; then the well-behaved stream is
+ * checked whole. */
+static void second_endpoint_answered(attack *a, net_peer *f, const char *fair, uint32_t f_idx, int64_t deadline) {
+    uint8_t p[256];
+    net_peer_replay(f, fair, 0, p, net_payload(BAD_HASH(1000), p, sizeof p));
+    net_peer_replay_end(f, fair);
+    size_t got = 0;
+    while (got < 16 && net_now_ms() < deadline) {
+        good_send(a, 5);
+        assert_int_equal(kvreg_subscriber_run(a->sub, 5), KVREG_OK);
+        got = received_from(a, f_idx);
+    }
+    assert_in_order(a, f_idx, BAD_HASH(1000), 16);
+    assert_int_equal(a->c.notices[KVREG_SUB_LOSS], 0);
+    finish(a, 64, 60000);
+    net_peer_close(f);
+}
+
 static void attack_heldfair(void) {
     attack a = {.name = "heldfair"};
     uint8_t p[256];
@@ -595,18 +614,7 @@ static void attack_heldfair(void) {
     CHECK_FIX(attacker_held == 20);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), dropped); /* none of the second's */
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), attacker_held + 15);
-    net_peer_replay(&f, fair, 0, p, net_payload(BAD_HASH(1000), p, sizeof p));
-    net_peer_replay_end(&f, fair);
-    size_t got = 0;
-    while (got < 16 && net_now_ms() < deadline) {
-        good_send(&a, 5);
-        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        got = received_from(&a, f_idx);
-    }
-    assert_in_order(&a, f_idx, BAD_HASH(1000), 16);
-    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
-    finish(&a, 64, 60000);
-    net_peer_close(&f);
+    second_endpoint_answered(&a, &f, fair, f_idx, deadline);
 }
 
 /* A live message that is not [topic, 8-byte seq, payload] (two frames): MALFORMED. */
@@ -1040,18 +1048,7 @@ static void attack_heldendpoint(void) {
     assert_int_equal(attacker_held, 20);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), dropped); /* none of the second's */
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), attacker_held + 15);
-    net_peer_replay(&f, fair, 0, p, net_payload(BAD_HASH(1000), p, sizeof p));
-    net_peer_replay_end(&f, fair);
-    size_t got = 0;
-    while (got < 16 && net_now_ms() < deadline) {
-        good_send(&a, 5);
-        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
-        got = received_from(&a, f_idx);
-    }
-    assert_in_order(&a, f_idx, BAD_HASH(1000), 16);
-    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
-    finish(&a, 64, 60000);
-    net_peer_close(&f);
+    second_endpoint_answered(&a, &f, fair, f_idx, deadline);
 }
 
 /* A replay's deadline can be moved by progress only up to its cap: a peer opens a gap of
