@@ -203,7 +203,9 @@ typedef struct kvreg_index_match {
  * by score, then depth, then worker_id and dp_rank ascending. top_k > 0 keeps the first top_k.
  * out[0..*n_matches) gets them; when cap is too small nothing is written, *n_matches gets the
  * number needed and KVREG_ERANGE is returned (call with out NULL and cap 0 to size it). With
- * writers running, that number is an upper bound: a worker removed meanwhile is left out.
+ * writers running, that number is of that instant: a worker that stores the first block
+ * before the next call needs one more (give room to spare, or call again on KVREG_ERANGE),
+ * and one removed meanwhile is left out.
  * KVREG_EINVAL: idx or n_matches NULL, hashes NULL with n > 0. KVREG_ENOMEM. */
 KVREG_API int kvreg_index_query_hashes(const kvreg_index *idx, const uint64_t *hashes, size_t n,
                                        size_t top_k, kvreg_index_match *out, size_t cap,
