@@ -378,6 +378,102 @@ static void test_out_of_order_start(void **state) {
     replica_close(&r);
 }
 
+/* Streams of raw batches (header "1 worker rank instance seq format") for the tests below. */
+static void raw_stream(jsCtx **js, natsConnection **nc, const char *name, const char *subject) {
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(js, *nc, NULL), NATS_OK);
+    const char *subjects[1] = {subject};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = name;
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, *js, &sc, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+}
+
+static void raw_batch(jsCtx *js, const char *subject, uint64_t instance, uint64_t seq, uint64_t hash) {
+    uint8_t p[256];
+    size_t l = 0;
+    char header[96];
+    encode_one(hash, p, &l);
+    snprintf(header, sizeof header, "1 56 0 %llu %llu 4", (unsigned long long)instance, (unsigned long long)seq);
+    raw_publish(js, subject, header, p, (int)l);
+}
+
+/* A seq that never comes: the batches after it are held, and after REORDER_MS the missing one
+ * gets a LOSS notice and the held ones apply, in order. */
+static void test_reorder_give_up(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    raw_stream(&js, &nc, "GIVEUP", "giveup.>");
+    raw_batch(js, "giveup.w", 9, 0, 1000);
+    raw_batch(js, "giveup.w", 9, 2, 1002); /* seq 1 never published */
+    raw_batch(js, "giveup.w", 9, 3, 1003);
+    replica r;
+    replica_prepare(&r, "GIVEUP", "r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 200), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t t0 = nats_now_ms(), deadline = t0 + 10000;
+    uint64_t next = 0;
+    while (kvreg_nats_consumer_worker(r.con, 56, 0, NULL, &next) != KVREG_OK || next < 4) {
+        assert_true(nats_now_ms() < deadline);
+        if (next == 1) assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 0); /* still waiting */
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    assert_true(nats_now_ms() - t0 >= 200); /* not before REORDER_MS */
+    assert_int_equal(next, 4);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 1);
+    int loss = 0;
+    for (int i = 0; i < r.n_notices && i < MAX_NOTICES; i++) loss += r.kinds[i] == KVREG_NATS_NOTICE_LOSS;
+    assert_int_equal(loss, 1);
+    assert_int_equal(index_holds(r.idx, 1000, 56), 1);
+    assert_int_equal(index_holds(r.idx, 1001, 56), 0);
+    assert_int_equal(index_holds(r.idx, 1002, 56), 1);
+    assert_int_equal(index_holds(r.idx, 1003, 56), 1);
+    replica_close(&r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* An engine restart through the stream: a new instance's seq 0 drops the worker's entries
+ * (RESET) and is applied; a late batch of the old instance is skipped (STALE). */
+static void test_restart_through_stream(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    raw_stream(&js, &nc, "ERESTART", "erestart.>");
+    raw_batch(js, "erestart.w", 9, 0, 2000);
+    raw_batch(js, "erestart.w", 9, 1, 2001);
+    raw_batch(js, "erestart.w", 10, 0, 2100); /* the engine restarted */
+    raw_batch(js, "erestart.w", 9, 2, 2002);  /* a late batch of its old run */
+    raw_batch(js, "erestart.w", 10, 1, 2101);
+    replica r;
+    replica_open(&r, "ERESTART", "r1", 1, 0);
+    const int64_t deadline = nats_now_ms() + 10000;
+    uint64_t next = 0, inst = 0;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES) < 5) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 56, 0, &inst, &next), KVREG_OK);
+    assert_int_equal(inst, 10);
+    assert_int_equal(next, 2);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESETS), 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_STALE), 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_int_equal(index_holds(r.idx, 2000, 56), 0);
+    assert_int_equal(index_holds(r.idx, 2001, 56), 0);
+    assert_int_equal(index_holds(r.idx, 2002, 56), 0);
+    assert_int_equal(index_holds(r.idx, 2100, 56), 1);
+    assert_int_equal(index_holds(r.idx, 2101, 56), 1);
+    replica_close(&r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
 /* A replica's durable keeps its position: a consumer stopped part way and a new one on the
  * same durable (RESUME) and the same index apply every batch between them exactly once. */
 static void test_resume(void **state) {
@@ -633,6 +729,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_out_of_order_start),
+        cmocka_unit_test(test_reorder_give_up),
+        cmocka_unit_test(test_restart_through_stream),
         cmocka_unit_test(test_server_restart),
     };
     const struct CMUnitTest long_tests[] = {
