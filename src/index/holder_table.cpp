@@ -114,6 +114,21 @@ void HolderTable::grow(Shard &s, uint64_t at_least, Slot *place) {
     const uint64_t old_mask = old ? mask_of(old) : 0;
     const uint64_t cap = capacity_for(at_least, old ? (old_mask + 1) * 2 : 16);
     std::unique_ptr<Slot[]> owned;
+    Slot *fresh = new_table(cap, place, owned);
+    if (old) {
+        for (uint64_t i = 1; i <= old_mask + 1; i++) {
+            const uint64_t v = old[i].val.load(std::memory_order_relaxed);
+            if (v == kEmpty) continue;
+            const uint64_t key = old[i].key.load(std::memory_order_relaxed);
+            uint64_t ins = 0;
+            find(fresh, cap - 1, key, static_cast<uint32_t>(v >> 32), &ins);
+            insert_at(fresh, cap - 1, ins, key, v); // in order: not published yet
+        }
+    }
+    publish(s, fresh, std::move(owned));
+}
+
+HolderTable::Slot *HolderTable::new_table(uint64_t cap, Slot *place, std::unique_ptr<Slot[]> &owned) {
     Slot *fresh = place;
     if (place)
         std::uninitialized_default_construct_n(place, cap + 1);
@@ -125,16 +140,11 @@ void HolderTable::grow(Shard &s, uint64_t at_least, Slot *place) {
         fresh[i].key.store(0, std::memory_order_relaxed);
         fresh[i].val.store(kEmpty, std::memory_order_relaxed);
     }
-    if (old) {
-        for (uint64_t i = 1; i <= old_mask + 1; i++) {
-            const uint64_t v = old[i].val.load(std::memory_order_relaxed);
-            if (v == kEmpty) continue;
-            const uint64_t key = old[i].key.load(std::memory_order_relaxed);
-            uint64_t ins = 0;
-            find(fresh, cap - 1, key, static_cast<uint32_t>(v >> 32), &ins);
-            insert_at(fresh, cap - 1, ins, key, v); // in order: not published yet
-        }
-    }
+    return fresh;
+}
+
+void HolderTable::publish(Shard &s, Slot *fresh, std::unique_ptr<Slot[]> owned) {
+    const uint64_t cap = mask_of(fresh) + 1;
     s.tables.reserve(s.tables.size() + 1); // the only other allocation: before publishing
     begin_change(s);
     s.table.store(fresh, std::memory_order_release);

@@ -194,6 +194,23 @@ private:
     // Under the writer lock. The new table goes at `place` (room for at_least rounded up as
     // grow rounds it, plus element 0) when given, else on the heap.
     void grow(Shard &s, uint64_t at_least = 0, Slot *place = nullptr);
+    // A table of cap slots, every one empty, at place when given (else on the heap, owned
+    // gets it); not yet seen by readers. Throws std::bad_alloc (place: never).
+    static Slot *new_table(uint64_t cap, Slot *place, std::unique_ptr<Slot[]> &owned);
+    // Make fresh the shard's live table (a reader waits for this one change); owned, when
+    // set, is kept until the table is destroyed. Throws std::bad_alloc (nothing changed).
+    static void publish(Shard &s, Slot *fresh, std::unique_ptr<Slot[]> owned);
+    // update_many()'s entries: the mixed key, the slot and the payload.
+    struct Item {
+        uint64_t mixed;
+        uint32_t slot;
+        uint8_t payload;
+    };
+    // update_many() into a shard with no entries that must grow: the items go into its new
+    // table before readers can see it (fill_fresh), the table's count becomes what went in.
+    template <class F>
+    static void fill_fresh(Shard &s, uint64_t cap, Slot *place, const Item *items, size_t n,
+                           std::vector<uint32_t> &scratch, F &f);
     static uint64_t capacity_for(uint64_t at_least, uint64_t from) noexcept;
     static void erase_at(Slot *t, uint64_t i) noexcept; // inside a change window
 
@@ -321,11 +338,6 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
     // nothing is fetched from the caller's arrays in shard order (reading hashes[i] that way
     // missed the cache on most entries; reading the payload by index was a quarter of this
     // function's samples in a profile of a load).
-    struct Item {
-        uint64_t mixed;
-        uint32_t slot;
-        uint8_t payload;
-    };
     std::vector<size_t> first(n_shards_ + 1, 0);
     for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
     for (uint32_t si = 0; si < n_shards_; si++) first[si + 1] += first[si];
@@ -339,6 +351,7 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
             }
         }
     }
+    std::vector<uint32_t> scratch; // fill_fresh()'s, reused from shard to shard
     for (uint32_t si = 0; si < n_shards_; si++) {
         const size_t b = first[si], e = first[si + 1];
         if (b == e) continue;
@@ -351,7 +364,15 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
             // Into reserve()'s place when it fits exactly what growth would make (capacities
             // are powers of two: from <= spare_cap gives spare_cap), else on the heap.
             const uint64_t from = t ? (mask_of(t) + 1) * 2 : 16;
-            if (s.spare && from <= s.spare_cap && capacity_for(want * 4 / 3 + 1, from) <= s.spare_cap) {
+            const bool into_spare =
+                s.spare && from <= s.spare_cap && capacity_for(want * 4 / 3 + 1, from) <= s.spare_cap;
+            if (count == 0) { // as a load's every shard: filled before it is seen
+                fill_fresh(s, into_spare ? s.spare_cap : capacity_for(want * 4 / 3 + 1, from),
+                           into_spare ? s.spare : nullptr, items.data() + b, e - b, scratch, f);
+                if (into_spare) s.spare = nullptr;
+                continue;
+            }
+            if (into_spare) {
                 grow(s, s.spare_cap, s.spare); // may throw (the retired list): nothing changed
                 s.spare = nullptr;
             } else {
@@ -382,6 +403,90 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
             s.count.store(count, std::memory_order_relaxed);
         }
     }
+}
+
+template <class F>
+void HolderTable::fill_fresh(Shard &s, uint64_t cap, Slot *place, const Item *items, size_t n,
+                             std::vector<uint32_t> &scratch, F &f) {
+    // Readers cannot see the table yet, so the entries need no change windows, and they can go
+    // in the table's own order: by home (a counting sort), then by key; each then lands at its
+    // home or just past the entry before it, with no search and no shifting (update() one at a
+    // time walked each entry's cluster and shifted its tail: most of a load's time in the table).
+    std::unique_ptr<Slot[]> owned;
+    Slot *t = new_table(cap, place, owned); // may throw: nothing changed
+    const uint64_t mask = cap - 1;
+    scratch.assign(cap + 2 + n, 0); // may throw: nothing changed
+    uint32_t *at = scratch.data(), *order = at + cap + 2;
+    for (size_t k = 0; k < n; k++) at[home(items[k].mixed, mask) + 1]++;
+    for (uint64_t h = 1; h <= cap + 1; h++) at[h] += at[h - 1];
+    for (size_t k = 0; k < n; k++) order[at[home(items[k].mixed, mask)]++] = static_cast<uint32_t>(k);
+    // Within one home by key, then slot, so that the items naming one entry come together,
+    // in the order given (a stable insertion sort: a home is shared by a few items at most).
+    for (size_t k = 1; k < n; k++) {
+        const uint32_t o = order[k];
+        const Item &x = items[o];
+        const uint64_t h = home(x.mixed, mask);
+        size_t j = k;
+        for (; j > 0; j--) {
+            const Item &y = items[order[j - 1]];
+            if (home(y.mixed, mask) != h || y.mixed < x.mixed || (y.mixed == x.mixed && y.slot <= x.slot)) break;
+            order[j] = order[j - 1];
+        }
+        order[j] = o;
+    }
+    uint32_t count = 0;
+    uint64_t next_free = 1, last = 0; // last: the slot of the entry placed just before (0: none)
+    for (size_t k = 0; k < n; k++) {
+        const Item &x = items[order[k]];
+        if (last && t[last].key.load(std::memory_order_relaxed) == x.mixed &&
+            static_cast<uint32_t>(t[last].val.load(std::memory_order_relaxed) >> 32) == x.slot) {
+            // The same (hash, slot) again: found, as by a second update().
+            const uint64_t old = t[last].val.load(std::memory_order_relaxed);
+            const uint32_t now = f(x.mixed * kUnmix, x.slot, x.payload, static_cast<uint32_t>(old)); // may throw: the table is dropped
+            if (now == 0) {
+                t[last].key.store(0, std::memory_order_relaxed);
+                t[last].val.store(kEmpty, std::memory_order_relaxed);
+                next_free = last;
+                last = 0;
+                count--;
+            } else {
+                t[last].val.store((old & ~uint64_t{UINT32_MAX}) | now, std::memory_order_relaxed);
+            }
+            continue;
+        }
+        const uint64_t h = home(x.mixed, mask);
+        const uint64_t i = std::max(h, next_free);
+        if (i <= cap) {
+            const uint32_t now = f(x.mixed * kUnmix, x.slot, x.payload, 0); // may throw: the table is dropped
+            if (now == 0) continue;
+            t[i].key.store(x.mixed, std::memory_order_relaxed);
+            t[i].val.store(uint64_t{x.slot} << 32 | now, std::memory_order_relaxed);
+            next_free = i + 1;
+            last = i;
+            count++;
+            continue;
+        }
+        // Past the table's end: the cluster wraps to its start, where entries homed there
+        // already are. The rest go in one by one (they all home at the end, after this one).
+        uint64_t ins = 0;
+        const uint64_t pos = find(t, mask, x.mixed, x.slot, &ins);
+        const uint64_t old = pos ? t[pos].val.load(std::memory_order_relaxed) : 0;
+        const uint32_t now = f(x.mixed * kUnmix, x.slot, x.payload, static_cast<uint32_t>(old)); // may throw: the table is dropped
+        last = 0;
+        next_free = cap + 1;
+        if (now == static_cast<uint32_t>(old)) continue;
+        if (!pos) {
+            insert_at(t, mask, ins, x.mixed, uint64_t{x.slot} << 32 | now);
+            count++;
+        } else if (now == 0) {
+            erase_at(t, pos);
+            count--;
+        } else {
+            t[pos].val.store((old & ~uint64_t{UINT32_MAX}) | now, std::memory_order_relaxed);
+        }
+    }
+    publish(s, t, std::move(owned)); // may throw: the table is dropped
+    s.count.store(count, std::memory_order_relaxed);
 }
 
 template <class F> void HolderTable::for_each_entry(F f) const {
