@@ -86,7 +86,7 @@ tsan_targets=(tests/stress/kvreg-stress tests/stress/kvreg-misuse-events
   tests/nats/test_nats_replica tests/index/test_index_dump tests/index/test_index_stats
   tests/index/test_index_partition tests/index/test_index_query_concurrent tests/net/test_net_attack
   tests/api/test_api_getters_net tests/api/test_api_getters_nats tests/net/test_pub_upstream
-  tests/net/test_sub_frames)
+  tests/net/test_sub_frames tests/nats/test_nats_max_payload)
 
 if [ "$mode" != test ]; then build_sanitized; fi
 if [ "$mode" = build ]; then exit 0; fi
@@ -130,7 +130,7 @@ run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
   net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
   net-attack-heldcopy net-attack-heldpause net-attack-heldshared net-attack-heldfair net-attack-probehold \
   net-attack-malformed net-attack-malformedends net-attack-malformedoff net-pub-upstream net-sub-frames \
-  api-getters-net api-getters-nats
+  api-getters-net api-getters-nats nats-stream-max-msg-size nats-stream-limit-lowered
 
 section "valgrind memcheck"
 if command -v valgrind >/dev/null 2>&1; then

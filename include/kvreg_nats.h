@@ -49,7 +49,9 @@ KVREG_API int kvreg_nats_available(void) KVREG_NOEXCEPT;
  * encodes them and publishes each batch asynchronously with at most KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT
  * batches not yet acknowledged by the stream. A batch whose acknowledgment fails or times out is
  * resent (same Nats-Msg-Id) after KVREG_NATS_PUB_OPT_RETRY_MS, oldest first, until it is
- * acknowledged or the publisher stops.
+ * acknowledged or the publisher stops. A message is never larger than the server's max_payload
+ * nor the stream's max_msg_size; a batch refused for its size after it was made (a limit
+ * lowered) goes out again with no events under its seq, and the worker resyncs (below).
  *
  * Bounded memory when the server is slow or away: at most MAX_IN_FLIGHT batches are held; the
  * sender then stops taking events and they wait in the registry's poll queue (bounded by
@@ -175,6 +177,12 @@ KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) KVREG_NOEXCEP
 #define KVREG_NATS_PUB_STAT_EVENTS_HANDLED 13u /* events taken from the registry's queue and done
                                                   with (in a batch, skipped, or before a
                                                   resync's snapshot position) */
+#define KVREG_NATS_PUB_STAT_BATCHES_REFUSED 14u /* batches refused for their size after they
+                                                   were made (the stream's max_msg_size was
+                                                   lowered, or the server came back with a
+                                                   smaller max_payload): each went out again
+                                                   with no events under its seq, and the
+                                                   worker resynced */
 KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *pub, uint32_t stat,
                                         uint64_t *value) KVREG_NOEXCEPT;
 

@@ -71,6 +71,7 @@ const (
 	NatsPubStatBatchesUnacked = uint32(C.KVREG_NATS_PUB_STAT_BATCHES_UNACKED)
 	NatsPubStatErrors         = uint32(C.KVREG_NATS_PUB_STAT_ERRORS)
 	NatsPubStatEventsHandled  = uint32(C.KVREG_NATS_PUB_STAT_EVENTS_HANDLED)
+	NatsPubStatBatchesRefused = uint32(C.KVREG_NATS_PUB_STAT_BATCHES_REFUSED)
 )
 
 // Consumer options and counters.

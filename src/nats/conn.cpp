@@ -47,11 +47,26 @@ void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {
     natsSubscription_Destroy(sub);
 }
 
-bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept {
+namespace {
+uint64_t max_msg_of(const jsStreamInfo *si) noexcept {
+    return si && si->Config && si->Config->MaxMsgSize > 0 ? static_cast<uint64_t>(si->Config->MaxMsgSize) : 0;
+}
+} // namespace
+
+bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) noexcept {
+    jsStreamInfo *si = nullptr;
+    if (js_GetStreamInfo(&si, js, stream.c_str(), nullptr, nullptr) != NATS_OK) return false;
+    out = max_msg_of(si);
+    jsStreamInfo_Destroy(si);
+    return true;
+}
+
+bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err, uint64_t *max_msg_size) noexcept {
     jsStreamInfo *si = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, &jerr);
     if (s == NATS_OK) {
+        if (max_msg_size) *max_msg_size = max_msg_of(si);
         jsStreamInfo_Destroy(si);
         return true;
     }
@@ -71,11 +86,13 @@ bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &
     cfg.Duplicates = static_cast<int64_t>(spec.duplicate_window_ms) * 1000000;
     s = js_AddStream(&si, js, &cfg, nullptr, &jerr);
     if (s == NATS_OK) {
+        if (max_msg_size) *max_msg_size = max_msg_of(si);
         jsStreamInfo_Destroy(si);
         return true;
     }
     // Another engine may have created it in between: look again.
     if (js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, nullptr) == NATS_OK) {
+        if (max_msg_size) *max_msg_size = max_msg_of(si);
         jsStreamInfo_Destroy(si);
         return true;
     }

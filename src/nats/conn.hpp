@@ -36,7 +36,11 @@ struct StreamSpec {
 };
 
 // true when the stream exists or was created (create == true), else false and why in err.
-bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err) noexcept;
+// max_msg_size (may be null): the stream's limit on one message, headers included (0: none).
+bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err,
+                   uint64_t *max_msg_size = nullptr) noexcept;
+// The stream's max_msg_size now (0: none); false when the server did not answer.
+bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) noexcept;
 
 // true when the key-value bucket exists or was created with this TTL (its max age), one value
 // per key.

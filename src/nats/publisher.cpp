@@ -190,7 +190,7 @@ int Publisher::start() {
     std::string err;
     StreamSpec spec{stream_, prefix_ + ".>", max_age_s_, dup_window_ms_};
     if (!conn_.open(url_, connect_timeout_ms_, &jso) ||
-        !ensure_stream(conn_.js, spec, create_stream_ != 0, err)) {
+        !ensure_stream(conn_.js, spec, create_stream_ != 0, err, &stream_max_msg_)) {
         conn_.close();
         kvreg_wire_encoder_free(enc_);
         enc_ = nullptr;
@@ -257,7 +257,7 @@ int Publisher::stop() noexcept {
 
 int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
     static const Stat map[] = {n_stats, batches, acked, duplicates, retries, in_flight, events_sent,
-                               n_stats /* lost */, resyncs, skipped, unsent, unacked, errors, handled};
+                               n_stats /* lost */, resyncs, skipped, unsent, unacked, errors, handled, refused};
     if (s == KVREG_NATS_PUB_STAT_EVENTS_LOST) {
         uint64_t now = dropped_at_start_;
         if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
@@ -291,7 +291,9 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
         } else {
             self->count(errors);
             try {
-                self->add_failed(msg, batch_seq(msg));
+                // Refused for its size: the stream's max_msg_size is below it (lowered since
+                // the publisher read it). Resent as is it would be refused for ever.
+                self->add_failed(msg, batch_seq(msg), pae && pae->ErrCode == JSStreamMessageExceedsMaximumErr);
                 msg = nullptr; // kept for a resend
             } catch (...) {
                 self->in_flight_--; // out of memory: lost; the consumers see the gap
@@ -306,17 +308,42 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
 }
 
 // ------------------------------------------------------------------------ the sender thread
-void Publisher::add_failed(natsMsg *m, uint64_t seq) {
+void Publisher::add_failed(natsMsg *m, uint64_t seq, bool too_big) {
     const auto at = Clock::now() + std::chrono::milliseconds(retry_ms_);
-    failed_.push_back(Failed{m, seq, at});
+    failed_.push_back(Failed{m, seq, at, too_big});
     if (failed_.size() == 1 || at < retry_at_) retry_at_ = at;
 }
 
+bool Publisher::empty_in_place(Failed &f) noexcept {
+    size_t used = 0, len = 0;
+    const uint8_t *payload = nullptr;
+    const char *id = nullptr, *batch = nullptr;
+    natsMsg *m = nullptr;
+    if (kvreg_wire_encode(enc_, nullptr, 0, -1.0, &used, &payload, &len) != KVREG_OK ||
+        natsMsgHeader_Get(f.msg, kMsgIdHeader, &id) != NATS_OK || natsMsgHeader_Get(f.msg, kBatchHeader, &batch) != NATS_OK ||
+        natsMsg_Create(&m, natsMsg_GetSubject(f.msg), nullptr, reinterpret_cast<const char *>(payload),
+                       static_cast<int>(len)) != NATS_OK ||
+        natsMsgHeader_Set(m, kMsgIdHeader, id) != NATS_OK || natsMsgHeader_Set(m, kBatchHeader, batch) != NATS_OK) {
+        natsMsg_Destroy(m);
+        return false;
+    }
+    natsMsg_Destroy(f.msg);
+    f.msg = m;
+    f.too_big = false;
+    count(refused);
+    resync_due_ = true;
+    return true;
+}
+
 // Each failed batch has its own turn, RETRY_MS after its last failure, and is resent on its
-// own: one the connection refuses again (closed or its buffer full, or, after a reconnect to a
-// server with a smaller max_payload, NATS_MAX_PAYLOAD for good) waits for its next turn while
-// the others go. A resend is the same natsMsg, so the stream's de-duplication by Nats-Msg-Id
-// still holds.
+// own: one the connection refuses again (closed or its buffer full) waits for its next turn
+// while the others go. A resend is the same natsMsg, so the stream's de-duplication by
+// Nats-Msg-Id still holds. A batch that no longer fits (the stream refused it for its size,
+// or the connection does after a reconnect to a server with a smaller max_payload) would be
+// refused at every resend: it goes out with no events under the same seq and Nats-Msg-Id
+// (never stored, so not a duplicate), so that no consumer waits for that seq, and the worker
+// resyncs (run()), which puts its lost events back in batches that fit the limits as they are
+// now.
 void Publisher::resend_failed() noexcept {
     std::vector<Failed> todo;
     auto now = Clock::now();
@@ -331,11 +358,19 @@ void Publisher::resend_failed() noexcept {
     jsPubOptions_Init(&po);
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
     size_t kept = 0; // todo[0, kept): not due, or refused again
+    bool limit_read = false;
     for (Failed &f : todo) {
         if (f.retry_at <= now) {
+            if (f.too_big) {
+                if (!limit_read) // what the stream takes now, for the resync's batches
+                    limit_read = stream_max_msg_size(conn_.js, stream_, stream_max_msg_);
+                empty_in_place(f);
+            }
             count(retries);
             published_ = true;
-            if (js_PublishMsgAsync(conn_.js, &f.msg, &po) == NATS_OK) continue; // libnats owns it
+            natsStatus st = js_PublishMsgAsync(conn_.js, &f.msg, &po);
+            if (st == NATS_MAX_PAYLOAD && f.msg && empty_in_place(f)) st = js_PublishMsgAsync(conn_.js, &f.msg, &po);
+            if (st == NATS_OK) continue; // libnats owns it
             count(errors);
             now = Clock::now();
             f.retry_at = now + std::chrono::milliseconds(retry_ms_);
@@ -441,7 +476,9 @@ bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
         }
         const int64_t server_max = natsConnection_GetMaxPayload(conn_.nc);
         if (server_max > 0) max_payload_ = static_cast<uint64_t>(server_max);
-        const uint64_t room = max_payload_ > hdrs.bytes ? max_payload_ - hdrs.bytes : 0;
+        // The stream's max_msg_size counts the headers too, and may be the smaller limit.
+        const uint64_t most = stream_max_msg_ && stream_max_msg_ < max_payload_ ? stream_max_msg_ : max_payload_;
+        const uint64_t room = most > hdrs.bytes ? most - hdrs.bytes : 0;
         size_t used = 0, len = 0;
         const uint8_t *payload = nullptr;
         int rc = kvreg_wire_encode(enc_, events + off, n - off, -1.0, &used, &payload, &len);
@@ -513,6 +550,10 @@ void Publisher::run() noexcept {
         const bool stopping = stopping_.load(std::memory_order_acquire);
         resend_failed();
         if (!wait_window()) break;
+        if (resync_due_) { // a batch went out emptied: its events come back in the snapshot
+            resync_due_ = false;
+            if (!resync()) break;
+        }
         int timeout = stopping ? 0 : -1;
         {
             std::lock_guard<std::mutex> lk(mu_);

@@ -38,7 +38,7 @@ class Publisher {
   private:
     enum class State { fresh, running, stopped };
     enum Stat { batches, acked, duplicates, retries, in_flight, events_sent, resyncs, skipped,
-                unsent, unacked, errors, handled, n_stats };
+                unsent, unacked, errors, handled, refused, n_stats };
     using Clock = std::chrono::steady_clock;
 
     void run() noexcept; // the sender thread
@@ -60,9 +60,13 @@ class Publisher {
         natsMsg *msg;                 // owned; keeps its headers (the same Nats-Msg-Id)
         uint64_t seq;
         Clock::time_point retry_at;   // its own next turn
+        bool too_big;                 // the stream refused it for its size: never resent as is
     };
     // Under mu_: keep m (seq) for a resend RETRY_MS from now; throws bad_alloc.
-    void add_failed(natsMsg *m, uint64_t seq);
+    void add_failed(natsMsg *m, uint64_t seq, bool too_big = false);
+    // f's seq again with no events (same subject and headers) in place of f.msg, which no
+    // longer fits; a resync follows. Sender thread. false: out of memory (f unchanged).
+    bool empty_in_place(Failed &f) noexcept;
     static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
     bool past_deadline() const noexcept {
         return stopping_.load(std::memory_order_acquire) && Clock::now() >= deadline_;
@@ -90,6 +94,8 @@ class Publisher {
     Conn conn_;
     kvreg_wire_encoder *enc_ = nullptr;
     uint64_t max_payload_ = 0;    // sender thread: the server's, headers and payload together
+    uint64_t stream_max_msg_ = 0; // sender thread: the stream's max_msg_size, the same way (0: none)
+    bool resync_due_ = false;     // sender thread: a batch was emptied (empty_in_place)
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t seq_ = 0;            // sender thread

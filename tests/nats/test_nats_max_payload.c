@@ -1,9 +1,13 @@
-/* Suite nats: the publisher against a server's max_payload. The server counts a message's
- * headers (Nats-Msg-Id, Kvreg-Batch) against max_payload along with its payload, so a batch
- * whose payload alone fits but whose headers push it over must be split like any other
- * oversized batch; and a batch the connection refuses for good must not hold back the failed
- * batches after it. Batch sizes are computed here with the same encoder and the header sizes
- * from the NATS wire format, never taken from the code under test. */
+/* Suite nats: the publisher against a server's max_payload and a stream's max_msg_size. The
+ * server counts a message's headers (Nats-Msg-Id, Kvreg-Batch) against max_payload along with
+ * its payload, so a batch whose payload alone fits but whose headers push it over must be
+ * split like any other oversized batch. A stream's max_msg_size below max_payload splits
+ * batches the same way. A batch that stopped fitting after it was made (the server came back
+ * with a smaller max_payload, or the stream's limit was lowered) is never stored: it must not
+ * hold back the batches after it, and the replicas must still end with every block (its seq
+ * goes out again with no events, and the worker resyncs). Batch sizes are computed here with
+ * the same encoder and the header sizes from the NATS wire format, never taken from the code
+ * under test. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <signal.h>
@@ -165,8 +169,9 @@ static void test_headers_counted(void **state) {
 #define N_BIG 200            /* about 27 KB of payload: over 16 KiB, under 64 KiB */
 #define RETRY_MS 5000        /* the first resend: the server is back well before it */
 
-/* A stream on the server, made here (file storage, limits). */
-static void add_stream(const char *name, const char *subjects) {
+/* A stream on the server, made here (file storage, limits), or (update) changed to these
+ * settings; max_msg_size -1: none. */
+static void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update) {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
     jsStreamInfo *si = NULL;
@@ -177,20 +182,43 @@ static void add_stream(const char *name, const char *subjects) {
     cfg.Subjects = subj;
     cfg.SubjectsLen = 1;
     cfg.Storage = js_FileStorage;
+    cfg.MaxMsgSize = max_msg_size;
     assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    if (update)
+        assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    else
+        assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
     jsStreamInfo_Destroy(si);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
 }
+static void add_stream(const char *name, const char *subjects) { put_stream(name, subjects, -1, 0); }
+
+/* Run r until it holds every block [base, base + n) of WORKER and [FOLLOW_UP, + FOLLOW_UPS),
+ * within bound_ms. */
+static void wait_all_held(replica *r, const engine *e, uint64_t base, uint64_t n, int64_t bound_ms) {
+    const int64_t deadline = nats_now_ms() + bound_ms;
+    for (;;) {
+        int all = 1;
+        for (uint64_t i = 0; i < n && all; i++) all = index_holds(r->idx, base + i, WORKER);
+        for (uint64_t i = 0; i < FOLLOW_UPS && all; i++) all = index_holds(r->idx, FOLLOW_UP + i, WORKER);
+        if (all) return;
+        if (nats_now_ms() >= deadline) say_not_applied(e);
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r->con, 50), KVREG_OK);
+    }
+}
 
 /* A failed batch that the connection refuses at every resend (it no longer fits the server's
  * max_payload: the server came back with a smaller one) must not hold back the failed batches
- * after it. Batch 0 (N_BIG events) and the batches after it fail first (no stream stores their
- * subject yet); the server comes back with a 16 KiB max_payload and a stream for them; at the
- * resend libnats refuses batch 0 for its size, and the later ones must still be stored: the
- * replica gets them, with one LOSS notice for seq 0, within a bound. */
+ * after it, and its events must not be lost. Batch 0 (N_BIG events) and the batches after it
+ * fail first (no stream stores their subject yet); the server comes back with a 16 KiB
+ * max_payload and a stream for them; at the resend libnats refuses batch 0 for its size. The
+ * later ones must still be stored, seq 0 must go out with no events (no replica waits for it:
+ * no LOSS), and the worker must resync: the replica ends with every block, within a bound.
+ * (Until 0.6's last change the batch was resent until stop: the replica gave seq 0 up with a
+ * LOSS notice and never had its blocks.) */
 static void test_refused_batch(void **state) {
     (void)state;
     const nats_server main_server = server;
@@ -235,27 +263,97 @@ static void test_refused_batch(void **state) {
     replica_prepare(&r, "SB2", "sb-r", 1);
     assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 300), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
-    const int64_t deadline = t_fail + RETRY_MS + 5000;
-    for (;;) {
-        int all = 1;
-        for (uint64_t i = 0; i < FOLLOW_UPS && all; i++) all = index_holds(r.idx, FOLLOW_UP + i, WORKER);
-        if (all) break;
-        if (nats_now_ms() >= deadline) say_not_applied(&e);
-        assert_true(nats_now_ms() < deadline);
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-    }
-    /* Batch 0 alone is given up by the replica; none of its events is in the index. */
-    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 1);
-    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 1);
-    for (uint64_t i = 0; i < N_BIG; i++) assert_false(index_holds(r.idx, BASE + i, WORKER));
-    const uint64_t batches = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
-    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_ACKED), batches - 1);
-    assert_int_equal(kvreg_nats_publisher_stop(e.pub), KVREG_OK);
-    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES_UNACKED), 1);
+    wait_all_held(&r, &e, BASE, N_BIG, t_fail + RETRY_MS + 5000 - nats_now_ms());
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 0);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 0);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES_REFUSED), 1);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS), 1);
+    engine_finish(&e); /* every batch acknowledged, seq 0's empty one too */
     replica_close(&r);
     engine_close(&e);
     nats_server_destroy(&server);
     server = main_server;
+}
+
+/* ------------------------------------------------------------------------ the stream's limit */
+#define STREAM_MAX 6000 /* a stream's max_msg_size: under max_payload (16 KiB), over the headers */
+
+/* A stream whose max_msg_size is below the server's max_payload: the publisher must split
+ * batches to fit it from the start (the stream refuses anything bigger, headers counted). The
+ * first batch's N_FIRST events (about 16 KB of payload) go out in several; a replica gets
+ * every event with no LOSS, and nothing is refused. (Until 0.6's last change only max_payload
+ * split batches: the stream refused the first batch at every resend, for ever.) */
+static void test_stream_max_msg_size(void **state) {
+    (void)state;
+    put_stream("SM", "sm.ev.>", STREAM_MAX, 0);
+    engine e;
+    kvreg_block blk;
+    engine_open(&e, 1 << 16, 0);
+    for (uint64_t i = 0; i < N_FIRST; i++) assert_int_equal(reg_hash(e.gpu, BASE + i, &blk), KVREG_OK);
+    engine_start(&e, "SM", "sm.ev", FORMAT, WORKER, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)N_FIRST,
+                 KVREG_NATS_PUB_OPT_CREATE_STREAM, (uint64_t)0, KVREG_NATS_PUB_OPT_INSTANCE, INSTANCE,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, KVREG_NATS_PUB_OPT_RETRY_MS, (uint64_t)50,
+                 KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)2000, 0);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_SENT, N_FIRST, 10000);
+    const uint64_t first_batches = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES);
+    for (uint64_t i = 0; i < FOLLOW_UPS; i++) assert_int_equal(reg_hash(e.gpu, FOLLOW_UP + i, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "SM", "sm-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 500), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    wait_all_held(&r, &e, BASE, N_FIRST, 5000);
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 0);
+    assert_true(first_batches * STREAM_MAX >= payload_bytes(WORKER, BASE, N_FIRST));
+    engine_finish(&e);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS), 0); /* nothing refused */
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS), 0);
+    assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_EVENTS_SENT), N_FIRST + FOLLOW_UPS);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+/* The stream's limit lowered while a publisher runs: the batch made before the publisher
+ * knew is refused by the stream (its error says why); it goes out again with no events under
+ * its seq, the publisher learns the new limit, and the worker resyncs in batches that fit it.
+ * A replica ends with every block, with no LOSS notice and nothing left unacknowledged. (Until
+ * 0.6's last change the batch was resent until stop, and a replica gave it up with a LOSS
+ * notice: its blocks were never in the index.) */
+static void test_stream_limit_lowered(void **state) {
+    (void)state;
+    put_stream("SL", "sl.ev.>", -1, 0);
+    engine e;
+    kvreg_block blk;
+    engine_open(&e, 1 << 16, 0);
+    engine_start(&e, "SL", "sl.ev", FORMAT, WORKER, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)N_FIRST,
+                 KVREG_NATS_PUB_OPT_CREATE_STREAM, (uint64_t)0, KVREG_NATS_PUB_OPT_INSTANCE, INSTANCE,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, KVREG_NATS_PUB_OPT_RETRY_MS, (uint64_t)50,
+                 KVREG_NATS_PUB_OPT_LINGER_MS, (uint64_t)2000, 0);
+    for (uint64_t i = 0; i < FOLLOW_UPS; i++) assert_int_equal(reg_hash(e.gpu, FOLLOW_UP + i, &blk), KVREG_OK);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_ACKED, 1, 10000);
+    put_stream("SL", "sl.ev.>", STREAM_MAX, 1);
+    /* N_FIRST events at once: one batch of about 16 KB, made against the old (no) limit. */
+    kvreg_block_desc d[N_FIRST];
+    kvreg_block h[N_FIRST];
+    memset(d, 0, sizeof d);
+    for (uint64_t i = 0; i < N_FIRST; i++) {
+        d[i].sequence_hash = BASE + i;
+        d[i].block_hash = (BASE + i) ^ BLOCK_XOR;
+    }
+    assert_int_equal(kvreg_register_batch(e.gpu, d, N_FIRST, h, NULL, NULL), KVREG_OK);
+    wait_stat(&e, KVREG_NATS_PUB_STAT_ERRORS, 1, 10000);
+    replica r;
+    replica_prepare(&r, "SL", "sl-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 500), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    wait_all_held(&r, &e, BASE, N_FIRST, 8000);
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 0);
+    /* The N_FIRST events may have been polled in one batch or two (each over the limit). */
+    const uint64_t refused = pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES_REFUSED);
+    assert_true(refused >= 1 && refused <= 2);
+    assert_true(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS) >= 1 && pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS) <= refused);
+    engine_finish(&e);
+    replica_close(&r);
+    engine_close(&e);
 }
 
 int main(int argc, char **argv) {
@@ -270,6 +368,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_headers_counted),
         cmocka_unit_test(test_refused_batch),
+        cmocka_unit_test(test_stream_max_msg_size),
+        cmocka_unit_test(test_stream_limit_lowered),
     };
     const int rc = cmocka_run_group_tests_name("nats-max-payload", tests, NULL, NULL);
     nats_server_destroy(&server);

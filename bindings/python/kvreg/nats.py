@@ -63,6 +63,7 @@ PUBLISHER_STATS = {
     "batches": 1, "acked": 2, "duplicates": 3, "retries": 4, "in_flight": 5,
     "events_sent": 6, "events_lost": 7, "resyncs": 8, "events_skipped": 9,
     "events_unsent": 10, "batches_unacked": 11, "errors": 12, "events_handled": 13,
+    "batches_refused": 14,
 }
 CONSUMER_OPTIONS = {
     "fetch_batch": 1, "ack_wait_ms": 2, "max_ack_pending": 3, "reorder_window": 4,
