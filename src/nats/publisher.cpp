@@ -400,8 +400,16 @@ bool Publisher::wait_window() noexcept {
             continue;
         }
         if (past_deadline()) return false;
+        // Waiting for acks is no reason to look dead: the liveness key is put on time, or
+        // replicas would remove the worker's blocks after its TTL (a stream refusing every
+        // batch for a while kept this loop going without a heartbeat).
+        lk.unlock();
+        const int hb = heartbeat();
+        lk.lock();
+        if (in_flight_ < max_in_flight_) break;
         auto until = Clock::now() + std::chrono::milliseconds(retry_ms_);
         if (!failed_.empty()) until = std::min(until, retry_at_); // the next one due
+        if (hb >= 0) until = std::min(until, Clock::now() + std::chrono::milliseconds(hb));
         if (stopping_.load(std::memory_order_acquire)) until = std::min(until, deadline_);
         cv_.wait_until(lk, until);
     }

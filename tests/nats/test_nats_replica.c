@@ -875,6 +875,85 @@ static void test_liveness_outage(void **state) {
     engine_close(&e);
 }
 
+/* ------------------------------------------------------------------ liveness while stalled */
+/* Stream name made (update 0) or changed (update 1) to take subjects, file storage. */
+static void stream_subjects(const char *name, const char *subjects, int update) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char *subj[1] = {subjects};
+    cfg.Name = name;
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    if (update)
+        assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    else
+        assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* A worker whose batches cannot be stored for a while (no stream takes its subject: every
+ * publish fails, and its window of batches in flight stays full) is alive: its heartbeats must
+ * go on, and no replica may expire it (that removes its blocks, and nothing would bring them
+ * back). When the stream takes the subject again, everything arrives. (Until 0.6's last change
+ * the sender thread stopped heartbeating while it waited for its window: the worker expired
+ * after the TTL and its blocks left the replicas' index.) */
+static void test_liveness_stalled(void **state) {
+    (void)state;
+    stream_subjects("LST", "lst.ev.>", 0);
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVS"), KVREG_OK);
+    engine_start(&e, "LST", "lst.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT, (uint64_t)1,
+                 KVREG_NATS_PUB_OPT_RETRY_MS, (uint64_t)50, KVREG_NATS_PUB_OPT_CREATE_STREAM, (uint64_t)0,
+                 KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 800 + h, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "LST", "lst-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVS"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 809, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    /* Nothing takes the worker's subject now: its next batch fails at every try. */
+    stream_subjects("LST", "lst.none.>", 1);
+    for (uint64_t h = 10; h < 12; h++) assert_int_equal(reg_hash(e.gpu, 800 + h, &blk), KVREG_OK);
+    deadline = nats_now_ms() + 5000;
+    while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) < 2) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    const int64_t stalled_until = nats_now_ms() + 3 * TTL_MS;
+    while (nats_now_ms() < stalled_until) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    for (uint64_t h = 0; h < 10; h++) assert_true(index_holds(r.idx, 800 + h, 1));
+    /* The stream takes the subject again: the stalled batches arrive. */
+    stream_subjects("LST", "lst.ev.>", 1);
+    deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 810, 1) || !index_holds(r.idx, 811, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 0);
+    for (uint64_t h = 0; h < 12; h++) assert_true(index_holds(r.idx, 800 + h, 1));
+    engine_finish(&e);
+    replica_close(&r);
+    engine_close(&e);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -898,6 +977,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_purge_behind),
         cmocka_unit_test(test_slow_bounded),
         cmocka_unit_test(test_liveness_outage),
+        cmocka_unit_test(test_liveness_stalled),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
     nats_server_destroy(&server);
