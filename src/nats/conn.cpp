@@ -100,6 +100,15 @@ bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &
     return false;
 }
 
+bool kv_ttl_ms(kvStore *kv, uint64_t &ttl_ms) noexcept {
+    kvStatus *st = nullptr;
+    if (kvStore_Status(&st, kv) != NATS_OK) return false;
+    const int64_t ttl = kvStatus_TTL(st); // nanoseconds
+    kvStatus_Destroy(st);
+    ttl_ms = ttl > 0 ? static_cast<uint64_t>(ttl) / 1000000 : 0;
+    return true;
+}
+
 bool ensure_kv_bucket(jsCtx *js, const std::string &bucket, uint64_t ttl_ms) noexcept {
     kvStore *kv = nullptr;
     if (js_KeyValue(&kv, js, bucket.c_str()) == NATS_OK) {

@@ -45,6 +45,8 @@ bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) no
 // true when the key-value bucket exists or was created with this TTL (its max age), one value
 // per key.
 bool ensure_kv_bucket(jsCtx *js, const std::string &bucket, uint64_t ttl_ms) noexcept;
+// The TTL of kv's keys in ms (its max age; 0: keys never expire). false: no answer.
+bool kv_ttl_ms(kvStore *kv, uint64_t &ttl_ms) noexcept;
 // A bucket name as JetStream accepts it: [A-Za-z0-9_-]+.
 bool valid_bucket(const std::string &s) noexcept;
 

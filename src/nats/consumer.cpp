@@ -172,16 +172,11 @@ int Consumer::start() {
         return KVREG_EPROTO;
     }
     if (!liveness_bucket_.empty()) {
-        kvStatus *st = nullptr;
         if (!ensure_kv_bucket(conn_.js, liveness_bucket_, 5000) ||
-            js_KeyValue(&kv_, conn_.js, liveness_bucket_.c_str()) != NATS_OK ||
-            kvStore_Status(&st, kv_) != NATS_OK) {
+            js_KeyValue(&kv_, conn_.js, liveness_bucket_.c_str()) != NATS_OK || !kv_ttl_ms(kv_, liveness_ttl_ms_)) {
             conn_.close();
             return KVREG_EPROTO;
         }
-        const int64_t ttl = kvStatus_TTL(st);
-        kvStatus_Destroy(st);
-        liveness_ttl_ms_ = ttl > 0 ? static_cast<uint64_t>(ttl) / 1000000 : 0; // 0: keys never expire
         next_liveness_ = Clock::now() + std::chrono::milliseconds(liveness_check_ms_);
     }
     if (!snap_bucket_.empty() && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure()) {

@@ -199,7 +199,11 @@ int Publisher::start() {
     if (!liveness_bucket_.empty()) {
         // The key-value bucket is a stream KV_<bucket> on $KV.<bucket>.>; its max age is the
         // TTL, so a key whose worker stopped refreshing it is gone after TTL on every replica.
-        if (!ensure_kv_bucket(conn_.js, liveness_bucket_, liveness_ttl_ms_)) {
+        kvStore *kv = nullptr;
+        const bool ok = ensure_kv_bucket(conn_.js, liveness_bucket_, liveness_ttl_ms_) &&
+                        js_KeyValue(&kv, conn_.js, liveness_bucket_.c_str()) == NATS_OK && kv_ttl_ms(kv, key_ttl_ms_);
+        if (kv) kvStore_Destroy(kv);
+        if (!ok) {
             conn_.close();
             kvreg_wire_encoder_free(enc_);
             enc_ = nullptr;
@@ -536,10 +540,24 @@ bool Publisher::resync() noexcept {
 
 // A plain (core) publish into the bucket's subject: the stream stores it like a kvStore_Put,
 // but the sender thread never waits for an answer (a server that is away delays nothing).
+//
+// A key that went unrefreshed for its TTL is gone, and replicas then removed the worker's
+// blocks (consumer.cpp, check_liveness). A worker that is back sends them again only with
+// events about them, and an idle one sends none: so when the heartbeats that reached the
+// server (those sent while connected; libnats holds the others until it reconnects) are a TTL
+// apart, less one heartbeat period for the way, the worker resyncs (run()). A connection that
+// hangs without closing is seen by libnats' pings (2 min by default), not here.
 int Publisher::heartbeat() noexcept {
     if (hb_subject_.empty()) return -1;
     const auto now = Clock::now();
     if (now >= next_hb_) {
+        if (natsConnection_Status(conn_.nc) == NATS_CONN_STATUS_CONNECTED) {
+            const uint64_t margin = std::min(heartbeat_ms_, key_ttl_ms_ / 2);
+            if (hb_out_ && key_ttl_ms_ && now - last_hb_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin))
+                resync_due_ = true;
+            last_hb_out_ = now;
+            hb_out_ = true;
+        }
         if (natsConnection_PublishString(conn_.nc, hb_subject_.c_str(), hb_value_.c_str()) != NATS_OK)
             count(errors);
         next_hb_ = now + std::chrono::milliseconds(heartbeat_ms_);
@@ -558,7 +576,7 @@ void Publisher::run() noexcept {
         const bool stopping = stopping_.load(std::memory_order_acquire);
         resend_failed();
         if (!wait_window()) break;
-        if (resync_due_) { // a batch went out emptied: its events come back in the snapshot
+        if (resync_due_) { // a batch went out emptied, or the liveness key may have expired
             resync_due_ = false;
             if (!resync()) break;
         }

@@ -95,9 +95,13 @@ class Publisher {
     kvreg_wire_encoder *enc_ = nullptr;
     uint64_t max_payload_ = 0;    // sender thread: the server's, headers and payload together
     uint64_t stream_max_msg_ = 0; // sender thread: the stream's max_msg_size, the same way (0: none)
-    bool resync_due_ = false;     // sender thread: a batch was emptied (empty_in_place)
+    bool resync_due_ = false;     // sender thread: a batch was emptied (empty_in_place), or the
+                                  // liveness key may have expired (heartbeat())
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
+    uint64_t key_ttl_ms_ = 0;           // the bucket's TTL as the server keeps it (0: none)
+    Clock::time_point last_hb_out_;     // sender thread: the last heartbeat sent while connected
+    bool hb_out_ = false;               // sender thread: one was
     uint64_t seq_ = 0;            // sender thread
     bool published_ = false;      // sender thread (read by stop() after the join): an async publish was made
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have

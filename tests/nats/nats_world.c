@@ -30,22 +30,34 @@ void engine_open(engine *e, uint64_t poll_capacity, int keep_tokens) {
 }
 
 /* Publisher options: pairs (option, value) ended by 0. */
-void engine_start(engine *e, const char *stream, const char *prefix, uint64_t format,
-                         uint64_t worker, ...) {
-    assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_URL, server.url), KVREG_OK);
+static void engine_startv(engine *e, const char *url, const char *stream, const char *prefix, uint64_t format,
+                          uint64_t worker, va_list ap) {
+    assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_URL, url), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_STREAM, stream), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_set_string(e->pub, KVREG_NATS_SUBJECT_PREFIX, prefix), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_set(e->pub, KVREG_NATS_PUB_OPT_FORMAT, format), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_set(e->pub, KVREG_NATS_PUB_OPT_WORKER_ID, worker), KVREG_OK);
-    va_list ap;
-    va_start(ap, worker);
     for (;;) {
         const unsigned opt = va_arg(ap, unsigned);
         if (!opt) break;
         assert_int_equal(kvreg_nats_publisher_set(e->pub, opt, va_arg(ap, uint64_t)), KVREG_OK);
     }
-    va_end(ap);
     assert_int_equal(kvreg_nats_publisher_start(e->pub), KVREG_OK);
+}
+
+void engine_start(engine *e, const char *stream, const char *prefix, uint64_t format, uint64_t worker, ...) {
+    va_list ap;
+    va_start(ap, worker);
+    engine_startv(e, server.url, stream, prefix, format, worker, ap);
+    va_end(ap);
+}
+
+void engine_start_at(engine *e, const char *url, const char *stream, const char *prefix, uint64_t format,
+                     uint64_t worker, ...) {
+    va_list ap;
+    va_start(ap, worker);
+    engine_startv(e, url, stream, prefix, format, worker, ap);
+    va_end(ap);
 }
 
 uint64_t pub_stat(const engine *e, uint32_t stat) {

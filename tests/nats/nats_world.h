@@ -39,6 +39,9 @@ typedef struct runner {
 
 void engine_open(engine *e, uint64_t poll_capacity, int keep_tokens);
 void engine_start(engine *e, const char *stream, const char *prefix, uint64_t format, uint64_t worker, ...);
+/* The same through url (a relay in front of the server, tcp_cut.h). */
+void engine_start_at(engine *e, const char *url, const char *stream, const char *prefix, uint64_t format,
+                     uint64_t worker, ...);
 uint64_t pub_stat(const engine *e, uint32_t stat);
 uint64_t engine_finish(engine *e);
 void engine_close(engine *e);

@@ -22,6 +22,7 @@
 #include <nats/nats.h>
 
 #include "nats_world.h"
+#include "tcp_cut.h"
 
 #define MAX_PAYLOAD 16384
 
@@ -954,6 +955,60 @@ static void test_liveness_stalled(void **state) {
     engine_close(&e);
 }
 
+/* ------------------------------------------------------------- the engine cut off, then back */
+/* The engine's connection (through a relay) is cut for longer than the TTL while the replica
+ * keeps the server: the replica rightly expires the worker and removes its blocks. When the
+ * connection comes back the engine is idle (no batch to send), so only the publisher knows
+ * its key may have expired: its heartbeats had not reached the server for a TTL. It must
+ * resync (Cleared + its blocks), and the replica must hold every block again, within a bound.
+ * (Until 0.6's last change nothing brought them back: the replica's index lacked the live
+ * worker's blocks until it happened to register or remove them again.) */
+static void test_liveness_cut(void **state) {
+    (void)state;
+    tcp_cut relay;
+    tcp_cut_start(&relay, server.port);
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVC"), KVREG_OK);
+    engine_start_at(&e, relay.url, "LCT", "lct.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS,
+                    (uint64_t)HB_MS, KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, KVREG_NATS_PUB_OPT_BATCH_US,
+                    (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 900 + h, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "LCT", "lct-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVC"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 909, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    tcp_cut_set(&relay, 1);
+    deadline = nats_now_ms() + 5000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED) == 0) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    for (uint64_t h = 0; h < 10; h++) assert_false(index_holds(r.idx, 900 + h, 1));
+    tcp_cut_set(&relay, 0);
+    deadline = nats_now_ms() + 5000;
+    for (;;) {
+        int all = 1;
+        for (uint64_t h = 0; h < 10 && all; h++) all = index_holds(r.idx, 900 + h, 1);
+        if (all) break;
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    assert_true(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS) >= 1);
+    assert_int_equal(count_kind(&r, KVREG_NATS_NOTICE_LOSS), 0);
+    engine_finish(&e);
+    replica_close(&r);
+    engine_close(&e);
+    tcp_cut_stop(&relay);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -978,6 +1033,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_slow_bounded),
         cmocka_unit_test(test_liveness_outage),
         cmocka_unit_test(test_liveness_stalled),
+        cmocka_unit_test(test_liveness_cut),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
     nats_server_destroy(&server);
