@@ -1009,6 +1009,142 @@ static void test_liveness_cut(void **state) {
     tcp_cut_stop(&relay);
 }
 
+/* ------------------------------------------------------------------ snapshots by time */
+#define SNAP_MS 300
+/* SNAPSHOT_MS alone: a replica that applied events writes a snapshot once SNAP_MS passed since
+ * its last one (bounded), none while nothing is applied, and another after more events; a new
+ * replica restores the newest and ends equal. */
+static void test_snapshot_timer(void **state) {
+    (void)state;
+    engine e;
+    engine_with_blocks(&e, "STM", "stm.ev", 6, 40000, 200);
+    replica r;
+    replica_prepare(&r, "STM", "stm-r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_SNAPSHOT_BUCKET, "SNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_SNAPSHOT_MS, SNAP_MS), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t t0 = nats_now_ms();
+    int64_t deadline = t0 + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS) == 0) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    /* Not before SNAP_MS from start (its clock starts there), and well within a bound. */
+    assert_true(nats_now_ms() - t0 >= SNAP_MS - 20);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS), 0);
+    /* Everything applied, then idle: past three more periods, no new snapshot. */
+    wait_next(&r, 6, pub_stat(&e, KVREG_NATS_PUB_STAT_BATCHES));
+    kvreg_nats_consumer_run(r.con, SNAP_MS + 50); /* the one covering the tail, if due */
+    const uint64_t written = con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS);
+    const int64_t idle_until = nats_now_ms() + 3 * SNAP_MS;
+    while (nats_now_ms() < idle_until) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS), written);
+    /* More events: another one. */
+    kvreg_block blk;
+    for (uint64_t h = 200; h < 300; h++) assert_int_equal(reg_hash(e.gpu, 40000 + h, &blk), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    wait_next(&r, 6, batches);
+    deadline = nats_now_ms() + 5000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS) == written ||
+           con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ) < batches) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    replica r2;
+    replica_snap(&r2, "STM", "stm-r2", 0);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    wait_next(&r2, 6, batches);
+    assert_same_as_engine(&r2, &e, 6, 40000, 300);
+    assert_same_digest(&r, &r2);
+    replica_close(&r2);
+    replica_close(&r);
+    engine_close(&e);
+}
+
+/* ------------------------------------------------------------ a snapshot write that fails */
+/* The bucket's stream (made here, before the replica) refuses the snapshot for its size (a
+ * byte limit, discard new): each write fails (SNAPSHOT_ERRORS), the replica goes on applying,
+ * and no chunk of a failed write stays in the bucket (a half-written object is purged). With
+ * the limit lifted, the next threshold writes one, and a new replica restores it. */
+static void test_snapshot_write_fails(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    const char *subj[2] = {"$O.SNFL.C.>", "$O.SNFL.M.>"};
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "OBJ_SNFL";
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 2;
+    cfg.Storage = js_FileStorage;
+    cfg.Discard = js_DiscardNew;
+    cfg.AllowRollup = true;
+    cfg.MaxBytes = 4096; /* far below the index's dump */
+    assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+
+    engine e;
+    engine_with_blocks(&e, "SWF", "swf.ev", 7, 50000, 2000);
+    replica r;
+    replica_prepare(&r, "SWF", "swf-r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_SNAPSHOT_BUCKET, "SNFL"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS, 500), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS) < 1) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    /* The replica goes on: every later event applied, and the next threshold tries again. */
+    kvreg_block blk;
+    for (uint64_t h = 2000; h < 2600; h++) assert_int_equal(reg_hash(e.gpu, 50000 + h, &blk), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    wait_next(&r, 7, batches);
+    deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOT_ERRORS) < 2) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS), 0);
+    assert_same_as_engine(&r, &e, 7, 50000, 2600);
+    /* Nothing of the failed writes is left in the bucket. */
+    assert_int_equal(js_GetStreamInfo(&si, js, "OBJ_SNFL", NULL, NULL), NATS_OK);
+    assert_int_equal(si->State.Msgs, 0);
+    jsStreamInfo_Destroy(si);
+    /* The limit lifted: the next threshold (more events) writes one; a new replica restores it. */
+    cfg.MaxBytes = -1;
+    assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    engine e2;
+    engine_with_blocks(&e2, "SWF", "swf.ev", 8, 60000, 600);
+    const uint64_t batches2 = engine_finish(&e2);
+    deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS) == 0) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    wait_next(&r, 8, batches2);
+    replica r2;
+    replica_prepare(&r2, "SWF", "swf-r2", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r2.con, KVREG_NATS_SNAPSHOT_BUCKET, "SNFL"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r2.con), KVREG_OK);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+    wait_next(&r2, 7, batches);
+    wait_next(&r2, 8, batches2);
+    for (uint64_t h = 0; h < 2600; h++) assert_true(index_holds(r2.idx, 50000 + h, 7));
+    for (uint64_t h = 0; h < 600; h++) assert_true(index_holds(r2.idx, 60000 + h, 8));
+    assert_same_digest(&r, &r2);
+    replica_close(&r2);
+    replica_close(&r);
+    engine_close(&e);
+    engine_close(&e2);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -1034,6 +1170,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_outage),
         cmocka_unit_test(test_liveness_stalled),
         cmocka_unit_test(test_liveness_cut),
+        cmocka_unit_test(test_snapshot_timer),
+        cmocka_unit_test(test_snapshot_write_fails),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
     nats_server_destroy(&server);
