@@ -66,6 +66,48 @@ uint64_t pub_stat(const engine *e, uint32_t stat) {
     return v;
 }
 
+void put_stream_cfg(const jsStreamConfig *cfg, int update) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig c = *cfg; /* libnats takes it non-const */
+    if (update)
+        assert_int_equal(js_UpdateStream(&si, js, &c, NULL, NULL), NATS_OK);
+    else
+        assert_int_equal(js_AddStream(&si, js, &c, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update) {
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char *subj[1] = {subjects};
+    cfg.Name = name;
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.MaxMsgSize = max_msg_size;
+    put_stream_cfg(&cfg, update);
+}
+
+uint64_t stream_msgs(const char *name) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_GetStreamInfo(&si, js, name, NULL, NULL), NATS_OK);
+    const uint64_t n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return n;
+}
+
 /* Stop (everything queued goes out and is acknowledged) and return the batches made. */
 uint64_t engine_finish(engine *e) {
     assert_int_equal(kvreg_nats_publisher_stop(e->pub), KVREG_OK);

@@ -9,6 +9,7 @@
 #include <kvreg.h>
 #include <kvreg_index.h>
 #include <kvreg_nats.h>
+#include <nats/nats.h>
 
 #include "nats_fixture.h"
 
@@ -43,6 +44,12 @@ void engine_start(engine *e, const char *stream, const char *prefix, uint64_t fo
 void engine_start_at(engine *e, const char *url, const char *stream, const char *prefix, uint64_t format,
                      uint64_t worker, ...);
 uint64_t pub_stat(const engine *e, uint32_t stat);
+/* A stream made (update 0) or changed (update 1) to cfg, over a connection of its own. */
+void put_stream_cfg(const jsStreamConfig *cfg, int update);
+/* The same for a file-storage stream of one subject pattern; max_msg_size -1: none. */
+void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update);
+/* Messages the stream holds now. */
+uint64_t stream_msgs(const char *name);
 uint64_t engine_finish(engine *e);
 void engine_close(engine *e);
 int reg_hash(kvreg_pool *pool, uint64_t h, kvreg_block *out);

@@ -199,20 +199,6 @@ static void test_loss_resync(void **state) {
 /* nats-server is killed (SIGKILL) mid-stream with batches in flight and restarted on its file
  * store while the engine keeps going: every batch is in the stream exactly once, and both
  * replicas apply every seq once and equal the engine. */
-static uint64_t stream_msgs(const char *stream) {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
-    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    assert_int_equal(js_GetStreamInfo(&si, js, stream, NULL, NULL), NATS_OK);
-    const uint64_t n = si->State.Msgs;
-    jsStreamInfo_Destroy(si);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    return n;
-}
-
 static void test_server_restart(void **state) {
     (void)state;
     engine e;

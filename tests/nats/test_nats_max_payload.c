@@ -169,30 +169,7 @@ static void test_headers_counted(void **state) {
 #define N_BIG 200            /* about 27 KB of payload: over 16 KiB, under 64 KiB */
 #define RETRY_MS 5000        /* the first resend: the server is back well before it */
 
-/* A stream on the server, made here (file storage, limits), or (update) changed to these
- * settings; max_msg_size -1: none. */
-static void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update) {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    const char *subj[1] = {subjects};
-    cfg.Name = name;
-    cfg.Subjects = subj;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.MaxMsgSize = max_msg_size;
-    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
-    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    if (update)
-        assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    else
-        assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    jsStreamInfo_Destroy(si);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-}
+/* A stream on the server, made here (file storage, limits). */
 static void add_stream(const char *name, const char *subjects) { put_stream(name, subjects, -1, 0); }
 
 /* Run r until it holds every block [base, base + n) of WORKER and [FOLLOW_UP, + FOLLOW_UPS),

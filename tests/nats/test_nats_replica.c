@@ -877,29 +877,6 @@ static void test_liveness_outage(void **state) {
 }
 
 /* ------------------------------------------------------------------ liveness while stalled */
-/* Stream name made (update 0) or changed (update 1) to take subjects, file storage. */
-static void stream_subjects(const char *name, const char *subjects, int update) {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    const char *subj[1] = {subjects};
-    cfg.Name = name;
-    cfg.Subjects = subj;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
-    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    if (update)
-        assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    else
-        assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    jsStreamInfo_Destroy(si);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-}
-
 /* A worker whose batches cannot be stored for a while (no stream takes its subject: every
  * publish fails, and its window of batches in flight stays full) is alive: its heartbeats must
  * go on, and no replica may expire it (that removes its blocks, and nothing would bring them
@@ -908,7 +885,7 @@ static void stream_subjects(const char *name, const char *subjects, int update) 
  * after the TTL and its blocks left the replicas' index.) */
 static void test_liveness_stalled(void **state) {
     (void)state;
-    stream_subjects("LST", "lst.ev.>", 0);
+    put_stream("LST", "lst.ev.>", -1, 0);
     engine e;
     engine_open(&e, 1 << 12, 0);
     assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVS"), KVREG_OK);
@@ -929,7 +906,7 @@ static void test_liveness_stalled(void **state) {
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     }
     /* Nothing takes the worker's subject now: its next batch fails at every try. */
-    stream_subjects("LST", "lst.none.>", 1);
+    put_stream("LST", "lst.none.>", -1, 1);
     for (uint64_t h = 10; h < 12; h++) assert_int_equal(reg_hash(e.gpu, 800 + h, &blk), KVREG_OK);
     deadline = nats_now_ms() + 5000;
     while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) < 2) {
@@ -941,7 +918,7 @@ static void test_liveness_stalled(void **state) {
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
     for (uint64_t h = 0; h < 10; h++) assert_true(index_holds(r.idx, 800 + h, 1));
     /* The stream takes the subject again: the stalled batches arrive. */
-    stream_subjects("LST", "lst.ev.>", 1);
+    put_stream("LST", "lst.ev.>", -1, 1);
     deadline = nats_now_ms() + 10000;
     while (!index_holds(r.idx, 810, 1) || !index_holds(r.idx, 811, 1)) {
         assert_true(nats_now_ms() < deadline);
@@ -1068,11 +1045,6 @@ static void test_snapshot_timer(void **state) {
  * the limit lifted, the next threshold writes one, and a new replica restores it. */
 static void test_snapshot_write_fails(void **state) {
     (void)state;
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
-    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     const char *subj[2] = {"$O.SNFL.C.>", "$O.SNFL.M.>"};
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
@@ -1083,8 +1055,7 @@ static void test_snapshot_write_fails(void **state) {
     cfg.Discard = js_DiscardNew;
     cfg.AllowRollup = true;
     cfg.MaxBytes = 4096; /* far below the index's dump */
-    assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    jsStreamInfo_Destroy(si);
+    put_stream_cfg(&cfg, 0);
 
     engine e;
     engine_with_blocks(&e, "SWF", "swf.ev", 7, 50000, 2000);
@@ -1111,13 +1082,10 @@ static void test_snapshot_write_fails(void **state) {
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS), 0);
     assert_same_as_engine(&r, &e, 7, 50000, 2600);
     /* Nothing of the failed writes is left in the bucket. */
-    assert_int_equal(js_GetStreamInfo(&si, js, "OBJ_SNFL", NULL, NULL), NATS_OK);
-    assert_int_equal(si->State.Msgs, 0);
-    jsStreamInfo_Destroy(si);
+    assert_int_equal(stream_msgs("OBJ_SNFL"), 0);
     /* The limit lifted: the next threshold (more events) writes one; a new replica restores it. */
     cfg.MaxBytes = -1;
-    assert_int_equal(js_UpdateStream(&si, js, &cfg, NULL, NULL), NATS_OK);
-    jsStreamInfo_Destroy(si);
+    put_stream_cfg(&cfg, 1);
     engine e2;
     engine_with_blocks(&e2, "SWF", "swf.ev", 8, 60000, 600);
     const uint64_t batches2 = engine_finish(&e2);
@@ -1141,8 +1109,6 @@ static void test_snapshot_write_fails(void **state) {
     replica_close(&r);
     engine_close(&e);
     engine_close(&e2);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
 }
 
 int main(int argc, char **argv) {
