@@ -724,6 +724,21 @@ static void test_slow_consumer(void **state) {
     engine_close(&e);
 }
 
+/* A replica of stream that checks liveness in bucket every 50 ms, started and run until it
+ * holds hash h of worker (bounded). */
+static void replica_live(replica *r, const char *stream, const char *durable, const char *bucket, uint64_t h,
+                         uint64_t worker) {
+    replica_prepare(r, stream, durable, 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r->con, KVREG_NATS_LIVENESS_BUCKET, bucket), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r->con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r->con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r->idx, h, worker)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r->con, 50), KVREG_OK);
+    }
+}
+
 /* ------------------------------------------------------------------- defects an audit found */
 /* Two replicas share a snapshot name with one slot and purging. The fast one snapshots at the
  * stream's end and purges it; the slow one, 10 batches in, then snapshots too. The purge moved
@@ -840,15 +855,8 @@ static void test_liveness_outage(void **state) {
     kvreg_block blk;
     for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 700 + h, &blk), KVREG_OK);
     replica r;
-    replica_prepare(&r, "LO", "lo-r", 1);
-    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LVO"), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
-    int64_t until = nats_now_ms() + 10000;
-    while (!index_holds(r.idx, 709, 1)) {
-        assert_true(nats_now_ms() < until);
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-    }
+    replica_live(&r, "LO", "lo-r", "LVO", 709, 1);
+    int64_t until;
     for (until = nats_now_ms() + 1500; nats_now_ms() < until;) /* idle, alive, heartbeating */
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
@@ -896,19 +904,11 @@ static void test_liveness_stalled(void **state) {
     kvreg_block blk;
     for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 800 + h, &blk), KVREG_OK);
     replica r;
-    replica_prepare(&r, "LST", "lst-r", 1);
-    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVS"), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
-    int64_t deadline = nats_now_ms() + 10000;
-    while (!index_holds(r.idx, 809, 1)) {
-        assert_true(nats_now_ms() < deadline);
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-    }
+    replica_live(&r, "LST", "lst-r", "LIVS", 809, 1);
     /* Nothing takes the worker's subject now: its next batch fails at every try. */
     put_stream("LST", "lst.none.>", -1, 1);
     for (uint64_t h = 10; h < 12; h++) assert_int_equal(reg_hash(e.gpu, 800 + h, &blk), KVREG_OK);
-    deadline = nats_now_ms() + 5000;
+    int64_t deadline = nats_now_ms() + 5000;
     while (pub_stat(&e, KVREG_NATS_PUB_STAT_ERRORS) < 2) {
         assert_true(nats_now_ms() < deadline);
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
@@ -953,17 +953,9 @@ static void test_liveness_cut(void **state) {
     kvreg_block blk;
     for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 900 + h, &blk), KVREG_OK);
     replica r;
-    replica_prepare(&r, "LCT", "lct-r", 1);
-    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVC"), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
-    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
-    int64_t deadline = nats_now_ms() + 10000;
-    while (!index_holds(r.idx, 909, 1)) {
-        assert_true(nats_now_ms() < deadline);
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-    }
+    replica_live(&r, "LCT", "lct-r", "LIVC", 909, 1);
     tcp_cut_set(&relay, 1);
-    deadline = nats_now_ms() + 5000;
+    int64_t deadline = nats_now_ms() + 5000;
     while (con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED) == 0) {
         assert_true(nats_now_ms() < deadline);
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
