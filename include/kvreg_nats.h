@@ -113,7 +113,10 @@ KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCE
 /* Liveness (docs/nats.md "Worker liveness"): with a KVREG_NATS_LIVENESS_BUCKET set, the sender
  * thread puts the key "<worker_id>.<dp_rank>" (value: the instance, decimal) into that JetStream
  * key-value bucket every HEARTBEAT_MS, without waiting for an answer; the bucket's TTL makes a
- * key vanish when its worker stops. */
+ * key vanish when its worker stops. When the key may have expired while the worker lived (a
+ * reconnect, or a TTL between heartbeats that reached the server) the worker resyncs, since
+ * replicas removed its blocks; the client then pings the server every LIVENESS_TTL_MS / 2, so
+ * that a connection that hangs without closing ends within about a TTL. */
 #define KVREG_NATS_PUB_OPT_HEARTBEAT_MS 16u /* heartbeat period (default 1000, 10 .. 3600000) */
 #define KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS 17u /* the bucket's TTL when start creates it (default
                                                5000, >= 100; should be a few heartbeats) */

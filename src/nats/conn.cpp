@@ -10,9 +10,11 @@
 
 namespace kvreg::nats {
 
-bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noexcept {
+bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uint64_t ping_ms) noexcept {
     natsOptions *opts = nullptr;
     bool ok = natsOptions_Create(&opts) == NATS_OK &&
+              (!ping_ms || (natsOptions_SetPingInterval(opts, static_cast<int64_t>(ping_ms)) == NATS_OK &&
+                            natsOptions_SetMaxPingsOut(opts, 2) == NATS_OK)) &&
               natsOptions_SetServers(opts, nullptr, 0) == NATS_OK &&
               natsOptions_SetURL(opts, url.c_str()) == NATS_OK &&
               natsOptions_SetTimeout(opts, static_cast<int64_t>(timeout_ms)) == NATS_OK &&
@@ -38,6 +40,17 @@ void Conn::close() noexcept {
     js = nullptr;
     if (nc) natsConnection_Destroy(nc);
     nc = nullptr;
+}
+
+uint64_t reconnects(natsConnection *nc) noexcept {
+    natsStatistics *stats = nullptr;
+    uint64_t n = 0;
+    if (natsStatistics_Create(&stats) == NATS_OK) {
+        if (natsConnection_GetStats(nc, stats) == NATS_OK)
+            natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr, &n);
+        natsStatistics_Destroy(stats);
+    }
+    return n;
 }
 
 void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {

@@ -14,9 +14,11 @@ struct Conn {
     natsConnection *nc = nullptr;
     jsCtx *js = nullptr;
     ~Conn() { close(); }
-    // Connect to url within timeout_ms; jso (may be NULL) configures the context. false: no
-    // server answered (nothing left open).
-    bool open(const std::string &url, uint64_t timeout_ms, jsOptions *jso) noexcept;
+    // Connect to url within timeout_ms; jso (may be NULL) configures the context; ping_ms (0:
+    // libnats' 2 min) is how often the client pings the server: two unanswered pings end a
+    // connection that hangs without closing (then it reconnects). false: no server answered
+    // (nothing left open).
+    bool open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uint64_t ping_ms = 0) noexcept;
     // Stop the connection's threads (natsConnection_Close joins its reader): after this no
     // message is being delivered to any subscription, so they may be destroyed. libnats 3.4
     // (Debian 12) lets its reader deliver to a subscription being destroyed, a use after free
@@ -25,6 +27,9 @@ struct Conn {
     void stop() noexcept;
     void close() noexcept; // stop(), then the context and the connection
 };
+
+// How many times nc reconnected so far (libnats' count; a failed read counts none).
+uint64_t reconnects(natsConnection *nc) noexcept;
 
 // Destroy sub while nc stays open: unsubscribe, then a round trip (the reader thread has
 // handled every message the server sent before it), then destroy (see Conn::stop).

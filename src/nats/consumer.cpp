@@ -541,15 +541,9 @@ void Consumer::check_liveness() {
         liveness_from_ = now + ttl; // at least: the TTL counts again from the reconnect below
         return;
     }
-    natsStatistics *stats = nullptr;
-    uint64_t reconnects = reconnects_seen_;
-    if (natsStatistics_Create(&stats) == NATS_OK) {
-        if (natsConnection_GetStats(conn_.nc, stats) == NATS_OK)
-            natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr, &reconnects);
-        natsStatistics_Destroy(stats);
-    }
-    if (reconnects != reconnects_seen_) {
-        reconnects_seen_ = reconnects;
+    const uint64_t n = reconnects(conn_.nc);
+    if (n != reconnects_seen_) {
+        reconnects_seen_ = n;
         liveness_from_ = now + ttl;
     }
     if (now < liveness_from_) return;

@@ -189,7 +189,11 @@ int Publisher::start() {
     jso.PublishAsync.AckHandlerClosure = this;
     std::string err;
     StreamSpec spec{stream_, prefix_ + ".>", max_age_s_, dup_window_ms_};
-    if (!conn_.open(url_, connect_timeout_ms_, &jso) ||
+    // With liveness, a connection that hangs without closing must end within about the key's
+    // TTL (pings every TTL / 2, two unanswered end it), so that the reconnect below is seen
+    // (heartbeat()) rather than libnats' default 2 min later.
+    const uint64_t ping_ms = liveness_bucket_.empty() ? 0 : std::clamp<uint64_t>(liveness_ttl_ms_ / 2, 100, 120000);
+    if (!conn_.open(url_, connect_timeout_ms_, &jso, ping_ms) ||
         !ensure_stream(conn_.js, spec, create_stream_ != 0, err, &stream_max_msg_)) {
         conn_.close();
         kvreg_wire_encoder_free(enc_);
@@ -543,20 +547,25 @@ bool Publisher::resync() noexcept {
 //
 // A key that went unrefreshed for its TTL is gone, and replicas then removed the worker's
 // blocks (consumer.cpp, check_liveness). A worker that is back sends them again only with
-// events about them, and an idle one sends none: so when the heartbeats that reached the
-// server (those sent while connected; libnats holds the others until it reconnects) are a TTL
-// apart, less one heartbeat period for the way, the worker resyncs (run()). A connection that
-// hangs without closing is seen by libnats' pings (2 min by default), not here.
+// events about them, and an idle one sends none: so the worker resyncs (run()) when its key
+// may have expired:
+//   - the heartbeats sent while connected (libnats holds the others until it reconnects) are
+//     a TTL apart, less one heartbeat period for the way (a sender that could not run), or
+//   - the connection reconnected since the last one: how long it was gone is not known (one
+//     that hung without closing sent nothing for up to two pings, start() sets them to TTL / 2).
 int Publisher::heartbeat() noexcept {
     if (hb_subject_.empty()) return -1;
     const auto now = Clock::now();
     if (now >= next_hb_) {
         if (natsConnection_Status(conn_.nc) == NATS_CONN_STATUS_CONNECTED) {
             const uint64_t margin = std::min(heartbeat_ms_, key_ttl_ms_ / 2);
-            if (hb_out_ && key_ttl_ms_ && now - last_hb_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin))
+            const uint64_t n = reconnects(conn_.nc);
+            if (hb_out_ && key_ttl_ms_ &&
+                (n != hb_reconnects_ || now - last_hb_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin)))
                 resync_due_ = true;
             last_hb_out_ = now;
             hb_out_ = true;
+            hb_reconnects_ = n;
         }
         if (natsConnection_PublishString(conn_.nc, hb_subject_.c_str(), hb_value_.c_str()) != NATS_OK)
             count(errors);

@@ -102,6 +102,7 @@ class Publisher {
     uint64_t key_ttl_ms_ = 0;           // the bucket's TTL as the server keeps it (0: none)
     Clock::time_point last_hb_out_;     // sender thread: the last heartbeat sent while connected
     bool hb_out_ = false;               // sender thread: one was
+    uint64_t hb_reconnects_ = 0;        // sender thread: the connection's reconnects at that one
     uint64_t seq_ = 0;            // sender thread
     bool published_ = false;      // sender thread (read by stop() after the join): an async publish was made
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have

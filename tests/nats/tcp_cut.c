@@ -60,7 +60,10 @@ static void *relay(void *arg) {
         nfds_t n = 0;
         p[n].fd = c->wake[0], p[n].events = POLLIN, n++;
         p[n].fd = c->listen_fd, p[n].events = POLLIN, n++;
-        for (int i = 0; i < TCP_CUT_MAX_PAIRS; i++)
+        pthread_mutex_lock(&c->mu);
+        const int frozen = c->cut == TCP_CUT_FREEZE;
+        pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < TCP_CUT_MAX_PAIRS && !frozen; i++)
             if (c->client[i] >= 0) {
                 who[n] = i, p[n].fd = c->client[i], p[n].events = POLLIN, n++;
                 who[n] = i, p[n].fd = c->upstream[i], p[n].events = POLLIN, n++;
@@ -76,7 +79,7 @@ static void *relay(void *arg) {
             char b[16];
             if (read(c->wake[0], b, sizeof b) < 0 && errno != EINTR) die("tcp_cut wake");
         }
-        if (stop || cut) {
+        if (stop || cut == TCP_CUT_CUT) {
             for (int i = 0; i < TCP_CUT_MAX_PAIRS; i++) close_pair(c, i);
             if (stop) {
                 free(buf);
@@ -98,7 +101,7 @@ static void *relay(void *arg) {
                 }
             }
         }
-        if (cut) continue; /* the pairs polled above are closed */
+        if (cut) continue; /* the pairs polled above are closed, or frozen (none polled) */
         for (nfds_t k = 2; k < n; k++) {
             if (!p[k].revents) continue;
             const int i = who[k];
@@ -138,7 +141,7 @@ static void command(tcp_cut *c, int cut, int stop) {
     if (write(c->wake[1], "x", 1) != 1) die("tcp_cut command");
 }
 
-void tcp_cut_set(tcp_cut *c, int cut) { command(c, cut, 0); }
+void tcp_cut_set(tcp_cut *c, int mode) { command(c, mode, 0); }
 
 void tcp_cut_stop(tcp_cut *c) {
     command(c, 1, 1);

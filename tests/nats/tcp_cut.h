@@ -1,7 +1,9 @@
 /* A TCP relay on 127.0.0.1 (an ephemeral port) to one server port, whose connections a test can
  * cut: one side of the NATS plane (an engine) loses the server while the other (a replica)
  * keeps it. While cut, every relayed connection is closed and new ones are accepted and closed
- * at once (a client's reconnect attempts fail fast); healed, new connections are relayed again.
+ * at once (a client's reconnect attempts fail fast); frozen, the relayed connections stay open
+ * but nothing passes either way (a connection that hangs without closing) and new ones are
+ * closed at once; healed, what is open is relayed again, and new connections too.
  * One thread, started by tcp_cut_start and joined by tcp_cut_stop. */
 #ifndef KVREG_TCP_CUT_H
 #define KVREG_TCP_CUT_H
@@ -21,7 +23,10 @@ typedef struct tcp_cut {
 } tcp_cut;
 
 void tcp_cut_start(tcp_cut *c, int to_port);
-void tcp_cut_set(tcp_cut *c, int cut); /* 1: cut (closes what is open), 0: heal */
+#define TCP_CUT_HEAL 0
+#define TCP_CUT_CUT 1    /* closes what is open */
+#define TCP_CUT_FREEZE 2 /* keeps what is open, passes nothing */
+void tcp_cut_set(tcp_cut *c, int mode);
 void tcp_cut_stop(tcp_cut *c);
 
 #endif
