@@ -268,7 +268,9 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
                                                  1 or an index that already knows a worker */
 #define KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS 15u /* with a KVREG_NATS_LIVENESS_BUCKET: how often
                                                  run() checks the workers' keys (default 1000,
-                                                 10 .. 3600000) */
+                                                 10 .. 3600000); also how long a key lookup
+                                                 waits (100 .. 5000 ms) and how often the
+                                                 client pings the server (at least 100 ms) */
 #define KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS 16u /* after writing a snapshot, purge the bucket's
                                                  chunks that no snapshot names and that are
                                                  older than this (a writer that died mid-write,

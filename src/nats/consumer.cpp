@@ -34,6 +34,7 @@ Consumer::~Consumer() {
     conn_.stop();
     if (sub_) natsSubscription_Destroy(sub_);
     if (kv_) kvStore_Destroy(kv_);
+    if (live_js_) jsCtx_Destroy(live_js_);
     conn_.close();
     for (auto *d : decoders_) kvreg_wire_decoder_free(d);
 }
@@ -166,14 +167,24 @@ int Consumer::start() {
         if (rc != KVREG_OK) return rc;
     }
     std::string err;
-    if (!conn_.open(url_, connect_timeout_ms_, nullptr) ||
+    // With liveness, a connection that hangs without closing ends after two unanswered pings
+    // a check period apart, rather than libnats' default 2 min.
+    const uint64_t ping_ms = liveness_bucket_.empty() ? 0 : std::clamp<uint64_t>(liveness_check_ms_, 100, 60000);
+    if (!conn_.open(url_, connect_timeout_ms_, nullptr, ping_ms) ||
         !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err)) {
         conn_.close();
         return KVREG_EPROTO;
     }
     if (!liveness_bucket_.empty()) {
+        // Lookups through a context of their own, which waits at most a check period (at least
+        // 100 ms, at most the 5 s of the others) for an answer: a connection that hangs held
+        // run() for the whole request timeout at each lookup.
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Wait = static_cast<int64_t>(std::clamp<uint64_t>(liveness_check_ms_, 100, 5000));
         if (!ensure_kv_bucket(conn_.js, liveness_bucket_, 5000) ||
-            js_KeyValue(&kv_, conn_.js, liveness_bucket_.c_str()) != NATS_OK || !kv_ttl_ms(kv_, liveness_ttl_ms_)) {
+            natsConnection_JetStream(&live_js_, conn_.nc, &jo) != NATS_OK ||
+            js_KeyValue(&kv_, live_js_, liveness_bucket_.c_str()) != NATS_OK || !kv_ttl_ms(kv_, liveness_ttl_ms_)) {
             conn_.close();
             return KVREG_EPROTO;
         }
@@ -554,6 +565,7 @@ void Consumer::check_liveness() {
         kvEntry *e = nullptr;
         const natsStatus st = kvStore_Get(&e, kv_, key.c_str());
         if (e) kvEntry_Destroy(e);
+        if (st == NATS_TIMEOUT) break; // no answer: no more lookups this round (each would wait)
         if (st != NATS_NOT_FOUND) continue;
         w.expired = true;
         kvreg_index_remove_worker(idx_, kv.first.first, kv.first.second);

@@ -96,7 +96,8 @@ class Consumer {
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;
-    kvStore *kv_ = nullptr;            // liveness bucket
+    kvStore *kv_ = nullptr;            // liveness bucket, through live_js_
+    jsCtx *live_js_ = nullptr;         // its own context: lookups wait at most a check period
     uint64_t liveness_ttl_ms_ = 0;     // the bucket's TTL
     Clock::time_point next_liveness_;
     // Liveness decides nothing until this time: a TTL after the connection came back (the keys

@@ -1148,6 +1148,67 @@ static void test_liveness_frozen(void **state) {
     tcp_cut_stop(&relay);
 }
 
+/* The replica's own connection hangs without closing (through the relay, frozen) while it
+ * knows a worker that sent nothing for a TTL, so its liveness check looks the worker's key up:
+ * every run must still return within a bound (a lookup used to wait out the 5 s request
+ * timeout, and each check tried one per such worker), and nothing may expire, since the
+ * worker's key was there all along; after the heal the replica goes on. */
+static void test_liveness_replica_frozen(void **state) {
+    (void)state;
+    tcp_cut relay;
+    tcp_cut_start(&relay, server.port);
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LIVR"), KVREG_OK);
+    engine_start(&e, "LRF", "lrf.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, KVREG_NATS_PUB_OPT_BATCH_US, (uint64_t)0, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 980 + h, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "LRF", "lrf-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_URL, relay.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LIVR"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 989, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    /* Idle past a TTL (heartbeats only): the check now looks the worker's key up each time. */
+    for (const int64_t idle = nats_now_ms() + TTL_MS + 100; nats_now_ms() < idle;)
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    tcp_cut_set(&relay, TCP_CUT_FREEZE);
+    int64_t slowest = 0;
+    for (const int64_t frozen_until = nats_now_ms() + 3 * TTL_MS; nats_now_ms() < frozen_until;) {
+        const int64_t t = nats_now_ms();
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
+    }
+    tcp_cut_set(&relay, TCP_CUT_HEAL);
+    for (const int64_t after = nats_now_ms() + 2 * TTL_MS; nats_now_ms() < after;) {
+        const int64_t t = nats_now_ms();
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
+    }
+    fprintf(stderr, "replica frozen: slowest run(50) %lld ms, expired %llu\n", (long long)slowest,
+            (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED));
+    assert_true(slowest < 1000);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    /* It goes on: a new block arrives. */
+    assert_int_equal(reg_hash(e.gpu, 990, &blk), KVREG_OK);
+    deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 990, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    for (uint64_t h = 0; h <= 10; h++) assert_true(index_holds(r.idx, 980 + h, 1));
+    replica_close(&r);
+    engine_finish(&e);
+    engine_close(&e);
+    tcp_cut_stop(&relay);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -1174,6 +1235,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_stalled),
         cmocka_unit_test(test_liveness_cut),
         cmocka_unit_test(test_liveness_frozen),
+        cmocka_unit_test(test_liveness_replica_frozen),
         cmocka_unit_test(test_snapshot_timer),
         cmocka_unit_test(test_snapshot_write_fails),
     };
