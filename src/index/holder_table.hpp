@@ -421,18 +421,26 @@ void HolderTable::fill_fresh(Shard &s, uint64_t cap, Slot *place, const Item *it
     for (uint64_t h = 1; h <= cap + 1; h++) at[h] += at[h - 1];
     for (size_t k = 0; k < n; k++) order[at[home(items[k].mixed, mask)]++] = static_cast<uint32_t>(k);
     // Within one home by key, then slot, so that the items naming one entry come together,
-    // in the order given (a stable insertion sort: a home is shared by a few items at most).
-    for (size_t k = 1; k < n; k++) {
-        const uint32_t o = order[k];
-        const Item &x = items[o];
-        const uint64_t h = home(x.mixed, mask);
-        size_t j = k;
-        for (; j > 0; j--) {
-            const Item &y = items[order[j - 1]];
-            if (home(y.mixed, mask) != h || y.mixed < x.mixed || (y.mixed == x.mixed && y.slot <= x.slot)) break;
-            order[j] = order[j - 1];
+    // in the order given (stable). A home holds a few items, or as many as the workers that
+    // hold one hash: an insertion sort for short runs, a merge sort past 16.
+    const auto before = [&](uint32_t a, uint32_t b) {
+        return items[a].mixed < items[b].mixed || (items[a].mixed == items[b].mixed && items[a].slot < items[b].slot);
+    };
+    for (size_t b = 0; b < n;) {
+        const uint64_t h = home(items[order[b]].mixed, mask);
+        size_t e = b + 1;
+        while (e < n && home(items[order[e]].mixed, mask) == h) e++;
+        if (e - b > 16) {
+            std::stable_sort(order + b, order + e, before); // may throw: nothing changed yet
+        } else {
+            for (size_t k = b + 1; k < e; k++) {
+                const uint32_t o = order[k];
+                size_t j = k;
+                for (; j > b && before(o, order[j - 1]); j--) order[j] = order[j - 1];
+                order[j] = o;
+            }
         }
-        order[j] = o;
+        b = e;
     }
     uint32_t count = 0;
     uint64_t next_free = 1, last = 0; // last: the slot of the entry placed just before (0: none)

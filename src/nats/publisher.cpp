@@ -318,7 +318,7 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
 // ------------------------------------------------------------------------ the sender thread
 void Publisher::add_failed(natsMsg *m, uint64_t seq, bool too_big) {
     const auto at = Clock::now() + std::chrono::milliseconds(retry_ms_);
-    failed_.push_back(Failed{m, seq, at, too_big});
+    failed_.push_back(Failed{m, seq, at, too_big, false});
     if (failed_.size() == 1 || at < retry_at_) retry_at_ = at;
 }
 
@@ -338,9 +338,21 @@ bool Publisher::empty_in_place(Failed &f) noexcept {
     natsMsg_Destroy(f.msg);
     f.msg = m;
     f.too_big = false;
+    f.emptied = true;
     count(refused);
     resync_due_ = true;
     return true;
+}
+
+void Publisher::give_up(Failed &f) noexcept {
+    natsMsg_Destroy(f.msg);
+    f.msg = nullptr;
+    count(errors);
+    resync_due_ = true; // consumers report the seq lost after their reorder bound; this repairs
+    std::lock_guard<std::mutex> lk(mu_);
+    in_flight_--;
+    stats_[in_flight].store(in_flight_, std::memory_order_relaxed);
+    cv_.notify_all();
 }
 
 // Each failed batch has its own turn, RETRY_MS after its last failure, and is resent on its
@@ -349,9 +361,10 @@ bool Publisher::empty_in_place(Failed &f) noexcept {
 // Nats-Msg-Id still holds. A batch that no longer fits (the stream refused it for its size,
 // or the connection does after a reconnect to a server with a smaller max_payload) would be
 // refused at every resend: it goes out with no events under the same seq and Nats-Msg-Id
-// (never stored, so not a duplicate), so that no consumer waits for that seq, and the worker
-// resyncs (run()), which puts its lost events back in batches that fit the limits as they are
-// now.
+// (should an earlier copy have been stored after all, the stream keeps that one and answers
+// "duplicate"), so that no consumer waits for that seq, and the worker resyncs (run()), which
+// puts its lost events back in batches that fit the limits as they are now. Refused again
+// empty, nothing fits: it is given up (give_up()).
 void Publisher::resend_failed() noexcept {
     std::vector<Failed> todo;
     auto now = Clock::now();
@@ -370,14 +383,27 @@ void Publisher::resend_failed() noexcept {
     for (Failed &f : todo) {
         if (f.retry_at <= now) {
             if (f.too_big) {
-                if (!limit_read) // what the stream takes now, for the resync's batches
-                    limit_read = stream_max_msg_size(conn_.js, stream_, stream_max_msg_);
+                // What the stream takes now, for the resync's batches: asked once a pass (a
+                // request: up to its 5 s timeout), and not while disconnected.
+                if (!limit_read && natsConnection_Status(conn_.nc) == NATS_CONN_STATUS_CONNECTED)
+                    stream_max_msg_size(conn_.js, stream_, stream_max_msg_);
+                limit_read = true;
+                if (f.emptied) { // refused with no events: nothing this stream can take
+                    give_up(f);
+                    continue;
+                }
                 empty_in_place(f);
             }
             count(retries);
             published_ = true;
             natsStatus st = js_PublishMsgAsync(conn_.js, &f.msg, &po);
-            if (st == NATS_MAX_PAYLOAD && f.msg && empty_in_place(f)) st = js_PublishMsgAsync(conn_.js, &f.msg, &po);
+            if (st == NATS_MAX_PAYLOAD && f.msg) {
+                if (f.emptied) {
+                    give_up(f);
+                    continue;
+                }
+                if (empty_in_place(f)) st = js_PublishMsgAsync(conn_.js, &f.msg, &po);
+            }
             if (st == NATS_OK) continue; // libnats owns it
             count(errors);
             now = Clock::now();
@@ -466,7 +492,12 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, 
     jsPubOptions_Init(&po); // no option that adds a header: hdrs.bytes is all of them
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
     published_ = true;
-    if (js_PublishMsgAsync(conn_.js, &m, &po) != NATS_OK && m) {
+    const natsStatus sent = js_PublishMsgAsync(conn_.js, &m, &po);
+    // A batch is a sign of life too (replicas keep a worker whose batches they apply), and a
+    // long publish (a resync's thousands of batches) must not leave the heartbeats behind.
+    if (sent == NATS_OK) alive_out(Clock::now());
+    heartbeat();
+    if (sent != NATS_OK && m) {
         // Not even queued (the connection refused it): resend it like a failed ack.
         count(errors);
         std::lock_guard<std::mutex> lk(mu_);
@@ -549,29 +580,39 @@ bool Publisher::resync() noexcept {
 // blocks (consumer.cpp, check_liveness). A worker that is back sends them again only with
 // events about them, and an idle one sends none: so the worker resyncs (run()) when its key
 // may have expired:
-//   - the heartbeats sent while connected (libnats holds the others until it reconnects) are
-//     a TTL apart, less one heartbeat period for the way (a sender that could not run), or
+//   - the heartbeats and batches sent while connected (libnats holds the others until it
+//     reconnects; a replica keeps a worker whose batches it applies) are about a TTL apart
+//     (alive_out(): a sender that could not run), or
 //   - the connection reconnected since the last one: how long it was gone is not known (one
 //     that hung without closing sent nothing for up to two pings, start() sets them to TTL / 2).
 int Publisher::heartbeat() noexcept {
     if (hb_subject_.empty()) return -1;
     const auto now = Clock::now();
     if (now >= next_hb_) {
-        if (natsConnection_Status(conn_.nc) == NATS_CONN_STATUS_CONNECTED) {
-            const uint64_t margin = std::min(heartbeat_ms_, key_ttl_ms_ / 2);
-            const uint64_t n = reconnects(conn_.nc);
-            if (hb_out_ && key_ttl_ms_ &&
-                (n != hb_reconnects_ || now - last_hb_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin)))
-                resync_due_ = true;
-            last_hb_out_ = now;
-            hb_out_ = true;
-            hb_reconnects_ = n;
-        }
+        alive_out(now);
         if (natsConnection_PublishString(conn_.nc, hb_subject_.c_str(), hb_value_.c_str()) != NATS_OK)
             count(errors);
         next_hb_ = now + std::chrono::milliseconds(heartbeat_ms_);
     }
     return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_hb_ - now).count()) + 1;
+}
+
+void Publisher::alive_out(Clock::time_point now) noexcept {
+    if (hb_subject_.empty() || natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) return;
+    const uint64_t n = reconnects(conn_.nc);
+    // The gap that may have let the key expire: the TTL less a margin of up to one heartbeat
+    // period for the way, and always more than a period (heartbeats are a period apart).
+    // With a period at or past the TTL the key lapses between any two heartbeats anyway:
+    // only reconnects count then.
+    bool gap = false;
+    if (key_ttl_ms_ > heartbeat_ms_) {
+        const uint64_t margin = std::min(heartbeat_ms_, (key_ttl_ms_ - heartbeat_ms_) / 2);
+        gap = now - last_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin);
+    }
+    if (out_seen_ && key_ttl_ms_ && (n != out_reconnects_ || gap)) resync_due_ = true;
+    last_out_ = now;
+    out_seen_ = true;
+    out_reconnects_ = n;
 }
 
 void Publisher::run() noexcept {

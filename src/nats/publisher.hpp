@@ -61,12 +61,19 @@ class Publisher {
         uint64_t seq;
         Clock::time_point retry_at;   // its own next turn
         bool too_big;                 // the stream refused it for its size: never resent as is
+        bool emptied;                 // already sent again with no events (empty_in_place)
     };
     // Under mu_: keep m (seq) for a resend RETRY_MS from now; throws bad_alloc.
     void add_failed(natsMsg *m, uint64_t seq, bool too_big = false);
     // f's seq again with no events (same subject and headers) in place of f.msg, which no
     // longer fits; a resync follows. Sender thread. false: out of memory (f unchanged).
     bool empty_in_place(Failed &f) noexcept;
+    // f even empty does not fit (a limit below its headers): dropped for good, its seq a gap
+    // the consumers report; the worker resyncs. Sender thread.
+    void give_up(Failed &f) noexcept;
+    // A heartbeat or a batch goes out (sender thread): when the liveness key may have expired
+    // since the last one (a reconnect, or a gap of about the TTL), a resync is due.
+    void alive_out(Clock::time_point now) noexcept;
     static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
     bool past_deadline() const noexcept {
         return stopping_.load(std::memory_order_acquire) && Clock::now() >= deadline_;
@@ -100,9 +107,9 @@ class Publisher {
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t key_ttl_ms_ = 0;           // the bucket's TTL as the server keeps it (0: none)
-    Clock::time_point last_hb_out_;     // sender thread: the last heartbeat sent while connected
-    bool hb_out_ = false;               // sender thread: one was
-    uint64_t hb_reconnects_ = 0;        // sender thread: the connection's reconnects at that one
+    Clock::time_point last_out_;        // sender thread: the last heartbeat or batch sent while connected
+    bool out_seen_ = false;             // sender thread: one was
+    uint64_t out_reconnects_ = 0;       // sender thread: the connection's reconnects at that one
     uint64_t seq_ = 0;            // sender thread
     bool published_ = false;      // sender thread (read by stop() after the join): an async publish was made
     uint64_t next_event_id_ = 0;  // sender thread: the id the next polled event should have

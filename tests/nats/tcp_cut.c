@@ -41,7 +41,7 @@ static int connect_upstream(int port) {
 /* All of buf to fd (loopback: the peer reads continuously). 0 on success. */
 static int write_all(int fd, const char *buf, size_t n) {
     while (n > 0) {
-        const ssize_t w = write(fd, buf, n);
+        const ssize_t w = send(fd, buf, n, MSG_NOSIGNAL); /* a closed peer: an error, not SIGPIPE */
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         buf += w;

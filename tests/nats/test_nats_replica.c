@@ -1209,6 +1209,35 @@ static void test_liveness_replica_frozen(void **state) {
     tcp_cut_stop(&relay);
 }
 
+/* An idle engine heartbeating on time never resyncs in 5 TTLs, whatever its period against the
+ * TTL (the gap rule must stay above a period: with HEARTBEAT_MS at half the TTL a first
+ * version of it resynced at every heartbeat, 28 times in 3 s). */
+static void test_liveness_no_false_resync(void **state) {
+    (void)state;
+    static const uint64_t hb_ttl[][2] = {{100, 200}, {50, 600}, {300, 400}};
+    for (size_t k = 0; k < sizeof hb_ttl / sizeof hb_ttl[0]; k++) {
+        char bucket[16], stream[16], prefix[16];
+        snprintf(bucket, sizeof bucket, "LNR%zu", k);
+        snprintf(stream, sizeof stream, "LNR%zu", k);
+        snprintf(prefix, sizeof prefix, "lnr%zu.ev", k);
+        engine e;
+        engine_open(&e, 1 << 12, 0);
+        assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, bucket), KVREG_OK);
+        engine_start(&e, stream, prefix, KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, hb_ttl[k][0],
+                     KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, hb_ttl[k][1], 0);
+        kvreg_block blk;
+        assert_int_equal(reg_hash(e.gpu, 1, &blk), KVREG_OK);
+        const int64_t until = nats_now_ms() + 5 * (int64_t)hb_ttl[k][1];
+        while (nats_now_ms() < until) {
+            struct timespec ts = {0, 20 * 1000 * 1000}; /* idle time, not synchronisation */
+            nanosleep(&ts, NULL);
+        }
+        assert_int_equal(pub_stat(&e, KVREG_NATS_PUB_STAT_RESYNCS), 0);
+        engine_finish(&e);
+        engine_close(&e);
+    }
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -1236,6 +1265,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_cut),
         cmocka_unit_test(test_liveness_frozen),
         cmocka_unit_test(test_liveness_replica_frozen),
+        cmocka_unit_test(test_liveness_no_false_resync),
         cmocka_unit_test(test_snapshot_timer),
         cmocka_unit_test(test_snapshot_write_fails),
     };
