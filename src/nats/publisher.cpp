@@ -493,10 +493,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, 
     po.MaxWait = static_cast<int64_t>(ack_timeout_ms_);
     published_ = true;
     const natsStatus sent = js_PublishMsgAsync(conn_.js, &m, &po);
-    // A batch is a sign of life too (replicas keep a worker whose batches they apply), and a
-    // long publish (a resync's thousands of batches) must not leave the heartbeats behind.
-    if (sent == NATS_OK) alive_out(Clock::now());
-    heartbeat();
+    heartbeat(); // when due: a long publish (a resync's thousands of batches) is no outage
     if (sent != NATS_OK && m) {
         // Not even queued (the connection refused it): resend it like a failed ack.
         count(errors);
@@ -580,9 +577,9 @@ bool Publisher::resync() noexcept {
 // blocks (consumer.cpp, check_liveness). A worker that is back sends them again only with
 // events about them, and an idle one sends none: so the worker resyncs (run()) when its key
 // may have expired:
-//   - the heartbeats and batches sent while connected (libnats holds the others until it
-//     reconnects; a replica keeps a worker whose batches it applies) are about a TTL apart
-//     (alive_out(): a sender that could not run), or
+//   - the heartbeats sent while connected (libnats holds the others until it reconnects)
+//     are about a TTL apart (alive_out(): a sender that could not run; it heartbeats while
+//     it waits for acks and while it publishes, so nothing else makes such a gap), or
 //   - the connection reconnected since the last one: how long it was gone is not known (one
 //     that hung without closing sent nothing for up to two pings, start() sets them to TTL / 2).
 int Publisher::heartbeat() noexcept {

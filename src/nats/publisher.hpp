@@ -71,8 +71,8 @@ class Publisher {
     // f even empty does not fit (a limit below its headers): dropped for good, its seq a gap
     // the consumers report; the worker resyncs. Sender thread.
     void give_up(Failed &f) noexcept;
-    // A heartbeat or a batch goes out (sender thread): when the liveness key may have expired
-    // since the last one (a reconnect, or a gap of about the TTL), a resync is due.
+    // A heartbeat goes out (sender thread): when the liveness key may have expired since the
+    // last one (a reconnect, or a gap of about the TTL), a resync is due.
     void alive_out(Clock::time_point now) noexcept;
     static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self) noexcept;
     bool past_deadline() const noexcept {
@@ -107,7 +107,7 @@ class Publisher {
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t key_ttl_ms_ = 0;           // the bucket's TTL as the server keeps it (0: none)
-    Clock::time_point last_out_;        // sender thread: the last heartbeat or batch sent while connected
+    Clock::time_point last_out_;        // sender thread: the last heartbeat sent while connected
     bool out_seen_ = false;             // sender thread: one was
     uint64_t out_reconnects_ = 0;       // sender thread: the connection's reconnects at that one
     uint64_t seq_ = 0;            // sender thread

@@ -724,6 +724,16 @@ static void test_slow_consumer(void **state) {
     engine_close(&e);
 }
 
+/* Run r for ms milliseconds, run(50) at a time; the longest run so far, from slowest. */
+static int64_t run_timed(replica *r, int64_t ms, int64_t slowest) {
+    for (const int64_t until = nats_now_ms() + ms; nats_now_ms() < until;) {
+        const int64_t t = nats_now_ms();
+        assert_int_equal(kvreg_nats_consumer_run(r->con, 50), KVREG_OK);
+        if (nats_now_ms() - t > slowest) slowest = nats_now_ms() - t;
+    }
+    return slowest;
+}
+
 /* A replica of stream that checks liveness in bucket every 50 ms, started and run until it
  * holds hash h of worker (bounded). */
 static void replica_live(replica *r, const char *stream, const char *durable, const char *bucket, uint64_t h,
@@ -856,24 +866,13 @@ static void test_liveness_outage(void **state) {
     for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 700 + h, &blk), KVREG_OK);
     replica r;
     replica_live(&r, "LO", "lo-r", "LVO", 709, 1);
-    int64_t until;
-    for (until = nats_now_ms() + 1500; nats_now_ms() < until;) /* idle, alive, heartbeating */
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    run_timed(&r, 1500, 0); /* idle, alive, heartbeating */
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
     nats_server_kill(&server, SIGKILL);
-    int64_t slowest = 0;
-    for (until = nats_now_ms() + 2500; nats_now_ms() < until;) { /* longer than the TTL */
-        const int64_t t = nats_now_ms();
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
-    }
+    int64_t slowest = run_timed(&r, 2500, 0); /* longer than the TTL */
     assert_true(con_stat(&r, KVREG_NATS_CON_STAT_FETCH_ERRORS) > 0);
     nats_server_restart(&server);
-    for (until = nats_now_ms() + 3000; nats_now_ms() < until;) {
-        const int64_t t = nats_now_ms();
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
-    }
+    slowest = run_timed(&r, 3000, slowest);
     fprintf(stderr, "liveness outage: slowest run(50) %lld ms, expired %llu\n", (long long)slowest,
             (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED));
     assert_true(slowest < 1000);
@@ -1161,18 +1160,9 @@ static void test_liveness_replica_frozen(void **state) {
     for (const int64_t idle = nats_now_ms() + TTL_MS + 100; nats_now_ms() < idle;)
         assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
     tcp_cut_set(&relay, TCP_CUT_FREEZE);
-    int64_t slowest = 0;
-    for (const int64_t frozen_until = nats_now_ms() + 3 * TTL_MS; nats_now_ms() < frozen_until;) {
-        const int64_t t = nats_now_ms();
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
-    }
+    int64_t slowest = run_timed(&r, 3 * TTL_MS, 0);
     tcp_cut_set(&relay, TCP_CUT_HEAL);
-    for (const int64_t after = nats_now_ms() + 2 * TTL_MS; nats_now_ms() < after;) {
-        const int64_t t = nats_now_ms();
-        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
-        slowest = nats_now_ms() - t > slowest ? nats_now_ms() - t : slowest;
-    }
+    slowest = run_timed(&r, 2 * TTL_MS, slowest);
     fprintf(stderr, "replica frozen: slowest run(50) %lld ms, expired %llu\n", (long long)slowest,
             (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED));
     assert_true(slowest < 1000);
