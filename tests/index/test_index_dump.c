@@ -745,14 +745,17 @@ static void test_load_while_querying(void **state)
         assert_int_equal(nd, LQ_WORKERS);
         for (i = 0; i < nd; i++)
             assert_int_equal(dd[i].depth, 500 * dd[i].worker_id);
-        /* every reader lets go of this index before it is freed: the pass under way when it
-         * was withdrawn ends at most one count later (bounded wait: 10 s) */
+        /* every reader lets go of this index before it is freed: withdrawn first, then each
+         * reader's count read, the pass under way then ends at most one count later, and any
+         * later pass sees no index (bounded wait: 10 s). Counts read before the withdrawal let
+         * a reader start another pass on the index between the two: TSan saw it freed under
+         * a query (8 threads on 2 cores). */
         {
             long seen[LQ_READERS];
             const time_t deadline = time(NULL) + 10;
+            atomic_store(&q.idx, 0);
             for (r = 0; r < LQ_READERS; r++)
                 seen[r] = atomic_load(&q.answers[r]);
-            atomic_store(&q.idx, 0);
             for (r = 0; r < LQ_READERS; r++)
                 while (atomic_load(&q.answers[r]) < seen[r] + 2)
                     assert_true(time(NULL) < deadline);
