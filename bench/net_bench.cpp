@@ -1010,13 +1010,14 @@ int main(int argc, char **argv) {
     size_t seqs = 2000, len = 512, reps = 3, max_events = 1024;
     uint64_t rcv_bytes = UINT64_MAX; // the library's default
     std::string workload = "all";
-    size_t nats_events = 200000;
+    size_t nats_events = 200000, nats_sized = 0;
     const char *trace = nullptr;
     const char *only_attack = nullptr;
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--workload")) workload = argv[i + 1];
         else if (!std::strcmp(argv[i], "--nats-events")) nats_events = v;
+        else if (!std::strcmp(argv[i], "--nats-sized")) nats_sized = v;
         else if (!std::strcmp(argv[i], "--trace")) trace = argv[i + 1];
         else if (!std::strcmp(argv[i], "--attack")) only_attack = argv[i + 1];
         else if (!std::strcmp(argv[i], "--seqs")) seqs = v;
@@ -1027,7 +1028,7 @@ int main(int argc, char **argv) {
         else {
             std::fprintf(stderr, "usage: kvreg-net-bench [--seqs N] [--len N] [--reps N] [--max-events N] [--rcv-bytes N]"
                                  " [--workload all|pubsub|register_release|attacked-replay|attacked|nats]"
-                                 " [--nats-events N] [--trace FILE] [--attack KIND]\n");
+                                 " [--nats-events N] [--nats-sized 0|1] [--trace FILE] [--attack KIND]\n");
             return 2;
         }
     }
@@ -1037,9 +1038,9 @@ int main(int argc, char **argv) {
     }
     if (workload == "nats") {
 #if KVREG_NET_BENCH_NATS
-        return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE, reps);
+        return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE, reps, nats_sized != 0);
 #else
-        (void)nats_events, (void)trace;
+        (void)nats_events, (void)trace, (void)nats_sized;
         std::printf("{\"workload\":\"nats\",\"skipped\":\"built without NATS\"}\n");
         return 77;
 #endif

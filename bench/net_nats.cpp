@@ -64,10 +64,13 @@ double now_s() {
         }                                                                                       \
     } while (0)
 
-// A registry whose events wait in a poll queue of capacity events, and its one pool.
-void new_registry(size_t capacity, kvreg_registry **reg, kvreg_pool **pool) {
+// A registry whose events wait in a poll queue of capacity events, and its one pool; with
+// `reserve`, the registry sets aside room for that many blocks when it is made
+// (KVREG_OPT_RESERVE_BLOCKS, as an engine whose KV cache has a fixed size would).
+void new_registry(size_t capacity, kvreg_registry **reg, kvreg_pool **pool, size_t reserve = 0) {
     kvreg_config *cfg = nullptr;
     NB_CHECK(kvreg_config_new(&cfg) == KVREG_OK);
+    if (reserve) NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_RESERVE_BLOCKS, reserve) == KVREG_OK);
     NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL) == KVREG_OK);
     NB_CHECK(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, capacity) == KVREG_OK);
     NB_CHECK(kvreg_registry_new(reg, cfg) == KVREG_OK);
@@ -79,8 +82,9 @@ struct Engine {
     kvreg_registry *reg = nullptr;
     kvreg_pool *pool = nullptr;
     kvreg_nats_publisher *pub = nullptr;
-    Engine(const char *url, const char *stream, const char *prefix, uint64_t format, size_t capacity) {
-        new_registry(capacity, &reg, &pool);
+    Engine(const char *url, const char *stream, const char *prefix, uint64_t format, size_t capacity,
+           size_t reserve = 0) {
+        new_registry(capacity, &reg, &pool, reserve);
         NB_CHECK(kvreg_nats_publisher_new(&pub, reg) == KVREG_OK);
         NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_URL, url) == KVREG_OK);
         NB_CHECK(kvreg_nats_publisher_set_string(pub, KVREG_NATS_STREAM, stream) == KVREG_OK);
@@ -107,10 +111,12 @@ struct Engine {
 struct Replica {
     kvreg_index *idx = nullptr;
     kvreg_nats_consumer *con = nullptr;
+    // expected: KVREG_INDEX_OPT_EXPECTED_ENTRIES (0: the default, start small and grow)
     Replica(const char *url, const char *stream, const char *durable, bool own_hashes, const char *bucket,
-            bool restore = true) {
+            bool restore = true, uint64_t expected = 0) {
         kvreg_index_config *cfg = nullptr;
         NB_CHECK(kvreg_index_config_new(&cfg) == KVREG_OK);
+        if (expected) NB_CHECK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, expected) == KVREG_OK);
         if (own_hashes) NB_CHECK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_HASHES, KVREG_INDEX_HASHES_OWN) == KVREG_OK);
         NB_CHECK(kvreg_index_new(&idx, cfg) == KVREG_OK);
         kvreg_index_config_free(cfg);
@@ -164,10 +170,10 @@ void register_chains(kvreg_pool *pool, size_t chains) {
 // The same registrations into a registry with no publisher (its poll queue holds every event,
 // undrained): what publishing adds to the engine is publish_s less this. Run after the
 // publishing engine, so in memory it freed: if anything, this is the smaller of the two.
-double engine_only(size_t chains, size_t capacity) {
+double engine_only(size_t chains, size_t capacity, size_t reserve) {
     kvreg_registry *reg = nullptr;
     kvreg_pool *pool = nullptr;
-    new_registry(capacity, &reg, &pool);
+    new_registry(capacity, &reg, &pool, reserve);
     const double t0 = now_s();
     register_chains(pool, chains);
     const double t = now_s() - t0;
@@ -193,14 +199,14 @@ struct ConsumeSplit {
 // Seconds for n replicas (each its own durable, on its own thread) to consume the stream;
 // *split (may be null) gets the first replica's.
 double consume_kvreg(const char *url, const char *stream, int n, uint64_t batches, uint64_t entries,
-                     ConsumeSplit *split = nullptr) {
+                     bool sized, ConsumeSplit *split = nullptr) {
     std::vector<std::thread> th;
     const double t0 = now_s();
     for (int i = 0; i < n; i++)
         th.emplace_back([=] {
             const std::string durable = "bench-" + std::to_string(n) + "-" + std::to_string(i);
             const double cpu0 = thread_cpu_s(), w0 = now_s();
-            Replica r(url, stream, durable.c_str(), false, nullptr);
+            Replica r(url, stream, durable.c_str(), false, nullptr, true, sized ? entries : 0);
             const double made = now_s();
             r.catch_up(batches);
             if (i == 0 && split) {
@@ -325,7 +331,7 @@ size_t average_size(const char *url, const char *stream, uint64_t batches) {
 
 } // namespace
 
-int nats_workload(size_t events, const char *trace, size_t reps) {
+int nats_workload(size_t events, const char *trace, size_t reps, bool sized) {
     reps = std::max<size_t>(reps, 1);
     if (!kvreg_nats_available()) {
         std::printf("{\"workload\":\"nats\",\"skipped\":\"library built without NATS\"}\n");
@@ -348,23 +354,24 @@ int nats_workload(size_t events, const char *trace, size_t reps) {
     for (size_t rep = 0; rep < reps; rep++) {
         const std::string r = std::to_string(rep), stream = "KVREG_EVENTS_" + r;
         {
-            Engine e(url, stream.c_str(), ("kvreg" + r + ".events").c_str(), KVREG_WIRE_VLLM, n_events * 2);
+            Engine e(url, stream.c_str(), ("kvreg" + r + ".events").c_str(), KVREG_WIRE_VLLM, n_events * 2,
+                     sized ? n_events : 0);
             const double t0 = now_s();
             register_chains(e.pool, chains);
             batches = e.finish(); // may differ by a few between reps (acks pace the batching)
             pub_s = std::min(pub_s, now_s() - t0);
         }
-        if (rep == 0) engine_s = engine_only(chains, n_events * 2);
+        if (rep == 0) engine_s = engine_only(chains, n_events * 2, sized ? n_events : 0);
         avg = average_size(url, stream.c_str(), batches); // the raw side sends as many, as big
         ConsumeSplit s1;
-        if (const double t = consume_kvreg(url, stream.c_str(), 1, batches, n_events, &s1); t < c1) {
+        if (const double t = consume_kvreg(url, stream.c_str(), 1, batches, n_events, sized, &s1); t < c1) {
             c1 = t;
             split1 = s1;
         }
         if (rep == 0) // the same replica again, in memory the first one freed: what first
                       // touching the index's pages costs is the difference (docs/nats.md)
-            c1_warm = consume_kvreg(url, stream.c_str(), 1, batches, n_events, &warm);
-        c3 = std::min(c3, consume_kvreg(url, stream.c_str(), 3, batches, n_events));
+            c1_warm = consume_kvreg(url, stream.c_str(), 1, batches, n_events, sized, &warm);
+        c3 = std::min(c3, consume_kvreg(url, stream.c_str(), 3, batches, n_events, sized));
         const std::string raw_stream = "RAW_" + r, raw_subject = "raw" + r + ".x";
         raw_pub = std::min(raw_pub, publish_raw(url, raw_stream.c_str(), raw_subject.c_str(), batches, avg));
         raw_c1 = std::min(raw_c1, consume_raw(url, raw_subject.c_str(), 1, batches));
@@ -473,7 +480,7 @@ int nats_workload(size_t events, const char *trace, size_t reps) {
     nats_server_destroy(&srv);
     nats_Close();
     const bool verified = d_rebuild == d_restore && restored == 1;
-    std::printf("{\"workload\":\"nats\",\"events\":%llu,\"messages\":%llu,\"avg_message_bytes\":%zu,"
+    std::printf("{\"workload\":\"nats\",\"sized\":%d,\"events\":%llu,\"messages\":%llu,\"avg_message_bytes\":%zu,"
                 "\"publish_s\":%.3f,\"engine_only_s\":%.3f,\"consume_1_s\":%.3f,\"consume_3_s\":%.3f,"
                 "\"consume_1_setup_s\":%.3f,\"consume_1_thread_cpu_s\":%.3f,\"consume_1_warm_s\":%.3f,"
                 "\"consume_1_warm_thread_cpu_s\":%.3f,\"raw_publish_s\":%.3f,\"raw_consume_1_s\":%.3f,\"raw_consume_3_s\":%.3f,"
@@ -484,7 +491,7 @@ int nats_workload(size_t events, const char *trace, size_t reps) {
                 "\"restore_read_ms\":%.2f,\"restore_load_ms\":%.2f,\"rebuild_heap_growth_mb\":%.1f,"
                 "\"rebuild_index_mb\":%.1f,\"restore_heap_growth_mb\":%.1f,\"restore_index_mb\":%.1f,"
                 "\"verified\":%s}\n",
-                static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, engine_s, c1,
+                sized ? 1 : 0, static_cast<unsigned long long>(n_events), static_cast<unsigned long long>(batches), avg, pub_s, engine_s, c1,
                 c3, split1.setup_s, split1.thread_cpu_s, c1_warm, warm.thread_cpu_s, raw_pub, raw_c1, raw_c3, k1, r1, k1 / r1, k3, r3, k3 / r3,
                 static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(t_batches), rebuild_s, snap_s,
                 restore_s, restore_s / rebuild_s, static_cast<double>(rebuild_start_us) * 1e-3,
