@@ -42,7 +42,7 @@
 // library's, which with its MAX_MSG_SIZE lets libzmq read 4 messages ahead. Small batches
 // (--max-events 16) show what that costs a publisher sending as fast as it can.
 // Output: one JSON line per workload. Usage: kvreg-net-bench [--seqs N] [--len N] [--reps N]
-//   [--max-events N] [--rcv-bytes N] [--workload NAME]
+//   [--max-events N] [--rcv-bytes N] [--workload NAME] [--nats-events N] [--nats-sized 0|1]
 #include <kvreg.h>
 #include <kvreg_net.h>
 #include <zmq.h>

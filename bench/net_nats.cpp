@@ -9,6 +9,9 @@
 //               Beside it: the engine's registrations alone (no publisher), the first
 //               replica's setup time and thread CPU, and one more replica run after it (warm:
 //               its index in pages the first one freed).
+//               --nats-sized 1: the engine's registry reserves its blocks (before the clock)
+//               and each replica's index expects its entries (inside it), as docs/nats.md
+//               advises a deployment; the JSON's "sized" says which.
 //   restore     every block of the conversation trace published as an engine sends it (vLLM
 //               format, 16 tokens a block made from the block's id; replicas in ENGINE mode),
 //               a replica rebuilding its index from the whole stream against a new replica
