@@ -14,16 +14,14 @@ Exit 77 (skipped) without nats-server, except with CI=true, where that fails.
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 from test_events import EXAMPLE_A, EXAMPLE_EVENTS
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "nats"))
+import nats_server  # noqa: E402  (tests/nats/nats_server.py: the server this test starts)
 
 
 def fail(what):
@@ -34,47 +32,6 @@ def fail(what):
 def check(cond, what):
     if not cond:
         fail(what)
-
-
-def find_server():
-    env = os.environ.get("KVREG_NATS_SERVER")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    path = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/usr/local/sbin"
-    for d in path.split(":"):
-        exe = os.path.join(d, "nats-server")
-        if d and os.access(exe, os.X_OK):
-            return exe
-    return None
-
-
-class Server:
-    def __init__(self, exe, tmp):
-        self.tmp = tmp
-        self.proc = subprocess.Popen([exe, "-js", "-sd", os.path.join(tmp, "store"), "-a",
-                                      "127.0.0.1", "-p", "-1", "--ports_file_dir", tmp,
-                                      "-l", os.path.join(tmp, "log")])
-        ports = os.path.join(tmp, f"nats-server_{self.proc.pid}.ports")
-        deadline = time.monotonic() + 10
-        self.port = None
-        while self.port is None:  # poll the ports file, bounded
-            check(self.proc.poll() is None, "nats-server exited at start")
-            check(time.monotonic() < deadline, "nats-server wrote no ports file")
-            try:
-                with open(ports) as f:
-                    text = f.read()
-                self.port = int(json.loads(text)["nats"][0].rsplit(":", 1)[1])
-            except (OSError, ValueError, KeyError, IndexError):
-                time.sleep(0.01)
-        self.url = f"nats://127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class Client:
@@ -154,14 +111,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", required=True)
     exe = ap.parse_args().events
-    server_exe = find_server()
-    if not server_exe:
-        if os.environ.get("CI") == "true":
-            fail("nats-server not found; CI=true, so this is a failure")
-        print("SKIP: nats-server not found (apt-get install nats-server)")
-        sys.exit(SKIP)
-    tmp = tempfile.mkdtemp(prefix="kvreg-sub-nats-")
-    server = Server(server_exe, tmp)
+    server = nats_server.start("kvreg-sub-nats-")
     try:
         c = Client(server.port)
         c.request("$JS.API.STREAM.CREATE.EV", json.dumps(
@@ -207,7 +157,6 @@ def main():
         print(f"ok: {len(want)} events from 3 batches, a malformed one reported")
     finally:
         server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
