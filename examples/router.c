@@ -14,6 +14,13 @@
  * routes four prompts and checks what the index says against what engine.c did: request 1
  * is cached whole, request 0 only up to its system prompt (its question was evicted), a new
  * question shares the system prompt, and an unrelated prompt matches nothing.
+ *
+ *   router --nats URL BATCHES [TIMEOUT_SECONDS]
+ *
+ * The same router as one replica of a NATS JetStream event plane (docs/nats.md): a durable
+ * consumer of the stream KVREG_EVENTS (engine --nats publishes there) applies worker 0's
+ * batches, in order, until it has applied BATCHES of them (engine --nats printed how many),
+ * then routes the same four prompts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +31,7 @@
 #define KVREG_EXPERIMENTAL
 #include <kvreg.h>
 #include <kvreg_index.h>
+#include <kvreg_nats.h>
 #include <kvreg_net.h>
 
 #include "check.h"
@@ -98,19 +106,99 @@ static uint32_t route(const router *r, const char *what, const uint32_t *tokens)
     return best.depth;
 }
 
+/* The consumer's notices (losses, restarts, malformed messages): never silent. */
+static void on_nats_notice(const kvreg_nats_notice *notice, void *user_data)
+{
+    (void)user_data;
+    fprintf(stderr, "router: worker %llu: %s\n", (unsigned long long)notice->worker_id, notice->message);
+}
+
+/* One replica: a durable consumer applies the stream's batches to the index on this thread,
+ * acknowledging each once applied. 0 once worker 0's next seq is `batches`. */
+static int receive_nats(kvreg_index *index, const char *url, uint64_t batches, long timeout_s)
+{
+    kvreg_nats_consumer *con;
+    uint64_t instance = 0, next = 0, applied = 0, events = 0;
+    long waited_ms;
+    int rc;
+
+    if (!kvreg_nats_available()) {
+        fprintf(stderr, "router: this libkvreg was built without NATS (libnats-dev)\n");
+        return 2;
+    }
+    CHECK_OK(kvreg_nats_consumer_new(&con, index));
+    CHECK_OK(kvreg_nats_consumer_set_string(con, KVREG_NATS_URL, url));
+    CHECK_OK(kvreg_nats_consumer_set_string(con, KVREG_NATS_DURABLE, "example-router"));
+    CHECK_OK(kvreg_nats_consumer_set_notice_cb(con, on_nats_notice, NULL, NULL));
+    rc = kvreg_nats_consumer_start(con); /* connects, finds the stream, makes the durable */
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "router: cannot consume from %s: %s\n", url, kvreg_strerror(rc));
+        kvreg_nats_consumer_free(con);
+        return 1;
+    }
+    for (waited_ms = 0; waited_ms < timeout_s * 1000; waited_ms += 100) {
+        CHECK_OK(kvreg_nats_consumer_run(con, 100));
+        if (kvreg_nats_consumer_worker(con, 0, 0, &instance, &next) == KVREG_OK && next >= batches)
+            break;
+    }
+    CHECK_OK(kvreg_nats_consumer_stat(con, KVREG_NATS_CON_STAT_BATCHES, &applied));
+    CHECK_OK(kvreg_nats_consumer_stat(con, KVREG_NATS_CON_STAT_EVENTS, &events));
+    printf("router: applied %llu batches (%llu events) of worker 0\n", (unsigned long long)applied,
+           (unsigned long long)events);
+    kvreg_nats_consumer_free(con);
+    if (next < batches) {
+        fprintf(stderr, "router: %llu of %llu batches arrived in %ld s\n", (unsigned long long)next,
+                (unsigned long long)batches, timeout_s);
+        return 1;
+    }
+    return 0;
+}
+
+/* One engine over ZeroMQ: every event from seq 0 on (replayed, then live), until `wanted`
+ * blocks were stored or removed. */
+static int receive_zmq(router *r, const char *endpoint, const char *replay, long timeout_s)
+{
+    int rc;
+
+    if (!(kvreg_features() & KVREG_FEATURE_ZMQ)) {
+        fprintf(stderr, "router: this libkvreg was built without ZeroMQ (libzmq3-dev)\n");
+        return 2;
+    }
+    CHECK_OK(kvreg_subscriber_new(&r->sub));
+    CHECK_OK(kvreg_subscriber_set(r->sub, KVREG_SUB_OPT_FROM_SEQ, 0)); /* everything, via replay */
+    CHECK_OK(kvreg_subscriber_set_string(r->sub, KVREG_SUB_TOPIC, "kv@"));
+    CHECK_OK(kvreg_subscriber_set_batch_cb(r->sub, on_batch, r, NULL));
+    CHECK_OK(kvreg_subscriber_set_notice_cb(r->sub, on_notice, r, NULL));
+    rc = kvreg_subscriber_add(r->sub, endpoint, replay, NULL);
+    if (rc != KVREG_OK) {
+        fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", endpoint, replay,
+                kvreg_strerror(rc));
+        return 1;
+    }
+    /* Receive until on_batch stops us (all events in) or the timeout. */
+    CHECK_OK(kvreg_subscriber_run(r->sub, (int)(timeout_s * 1000)));
+    kvreg_subscriber_free(r->sub);
+    r->sub = NULL;
+    if (r->failed || r->blocks < r->wanted) {
+        fprintf(stderr, "router: %llu of %llu blocks arrived in %ld s\n",
+                (unsigned long long)r->blocks, (unsigned long long)r->wanted, timeout_s);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     router r;
+    kvreg_index_config *cfg;
     uint32_t tokens[DEMO_PROMPT_TOKENS];
+    const int nats = argc > 1 && strcmp(argv[1], "--nats") == 0;
     long timeout_s;
     int rc;
 
     if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: router ENDPOINT REPLAY_ENDPOINT BLOCKS [TIMEOUT_SECONDS]\n");
-        return 2;
-    }
-    if (!(kvreg_features() & KVREG_FEATURE_ZMQ)) {
-        fprintf(stderr, "router: this libkvreg was built without ZeroMQ (libzmq3-dev)\n");
+        fprintf(stderr, "usage: router ENDPOINT REPLAY_ENDPOINT BLOCKS [TIMEOUT_SECONDS]\n"
+                        "       router --nats URL BATCHES [TIMEOUT_SECONDS]\n");
         return 2;
     }
     memset(&r, 0, sizeof r);
@@ -118,25 +206,17 @@ int main(int argc, char **argv)
     timeout_s = argc > 4 ? strtol(argv[4], NULL, 10) : 20;
 
     /* The index's defaults match vLLM's engines: 16-token blocks, Dynamo's hashing with salt
-     * 1337 computed from each stored block's tokens (engines name blocks their own way). */
-    CHECK_OK(kvreg_index_new(&r.index, NULL));
-    CHECK_OK(kvreg_subscriber_new(&r.sub));
-    CHECK_OK(kvreg_subscriber_set(r.sub, KVREG_SUB_OPT_FROM_SEQ, 0)); /* everything, via replay */
-    CHECK_OK(kvreg_subscriber_set_string(r.sub, KVREG_SUB_TOPIC, "kv@"));
-    CHECK_OK(kvreg_subscriber_set_batch_cb(r.sub, on_batch, &r, NULL));
-    CHECK_OK(kvreg_subscriber_set_notice_cb(r.sub, on_notice, &r, NULL));
-    rc = kvreg_subscriber_add(r.sub, argv[1], argv[2], NULL);
-    if (rc != KVREG_OK) {
-        fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", argv[1], argv[2],
-                kvreg_strerror(rc));
-        return 1;
-    }
-    /* Receive until on_batch stops us (all events in) or the timeout. */
-    CHECK_OK(kvreg_subscriber_run(r.sub, (int)(timeout_s * 1000)));
-    if (r.failed || r.blocks < r.wanted) {
-        fprintf(stderr, "router: %llu of %llu blocks arrived in %ld s\n",
-                (unsigned long long)r.blocks, (unsigned long long)r.wanted, timeout_s);
-        return 1;
+     * 1337 computed from each stored block's tokens (engines name blocks their own way). Its
+     * table is sized for what the router expects to hold (engines x blocks each caches; a
+     * few thousand here), so that applying never stops to grow it. */
+    CHECK_OK(kvreg_index_config_new(&cfg));
+    CHECK_OK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, 4096));
+    CHECK_OK(kvreg_index_new(&r.index, cfg));
+    kvreg_index_config_free(cfg);
+    rc = nats ? receive_nats(r.index, argv[2], r.wanted, timeout_s) : receive_zmq(&r, argv[1], argv[2], timeout_s);
+    if (rc != 0) {
+        kvreg_index_free(r.index);
+        return rc;
     }
 
     demo_prompt(1, tokens);
@@ -149,7 +229,6 @@ int main(int argc, char **argv)
     tokens[0] = 999999; /* another system prompt: nothing in common from the first block on */
     CHECK(route(&r, "another system prompt:", tokens) == 0);
 
-    kvreg_subscriber_free(r.sub);
     kvreg_index_free(r.index);
     return 0;
 }

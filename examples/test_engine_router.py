@@ -14,6 +14,18 @@ import subprocess
 import sys
 
 
+def run(name, argv):
+    """Run one example program to its end (30 s at most), echoing its output: its stdout, or
+    None after a FAIL line when it exits non-zero."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    print(p.stdout, end="")
+    print(p.stderr, end="", file=sys.stderr)
+    if p.returncode != 0:
+        print("FAIL: %s exited %d" % (name, p.returncode))
+        return None
+    return p.stdout
+
+
 def main():
     engine_exe, router_exe = sys.argv[1], sys.argv[2]
     engine = subprocess.Popen([engine_exe, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "30"],
@@ -36,15 +48,11 @@ def main():
         if events != [12, 10, 2]:
             print("FAIL: engine published %s, expected 12 events (10 Register, 2 Remove)" % events)
             return 1
-        router = subprocess.run([router_exe, endpoints[0], endpoints[1], str(events[0]), "20"],
-                                capture_output=True, text=True, timeout=30)
-        print(router.stdout, end="")
-        print(router.stderr, end="", file=sys.stderr)
-        if router.returncode != 0:
-            print("FAIL: router exited %d" % router.returncode)
+        out = run("router", [router_exe, endpoints[0], endpoints[1], str(events[0]), "20"])
+        if out is None:
             return 1
-        stored = sum(int(n) for n in re.findall(r"(\d+) blocks stored", router.stdout))
-        removed = sum(int(n) for n in re.findall(r"(\d+) removed", router.stdout))
+        stored = sum(int(n) for n in re.findall(r"(\d+) blocks stored", out))
+        removed = sum(int(n) for n in re.findall(r"(\d+) removed", out))
         if (stored, removed) != (10, 2):
             print("FAIL: the index stored %d and removed %d blocks, expected 10 and 2"
                   % (stored, removed))
