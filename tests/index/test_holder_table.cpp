@@ -208,6 +208,42 @@ void test_throw_half_way(void **) {
     }
 }
 
+// Growth by doubling (HolderTable::grow) keeps every entry findable. One shard, entries added
+// one at a time through update(), so that the table doubles from 16 slots to 4096. Their keys
+// crowd on the last homes of every table size (low bits of (mixed >> 16) all ones but the last
+// three: each doubling finds a cluster wrapping past the table's end), half of them on the
+// last homes of the 2048-slot table instead (at 4096 they move to the middle: a doubling
+// splits each home in two, the old one and the old one plus the old capacity), some hashes
+// held by several slots (entries of one home ordered by key and slot), the rest anywhere. The
+// model is a map kept here; after every 37 updates every entry so far is looked up. (A rehash
+// placing each entry just past the one before, tried as a faster grow, failed this when it
+// took the wrapped entries first or both halves in one pass; done right it measured 1.1x
+// slower than the search-and-insert grow (medians of 8 alternated processes applying 200,000
+// events) and was not kept.)
+void test_grow_by_doubling(void **) {
+    HolderTable t(1, 0);
+    std::mt19937_64 r(11);
+    Entries want;
+    for (uint32_t n = 0; n < 3000; n++) {
+        uint64_t m = r() & ~(UINT64_C(0xfff) << 52); // shard 0 of 1: any top bits do
+        switch (n % 4) {
+        case 0: m = (m & ~(UINT64_C(0xfff) << 16)) | ((UINT64_C(4095) - (n / 4) % 8) << 16); break;
+        case 1: m = (m & ~(UINT64_C(0xfff) << 16)) | ((UINT64_C(2047) - (n / 4) % 8) << 16); break;
+        default: break;
+        }
+        const uint64_t hash = unmix(m);
+        const uint32_t holders = n % 10 == 0 ? 3 : 1; // a hash several workers hold
+        for (uint32_t k = 0; k < holders; k++) {
+            const uint32_t slot = (n * 7 + k * 131) % 997 + 1;
+            t.update(hash, slot, [](uint32_t old) { return old + 1; });
+            want[std::make_pair(hash, slot)] += 1;
+        }
+        if (n % 37 == 0 || n == 2999) check_lookups(t, want);
+    }
+    assert_int_equal(t.entries(), want.size());
+    assert_true(entries_of(t) == want);
+}
+
 } // namespace
 
 int main(void) {
@@ -216,6 +252,7 @@ int main(void) {
         cmocka_unit_test(test_into_reserved_shards),
         cmocka_unit_test(test_into_sized_and_nonempty_shards),
         cmocka_unit_test(test_throw_half_way),
+        cmocka_unit_test(test_grow_by_doubling),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
