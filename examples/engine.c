@@ -128,6 +128,9 @@ static int main_nats(const char *url)
     rc = kvreg_nats_publisher_start(pub); /* connects; makes the stream if it is missing */
     if (rc != KVREG_OK) {
         fprintf(stderr, "engine: cannot publish to %s: %s\n", url, kvreg_strerror(rc));
+        kvreg_nats_publisher_free(pub);
+        kvreg_pool_free(gpu);
+        kvreg_registry_free(reg);
         return 1;
     }
     printf("engine: publishing to %s, stream KVREG_EVENTS, worker 0\n", url);
@@ -183,6 +186,9 @@ int main(int argc, char **argv)
     rc = kvreg_publisher_start(pub);
     if (rc != KVREG_OK) {
         fprintf(stderr, "engine: cannot bind %s / %s: %s\n", endpoint, replay, kvreg_strerror(rc));
+        kvreg_publisher_free(pub);
+        kvreg_pool_free(gpu);
+        kvreg_registry_free(reg);
         return 1;
     }
     CHECK_OK(kvreg_publisher_endpoint(pub, KVREG_PUB_ENDPOINT, bound, sizeof bound, NULL));

@@ -129,6 +129,9 @@ static int receive_nats(kvreg_index *index, const char *url, uint64_t batches, l
     CHECK_OK(kvreg_nats_consumer_new(&con, index));
     CHECK_OK(kvreg_nats_consumer_set_string(con, KVREG_NATS_URL, url));
     CHECK_OK(kvreg_nats_consumer_set_string(con, KVREG_NATS_DURABLE, "example-router"));
+    /* Worker 0's subject only (engine --nats's: prefix, namespace, component, worker, rank), so
+     * that other engines publishing to the same stream are not this demo's. */
+    CHECK_OK(kvreg_nats_consumer_set_string(con, KVREG_NATS_FILTER, "kvreg.events.default.backend.0.0"));
     CHECK_OK(kvreg_nats_consumer_set_notice_cb(con, on_nats_notice, NULL, NULL));
     rc = kvreg_nats_consumer_start(con); /* connects, finds the stream, makes the durable */
     if (rc != KVREG_OK) {
@@ -173,6 +176,8 @@ static int receive_zmq(router *r, const char *endpoint, const char *replay, long
     if (rc != KVREG_OK) {
         fprintf(stderr, "router: cannot subscribe to %s / %s: %s\n", endpoint, replay,
                 kvreg_strerror(rc));
+        kvreg_subscriber_free(r->sub);
+        r->sub = NULL;
         return 1;
     }
     /* Receive until on_batch stops us (all events in) or the timeout. */
@@ -196,19 +201,20 @@ int main(int argc, char **argv)
     long timeout_s;
     int rc;
 
-    if (argc < 4 || argc > 5) {
+    memset(&r, 0, sizeof r);
+    if (argc >= 4) r.wanted = strtoull(argv[3], NULL, 10);
+    timeout_s = argc > 4 ? strtol(argv[4], NULL, 10) : 20;
+    if (argc < 4 || argc > 5 || r.wanted == 0 || timeout_s < 1) {
         fprintf(stderr, "usage: router ENDPOINT REPLAY_ENDPOINT BLOCKS [TIMEOUT_SECONDS]\n"
-                        "       router --nats URL BATCHES [TIMEOUT_SECONDS]\n");
+                        "       router --nats URL BATCHES [TIMEOUT_SECONDS]\n"
+                        "(BLOCKS, BATCHES and TIMEOUT_SECONDS at least 1)\n");
         return 2;
     }
-    memset(&r, 0, sizeof r);
-    r.wanted = strtoull(argv[3], NULL, 10);
-    timeout_s = argc > 4 ? strtol(argv[4], NULL, 10) : 20;
 
     /* The index's defaults match vLLM's engines: 16-token blocks, Dynamo's hashing with salt
      * 1337 computed from each stored block's tokens (engines name blocks their own way). Its
-     * table is sized for what the router expects to hold (engines x blocks each caches; a
-     * few thousand here), so that applying never stops to grow it. */
+     * table is sized for what the router expects to hold (engines x blocks each caches; the
+     * demo's engine holds 10, a real one thousands), so that applying never stops to grow it. */
     CHECK_OK(kvreg_index_config_new(&cfg));
     CHECK_OK(kvreg_index_config_set(cfg, KVREG_INDEX_OPT_EXPECTED_ENTRIES, 4096));
     CHECK_OK(kvreg_index_new(&r.index, cfg));

@@ -14,10 +14,10 @@ import subprocess
 import sys
 
 
-def run(name, argv):
-    """Run one example program to its end (30 s at most), echoing its output: its stdout, or
-    None after a FAIL line when it exits non-zero."""
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+def run(name, argv, timeout=30):
+    """Run one example program to its end (timeout seconds at most), echoing its output: its
+    stdout, or None after a FAIL line when it exits non-zero."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     print(p.stdout, end="")
     print(p.stderr, end="", file=sys.stderr)
     if p.returncode != 0:

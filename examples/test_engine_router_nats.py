@@ -6,7 +6,8 @@ The engine publishes its three requests to the stream and stops once every batch
 acknowledged; the router is started only then, so everything it gets comes from the stream,
 as for a replica that joins late. The router checks its own routing answers (exit status);
 this script checks the engine's event count against the workload's (10 Register, 2 Remove)
-and that the router applied every batch the engine made. Bounded: about 30 s in all.
+and that the router applied every batch the engine made. Bounded: the server's start 10 s,
+the engine 15 s, the router 25 s (its own wait 20 s), the server's stop 10 s.
 
 Usage: test_engine_router_nats.py ENGINE ROUTER
 """
@@ -24,7 +25,7 @@ def main():
     engine_exe, router_exe = sys.argv[1], sys.argv[2]
     server = nats_server.start("kvreg-example-nats-")
     try:
-        engine = run("engine", [engine_exe, "--nats", server.url])
+        engine = run("engine", [engine_exe, "--nats", server.url], timeout=15)
         if engine is None:
             return 1
         m = re.search(r"engine: published (\d+) events \((\d+) Register, (\d+) Remove\)", engine)
@@ -38,7 +39,7 @@ def main():
                   % list(m.groups()))
             return 1
         batches = int(b.group(1))
-        router = run("router", [router_exe, "--nats", server.url, str(batches), "20"])
+        router = run("router", [router_exe, "--nats", server.url, str(batches), "20"], timeout=25)
         if router is None:
             return 1
         a = re.search(r"router: applied (\d+) batches", router)

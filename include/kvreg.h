@@ -74,7 +74,9 @@ extern "C" {
                              * shard) or a size no buffer can have (tokens, blocks) */
 #define KVREG_ENOTSUP (-10)  /* the feature was not built into this library (kvreg_features()) */
 #define KVREG_EPROTO (-11)   /* malformed input from outside: a wire payload or frame that does
-                             * not decode (kvreg_wire.h says where) */
+                             * not decode (kvreg_wire.h says where); from the NATS calls, also
+                             * a server that cannot be reached or refused a request
+                             * (kvreg_nats.h says which call means what) */
 
 /* Static, never NULL; "unknown error" for codes it does not know. */
 KVREG_API const char *kvreg_strerror(int status) KVREG_NOEXCEPT;

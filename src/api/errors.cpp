@@ -24,7 +24,7 @@ KVREG_API const char *kvreg_strerror(int status) noexcept {
     case KVREG_EBUSY: return "not allowed from inside an event callback";
     case KVREG_EOVERFLOW: return "limit exceeded (a count such as references or pools, or an impossible size)";
     case KVREG_ENOTSUP: return "feature not built into this library (see kvreg_features)";
-    case KVREG_EPROTO: return "malformed input: a payload or frame that does not decode";
+    case KVREG_EPROTO: return "malformed input or a failed peer: a payload or frame that does not decode, or a server that cannot be reached or refused";
     default: return "unknown error";
     }
 }

@@ -208,8 +208,9 @@ void test_throw_half_way(void **) {
     }
 }
 
-// Growth by doubling (HolderTable::grow) keeps every entry findable. One shard, entries added
-// one at a time through update(), so that the table doubles from 16 slots to 4096. Their keys
+// Growth by doubling (HolderTable::grow) keeps every entry findable. One shard, about 3,600
+// entries added one at a time through update(), so that the table doubles from 16 slots to
+// 8192 (past 3/4 of 4096). Their keys
 // crowd on the last homes of every table size (low bits of (mixed >> 16) all ones but the last
 // three: each doubling finds a cluster wrapping past the table's end), half of them on the
 // last homes of the 2048-slot table instead (at 4096 they move to the middle: a doubling

@@ -38,18 +38,22 @@ def find_server():
 class Server:
     def __init__(self, exe, tmp):
         self.tmp = tmp
-        self.proc = subprocess.Popen([exe, "-js", "-sd", os.path.join(tmp, "store"), "-a",
-                                      "127.0.0.1", "-p", "-1", "--ports_file_dir", tmp,
-                                      "-l", os.path.join(tmp, "log")])
+        try:
+            self.proc = subprocess.Popen([exe, "-js", "-sd", os.path.join(tmp, "store"), "-a",
+                                          "127.0.0.1", "-p", "-1", "--ports_file_dir", tmp,
+                                          "-l", os.path.join(tmp, "log")])
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            fail(f"cannot run {exe}: {e}")
         ports = os.path.join(tmp, f"nats-server_{self.proc.pid}.ports")
         deadline = time.monotonic() + 10
         self.port = None
         while self.port is None:  # poll the ports file, bounded
-            if self.proc.poll() is not None:
-                fail("nats-server exited at start")
-            if time.monotonic() > deadline:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                why = "exited at start" if self.proc.poll() is not None else "wrote no ports file"
+                self.show_log()
                 self.stop()
-                fail("nats-server wrote no ports file")
+                fail(f"nats-server {why}")
             try:
                 with open(ports) as f:
                     text = f.read()
@@ -57,6 +61,13 @@ class Server:
             except (OSError, ValueError, KeyError, IndexError):
                 time.sleep(0.01)
         self.url = f"nats://127.0.0.1:{self.port}"
+
+    def show_log(self):
+        try:
+            with open(os.path.join(self.tmp, "log")) as f:
+                print("nats-server's log:\n" + f.read()[-4000:])
+        except OSError:
+            pass
 
     def stop(self):
         self.proc.terminate()
