@@ -83,14 +83,14 @@ static void serve_all(kvreg_pool *gpu)
     printf("engine: request 0 finished, its blocks released\n");
 }
 
-static void print_published(kvreg_registry *reg, const char *then)
+static void print_published(kvreg_registry *reg)
 {
     uint64_t registers = 0, removes = 0;
     CHECK_OK(kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REGISTER, &registers));
     CHECK_OK(kvreg_registry_stat(reg, KVREG_STAT_EVENTS_REMOVE, &removes));
-    printf("engine: published %llu events (%llu Register, %llu Remove)%s\n",
+    printf("engine: published %llu events (%llu Register, %llu Remove)\n",
            (unsigned long long)(registers + removes), (unsigned long long)registers,
-           (unsigned long long)removes, then);
+           (unsigned long long)removes);
     fflush(stdout);
 }
 
@@ -128,24 +128,21 @@ static int main_nats(const char *url)
     rc = kvreg_nats_publisher_start(pub); /* connects; makes the stream if it is missing */
     if (rc != KVREG_OK) {
         fprintf(stderr, "engine: cannot publish to %s: %s\n", url, kvreg_strerror(rc));
-        kvreg_nats_publisher_free(pub);
-        kvreg_pool_free(gpu);
-        kvreg_registry_free(reg);
-        return 1;
+    } else {
+        printf("engine: publishing to %s, stream KVREG_EVENTS, worker 0\n", url);
+        serve_all(gpu);
+        print_published(reg);
+        /* stop: everything emitted is published and acknowledged (or its bound runs out). */
+        CHECK_OK(kvreg_nats_publisher_stop(pub));
+        CHECK_OK(kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_BATCHES, &batches));
+        CHECK_OK(kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_ACKED, &acked));
+        CHECK(acked == batches);
+        printf("engine: stopped after %llu batches, all acknowledged\n", (unsigned long long)batches);
     }
-    printf("engine: publishing to %s, stream KVREG_EVENTS, worker 0\n", url);
-    serve_all(gpu);
-    print_published(reg, "");
-    /* stop: everything emitted is published and acknowledged (or its bound runs out). */
-    CHECK_OK(kvreg_nats_publisher_stop(pub));
-    CHECK_OK(kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_BATCHES, &batches));
-    CHECK_OK(kvreg_nats_publisher_stat(pub, KVREG_NATS_PUB_STAT_ACKED, &acked));
-    CHECK(acked == batches);
-    printf("engine: stopped after %llu batches, all acknowledged\n", (unsigned long long)batches);
     kvreg_nats_publisher_free(pub);
     kvreg_pool_free(gpu);
     kvreg_registry_free(reg);
-    return 0;
+    return rc == KVREG_OK ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -198,11 +195,9 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     serve_all(gpu);
-    {
-        char then[64];
-        snprintf(then, sizeof then, "; answering replays for %ld s", linger_s);
-        print_published(reg, then);
-    }
+    print_published(reg);
+    printf("engine: answering replays for %ld s\n", linger_s);
+    fflush(stdout);
 
     /* stop: everything emitted is sent, then replay requests are answered for the linger. */
     CHECK_OK(kvreg_publisher_stop(pub));

@@ -210,17 +210,14 @@ void test_throw_half_way(void **) {
 
 // Growth by doubling (HolderTable::grow) keeps every entry findable. One shard, about 3,600
 // entries added one at a time through update(), so that the table doubles from 16 slots to
-// 8192 (past 3/4 of 4096). Their keys
-// crowd on the last homes of every table size (low bits of (mixed >> 16) all ones but the last
-// three: each doubling finds a cluster wrapping past the table's end), half of them on the
-// last homes of the 2048-slot table instead (at 4096 they move to the middle: a doubling
-// splits each home in two, the old one and the old one plus the old capacity), some hashes
-// held by several slots (entries of one home ordered by key and slot), the rest anywhere. The
-// model is a map kept here; after every 37 updates every entry so far is looked up. (A rehash
-// placing each entry just past the one before, tried as a faster grow, failed this when it
-// took the wrapped entries first or both halves in one pass; done right it measured 1.1x
-// slower than the search-and-insert grow (medians of 8 alternated processes applying 200,000
-// events) and was not kept.)
+// 8192 (past 3/4 of 4096). Their keys crowd on the last homes of every table size (low bits of
+// (mixed >> 16) all ones but the last three: each doubling finds a cluster wrapping past the
+// table's end), half of them on the last homes of the 2048-slot table instead (at 4096 they
+// move to the middle: a doubling splits each home in two, the old one and the old one plus
+// the old capacity), some hashes held by several slots (entries of one home ordered by key and
+// slot), the rest anywhere. The model is a map kept here; after every 37 updates every entry
+// so far is looked up. A rehash that took the wrapped entries first, or both halves of a split
+// home in one pass, fails it.
 void test_grow_by_doubling(void **) {
     HolderTable t(1, 0);
     std::mt19937_64 r(11);
