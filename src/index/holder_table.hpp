@@ -23,6 +23,7 @@
 #pragma once
 
 #include "util/cpu_relax.hpp"
+#include "util/huge_array.hpp"
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -341,7 +342,8 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
     std::vector<size_t> first(n_shards_ + 1, 0);
     for (size_t i = 0; i < n; i++) first[((mix(hashes[i]) >> 52) & shard_mask_) + 1]++;
     for (uint32_t si = 0; si < n_shards_; si++) first[si + 1] += first[si];
-    std::vector<Item> items(n);
+    HugeArray<Item> items; // a load's every record: huge pages (util/huge_array.hpp)
+    items.append(n);
     {
         std::vector<size_t> at(first.begin(), first.end() - 1);
         for (size_t i = 0; i < n; runs++) {

@@ -14,6 +14,7 @@
 #include "index/holder_table.hpp"
 #include "kvreg_index.h"
 #include "index/workers.hpp"
+#include "util/huge_array.hpp"
 
 namespace kvreg::index {
 
@@ -145,8 +146,8 @@ public:
             Worker *w;
             size_t end;
         };
-        std::vector<uint64_t> keys_;
-        std::vector<uint8_t> tiers_;
+        HugeArray<uint64_t> keys_; // in huge pages: see util/huge_array.hpp
+        HugeArray<uint8_t> tiers_;
         std::vector<Waiting> waiting_;
     };
 

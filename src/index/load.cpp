@@ -212,6 +212,11 @@ int Index::Loader::on_header(const unsigned char *h) {
     }
     table.reserve(shard_counts_.data());
     shard_counts_ = {};
+    // Room for the records that wait for the table at once (all of them, up to a flush's worth).
+    const uint64_t records = body_left() / (o.own_hashes ? kOwnRecord : kEngineRecord);
+    const size_t waiting = static_cast<size_t>(std::min<uint64_t>(records, flush_records_));
+    keys_.reserve(waiting);
+    tiers_.reserve(waiting);
     return next_group_or_worker();
 }
 
@@ -265,9 +270,8 @@ int Index::Loader::on_group(const unsigned char *gh) {
 int Index::Loader::on_records(const unsigned char *recs, size_t n) {
     const bool own = idx_.opt_.own_hashes;
     const size_t size = own ? kOwnRecord : kEngineRecord;
-    const size_t base = keys_.size();
-    keys_.resize(base + n);
-    tiers_.resize(base + n);
+    uint64_t *const keys = keys_.append(n);
+    uint8_t *const tiers_out = tiers_.append(n);
     std::unique_lock<std::mutex> g(w_->lock);
     Worker &w = *w_;
     // Checked and mapped as they come; into the table once the worker's last record came
@@ -288,9 +292,9 @@ int Index::Loader::on_records(const unsigned char *recs, size_t n) {
         }
         group_start_ = false;
         prev_key_ = key;
-        tiers_[base + r] = tiers;
+        tiers_out[r] = tiers;
         if (own) {
-            keys_[base + r] = key_of(key, group_part_);
+            keys[r] = key_of(key, group_part_);
             continue;
         }
         if (r + kAhead < n) w.map.prefetch(get64(rec + kAhead * size));
@@ -301,7 +305,7 @@ int Index::Loader::on_records(const unsigned char *recs, size_t n) {
             rc = KVREG_EPROTO;
             break;
         }
-        keys_[base + r] = key_of(router, group_part_);
+        keys[r] = key_of(router, group_part_);
     }
     if (!own) idx_.mapped_.fetch_add(r, std::memory_order_relaxed);
     g.unlock(); // end_worker takes it again
