@@ -1013,6 +1013,8 @@ int main(int argc, char **argv) {
     size_t nats_events = 200000, nats_sized = 0;
     const char *trace = nullptr;
     const char *only_attack = nullptr;
+    const char *nats_replica = nullptr, *nats_url = nullptr, *nats_durable = nullptr; // nats-replica's
+    uint64_t nats_batches = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const size_t v = std::strtoull(argv[i + 1], nullptr, 10);
         if (!std::strcmp(argv[i], "--workload")) workload = argv[i + 1];
@@ -1020,6 +1022,10 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--nats-sized")) nats_sized = v;
         else if (!std::strcmp(argv[i], "--trace")) trace = argv[i + 1];
         else if (!std::strcmp(argv[i], "--attack")) only_attack = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--nats-replica")) nats_replica = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--nats-url")) nats_url = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--nats-durable")) nats_durable = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--nats-batches")) nats_batches = v;
         else if (!std::strcmp(argv[i], "--seqs")) seqs = v;
         else if (!std::strcmp(argv[i], "--len")) len = v;
         else if (!std::strcmp(argv[i], "--reps")) reps = v;
@@ -1036,6 +1042,11 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "kvreg-net-bench: --reps must be at least 1\n");
         return 2;
     }
+#if KVREG_NET_BENCH_NATS
+    if (workload == "nats-replica") return nats_replica_process(nats_replica, nats_url, nats_durable, nats_batches);
+#else
+    (void)nats_replica, (void)nats_url, (void)nats_durable, (void)nats_batches;
+#endif
     if (workload == "nats") {
 #if KVREG_NET_BENCH_NATS
         return nats_workload(nats_events, trace ? trace : KVREG_BENCH_TRACE, reps, nats_sized != 0);
