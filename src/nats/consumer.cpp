@@ -639,6 +639,7 @@ bool Consumer::restore(uint64_t &start_seq) {
                     const auto t = Clock::now();
                     sload.feed(data, len);
                     load_us += static_cast<int64_t>(micros_since(t));
+                    return sload.self_checked(); // version 2: no digest needed (snapshot.hpp)
                 },
                 why);
             if (rc == KVREG_OK) {

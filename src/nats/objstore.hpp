@@ -39,11 +39,13 @@ class ObjectStore {
     // chunks are purged. KVREG_EPROTO when the server refused any of it.
     int put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq);
     // Read the object info names, handing each chunk to sink(data, len) as it arrives (the
-    // data is valid during the call only), then check its size and SHA-256 digest. KVREG_OK;
-    // KVREG_EINVAL with why when a chunk is missing or the content does not match (sink has
-    // had some or all of it: the caller undoes what it did with it); KVREG_EPROTO: server
-    // away.
-    using ChunkSink = std::function<void(const char *data, size_t len)>;
+    // data is valid during the call only), then check its size and SHA-256 digest. The sink
+    // returns true once the content is known to check itself (a kvreg snapshot of version 2:
+    // the caller checks it whole): from then on the digest is neither computed nor compared.
+    // KVREG_OK; KVREG_EINVAL with why when a chunk is missing or the content does not match
+    // (sink has had some or all of it: the caller undoes what it did with it); KVREG_EPROTO:
+    // server away.
+    using ChunkSink = std::function<bool(const char *data, size_t len)>;
     int get(const ObjectInfo &info, const ChunkSink &sink, std::string &why);
 
     // Purge every chunk subject that no object's metadata names and whose newest chunk is

@@ -1,7 +1,8 @@
 // The snapshot body (see snapshot.hpp). Little-endian, fixed width:
 //   "KVRGNSNP" u32 version u32 0  u64 stream_seq  u64 n_workers
 //   n_workers x { u64 worker_id  u32 dp_rank  u32 0  u64 instance  u64 next_seq }
-//   u64 dump_len  dump_len bytes of kvreg_index_dump
+//   u64 dump_len  [version 2: u64 XXH3-64 of every byte before it]  dump_len bytes of
+//   kvreg_index_dump
 #include "nats/snapshot.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <new>
 #include <utility>
 
+#include "core/hash.hpp"
 #include "index/handle.hpp"
 
 namespace kvreg::nats {
@@ -64,11 +66,14 @@ int encode_snapshot(const SnapPosition &pos, const kvreg_index *idx, std::string
         put64(out, w.next);
     }
     const size_t len_at = out.size();
+    put64(out, 0); // the dump's length, and the position's checksum: known after the dump
     put64(out, 0);
     const int rc = kvreg_index_dump(idx, append_chunk, &out);
     if (rc != KVREG_OK) return rc;
-    const uint64_t n = out.size() - len_at - 8;
+    const uint64_t n = out.size() - len_at - 16;
     for (int i = 0; i < 8; i++) out[len_at + static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
+    const uint64_t sum = kvreg::checksum64(out.data(), len_at + 8);
+    for (int i = 0; i < 8; i++) out[len_at + 8 + static_cast<size_t>(i)] = static_cast<char>(sum >> (8 * i));
     return KVREG_OK;
 }
 
@@ -110,10 +115,16 @@ bool SnapshotLoader::take(const char *data, size_t len) {
         if (!head_len_) {
             if (std::memcmp(head_.data(), kSnapMagic, sizeof kSnapMagic) != 0)
                 return reject(KVREG_EPROTO, "not a kvreg snapshot (magic)");
+            Reader v{head_, 8};
+            version_ = static_cast<uint32_t>(v.get(4));
+            if (version_ != kSnapVersion && version_ != kSnapVersionNoHeadSum)
+                return reject(KVREG_EPROTO, "snapshot version " + std::to_string(version_) + " is not 1 or 2");
+            const size_t tail = version_ == kSnapVersion ? 16 : 8; // dump length [, checksum]
+            if (size_ < kFixed + tail) return reject(KVREG_EPROTO, "not a kvreg snapshot (shorter than its position)");
             Reader r{head_, 24};
             const uint64_t n = r.get(8);
-            if (n > (size_ - kFixed - 8) / 32) return reject(KVREG_EPROTO, "snapshot's worker table is truncated");
-            head_len_ = kFixed + 32 * n + 8;
+            if (n > (size_ - kFixed - tail) / 32) return reject(KVREG_EPROTO, "snapshot's worker table is truncated");
+            head_len_ = kFixed + 32 * n + tail;
             return take(data, len); // the rest of the position
         }
         if (!parse_head()) return false;
@@ -124,11 +135,12 @@ bool SnapshotLoader::take(const char *data, size_t len) {
 }
 
 bool SnapshotLoader::parse_head() {
-    Reader r{head_, 8};
-    const uint64_t version = r.get(4);
-    r.get(4);
-    if (version != kSnapVersion)
-        return reject(KVREG_EPROTO, "snapshot version " + std::to_string(version) + " is not 1");
+    Reader r{head_, 16};
+    if (version_ == kSnapVersion) {
+        Reader sum{head_, static_cast<size_t>(head_len_) - 8};
+        if (sum.get(8) != kvreg::checksum64(head_.data(), static_cast<size_t>(head_len_) - 8))
+            return reject(KVREG_EPROTO, "snapshot's position does not match its checksum");
+    }
     pos_.stream_seq = r.get(8);
     if (pos_.stream_seq != expect_seq_)
         return reject(KVREG_EPROTO, "body and object info name different stream sequences");
@@ -142,7 +154,8 @@ bool SnapshotLoader::parse_head() {
     }
     const uint64_t dump_len = r.get(8);
     if (dump_len != size_ - head_len_) return reject(KVREG_EPROTO, "snapshot's index dump is truncated");
-    loader_ = std::make_unique<kvreg::index::Index::Loader>(idx_, dump_len);
+    loader_ = std::make_unique<kvreg::index::Index::Loader>(idx_, dump_len); // checks the dump's checksum
+    self_checked_ = version_ == kSnapVersion;
     return true;
 }
 

@@ -1,8 +1,11 @@
 // The snapshot body read in pieces (src/nats/snapshot.cpp, SnapshotLoader), as a restoring
-// replica gets it chunk by chunk: every piece size, so the position (40 bytes and 32 per
+// replica gets it chunk by chunk: every piece size, so the position (48 bytes and 32 per
 // worker) and the dump after it are cut everywhere, gives the position written and the index
 // dumped; a body that names another stream sequence, has another magic, is cut short or is
-// abandoned half-way leaves the index empty. No server: the chunks are slices of the body.
+// abandoned half-way leaves the index empty. Version 2 checks its position itself (a changed
+// byte anywhere in it is rejected, and only then may the object's digest be skipped:
+// self_checked()); a version 1 body (no position checksum, written until 0.6) still loads and
+// needs the digest. No server: the chunks are slices of the body.
 // Internal: links the static library.
 #include <cstdarg>
 #include <cstddef>
@@ -148,9 +151,84 @@ void test_rejected(void **) {
     kvreg_index_free(idx);
 }
 
+// Where the position ends: 32 fixed bytes, 32 per worker, the dump's length, its checksum.
+constexpr size_t kHeadLen = 32 + 9 * 32 + 8 + 8;
+
+uint64_t get64(const std::string &b, size_t at) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) v |= uint64_t(static_cast<uint8_t>(b[at + i])) << (8 * i);
+    return v;
+}
+
+void test_version_2_checks_its_position(void **) {
+    Sample s;
+    // The layout written: version 2, the dump's length right before the checksum.
+    assert_int_equal(static_cast<uint8_t>(s.body[8]), 2);
+    assert_int_equal(get64(s.body, kHeadLen - 16), s.body.size() - kHeadLen);
+    {
+        kvreg_index *idx = new_index();
+        SnapshotLoader ld(idx, s.body.size(), 777);
+        assert_true(feed_in_pieces(ld, s.body, 5, kHeadLen - 1));
+        assert_false(ld.self_checked()); // the checksum not yet read
+        assert_true(ld.feed(s.body.data() + kHeadLen - 1, 1));
+        assert_true(ld.self_checked());
+        assert_true(feed_in_pieces(ld, s.body.substr(kHeadLen), 1000, s.body.size() - kHeadLen));
+        SnapPosition got;
+        assert_int_equal(ld.finish(got), KVREG_OK);
+        assert_true(digest(idx) == digest(s.src));
+        kvreg_index_free(idx);
+    }
+    // Any byte of the position changed (past the magic and version, which are checked as
+    // such): rejected by the checksum, nothing loaded, and not self-checked (the caller's
+    // digest then names the damage).
+    kvreg_index *idx = new_index();
+    for (size_t at = 16; at < kHeadLen; at += 7) {
+        if (at >= 24 && at < 32) continue; // the worker count: the length no longer adds up
+        std::string bad = s.body;
+        bad[at] = static_cast<char>(bad[at] ^ 0x10);
+        SnapshotLoader ld(idx, bad.size(), 777);
+        SnapPosition got;
+        assert_false(feed_in_pieces(ld, bad, 64, bad.size()));
+        assert_false(ld.self_checked());
+        assert_int_equal(ld.finish(got), KVREG_EPROTO);
+        assert_non_null(std::strstr(ld.why().c_str(), "position does not match its checksum"));
+        assert_int_equal(workers(idx), 0);
+    }
+    {
+        std::string bad = s.body;
+        bad[8] = 3;
+        SnapshotLoader ld(idx, bad.size(), 777);
+        assert_false(feed_in_pieces(ld, bad, 64, bad.size()));
+        assert_non_null(std::strstr(ld.why().c_str(), "version 3 is not 1 or 2"));
+    }
+    kvreg_index_free(idx);
+}
+
+void test_version_1_still_loads(void **) {
+    Sample s;
+    // The same body as 0.6 wrote it: version 1, no checksum after the dump's length.
+    std::string v1 = s.body.substr(0, kHeadLen - 8) + s.body.substr(kHeadLen);
+    v1[8] = 1;
+    const size_t pieces[] = {1, 33, 4096, v1.size()};
+    for (const size_t piece : pieces) {
+        kvreg_index *idx = new_index();
+        SnapshotLoader ld(idx, v1.size(), 777);
+        assert_true(feed_in_pieces(ld, v1, piece, v1.size()));
+        assert_false(ld.self_checked()); // the object's digest must check it
+        SnapPosition got;
+        assert_int_equal(ld.finish(got), KVREG_OK);
+        assert_int_equal(got.workers.size(), 9);
+        assert_int_equal(got.workers[8].next, s.pos.workers[8].next);
+        assert_true(digest(idx) == digest(s.src));
+        kvreg_index_free(idx);
+    }
+}
+
 } // namespace
 
 int main() {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pieces), cmocka_unit_test(test_rejected)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pieces), cmocka_unit_test(test_rejected),
+                                       cmocka_unit_test(test_version_2_checks_its_position),
+                                       cmocka_unit_test(test_version_1_still_loads)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
