@@ -15,7 +15,8 @@
 #   4. libFuzzer, in build 1, two targets at a time: the registry model (fuzz_kvh.c) for 20 s from
 #      the checked-in corpus beside the wire decoders' target (fuzz_wire.c) for 14 s from
 #      tests/fuzz/corpus_wire; then the index's (fuzz_index.c, garbage decoded events) beside
-#      fuzz_index_load.c (mutated dumps), for a third of the first budget each.
+#      fuzz_index_load.c (mutated dumps), for a third of the first budget each; then the NATS
+#      snapshot body (fuzz_snapshot.cpp) for as long.
 # Without clang, build 1 is made with the default compiler and step 4 is skipped (said so).
 # Env: KVREG_FUZZ_SECONDS (default 20), KVREG_FUZZ_WIRE_SECONDS (default 14). Bindings, examples
 # and bench are left to the main run, except the Python binding's 0.3 tests, which also run
@@ -200,6 +201,14 @@ if [ "$have_clang" = 1 ]; then
   fuzz_start libFuzzer-index-load build-asan/tests/fuzz/kvreg-fuzz-index-load tests/fuzz/corpus_index_load \
     "$((fuzz_seconds / 3 + 1))" 65536
   fuzz_wait
+  # ... then a NATS replica's snapshot body read in pieces (fuzz_snapshot.cpp; built with NATS).
+  if [ -x build-asan/tests/fuzz/kvreg-fuzz-snapshot ]; then
+    fuzz_start libFuzzer-snapshot build-asan/tests/fuzz/kvreg-fuzz-snapshot tests/fuzz/corpus_snapshot \
+      "$((fuzz_seconds / 3 + 1))" 8192
+    fuzz_wait
+  else
+    echo "SKIP: kvreg-fuzz-snapshot not built (no libnats?)"
+  fi
 else
   echo "SKIP: clang not found, no libFuzzer run (said above)"
 fi
