@@ -34,7 +34,9 @@
 //            _attacked; cpu_ratio and sub_thread_cpu_ratio are unattacked / attacked.
 //            Not part of "all" (it takes about a minute).
 // --workload NAME: run only pubsub, register_release, attacked-replay, attacked or nats
-// (default: all but attacked and nats).
+// (default: all but attacked and nats). nats-replica is nats's own child (one replica in a
+// process of its own: --nats-replica rebuild|restore --nats-url URL --nats-durable NAME
+// --nats-batches N), not for use by hand.
 // --max-events N: kvreg events per batch (the publisher's KVREG_PUB_OPT_MAX_EVENTS; the raw
 // side moves the payloads that setting gives), default 1024.
 // --rcv-bytes N: pubsub's subscriber gets KVREG_SUB_OPT_RCV_BYTES N (0: no byte bound, so

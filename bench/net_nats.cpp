@@ -44,6 +44,7 @@ extern "C" {
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,8 @@ extern "C" {
 #include <vector>
 
 #include "bench.hpp"
+
+extern char **environ; // posix_spawn's environment: this process's
 
 namespace {
 
@@ -333,11 +336,10 @@ struct FreshReplica {
 };
 FreshReplica fresh_replica(bool restore, const char *url, const std::string &durable, uint64_t batches) {
     int fds[2];
-    NB_CHECK(pipe(fds) == 0);
+    NB_CHECK(pipe2(fds, O_CLOEXEC) == 0); // the child's stdout only (dup2 clears the flag on fd 1)
     posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    NB_CHECK(posix_spawn_file_actions_init(&fa) == 0);
+    NB_CHECK(posix_spawn_file_actions_adddup2(&fa, fds[1], 1) == 0);
     const std::string n = std::to_string(batches);
     std::vector<std::string> args = {"kvreg-net-bench", "--workload", "nats-replica", "--nats-replica",
                                      restore ? "restore" : "rebuild", "--nats-url", url, "--nats-durable",
@@ -358,11 +360,19 @@ FreshReplica fresh_replica(bool restore, const char *url, const std::string &dur
     }
     close(fds[0]);
     int status = 0;
-    NB_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    NB_CHECK(waitpid(pid, &status, 0) == pid);
     FreshReplica r;
     unsigned long long su = 0, ru = 0, lu = 0, rs = 0, d = 0;
-    NB_CHECK(std::sscanf(out.c_str(), "{\"s\":%lf,\"start_us\":%llu,\"read_us\":%llu,\"load_us\":%llu,\"restored\":%llu,\"digest\":\"%llx\"}",
-                         &r.s, &su, &ru, &lu, &rs, &d) == 6);
+    const size_t line = out.rfind("\n{"); // its JSON line: the last one
+    const char *json = line == std::string::npos ? out.c_str() : out.c_str() + line + 1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        std::sscanf(json, "{\"s\":%lf,\"start_us\":%llu,\"read_us\":%llu,\"load_us\":%llu,\"restored\":%llu,\"digest\":\"%llx\"}",
+                    &r.s, &su, &ru, &lu, &rs, &d) != 6) {
+        if (WIFSIGNALED(status)) std::fprintf(stderr, "kvreg-net-bench: nats-replica killed by signal %d\n", WTERMSIG(status));
+        else std::fprintf(stderr, "kvreg-net-bench: nats-replica exited %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        std::fprintf(stderr, "its output: %s\n", out.c_str());
+        std::exit(1);
+    }
     r.start_us = su, r.read_us = ru, r.load_us = lu, r.restored = rs, r.digest = d;
     return r;
 }

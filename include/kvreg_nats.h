@@ -374,7 +374,7 @@ KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
 #define KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS 17u /* chunk subjects no snapshot named, purged
                                                (SNAPSHOT_ORPHAN_MS) */
 /* Where the last kvreg_nats_consumer_start() spent its time, in microseconds (0 before one):
- * all of it; of that, reading snapshot objects (chunks and digest check, every snapshot tried,
+ * all of it; of that, reading snapshot objects (chunks and their check, every snapshot tried,
  * the loading included: each chunk is loaded into the index as it arrives, while the next ones
  * are on their way); and of the reading, the time spent loading. The rest is connecting, the
  * stream and bucket checks, the snapshots' metadata and (re)creating the durable. */

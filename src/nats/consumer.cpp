@@ -634,8 +634,9 @@ bool Consumer::restore(uint64_t &start_seq) {
             rc = os.get(
                 sl.info,
                 [&](const char *data, size_t len) {
-                    // A rejected snapshot is read to its end all the same: a digest that does
-                    // not match says more (the object is damaged) than what the load found.
+                    // A rejected snapshot is read to its end all the same: where the digest is
+                    // checked (version 1, or a position that did not check), one that does not
+                    // match says more (the object is damaged) than what the load found.
                     const auto t = Clock::now();
                     sload.feed(data, len);
                     load_us += static_cast<int64_t>(micros_since(t));

@@ -42,6 +42,8 @@ class ObjectStore {
     // data is valid during the call only), then check its size and SHA-256 digest. The sink
     // returns true once the content is known to check itself (a kvreg snapshot of version 2:
     // the caller checks it whole): from then on the digest is neither computed nor compared.
+    // So a sink may return true only once it has checked everything so far and will check
+    // the rest (and fail the caller's own result where it does not).
     // KVREG_OK; KVREG_EINVAL with why when a chunk is missing or the content does not match
     // (sink has had some or all of it: the caller undoes what it did with it); KVREG_EPROTO:
     // server away.

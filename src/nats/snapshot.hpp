@@ -4,8 +4,8 @@
 // expects) followed by the index's own dump (kvreg_index_dump, checksummed by itself); the
 // object store's SHA-256 digest covers the whole. Version 2 (written since 0.6's last stop)
 // also checksums the position, so a version 2 body checks itself whole and a restore need not
-// compute the digest (about a ninth of a restore); version 1 is still read, checked by the
-// digest.
+// compute the digest (a restore's start() 0.91x in process, 0.96x in a fresh process:
+// docs/nats.md); version 1 is still read, checked by the digest.
 #pragma once
 
 #include <cstdint>

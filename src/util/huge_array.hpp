@@ -5,9 +5,10 @@
 // from the kernel a 4 KB page at a time, one page fault each; a vector also zeroes what it
 // resizes into and copies itself as it doubles. The trace's 182,790-record load took about
 // 1,000 faults for its scratch lists alone (docs/design/index.md, "How it applies", has the
-// figures). Here the storage is one allocation at the size asked for, 2 MB-aligned and advised
-// for huge pages from 1 MB on (rounded up to whole huge pages): a handful of faults. Elements
-// are not initialised; append() hands out room the caller writes.
+// figures). Here the storage is one allocation at the size asked for (grown by doubling only
+// past it), 2 MB-aligned and advised for huge pages from 1 MB on (rounded up to whole huge
+// pages): a handful of faults where the kernel honours the advice. Elements are not
+// initialised; append() hands out room the caller writes.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +39,7 @@ template <class T> class HugeArray {
     // Room for at least n elements (kept ones moved). Throws std::bad_alloc (nothing changed).
     void reserve(size_t n) {
         if (n <= cap_) return;
-        if (n > SIZE_MAX / sizeof(T) - kHuge) throw std::bad_alloc();
+        if (n > (SIZE_MAX - kHuge) / sizeof(T)) throw std::bad_alloc();
         const size_t bytes = round_up(n * sizeof(T));
         void *p = nullptr;
         if (posix_memalign(&p, bytes >= kHuge ? kHuge : 64, bytes) != 0) throw std::bad_alloc();

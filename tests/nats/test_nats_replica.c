@@ -232,7 +232,8 @@ static void put_chunk(jsCtx *js, const char *nuid, const char *bytes, int len) {
 }
 
 /* Corrupt the object's last chunk on the server: delete it, publish bytes of the same length
- * in its place (the chunk subject then holds different content: the digest no longer matches). */
+ * in its place (the chunk subject then holds different content: the dump's checksum, and the
+ * object's digest, no longer match). */
 static void corrupt_last_chunk(jsCtx *js, const char *nuid) {
     int len = 0;
     char *bytes = take_last_chunk(js, nuid, &len);
@@ -249,7 +250,7 @@ static void assert_start_split(replica *r, int loaded) {
     const uint64_t read = con_stat(r, KVREG_NATS_CON_STAT_RESTORE_READ_US);
     const uint64_t load = con_stat(r, KVREG_NATS_CON_STAT_RESTORE_LOAD_US);
     /* Each chunk is loaded as it arrives: the loading is part of the reading. A snapshot
-     * rejected by its digest was loaded all the same (then undone). */
+     * rejected by its checksums was loaded all the same (then undone). */
     assert_true(read > 0);
     if (loaded) assert_true(load > 0);
     assert_true(load <= read);
@@ -419,7 +420,7 @@ static void test_snapshots(void **state) {
     replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 2);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
-    assert_start_split(&r2, 0); /* read both, kept neither (their digests do not match) */
+    assert_start_split(&r2, 0); /* read both, kept neither (their checksums do not match) */
     wait_next(&r2, 4, batches);
     assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_BATCHES), batches);
     assert_same_as_engine(&r2, &e, 4, 10000, 5400);
