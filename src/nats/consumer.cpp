@@ -634,13 +634,18 @@ bool Consumer::restore(uint64_t &start_seq) {
             rc = os.get(
                 sl.info,
                 [&](const char *data, size_t len) {
-                    // A rejected snapshot is read to its end all the same: where the digest is
-                    // checked (version 1, or a position that did not check), one that does not
-                    // match says more (the object is damaged) than what the load found.
+                    // Where the digest is checked (version 1, or a position that did not
+                    // check), a rejected snapshot is read to its end all the same: a digest
+                    // that does not match says more (the object is damaged) than what the load
+                    // found. A version 2 body checks itself (snapshot.hpp): no digest, and
+                    // once refused, no more of it.
                     const auto t = Clock::now();
                     sload.feed(data, len);
                     load_us += static_cast<int64_t>(micros_since(t));
-                    return sload.self_checked(); // version 2: no digest needed (snapshot.hpp)
+                    using V = ObjectStore::SinkVerdict;
+                    return sload.refused_self_checked() ? V::kRefused
+                           : sload.self_checked()       ? V::kSelfChecked
+                                                        : V::kDigest;
                 },
                 why);
             if (rc == KVREG_OK) {

@@ -313,8 +313,13 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
             }
             bytes += static_cast<uint64_t>(len);
             if (!self_checked) sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
-            self_checked = sink(natsMsg_GetData(m), static_cast<size_t>(len)) || self_checked;
+            const SinkVerdict v = sink(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
+            if (v == SinkVerdict::kRefused) { // refused by its own checks: no need for the rest
+                drop_subscription(nc_, sub);
+                return KVREG_OK;
+            }
+            self_checked = self_checked || v == SinkVerdict::kSelfChecked;
         }
         drop_subscription(nc_, sub);
     }

@@ -40,14 +40,17 @@ class ObjectStore {
     int put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq);
     // Read the object info names, handing each chunk to sink(data, len) as it arrives (the
     // data is valid during the call only), then check its size and SHA-256 digest. The sink
-    // returns true once the content is known to check itself (a kvreg snapshot of version 2:
-    // the caller checks it whole): from then on the digest is neither computed nor compared.
-    // So a sink may return true only once it has checked everything so far and will check
-    // the rest (and fail the caller's own result where it does not).
+    // says after each chunk what the content needs (SinkVerdict): the digest (kDigest), or
+    // nothing more, because the sink checks it whole itself (a kvreg snapshot of version 2):
+    // from then on the digest is neither computed nor compared (kSelfChecked), and the read
+    // stops at once, returning KVREG_OK, when the sink has already refused it (kRefused: its
+    // own result stands). So a sink may leave kDigest only once it has checked everything so
+    // far and will check the rest (and fail its own result where it does not).
     // KVREG_OK; KVREG_EINVAL with why when a chunk is missing or the content does not match
     // (sink has had some or all of it: the caller undoes what it did with it); KVREG_EPROTO:
     // server away.
-    using ChunkSink = std::function<bool(const char *data, size_t len)>;
+    enum class SinkVerdict { kDigest, kSelfChecked, kRefused };
+    using ChunkSink = std::function<SinkVerdict(const char *data, size_t len)>;
     int get(const ObjectInfo &info, const ChunkSink &sink, std::string &why);
 
     // Purge every chunk subject that no object's metadata names and whose newest chunk is

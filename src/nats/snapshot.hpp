@@ -55,6 +55,8 @@ class SnapshotLoader {
     // checksum covers the rest; finish() fails unless it matches too). The object's digest
     // then adds nothing.
     bool self_checked() const noexcept { return self_checked_; }
+    // ...and a self-checked body already refused: the rest of it need not be read.
+    bool refused_self_checked() const noexcept { return self_checked_ && rc_ != KVREG_OK; }
 
   private:
     bool take(const char *data, size_t len); // feed() but for running out of memory

@@ -8,7 +8,8 @@
 // a rejected body leaves the index empty, its status and reason set; an accepted one gives as
 // many positions as its position table says and an index whose digest can be taken;
 // self_checked() only for a version 2 body whose position checksum matches (recomputed
-// here). Internal: links the static library.
+// here), and refused_self_checked() (a restore stops reading there) only for such a body that
+// is then refused. Internal: links the static library.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -85,7 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fed = ld.feed(body.data() + at, std::min(piece, body.size() - at));
         MUST(!ld.self_checked() || head_sum_ok); // never without a matching position checksum
         kvreg::nats::SnapPosition pos;
+        const bool refused_early = ld.refused_self_checked();
         const int rc = ld.finish(pos);
+        MUST(!refused_early || (ld.self_checked() && rc != KVREG_OK)); // a restore stops reading there
         if (rc == KVREG_OK) {
             MUST(fed);
             MUST(head != 0 && pos.workers.size() == get(body, 24, 8));

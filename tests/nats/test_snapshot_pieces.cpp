@@ -195,6 +195,24 @@ void test_version_2_checks_its_position(void **) {
         assert_int_equal(workers(idx), 0);
     }
     {
+        // Damage past the position (the dump's magic): refused by the load, as a self-checked
+        // body, so a restore reads no more of it; refused before its position checked, it is
+        // not (the digest must then name the damage).
+        std::string bad = s.body;
+        bad[kHeadLen] = 'X';
+        SnapshotLoader ld(idx, bad.size(), 777);
+        assert_false(feed_in_pieces(ld, bad, 400, bad.size()));
+        assert_true(ld.self_checked());
+        assert_true(ld.refused_self_checked());
+        assert_non_null(std::strstr(ld.why().c_str(), "does not load"));
+        assert_int_equal(workers(idx), 0);
+        std::string bad_head = s.body;
+        bad_head[40] = static_cast<char>(bad_head[40] ^ 1);
+        SnapshotLoader ld2(idx, bad_head.size(), 777);
+        assert_false(feed_in_pieces(ld2, bad_head, 400, bad_head.size()));
+        assert_false(ld2.refused_self_checked());
+    }
+    {
         std::string bad = s.body;
         bad[8] = 3;
         SnapshotLoader ld(idx, bad.size(), 777);
@@ -215,6 +233,7 @@ void test_version_1_still_loads(void **) {
         SnapshotLoader ld(idx, v1.size(), 777);
         assert_true(feed_in_pieces(ld, v1, piece, v1.size()));
         assert_false(ld.self_checked()); // the object's digest must check it
+        assert_false(ld.refused_self_checked());
         SnapPosition got;
         assert_int_equal(ld.finish(got), KVREG_OK);
         assert_int_equal(got.workers.size(), 9);
