@@ -326,6 +326,7 @@ Subscriber::Stream *Subscriber::stream_for(size_t ep, std::string_view t) {
             unknown_.erase(u);
             break;
         }
+    StreamMap::node_type node;
     if (!up) {
         if (!make_room()) {
             notice(KVREG_SUB_EVICTED, nullptr, ep, 0, 0,
@@ -334,19 +335,35 @@ Subscriber::Stream *Subscriber::stream_for(size_t ep, std::string_view t) {
                    false, false);
             return nullptr;
         }
-        up = std::make_unique<Stream>();
-        up->ep = ep;
+        if (spare_) {
+            node = std::move(spare_); // an evicted stream, made new (capacities kept)
+            node.mapped()->reset();
+        } else {
+            up = std::make_unique<Stream>();
+        }
+        Stream &fresh = up ? *up : *node.mapped();
+        fresh.ep = ep;
         eps_[ep].streams++;
-        up->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
+        fresh.next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
     }
-    Stream *s = up.get();
+    Stream *s = up ? up.get() : node.mapped().get();
     s->topic.assign(t);
     s->topic_known = true;
     parse_topic(s->topic, s->pod, s->model);
     s->last_active = now;
-    lru_.push_front(s);
+    if (!spare_lru_.empty()) {
+        lru_.splice(lru_.begin(), spare_lru_, spare_lru_.begin());
+        lru_.front() = s;
+    } else {
+        lru_.push_front(s);
+    }
     s->lru = lru_.begin();
-    streams_.emplace(key_, std::move(up));
+    if (up) {
+        streams_.emplace(key_, std::move(up));
+    } else {
+        node.key().assign(key_);
+        streams_.insert(std::move(node));
+    }
     count(KVREG_SUB_STAT_PUBLISHERS);
     return s;
 }
@@ -374,11 +391,13 @@ bool Subscriber::make_room() {
                        "sends again it is a new stream",
                false, false);
         auto next = std::next(it);
-        // Not key_: it holds the key of the stream being made.
-        std::string key(reinterpret_cast<const char *>(&ep), sizeof ep);
-        key.append(old->topic);
-        lru_.erase(it);
-        streams_.erase(key);
+        // Not key_: it holds the key of the stream being made. The stream and its lru_ node
+        // are kept for the next new one (spare_), the one kept before freed.
+        evict_key_.assign(reinterpret_cast<const char *>(&ep), sizeof ep);
+        evict_key_.append(old->topic);
+        spare_lru_.clear();
+        spare_lru_.splice(spare_lru_.begin(), lru_, it);
+        spare_ = streams_.extract(evict_key_);
         eps_[ep].streams--; // never a holding one: the pause condition stays true to its counts
         uncount(KVREG_SUB_STAT_PUBLISHERS);
         count(KVREG_SUB_STAT_EVICTED);

@@ -101,6 +101,24 @@ class Subscriber {
         Clock::time_point last_active{};
         std::list<Stream *>::iterator lru{};
         bool holds() const { return stage != Stage::kLive; } // live batches wait for the DEALER
+        // Made new for reuse (spare_ below): every field as a new stream has it, the strings
+        // and the deque keeping their storage. A field added above must be reset here too.
+        void reset() noexcept {
+            ep = 0;
+            topic.clear();
+            pod.clear();
+            model.clear();
+            topic_known = true;
+            stage = Stage::kLive;
+            delivered = next = replay_from = replay_count = 0;
+            waiting.clear();
+            live_seen = false;
+            live_last = 0;
+            instance = 0;
+            probed = false;
+            last_active = {};
+            lru = {};
+        }
     };
     struct Endpoint {
         std::string endpoint, replay_endpoint, actual;
@@ -235,10 +253,18 @@ class Subscriber {
     std::vector<Endpoint> eps_;
     // Streams by (endpoint, topic) key: O(1) per message. lru_ orders them by last message
     // (front: newest); unknown_ holds FROM_SEQ streams until their topic is known.
-    std::unordered_map<std::string, std::unique_ptr<Stream>> streams_;
+    using StreamMap = std::unordered_map<std::string, std::unique_ptr<Stream>>;
+    StreamMap streams_;
     std::list<Stream *> lru_;
     std::vector<std::unique_ptr<Stream>> unknown_;
-    std::string key_; // reused: no allocation per message to look a stream up
+    std::string key_;       // reused: no allocation per message to look a stream up
+    std::string evict_key_; // make_room()'s, reused the same way
+    // The last stream evicted, kept whole (its map node with key and Stream, its lru_ node in
+    // spare_lru_) for the next new one: a peer that sends each message on a new topic made
+    // every message allocate a stream (its strings, its deque) and free the evicted one, a
+    // dozen allocations; recycled (Stream::reset), their capacity is reused.
+    StreamMap::node_type spare_;
+    std::list<Stream *> spare_lru_;
     kvreg_sub_batch_fn batch_fn_ = nullptr;
     void *batch_ud_ = nullptr;
     kvreg_sub_notice_fn notice_fn_ = nullptr;

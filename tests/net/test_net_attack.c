@@ -283,6 +283,43 @@ static void attack_topics(void) {
     finish(&a, 32, 60000);
 }
 
+/* The subscriber keeps the last evicted stream's storage for the next new topic (a peer that
+ * sends every message on a new topic made each one allocate a stream and free another). A
+ * stream made that way starts new: the evicted topic was an instance-tagged publisher at seq
+ * 9; the new topic, untagged, is delivered from its seq 0 with no RESET or GAP, and no
+ * instance is known for it. MAX_PUBLISHERS 2: the well-behaved stream and one other. */
+static void attack_topicsreuse(void) {
+    attack a = {.name = "topicsreuse"};
+    setup(&a, 0, KVREG_SUB_OPT_MAX_PUBLISHERS, 2);
+    uint8_t buf[256];
+    const size_t len = net_payload(42, buf, sizeof buf);
+    const int64_t deadline = net_now_ms() + 30000 * TIME_SCALE;
+    for (uint64_t seq = 0; seq < 10; seq++)
+        net_peer_live(&a.bad, "kv@old@model|kvreg-instance=00000000000000ab", seq, buf, len);
+    assert_int_equal(run_until_bad(&a, 10, deadline), 10);
+    uint64_t inst = 0;
+    assert_int_equal(kvreg_subscriber_instance(a.sub, a.bad_idx, "kv@old@model", &inst), KVREG_OK);
+    assert_int_equal(inst, 0xab);
+    /* The well-behaved stream the newer one: the old topic is the one evicted. */
+    const size_t good_before = good_received(&a);
+    good_send(&a, 1);
+    while (good_received(&a) == good_before && net_now_ms() < deadline)
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    for (uint64_t seq = 0; seq < 3; seq++) net_peer_live(&a.bad, "kv@new@model", seq, buf, len);
+    while (bad_received(&a) < 13 && net_now_ms() < deadline)
+        assert_int_equal(kvreg_subscriber_run(a.sub, 5), KVREG_OK);
+    assert_int_equal(bad_received(&a), 13);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_EVICTED), 1);
+    assert_int_equal(kvreg_subscriber_instance(a.sub, a.bad_idx, "kv@old@model", &inst), KVREG_ENOENT);
+    inst = 1;
+    assert_int_equal(kvreg_subscriber_instance(a.sub, a.bad_idx, "kv@new@model", &inst), KVREG_OK);
+    assert_int_equal(inst, 0);
+    assert_int_equal(a.c.notices[KVREG_SUB_RESET], 0);
+    assert_int_equal(a.c.notices[KVREG_SUB_GAP], 0);
+    assert_int_equal(a.c.notices[KVREG_SUB_LOSS], 0);
+    finish(&a, 32, 60000);
+}
+
 /* Many topics from a publisher whose replay ROUTER never answers, after the well-behaved
  * stream went quiet: each new topic delivers in order and would probe the ROUTER for its
  * instance. Before, the probes queued for the one DEALER and a stream with a probe queued
@@ -1176,6 +1213,7 @@ static void run_attack(void **state) {
     else if (strcmp(which, "heldbytes") == 0) attack_heldbytes();
     else if (strcmp(which, "busy") == 0) attack_busy();
     else if (strcmp(which, "topicsreplay") == 0) attack_topicsreplay();
+    else if (strcmp(which, "topicsreuse") == 0) attack_topicsreuse();
     else if (strcmp(which, "foreign") == 0) attack_foreign();
     else if (strcmp(which, "rcvbytes") == 0) attack_rcvbytes();
     else if (strcmp(which, "heldcopy") == 0) attack_heldcopy();
