@@ -318,52 +318,60 @@ Subscriber::Stream *Subscriber::stream_for(size_t ep, std::string_view t) {
         lru_.splice(lru_.begin(), lru_, s.lru);
         return &s;
     }
-    // A FROM_SEQ stream of this endpoint learns its topic, or a new publisher.
-    std::unique_ptr<Stream> up;
+    // A FROM_SEQ stream of this endpoint learns its topic, or a new publisher. What may throw
+    // (std::bad_alloc) comes before the stream is linked anywhere, so a throw leaves the
+    // subscriber as it was: its strings, its LRU node, the map's room (so that the insert
+    // does not rehash) and, for the map, its node.
+    auto adopt = unknown_.end();
     for (auto u = unknown_.begin(); u != unknown_.end(); ++u)
         if ((*u)->ep == ep) {
-            up = std::move(*u);
-            unknown_.erase(u);
+            adopt = u;
             break;
         }
-    StreamMap::node_type node;
-    if (!up) {
-        if (!make_room()) {
-            notice(KVREG_SUB_EVICTED, nullptr, ep, 0, 0,
-                   "message of a new publisher dropped: KVREG_SUB_OPT_MAX_PUBLISHERS reached and "
-                   "the oldest are busy with replays",
-                   false, false);
-            return nullptr;
-        }
+    const bool adopted = adopt != unknown_.end();
+    if (!adopted && !make_room()) {
+        notice(KVREG_SUB_EVICTED, nullptr, ep, 0, 0,
+               "message of a new publisher dropped: KVREG_SUB_OPT_MAX_PUBLISHERS reached and "
+               "the oldest are busy with replays",
+               false, false);
+        return nullptr;
+    }
+    StreamMap::node_type node; // the last evicted stream, made new (capacities kept), or empty
+    std::unique_ptr<Stream> up;
+    if (!adopted) {
         if (spare_) {
-            node = std::move(spare_); // an evicted stream, made new (capacities kept)
+            node = std::move(spare_);
             node.mapped()->reset();
         } else {
             up = std::make_unique<Stream>();
         }
-        Stream &fresh = up ? *up : *node.mapped();
-        fresh.ep = ep;
-        eps_[ep].streams++;
-        fresh.next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
     }
-    Stream *s = up ? up.get() : node.mapped().get();
+    Stream *s = adopted ? adopt->get() : up ? up.get() : node.mapped().get();
     s->topic.assign(t);
-    s->topic_known = true;
     parse_topic(s->topic, s->pod, s->model);
-    s->last_active = now;
-    if (!spare_lru_.empty()) {
-        lru_.splice(lru_.begin(), spare_lru_, spare_lru_.begin());
-        lru_.front() = s;
-    } else {
-        lru_.push_front(s);
-    }
-    s->lru = lru_.begin();
-    if (up) {
-        streams_.emplace(key_, std::move(up));
-    } else {
+    std::list<Stream *> link;
+    if (!spare_lru_.empty()) link.splice(link.begin(), spare_lru_, spare_lru_.begin());
+    else link.push_back(nullptr);
+    streams_.reserve(streams_.size() + 1);
+    if (node) {
         node.key().assign(key_);
-        streams_.insert(std::move(node));
+        streams_.insert(std::move(node)); // no rehash (reserved): does not throw
+    } else {
+        streams_.emplace(key_, adopted ? std::move(*adopt) : std::move(up)); // the node first: a throw moves nothing
     }
+    // Linked: nothing below throws.
+    if (adopted) {
+        unknown_.erase(adopt); // counted in its endpoint's streams when it was made
+    } else {
+        s->ep = ep;
+        s->next = from_seq_ == UINT64_MAX ? 0 : from_seq_;
+        eps_[ep].streams++;
+    }
+    s->topic_known = true;
+    s->last_active = now;
+    link.front() = s;
+    lru_.splice(lru_.begin(), link);
+    s->lru = lru_.begin();
     count(KVREG_SUB_STAT_PUBLISHERS);
     return s;
 }
