@@ -15,6 +15,8 @@
 
 #include <sys/mman.h>
 
+#include "util/huge_pages.hpp"
+
 namespace kvreg::index {
 
 class MapArena;
@@ -123,11 +125,8 @@ private:
     };
     using Slots = std::unique_ptr<Entry[], Free>;
     static Entry *allocate(uint64_t cap) {
-        constexpr size_t kHuge = size_t{2} << 20;
         const size_t bytes = cap * sizeof(Entry);
-        void *p = nullptr;
-        if (posix_memalign(&p, bytes >= kHuge ? kHuge : alignof(Entry), bytes) != 0) throw std::bad_alloc();
-        if (bytes >= kHuge) madvise(p, bytes, MADV_HUGEPAGE);
+        void *p = alloc_huge_advised(bytes, alignof(Entry));
         std::memset(p, 0, bytes); // tiers 0: every slot unused
         return static_cast<Entry *>(p);
     }
@@ -172,7 +171,7 @@ class MapArena {
     uint64_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
   private:
-    static constexpr size_t kHuge = size_t{2} << 20;
+    static constexpr size_t kHuge = kHugePage;
     static constexpr size_t kRegion = 2 * kHuge;
     bool add_region() noexcept {
         try {

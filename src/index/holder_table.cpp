@@ -5,7 +5,7 @@
 #include <new>
 #include <thread>
 
-#include <sys/mman.h>
+#include "util/huge_pages.hpp"
 
 namespace kvreg::index {
 
@@ -32,15 +32,8 @@ HolderTable::HolderTable(uint32_t shards, uint64_t expected) {
 // the whole table, and with 4 KB pages nearly every one also missed the TLB (the prefetch of
 // the next block's line stalled on the page walk): huge pages lift kvreg-bench --workload
 // index's query_vs_limit. They also make filling a fresh table cheap where a page fault is
-// dear, as in VMs (docs/design/index.md, "How it applies", has the figures). The advice may be
-// ignored (transparent huge pages off): then it is a plain allocation.
-void *HolderTable::new_region(size_t bytes) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    void *region = nullptr;
-    if (posix_memalign(&region, bytes >= kHuge ? kHuge : alignof(Slot), bytes) != 0) throw std::bad_alloc();
-    if (bytes >= kHuge) madvise(region, bytes, MADV_HUGEPAGE);
-    return region;
-}
+// dear, as in VMs (docs/design/index.md, "How it applies", has the figures).
+void *HolderTable::new_region(size_t bytes) { return alloc_huge_advised(bytes, alignof(Slot)); }
 
 void HolderTable::reserve(const uint64_t *more) {
     // The capacity each shard that must grow gets: what growth one entry at a time would

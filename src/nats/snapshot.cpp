@@ -155,7 +155,6 @@ bool SnapshotLoader::parse_head() {
     const uint64_t dump_len = r.get(8);
     if (dump_len != size_ - head_len_) return reject(KVREG_EPROTO, "snapshot's index dump is truncated");
     loader_ = std::make_unique<kvreg::index::Index::Loader>(idx_, dump_len); // checks the dump's checksum
-    self_checked_ = version_ == kSnapVersion;
     return true;
 }
 

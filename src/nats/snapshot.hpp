@@ -54,9 +54,9 @@ class SnapshotLoader {
     // The body checks itself: a version 2 position whose checksum matched (the dump's own
     // checksum covers the rest; finish() fails unless it matches too). The object's digest
     // then adds nothing.
-    bool self_checked() const noexcept { return self_checked_; }
+    bool self_checked() const noexcept { return loader_ && version_ == kSnapVersion; }
     // ...and a self-checked body already refused: the rest of it need not be read.
-    bool refused_self_checked() const noexcept { return self_checked_ && rc_ != KVREG_OK; }
+    bool refused_self_checked() const noexcept { return self_checked() && rc_ != KVREG_OK; }
 
   private:
     bool take(const char *data, size_t len); // feed() but for running out of memory
@@ -66,7 +66,6 @@ class SnapshotLoader {
     const uint64_t size_, expect_seq_;
     uint64_t head_len_ = 0; // the position's length once its worker count is known
     uint32_t version_ = 0;
-    bool self_checked_ = false;
     std::string head_;      // the position, until it is whole
     SnapPosition pos_;
     std::unique_ptr<kvreg::index::Index::Loader> loader_;

@@ -18,7 +18,7 @@
 #include <new>
 #include <type_traits>
 
-#include <sys/mman.h>
+#include "util/huge_pages.hpp"
 
 namespace kvreg {
 
@@ -41,9 +41,7 @@ template <class T> class HugeArray {
         if (n <= cap_) return;
         if (n > (SIZE_MAX - kHuge) / sizeof(T)) throw std::bad_alloc();
         const size_t bytes = round_up(n * sizeof(T));
-        void *p = nullptr;
-        if (posix_memalign(&p, bytes >= kHuge ? kHuge : 64, bytes) != 0) throw std::bad_alloc();
-        if (bytes >= kHuge) madvise(p, bytes, MADV_HUGEPAGE); // advice: may be ignored
+        void *p = alloc_huge_advised(bytes, 64);
         if (size_) std::memcpy(p, data_, size_ * sizeof(T));
         std::free(data_);
         data_ = static_cast<T *>(p);
@@ -66,7 +64,7 @@ template <class T> class HugeArray {
     }
 
   private:
-    static constexpr size_t kHuge = size_t{2} << 20;
+    static constexpr size_t kHuge = kHugePage;
     // Whole pages; whole huge pages from 1 MB on (a list that big would take 256 or more
     // faults in 4 KB pages; one huge page costs one).
     static size_t round_up(size_t bytes) noexcept {
