@@ -262,44 +262,140 @@ int ObjectStore::put(const std::string &name, const std::string &data, size_t ch
     return KVREG_OK;
 }
 
+namespace {
+// The consumer sequence a JetStream-delivered message carries in its reply subject:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending> (9 tokens), or with
+// a domain and an account hash in front and a random token after (12 or more). 0: neither.
+uint64_t consumer_seq_of(const char *reply) noexcept {
+    if (!reply) return 0;
+    const char *tok[16];
+    int n = 0;
+    for (const char *p = reply; n < 16; n++) {
+        tok[n] = p;
+        p = std::strchr(p, '.');
+        if (!p) {
+            n++;
+            break;
+        }
+        p++;
+    }
+    const int at = n == 9 ? 6 : n >= 12 ? 8 : -1;
+    if (at < 0) return 0;
+    uint64_t v = 0;
+    for (const char *p = tok[at]; *p >= '0' && *p <= '9'; p++) v = v * 10 + static_cast<uint64_t>(*p - '0');
+    return v;
+}
+
+// One object's chunks, pushed by an ephemeral consumer of our own to an inbox subscription:
+// the consumer's creation answers how many chunks the stream holds (no separate request),
+// and it is let go with one round trip (the unsubscribe's flush), a deletion nobody waits
+// for, and the server's inactivity threshold behind both. libnats' ordered consumer costs a
+// request for the count, and a consumer deletion plus a flush, each a round trip, at the end.
+// Flow control keeps the server from running ahead of a slow reader; a lost or repeated
+// chunk (consumer sequences not 1, 2, 3, ...) fails the read at once.
+class ChunkFeed {
+  public:
+    ChunkFeed(natsConnection *nc, jsCtx *js, std::string stream) : nc_(nc), js_(js), stream_(std::move(stream)) {}
+    ~ChunkFeed() { close(); }
+    // KVREG_OK with stored (chunks the stream holds on subject), or KVREG_EPROTO.
+    int open(const std::string &subject, uint64_t &stored) {
+        natsInbox *inbox = nullptr;
+        if (natsInbox_Create(&inbox) != NATS_OK) return KVREG_ENOMEM;
+        inbox_ = inbox;
+        natsInbox_Destroy(inbox);
+        // Subscribed before the consumer exists: the server sees the SUB before the request.
+        if (natsConnection_SubscribeSync(&sub_, nc_, inbox_.c_str()) != NATS_OK) return KVREG_EPROTO;
+        jsConsumerConfig cc;
+        jsConsumerConfig_Init(&cc);
+        cc.DeliverSubject = inbox_.c_str();
+        cc.FilterSubject = subject.c_str();
+        cc.DeliverPolicy = js_DeliverAll;
+        cc.AckPolicy = js_AckNone;
+        cc.FlowControl = true;
+        cc.Heartbeat = int64_t(5) * 1000000000; // the server requires it with flow control
+        cc.InactiveThreshold = int64_t(2) * 1000000000;
+        cc.MemoryStorage = true;
+        cc.Replicas = 1;
+        jsConsumerInfo *ci = nullptr;
+        if (js_AddConsumer(&ci, js_, stream_.c_str(), &cc, nullptr, nullptr) != NATS_OK) return KVREG_EPROTO;
+        name_ = ci->Name ? ci->Name : "";
+        // Pending as the consumer was made, plus what it had delivered by then.
+        stored = ci->NumPending + ci->Delivered.Consumer;
+        jsConsumerInfo_Destroy(ci);
+        return KVREG_OK;
+    }
+    // The next chunk (the caller destroys it), answering flow control on the way:
+    // KVREG_OK, KVREG_EINVAL (out of order: why says so) or KVREG_EPROTO (nothing in 5 s).
+    int next(natsMsg *&out, std::string &why) {
+        for (;;) {
+            natsMsg *m = nullptr;
+            if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return KVREG_EPROTO;
+            const char *subj = natsMsg_GetSubject(m);
+            if (subj && inbox_ == subj) { // the server's own: flow control, heartbeat
+                const char *reply = natsMsg_GetReply(m), *stalled = nullptr;
+                if (reply && *reply) natsConnection_Publish(nc_, reply, nullptr, 0);
+                if (natsMsgHeader_Get(m, "Nats-Consumer-Stalled", &stalled) == NATS_OK && stalled && *stalled)
+                    natsConnection_Publish(nc_, stalled, nullptr, 0);
+                natsMsg_Destroy(m);
+                continue;
+            }
+            if (consumer_seq_of(natsMsg_GetReply(m)) != ++seq_) {
+                natsMsg_Destroy(m);
+                why = "a chunk was lost or repeated on its way (consumer sequence " + std::to_string(seq_) + ")";
+                return KVREG_EINVAL;
+            }
+            out = m;
+            return KVREG_OK;
+        }
+    }
+    void close() noexcept {
+        if (!sub_) return;
+        drop_subscription(nc_, sub_); // a round trip first: chunks may still be on their way (Conn::stop)
+        sub_ = nullptr;
+        if (name_.empty()) return;
+        try { // the answer goes to an inbox no one listens on
+            natsInbox *inbox = nullptr;
+            if (natsInbox_Create(&inbox) != NATS_OK) return;
+            const std::string del = "$JS.API.CONSUMER.DELETE." + stream_ + "." + name_;
+            natsConnection_PublishRequest(nc_, del.c_str(), inbox, nullptr, 0);
+            natsInbox_Destroy(inbox);
+        } catch (...) {
+        }
+    }
+
+  private:
+    natsConnection *nc_;
+    jsCtx *js_;
+    std::string stream_, inbox_, name_;
+    natsSubscription *sub_ = nullptr;
+    uint64_t seq_ = 0;
+};
+} // namespace
+
 int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string &why) {
     if (info.size > (uint64_t(1) << 40)) {
         why = "object info claims an absurd size";
-        return KVREG_EINVAL;
-    }
-    const std::string subj = chunk_subject(info.nuid), name = stream();
-    // How many chunks the stream holds for this object, first (one request): a missing chunk
-    // is then known without waiting for a message that never comes.
-    const uint64_t stored = stored_count(subj);
-    if (stored == UINT64_MAX) return KVREG_EPROTO;
-    if (stored < info.chunks) {
-        why = "chunks missing (" + std::to_string(stored) + " of " + std::to_string(info.chunks) + " stored)";
         return KVREG_EINVAL;
     }
     uint64_t got = 0, bytes = 0;
     Sha256 sha;
     bool self_checked = false; // the sink checks the content itself: no digest (see get())
     if (info.chunks > 0) {
-        // The chunks stream in one ordered (ephemeral, flow-controlled) consumer: one round
-        // trip for the whole object rather than one per chunk.
-        jsSubOptions so;
-        jsSubOptions_Init(&so);
-        so.Stream = name.c_str();
-        so.Ordered = true;
-        natsSubscription *sub = nullptr;
-        if (js_SubscribeSync(&sub, js_, subj.c_str(), nullptr, &so, nullptr) != NATS_OK) return KVREG_EPROTO;
+        ChunkFeed feed(nc_, js_, stream());
+        uint64_t stored = 0;
+        if (const int rc = feed.open(chunk_subject(info.nuid), stored); rc != KVREG_OK) return rc;
+        // A missing chunk is known before waiting for a message that never comes.
+        if (stored < info.chunks) {
+            why = "chunks missing (" + std::to_string(stored) + " of " + std::to_string(info.chunks) + " stored)";
+            return KVREG_EINVAL;
+        }
         // Each chunk is hashed and handed on as it comes, while the next ones are on their way.
         for (; got < info.chunks; got++) {
             natsMsg *m = nullptr;
-            const natsStatus s = natsSubscription_NextMsg(&m, sub, 5000);
-            if (s != NATS_OK) {
-                drop_subscription(nc_, sub);
-                return KVREG_EPROTO; // the server went away under us
-            }
+            if (const int rc = feed.next(m, why); rc != KVREG_OK) return rc; // EPROTO: the server went away
             const int len = natsMsg_GetDataLength(m);
             if (len < 0 || bytes + static_cast<uint64_t>(len) > info.size) {
                 natsMsg_Destroy(m);
-                drop_subscription(nc_, sub);
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
@@ -307,7 +403,6 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
             // the stored chunks hold (an object's chunks are as big as its first but the last).
             if (got == 0 && info.size > stored * static_cast<uint64_t>(len)) {
                 natsMsg_Destroy(m);
-                drop_subscription(nc_, sub);
                 why = "object info claims more than its chunks hold";
                 return KVREG_EINVAL;
             }
@@ -315,13 +410,9 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
             if (!self_checked) sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
             const SinkVerdict v = sink(natsMsg_GetData(m), static_cast<size_t>(len));
             natsMsg_Destroy(m);
-            if (v == SinkVerdict::kRefused) { // refused by its own checks: no need for the rest
-                drop_subscription(nc_, sub);
-                return KVREG_OK;
-            }
+            if (v == SinkVerdict::kRefused) return KVREG_OK; // refused by its own checks: no need for the rest
             self_checked = self_checked || v == SinkVerdict::kSelfChecked;
         }
-        drop_subscription(nc_, sub);
     }
     if (bytes != info.size) {
         why = "chunks hold fewer bytes than the object's size";
