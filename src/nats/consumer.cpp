@@ -153,6 +153,8 @@ int Consumer::start() {
     } timer{stats_[start_us]};
     stats_[restore_read_us].store(0, std::memory_order_relaxed);
     stats_[restore_load_us].store(0, std::memory_order_relaxed);
+    durable_answers_ = 0; // a start() that failed may have left some
+    durable_sent_ = false;
     if (snap_name_.empty()) {
         std::string name = stream_;
         std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read snap_name_ now
@@ -190,40 +192,9 @@ int Consumer::start() {
         }
         next_liveness_ = Clock::now() + std::chrono::milliseconds(liveness_check_ms_);
     }
-    if (!snap_bucket_.empty() && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure()) {
-        conn_.close();
-        return KVREG_EPROTO;
-    }
-    // The index starts from the newest valid snapshot (the durable then starts after the
-    // sequence it covers) or empty, and then must see the whole stream: unless asked to
-    // resume, the durable is made again.
-    uint64_t start_seq = 0;
-    uint64_t known = 0;
-    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
-    if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq);
-    if (!resume_) js_DeleteConsumer(conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr);
-    jsConsumerConfig cc;
-    jsConsumerConfig_Init(&cc);
-    cc.Durable = durable_.c_str();
-    cc.DeliverPolicy = js_DeliverAll;
-    if (start_seq) {
-        cc.DeliverPolicy = js_DeliverByStartSequence;
-        cc.OptStartSeq = start_seq;
-    }
-    cc.AckPolicy = js_AckExplicit;
-    cc.AckWait = static_cast<int64_t>(ack_wait_ms_) * 1000000;
-    cc.MaxAckPending = static_cast<int64_t>(max_ack_pending_);
-    cc.MaxDeliver = -1;
-    if (!filter_.empty()) cc.FilterSubject = filter_.c_str();
-    jsConsumerInfo *ci = nullptr;
-    if (js_AddConsumer(&ci, conn_.js, stream_.c_str(), &cc, nullptr, nullptr) != NATS_OK &&
-        js_GetConsumerInfo(&ci, conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr) != NATS_OK) {
-        conn_.close();
-        return KVREG_EPROTO;
-    }
-    jsConsumerInfo_Destroy(ci);
     // Pull requests are ours (see fetch()): a plain subscription on an inbox receives the
-    // messages, with no limit on what waits in it (the requests bound that).
+    // messages, with no limit on what waits in it (the requests bound that). Before them it
+    // receives the answers about the durable (send_durable).
     natsInbox *inbox = nullptr;
     if (natsInbox_Create(&inbox) != NATS_OK) {
         conn_.close();
@@ -232,14 +203,41 @@ int Consumer::start() {
     inbox_ = inbox;
     natsInbox_Destroy(inbox);
     next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + stream_ + "." + durable_;
-    if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
-        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
+    const auto fail = [this](int rc) {
         conn_.stop();
         if (sub_) natsSubscription_Destroy(sub_);
         sub_ = nullptr;
         conn_.close();
-        return KVREG_EPROTO;
+        return rc;
+    };
+    if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
+        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK)
+        return fail(KVREG_EPROTO);
+    // The index starts from the newest valid snapshot (the durable then starts after the
+    // sequence it covers) or empty, and then must see the whole stream: unless asked to
+    // resume, the durable is made again. A restore sends the durable's requests itself, for
+    // the sequence its snapshot names, while that snapshot's last chunk loads; sent again
+    // here if the load found another.
+    uint64_t start_seq = 0;
+    uint64_t known = 0;
+    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
+    bool bucket_seen = false;
+    if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq, bucket_seen);
+    // The bucket the snapshots go to, made if need be (not asked again when the restore read
+    // an object's info from it).
+    if (!snap_bucket_.empty() && !bucket_seen && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure())
+        return fail(KVREG_EPROTO);
+    if ((!durable_sent_ || durable_seq_ != start_seq) && !send_durable(start_seq)) return fail(KVREG_EPROTO);
+    bool made = await_durable();
+    // Once more, each answer awaited in turn (a cluster may answer a deletion after the
+    // creation behind it); resuming, a durable that exists with other settings is kept.
+    if (!made && !resume_) made = send_durable(start_seq) && await_durable();
+    if (!made && resume_) {
+        jsConsumerInfo *ci = nullptr;
+        made = js_GetConsumerInfo(&ci, conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr) == NATS_OK;
+        if (made) jsConsumerInfo_Destroy(ci);
     }
+    if (!made) return fail(KVREG_EPROTO);
     started_ = true;
     last_snap_ = Clock::now();
     return KVREG_OK;
@@ -613,7 +611,7 @@ std::vector<Slot> read_slots(ObjectStore &os, const std::string &name, uint64_t 
 }
 } // namespace
 
-bool Consumer::restore(uint64_t &start_seq) {
+bool Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
     std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
     std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
@@ -621,6 +619,7 @@ bool Consumer::restore(uint64_t &start_seq) {
     });
     for (Slot &sl : slots) {
         if (sl.rc == KVREG_ENOENT || sl.rc == KVREG_EPROTO) continue;
+        bucket_seen = true; // it holds an object's info, good or bad
         std::string why = sl.why;
         SnapPosition pos;
         int rc = sl.rc;
@@ -630,6 +629,7 @@ bool Consumer::restore(uint64_t &start_seq) {
             // next ones are on their way. READ_US is the whole of it, LOAD_US its loading.
             SnapshotLoader sload(idx_, sl.info.size, sl.info.stream_seq);
             int64_t load_us = 0;
+            uint64_t fed = 0;
             const auto t_read = Clock::now();
             rc = os.get(
                 sl.info,
@@ -639,6 +639,11 @@ bool Consumer::restore(uint64_t &start_seq) {
                     // that does not match says more (the object is damaged) than what the load
                     // found. A version 2 body checks itself (snapshot.hpp): no digest, and
                     // once refused, no more of it.
+                    // The last chunk: the durable's requests go out before it loads (the
+                    // table's fill comes with it, the longest step), the server makes the
+                    // durable meanwhile.
+                    fed += len;
+                    if (fed == sl.info.size && !send_durable(sl.info.stream_seq + 1)) durable_sent_ = false;
                     const auto t = Clock::now();
                     sload.feed(data, len);
                     load_us += static_cast<int64_t>(micros_since(t));

@@ -63,7 +63,16 @@ class Consumer {
     void drop_held(Worker &w, bool ack) noexcept;
     void check_held_timeouts();
     void check_liveness();
-    bool restore(uint64_t &start_seq);  // the newest valid snapshot into the index
+    // The newest valid snapshot into the index; bucket_seen: the bucket answered with an
+    // object's info (it exists).
+    bool restore(uint64_t &start_seq, bool &bucket_seen);
+    // The durable (consumer_durable.cpp): its creation request for a start at start_seq (0:
+    // the stream's first message); the deletion of the old one (unless resuming) and that
+    // request sent without waiting, answered on inbox_ (a send after another supersedes it);
+    // then every answer awaited: true when the durable exists as last sent.
+    std::string durable_request(uint64_t start_seq) const; // throws bad_alloc
+    bool send_durable(uint64_t start_seq);                 // throws bad_alloc
+    bool await_durable();                                  // throws bad_alloc
     void maybe_snapshot();              // when a threshold is reached
     void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
                 uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
@@ -93,6 +102,9 @@ class Consumer {
     Conn conn_;
     natsSubscription *sub_ = nullptr;
     std::string inbox_, next_subject_;
+    // The durable's requests sent and not yet answered (send_durable), and the start sent last.
+    uint64_t durable_answers_ = 0, durable_seq_ = 0;
+    bool durable_sent_ = false;
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;
