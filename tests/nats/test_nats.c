@@ -460,6 +460,47 @@ static void test_restart_through_stream(void **state) {
     natsConnection_Destroy(nc);
 }
 
+/* A replica with a subject filter (KVREG_NATS_FILTER) is made a durable with that filter: of
+ * two engines on one stream (workers 5 and 6) it applies the batches of the one its filter
+ * names, and no others; a replica without one applies both. */
+static void test_filter(void **state) {
+    (void)state;
+    engine e5, e6;
+    engine_open(&e5, 1024, 0);
+    engine_start(&e5, "FILT", "filt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    engine_open(&e6, 1024, 0);
+    engine_start(&e6, "FILT", "filt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    kvreg_block b;
+    for (unsigned i = 0; i < 20; i++) {
+        assert_int_equal(reg_hash(e5.gpu, 3000 + i, &b), KVREG_OK);
+        assert_int_equal(reg_hash(e6.gpu, 4000 + i, &b), KVREG_OK);
+    }
+    const uint64_t b5 = engine_finish(&e5), b6 = engine_finish(&e6);
+    assert_int_equal(b5, 20);
+    assert_int_equal(b6, 20);
+
+    replica r;
+    replica_prepare(&r, "FILT", "only5", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_FILTER, "filt.ev.default.backend.5.*"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    replica_catch_up(&r, b5); /* and nothing more */
+    for (unsigned i = 0; i < 20; i++) {
+        assert_int_equal(index_holds(r.idx, 3000 + i, 5), 1);
+        assert_int_equal(index_holds(r.idx, 4000 + i, 6), 0);
+    }
+    replica_close(&r);
+
+    replica_open(&r, "FILT", "both", 1, 0);
+    replica_catch_up(&r, b5 + b6);
+    for (unsigned i = 0; i < 20; i++) {
+        assert_int_equal(index_holds(r.idx, 3000 + i, 5), 1);
+        assert_int_equal(index_holds(r.idx, 4000 + i, 6), 1);
+    }
+    replica_close(&r);
+    engine_close(&e5);
+    engine_close(&e6);
+}
+
 /* A replica's durable keeps its position: a consumer stopped part way and a new one on the
  * same durable (RESUME) and the same index apply every batch between them exactly once. */
 static void test_resume(void **state) {
@@ -714,6 +755,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_loss_resync),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_filter),
         cmocka_unit_test(test_out_of_order_start),
         cmocka_unit_test(test_reorder_give_up),
         cmocka_unit_test(test_restart_through_stream),
