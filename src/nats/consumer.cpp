@@ -154,7 +154,7 @@ int Consumer::start() {
     stats_[restore_read_us].store(0, std::memory_order_relaxed);
     stats_[restore_load_us].store(0, std::memory_order_relaxed);
     durable_answers_ = 0; // a start() that failed may have left some
-    durable_sent_ = false;
+    durable_state_ = DurableState::kNone;
     if (snap_name_.empty()) {
         std::string name = stream_;
         std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read snap_name_ now
@@ -215,29 +215,30 @@ int Consumer::start() {
         return fail(KVREG_EPROTO);
     // The index starts from the newest valid snapshot (the durable then starts after the
     // sequence it covers) or empty, and then must see the whole stream: unless asked to
-    // resume, the durable is made again. A restore sends the durable's requests itself, for
-    // the sequence its snapshot names, while that snapshot's last chunk loads; sent again
-    // here if the load found another.
-    uint64_t start_seq = 0;
-    uint64_t known = 0;
-    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
-    bool bucket_seen = false;
-    if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq, bucket_seen);
-    // The bucket the snapshots go to, made if need be (not asked again when the restore read
-    // an object's info from it).
-    if (!snap_bucket_.empty() && !bucket_seen && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure())
-        return fail(KVREG_EPROTO);
-    if ((!durable_sent_ || durable_seq_ != start_seq) && !send_durable(start_seq)) return fail(KVREG_EPROTO);
-    bool made = await_durable();
-    // Once more, each answer awaited in turn (a cluster may answer a deletion after the
-    // creation behind it); resuming, a durable that exists with other settings is kept.
-    if (!made && !resume_) made = send_durable(start_seq) && await_durable();
-    if (!made && resume_) {
-        jsConsumerInfo *ci = nullptr;
-        made = js_GetConsumerInfo(&ci, conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr) == NATS_OK;
-        if (made) jsConsumerInfo_Destroy(ci);
+    // resume, the durable is made again (a restore has sent its requests already, for the
+    // sequence its snapshot names: make_durable then finds them answered).
+    try {
+        uint64_t start_seq = 0;
+        uint64_t known = 0;
+        kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
+        bool bucket_seen = false;
+        if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq, bucket_seen);
+        // The bucket the snapshots go to, made if need be (not asked again when the restore
+        // read an object's info from it).
+        if (!snap_bucket_.empty() && !bucket_seen && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure())
+            return fail(KVREG_EPROTO);
+        if (!make_durable(start_seq)) {
+            // As before this was asynchronous: a durable that exists (resuming, with other
+            // settings; or made by another replica of the same name) is taken as it is.
+            jsConsumerInfo *ci = nullptr;
+            if (js_GetConsumerInfo(&ci, conn_.js, stream_.c_str(), durable_.c_str(), nullptr, nullptr) != NATS_OK)
+                return fail(KVREG_EPROTO);
+            jsConsumerInfo_Destroy(ci);
+        }
+    } catch (...) {
+        fail(KVREG_ENOMEM);
+        throw;
     }
-    if (!made) return fail(KVREG_EPROTO);
     started_ = true;
     last_snap_ = Clock::now();
     return KVREG_OK;
@@ -323,6 +324,12 @@ bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
                 request_open_ = false;
                 return true;
             }
+            continue;
+        }
+        if (const char *subj = natsMsg_GetSubject(m); subj && inbox_ == subj) {
+            // Not from the stream (whose messages keep their own subjects): a late answer about
+            // the durable (make_durable took the durable as it was).
+            natsMsg_Destroy(m);
             continue;
         }
         if (request_left_ > 0 && --request_left_ == 0) request_open_ = false; // its last message
@@ -639,11 +646,16 @@ bool Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
                     // that does not match says more (the object is damaged) than what the load
                     // found. A version 2 body checks itself (snapshot.hpp): no digest, and
                     // once refused, no more of it.
-                    // The last chunk: the durable's requests go out before it loads (the
-                    // table's fill comes with it, the longest step), the server makes the
-                    // durable meanwhile.
+                    // The durable's requests go out while the snapshot loads: the old one's
+                    // deletion with the first chunk, the creation (its answer in, so that
+                    // they cannot cross) before the last chunk loads (the table's fill comes
+                    // with it, the longest step: the server makes the durable meanwhile).
+                    // Not for a snapshot already refused. make_durable() finishes or redoes.
+                    if (fed == 0 && durable_state_ == DurableState::kNone) send_durable(DurableStep::kDelete, 0);
                     fed += len;
-                    if (fed == sl.info.size && !send_durable(sl.info.stream_seq + 1)) durable_sent_ = false;
+                    if (fed == sl.info.size && !sload.failed() && await_durable() &&
+                        durable_state_ == DurableState::kDeleted)
+                        send_durable(DurableStep::kCreate, sl.info.stream_seq + 1);
                     const auto t = Clock::now();
                     sload.feed(data, len);
                     load_us += static_cast<int64_t>(micros_since(t));

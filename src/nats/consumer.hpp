@@ -66,13 +66,25 @@ class Consumer {
     // The newest valid snapshot into the index; bucket_seen: the bucket answered with an
     // object's info (it exists).
     bool restore(uint64_t &start_seq, bool &bucket_seen);
-    // The durable (consumer_durable.cpp): its creation request for a start at start_seq (0:
-    // the stream's first message); the deletion of the old one (unless resuming) and that
-    // request sent without waiting, answered on inbox_ (a send after another supersedes it);
-    // then every answer awaited: true when the durable exists as last sent.
-    std::string durable_request(uint64_t start_seq) const; // throws bad_alloc
-    bool send_durable(uint64_t start_seq);                 // throws bad_alloc
-    bool await_durable();                                  // throws bad_alloc
+    // The durable (consumer_durable.cpp). Its requests are answered on inbox_, in the order
+    // sent; DurableState follows the last one sent:
+    //   kNone      nothing sent, or a creation refused
+    //   kDeleting  the old durable's deletion sent      -> kDeleted once answered
+    //   kCreating  its creation from durable_seq_ sent   -> kMade, or kNone if refused
+    // durable_request: the creation's JSON for a start at start_seq (0: the stream's first
+    // message), the one definition of the durable's settings. send_durable sends one request
+    // without waiting; await_durable reads every outstanding answer (false: none came in 5 s);
+    // request_durable sends one and takes its answer at once; make_durable ends in kMade from
+    // start_seq, requesting what is missing.
+    enum class DurableState { kNone, kDeleting, kDeleted, kCreating, kMade };
+    enum class DurableStep { kDelete, kCreate };
+    std::string durable_request(uint64_t start_seq) const;     // throws bad_alloc
+    std::string durable_subject(DurableStep step) const;       // throws bad_alloc
+    std::string durable_start() const;                         // throws bad_alloc
+    bool send_durable(DurableStep step, uint64_t start_seq);   // throws bad_alloc
+    bool await_durable();                                      // throws bad_alloc
+    bool request_durable(DurableStep step, uint64_t start_seq); // throws bad_alloc
+    bool make_durable(uint64_t start_seq);                     // throws bad_alloc
     void maybe_snapshot();              // when a threshold is reached
     void notice(uint32_t kind, const Key *k, uint64_t instance, uint64_t first, uint64_t last,
                 uint64_t n, bool has_seq, natsMsg *m, const char *text) noexcept;
@@ -102,9 +114,9 @@ class Consumer {
     Conn conn_;
     natsSubscription *sub_ = nullptr;
     std::string inbox_, next_subject_;
-    // The durable's requests sent and not yet answered (send_durable), and the start sent last.
+    // The durable's requests sent and not yet answered, the start of the last creation sent.
     uint64_t durable_answers_ = 0, durable_seq_ = 0;
-    bool durable_sent_ = false;
+    DurableState durable_state_ = DurableState::kNone;
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
     size_t n_held_ = 0;

@@ -1,12 +1,12 @@
-// The replica's durable consumer, made (again) by requests sent without waiting for their
-// answers (see consumer.hpp, send_durable): start() sends them as soon as it knows where the
-// durable starts, a restore already while the snapshot's last chunk loads, and awaits the
-// answers only when the durable is needed, so that the server makes it meanwhile.
+// The replica's durable consumer, made (again) by requests whose answers are awaited only when
+// needed (see consumer.hpp, DurableState): a restore sends the old durable's deletion with the
+// snapshot's first chunk and the creation with its last, so that the server does both while
+// the replica loads; start() then finds them answered (make_durable).
 #include "nats/consumer.hpp"
 
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
+#include <string>
 
 namespace kvreg::nats {
 
@@ -58,46 +58,88 @@ std::string Consumer::durable_request(uint64_t start_seq) const {
     return j;
 }
 
-bool Consumer::send_durable(uint64_t start_seq) {
-    const std::string api = "$JS.API.CONSUMER.", tail = stream_ + "." + durable_;
-    // Unless resuming, the old durable goes first: the server answers a client's requests
-    // in the order they came, so the creation finds it gone.
-    if (!resume_) {
-        if (natsConnection_PublishRequest(conn_.nc, (api + "DELETE." + tail).c_str(), inbox_.c_str(), nullptr, 0) !=
-            NATS_OK)
-            return false;
-        durable_answers_++;
-    }
-    const std::string req = durable_request(start_seq);
-    if (natsConnection_PublishRequest(conn_.nc, (api + "DURABLE.CREATE." + tail).c_str(), inbox_.c_str(), req.data(),
+namespace {
+// A creation's answer (a consumer_create_response, whose "error" member would follow its type)
+// that names no error and carries start (the "opt_start_seq" or "deliver_policy" member sent).
+bool created(const std::string &a, const std::string &start) {
+    static constexpr char kCreated[] = "{\"type\":\"io.nats.jetstream.api.v1.consumer_create_response\",";
+    constexpr size_t n = sizeof kCreated - 1;
+    if (a.compare(0, n, kCreated) != 0 || a.compare(n, 8, "\"error\":") == 0) return false;
+    const size_t at = a.find(start);
+    const char after = at == std::string::npos || at + start.size() >= a.size() ? '\0' : a[at + start.size()];
+    return after == ',' || after == '}';
+}
+
+std::string answer_of(natsMsg *m) {
+    const int len = natsMsg_GetDataLength(m);
+    return std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+}
+} // namespace
+
+std::string Consumer::durable_subject(DurableStep step) const {
+    return std::string("$JS.API.CONSUMER.") + (step == DurableStep::kCreate ? "DURABLE.CREATE." : "DELETE.") + stream_ +
+           "." + durable_;
+}
+
+std::string Consumer::durable_start() const {
+    return durable_seq_ ? "\"opt_start_seq\":" + std::to_string(durable_seq_) : std::string("\"deliver_policy\":\"all\"");
+}
+
+bool Consumer::send_durable(DurableStep step, uint64_t start_seq) {
+    const std::string subject = durable_subject(step);
+    const std::string req = step == DurableStep::kCreate ? durable_request(start_seq) : std::string();
+    if (natsConnection_PublishRequest(conn_.nc, subject.c_str(), inbox_.c_str(), req.data(),
                                       static_cast<int>(req.size())) != NATS_OK)
         return false;
     durable_answers_++;
-    durable_sent_ = true;
+    durable_state_ = step == DurableStep::kCreate ? DurableState::kCreating : DurableState::kDeleting;
     durable_seq_ = start_seq;
     return true;
 }
 
 bool Consumer::await_durable() {
-    // Every answer outstanding, in order; the verdict is the last creation's: its answer
-    // (a consumer_create_response) names no error and carries this durable's start.
+    // Every answer outstanding, in the order sent; the state follows the last request. A
+    // deletion always counts as done (a durable that was not there is gone too).
+    const std::string start = durable_start();
     bool made = false;
-    char start[64];
-    if (durable_seq_)
-        std::snprintf(start, sizeof start, "\"opt_start_seq\":%" PRIu64, durable_seq_);
-    else
-        std::snprintf(start, sizeof start, "\"deliver_policy\":\"all\"");
     for (; durable_answers_ > 0; durable_answers_--) {
         natsMsg *m = nullptr;
-        if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return false; // no answer in the request time
-        const int len = natsMsg_GetDataLength(m);
-        const std::string a(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+        if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return false; // no answer, or no JetStream
+        const std::string a = answer_of(m);
         natsMsg_Destroy(m);
-        if (a.find("\"io.nats.jetstream.api.v1.consumer_create_response\"") != std::string::npos)
-            made = a.find("\"error\"") == std::string::npos && a.find(start) != std::string::npos;
+        made = created(a, start);
     }
-    durable_sent_ = false;
-    return made;
+    if (durable_state_ == DurableState::kDeleting) durable_state_ = DurableState::kDeleted;
+    if (durable_state_ == DurableState::kCreating) durable_state_ = made ? DurableState::kMade : DurableState::kNone;
+    return true;
+}
+
+bool Consumer::request_durable(DurableStep step, uint64_t start_seq) {
+    // natsConnection_Request writes the request at once (a publish waits for libnats' flusher
+    // thread, up to 1 ms) and takes its answer on libnats' own inbox.
+    const std::string subject = durable_subject(step);
+    const std::string req = step == DurableStep::kCreate ? durable_request(start_seq) : std::string();
+    natsMsg *m = nullptr;
+    if (natsConnection_Request(&m, conn_.nc, subject.c_str(), req.data(), static_cast<int>(req.size()), 5000) != NATS_OK)
+        return false;
+    const std::string a = answer_of(m);
+    natsMsg_Destroy(m);
+    durable_seq_ = start_seq;
+    durable_state_ = step == DurableStep::kDelete ? DurableState::kDeleted
+                     : created(a, durable_start())  ? DurableState::kMade
+                                                    : DurableState::kNone;
+    return true;
+}
+
+bool Consumer::make_durable(uint64_t start_seq) {
+    // What is outstanding is answered first. Then, unless the durable is already made from
+    // start_seq: the old one deleted (unless resuming, or deleted already), then the new one
+    // created, each request answered before the next goes: one server answers a client's
+    // requests in order, but a cluster may apply a deletion after a creation sent behind it.
+    if (durable_answers_ > 0 && !await_durable()) return false;
+    if (durable_state_ == DurableState::kMade && durable_seq_ == start_seq) return true;
+    if (!resume_ && durable_state_ != DurableState::kDeleted && !request_durable(DurableStep::kDelete, 0)) return false;
+    return request_durable(DurableStep::kCreate, start_seq) && durable_state_ == DurableState::kMade;
 }
 
 } // namespace kvreg::nats

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 
 #include "kvreg.h"
@@ -263,6 +264,8 @@ int ObjectStore::put(const std::string &name, const std::string &data, size_t ch
 }
 
 namespace {
+using Msg = std::unique_ptr<natsMsg, void (*)(natsMsg *)>;
+
 // The consumer sequence a JetStream-delivered message carries in its reply subject:
 // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending> (9 tokens), or with
 // a domain and an account hash in front and a random token after (12 or more). 0: neither.
@@ -291,20 +294,28 @@ uint64_t consumer_seq_of(const char *reply) noexcept {
 // and it is let go with one round trip (the unsubscribe's flush), a deletion nobody waits
 // for, and the server's inactivity threshold behind both. libnats' ordered consumer costs a
 // request for the count, and a consumer deletion plus a flush, each a round trip, at the end.
-// Flow control keeps the server from running ahead of a slow reader; a lost or repeated
-// chunk (consumer sequences not 1, 2, 3, ...) fails the read at once.
+// Flow control keeps the server from running ahead of a slow reader (by at most its own
+// window, a few tens of MB), so the subscription itself has no limit that could drop a chunk;
+// a lost or repeated chunk (consumer sequences not 1, 2, 3, ...) fails the read at once.
 class ChunkFeed {
   public:
     ChunkFeed(natsConnection *nc, jsCtx *js, std::string stream) : nc_(nc), js_(js), stream_(std::move(stream)) {}
     ~ChunkFeed() { close(); }
-    // KVREG_OK with stored (chunks the stream holds on subject), or KVREG_EPROTO.
+    ChunkFeed(const ChunkFeed &) = delete;
+    ChunkFeed &operator=(const ChunkFeed &) = delete;
+    // KVREG_OK with stored (chunks the stream holds on subject), or KVREG_EPROTO. Throws
+    // std::bad_alloc.
     int open(const std::string &subject, uint64_t &stored) {
-        natsInbox *inbox = nullptr;
-        if (natsInbox_Create(&inbox) != NATS_OK) return KVREG_ENOMEM;
-        inbox_ = inbox;
-        natsInbox_Destroy(inbox);
+        {
+            natsInbox *inbox = nullptr;
+            if (natsInbox_Create(&inbox) != NATS_OK) return KVREG_EPROTO;
+            const std::unique_ptr<natsInbox, void (*)(natsInbox *)> own(inbox, natsInbox_Destroy);
+            inbox_ = inbox;
+        }
         // Subscribed before the consumer exists: the server sees the SUB before the request.
-        if (natsConnection_SubscribeSync(&sub_, nc_, inbox_.c_str()) != NATS_OK) return KVREG_EPROTO;
+        if (natsConnection_SubscribeSync(&sub_, nc_, inbox_.c_str()) != NATS_OK ||
+            natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK)
+            return KVREG_EPROTO;
         jsConsumerConfig cc;
         jsConsumerConfig_Init(&cc);
         cc.DeliverSubject = inbox_.c_str();
@@ -312,39 +323,42 @@ class ChunkFeed {
         cc.DeliverPolicy = js_DeliverAll;
         cc.AckPolicy = js_AckNone;
         cc.FlowControl = true;
-        cc.Heartbeat = int64_t(5) * 1000000000; // the server requires it with flow control
+        cc.Heartbeat = int64_t(1) * 1000000000; // the server requires it with flow control
         cc.InactiveThreshold = int64_t(2) * 1000000000;
         cc.MemoryStorage = true;
         cc.Replicas = 1;
         jsConsumerInfo *ci = nullptr;
         if (js_AddConsumer(&ci, js_, stream_.c_str(), &cc, nullptr, nullptr) != NATS_OK) return KVREG_EPROTO;
+        const std::unique_ptr<jsConsumerInfo, void (*)(jsConsumerInfo *)> own(ci, jsConsumerInfo_Destroy);
         name_ = ci->Name ? ci->Name : "";
         // Pending as the consumer was made, plus what it had delivered by then.
         stored = ci->NumPending + ci->Delivered.Consumer;
-        jsConsumerInfo_Destroy(ci);
         return KVREG_OK;
     }
-    // The next chunk (the caller destroys it), answering flow control on the way:
-    // KVREG_OK, KVREG_EINVAL (out of order: why says so) or KVREG_EPROTO (nothing in 5 s).
-    int next(natsMsg *&out, std::string &why) {
+    // The next chunk, within 5 s however many flow-control and heartbeat messages come
+    // meanwhile (those are answered on the way): KVREG_OK, KVREG_EINVAL (out of order: why
+    // says so) or KVREG_EPROTO (none came). Throws std::bad_alloc.
+    int next(Msg &out, std::string &why) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         for (;;) {
-            natsMsg *m = nullptr;
-            if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return KVREG_EPROTO;
-            const char *subj = natsMsg_GetSubject(m);
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            natsMsg *raw = nullptr;
+            if (left <= 0 || natsSubscription_NextMsg(&raw, sub_, left) != NATS_OK) return KVREG_EPROTO;
+            Msg m(raw, natsMsg_Destroy);
+            const char *subj = natsMsg_GetSubject(raw);
             if (subj && inbox_ == subj) { // the server's own: flow control, heartbeat
-                const char *reply = natsMsg_GetReply(m), *stalled = nullptr;
+                const char *reply = natsMsg_GetReply(raw), *stalled = nullptr;
                 if (reply && *reply) natsConnection_Publish(nc_, reply, nullptr, 0);
-                if (natsMsgHeader_Get(m, "Nats-Consumer-Stalled", &stalled) == NATS_OK && stalled && *stalled)
+                if (natsMsgHeader_Get(raw, "Nats-Consumer-Stalled", &stalled) == NATS_OK && stalled && *stalled)
                     natsConnection_Publish(nc_, stalled, nullptr, 0);
-                natsMsg_Destroy(m);
                 continue;
             }
-            if (consumer_seq_of(natsMsg_GetReply(m)) != ++seq_) {
-                natsMsg_Destroy(m);
+            if (consumer_seq_of(natsMsg_GetReply(raw)) != ++seq_) {
                 why = "a chunk was lost or repeated on its way (consumer sequence " + std::to_string(seq_) + ")";
                 return KVREG_EINVAL;
             }
-            out = m;
+            out = std::move(m);
             return KVREG_OK;
         }
     }
@@ -354,9 +368,9 @@ class ChunkFeed {
         sub_ = nullptr;
         if (name_.empty()) return;
         try { // the answer goes to an inbox no one listens on
+            const std::string del = "$JS.API.CONSUMER.DELETE." + stream_ + "." + name_;
             natsInbox *inbox = nullptr;
             if (natsInbox_Create(&inbox) != NATS_OK) return;
-            const std::string del = "$JS.API.CONSUMER.DELETE." + stream_ + "." + name_;
             natsConnection_PublishRequest(nc_, del.c_str(), inbox, nullptr, 0);
             natsInbox_Destroy(inbox);
         } catch (...) {
@@ -391,25 +405,22 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
         }
         // Each chunk is hashed and handed on as it comes, while the next ones are on their way.
         for (; got < info.chunks; got++) {
-            natsMsg *m = nullptr;
+            Msg m(nullptr, natsMsg_Destroy); // destroyed on every way out, a throw from sink included
             if (const int rc = feed.next(m, why); rc != KVREG_OK) return rc; // EPROTO: the server went away
-            const int len = natsMsg_GetDataLength(m);
+            const int len = natsMsg_GetDataLength(m.get());
             if (len < 0 || bytes + static_cast<uint64_t>(len) > info.size) {
-                natsMsg_Destroy(m);
                 why = "chunks do not add up to the object's size";
                 return KVREG_EINVAL;
             }
             // The info's size is untrusted, and the sink sizes things by it: never more than
             // the stored chunks hold (an object's chunks are as big as its first but the last).
             if (got == 0 && info.size > stored * static_cast<uint64_t>(len)) {
-                natsMsg_Destroy(m);
                 why = "object info claims more than its chunks hold";
                 return KVREG_EINVAL;
             }
             bytes += static_cast<uint64_t>(len);
-            if (!self_checked) sha.update(natsMsg_GetData(m), static_cast<size_t>(len));
-            const SinkVerdict v = sink(natsMsg_GetData(m), static_cast<size_t>(len));
-            natsMsg_Destroy(m);
+            if (!self_checked) sha.update(natsMsg_GetData(m.get()), static_cast<size_t>(len));
+            const SinkVerdict v = sink(natsMsg_GetData(m.get()), static_cast<size_t>(len));
             if (v == SinkVerdict::kRefused) return KVREG_OK; // refused by its own checks: no need for the rest
             self_checked = self_checked || v == SinkVerdict::kSelfChecked;
         }

@@ -51,6 +51,7 @@ class SnapshotLoader {
     int finish(SnapPosition &pos); // throws std::bad_alloc (the index emptied)
     void abandon() noexcept; // the object did not check out: undo the load
     const std::string &why() const noexcept { return why_; }
+    bool failed() const noexcept { return rc_ != KVREG_OK; } // rejected already
     // The body checks itself: a version 2 position whose checksum matched (the dump's own
     // checksum covers the rest; finish() fails unless it matches too). The object's digest
     // then adds nothing.
