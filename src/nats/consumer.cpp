@@ -164,19 +164,35 @@ int Consumer::start() {
         (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)) ||
         (!snap_bucket_.empty() && !valid_bucket(snap_bucket_)))
         return KVREG_EINVAL;
+    // Every way out of a start() that fails releases what it made, in this order (Conn::stop
+    // says why the subscription goes after the connection's threads): the consumer can be
+    // started again.
+    const auto fail = [this](int rc) noexcept {
+        conn_.stop();
+        if (sub_) natsSubscription_Destroy(sub_);
+        sub_ = nullptr;
+        if (kv_) kvStore_Destroy(kv_);
+        kv_ = nullptr;
+        if (live_js_) jsCtx_Destroy(live_js_);
+        live_js_ = nullptr;
+        conn_.close();
+        for (auto *&d : decoders_) {
+            kvreg_wire_decoder_free(d);
+            d = nullptr;
+        }
+        return rc;
+    };
     for (uint32_t f = 1; f <= 4; f++) {
         const int rc = kvreg_wire_decoder_new(&decoders_[f], f);
-        if (rc != KVREG_OK) return rc;
+        if (rc != KVREG_OK) return fail(rc);
     }
     std::string err;
     // With liveness, a connection that hangs without closing ends after two unanswered pings
     // a check period apart, rather than libnats' default 2 min.
     const uint64_t ping_ms = liveness_bucket_.empty() ? 0 : std::clamp<uint64_t>(liveness_check_ms_, 100, 60000);
     if (!conn_.open(url_, connect_timeout_ms_, nullptr, ping_ms) ||
-        !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err)) {
-        conn_.close();
-        return KVREG_EPROTO;
-    }
+        !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err))
+        return fail(KVREG_EPROTO);
     if (!liveness_bucket_.empty()) {
         // Lookups through a context of their own, which waits at most a check period (at least
         // 100 ms, at most the 5 s of the others) for an answer: a connection that hangs held
@@ -186,30 +202,24 @@ int Consumer::start() {
         jo.Wait = static_cast<int64_t>(std::clamp<uint64_t>(liveness_check_ms_, 100, 5000));
         if (!ensure_kv_bucket(conn_.js, liveness_bucket_, 5000) ||
             natsConnection_JetStream(&live_js_, conn_.nc, &jo) != NATS_OK ||
-            js_KeyValue(&kv_, live_js_, liveness_bucket_.c_str()) != NATS_OK || !kv_ttl_ms(kv_, liveness_ttl_ms_)) {
-            conn_.close();
-            return KVREG_EPROTO;
-        }
+            js_KeyValue(&kv_, live_js_, liveness_bucket_.c_str()) != NATS_OK || !kv_ttl_ms(kv_, liveness_ttl_ms_))
+            return fail(KVREG_EPROTO);
         next_liveness_ = Clock::now() + std::chrono::milliseconds(liveness_check_ms_);
     }
     // Pull requests are ours (see fetch()): a plain subscription on an inbox receives the
     // messages, with no limit on what waits in it (the requests bound that). Before them it
     // receives the answers about the durable (send_durable).
     natsInbox *inbox = nullptr;
-    if (natsInbox_Create(&inbox) != NATS_OK) {
-        conn_.close();
-        return KVREG_ENOMEM;
+    if (natsInbox_Create(&inbox) != NATS_OK) return fail(KVREG_ENOMEM);
+    try {
+        inbox_ = inbox;
+        next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + stream_ + "." + durable_;
+    } catch (...) {
+        natsInbox_Destroy(inbox);
+        fail(KVREG_ENOMEM);
+        throw;
     }
-    inbox_ = inbox;
     natsInbox_Destroy(inbox);
-    next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + stream_ + "." + durable_;
-    const auto fail = [this](int rc) {
-        conn_.stop();
-        if (sub_) natsSubscription_Destroy(sub_);
-        sub_ = nullptr;
-        conn_.close();
-        return rc;
-    };
     if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
         natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK)
         return fail(KVREG_EPROTO);

@@ -460,6 +460,35 @@ static void test_restart_through_stream(void **state) {
     natsConnection_Destroy(nc);
 }
 
+/* A start() that fails leaves nothing behind: the same consumer started again, once the
+ * failure is gone, runs as a new one would (and, under AddressSanitizer, the first attempt's
+ * decoders, connection and liveness lookups are not leaked). Failures: a stream that does not
+ * exist yet, then a liveness bucket name the server refuses (too long). */
+static void test_start_again(void **state) {
+    (void)state;
+    replica r;
+    replica_prepare(&r, "AGAIN", "again-r", 1);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO); /* no such stream */
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO);
+    engine e;
+    engine_open(&e, 1024, 0);
+    engine_start(&e, "AGAIN", "again.ev", KVREG_WIRE_DYNAMO_MSGPACK, 3, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    kvreg_block b;
+    for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 5000 + i, &b), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    char bucket[300];
+    memset(bucket, 'L', sizeof bucket - 1);
+    bucket[sizeof bucket - 1] = '\0';
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, bucket), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO); /* the server refuses the bucket */
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "AGAIN_LIVE"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    replica_catch_up(&r, batches);
+    for (unsigned i = 0; i < 10; i++) assert_int_equal(index_holds(r.idx, 5000 + i, 3), 1);
+    replica_close(&r);
+    engine_close(&e);
+}
+
 /* A replica with a subject filter (KVREG_NATS_FILTER) is made a durable with that filter: of
  * two engines on one stream (workers 5 and 6) it applies the batches of the one its filter
  * names, and no others; a replica without one applies both. */
@@ -756,6 +785,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_start_again),
         cmocka_unit_test(test_out_of_order_start),
         cmocka_unit_test(test_reorder_give_up),
         cmocka_unit_test(test_restart_through_stream),
