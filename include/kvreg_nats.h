@@ -343,7 +343,9 @@ KVREG_API int kvreg_nats_consumer_set_notice_cb(kvreg_nats_consumer *con, kvreg_
                                                 kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
 /* Connect, check the stream exists, (re)create the durable pull consumer. KVREG_ESTATE if
- * started; KVREG_EPROTO: no server, no such stream, or the consumer could not be made. */
+ * started; KVREG_EPROTO: no server, no such stream, or the consumer could not be made. A
+ * start that failed holds nothing (connection, subscriptions, decoders): it may be called
+ * again. */
 KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
 /* Fetch and apply for timeout_ms (-1: until stopped; 0: one fetch of what is ready), or until
  * kvreg_nats_consumer_stop(). Rides through disconnections (libnats reconnects). KVREG_ESTATE
