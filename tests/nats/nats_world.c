@@ -60,6 +60,11 @@ void engine_start_at(engine *e, const char *url, const char *stream, const char 
     va_end(ap);
 }
 
+void engine_one_per_batch(engine *e, const char *stream, const char *prefix, uint64_t worker) {
+    engine_open(e, 1024, 0);
+    engine_start(e, stream, prefix, KVREG_WIRE_DYNAMO_MSGPACK, worker, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+}
+
 uint64_t pub_stat(const engine *e, uint32_t stat) {
     uint64_t v = 0;
     assert_int_equal(kvreg_nats_publisher_stat(e->pub, stat, &v), KVREG_OK);

@@ -40,6 +40,9 @@ typedef struct runner {
 
 void engine_open(engine *e, uint64_t poll_capacity, int keep_tokens);
 void engine_start(engine *e, const char *stream, const char *prefix, uint64_t format, uint64_t worker, ...);
+/* engine_open (1024 events of poll room, no tokens) and engine_start as worker in the Dynamo
+ * format, one event a batch (the filter and restart tests count batches as events). */
+void engine_one_per_batch(engine *e, const char *stream, const char *prefix, uint64_t worker);
 /* The same through url (a relay in front of the server, tcp_cut.h). */
 void engine_start_at(engine *e, const char *url, const char *stream, const char *prefix, uint64_t format,
                      uint64_t worker, ...);

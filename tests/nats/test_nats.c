@@ -471,8 +471,7 @@ static void test_start_again(void **state) {
     assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO); /* no such stream */
     assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO);
     engine e;
-    engine_open(&e, 1024, 0);
-    engine_start(&e, "AGAIN", "again.ev", KVREG_WIRE_DYNAMO_MSGPACK, 3, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    engine_one_per_batch(&e, "AGAIN", "again.ev", 3);
     kvreg_block b;
     for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 5000 + i, &b), KVREG_OK);
     const uint64_t batches = engine_finish(&e);
@@ -495,10 +494,8 @@ static void test_start_again(void **state) {
 static void test_filter(void **state) {
     (void)state;
     engine e5, e6;
-    engine_open(&e5, 1024, 0);
-    engine_start(&e5, "FILT", "filt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
-    engine_open(&e6, 1024, 0);
-    engine_start(&e6, "FILT", "filt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    engine_one_per_batch(&e5, "FILT", "filt.ev", 5);
+    engine_one_per_batch(&e6, "FILT", "filt.ev", 6);
     kvreg_block b;
     for (unsigned i = 0; i < 20; i++) {
         assert_int_equal(reg_hash(e5.gpu, 3000 + i, &b), KVREG_OK);

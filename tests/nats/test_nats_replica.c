@@ -460,10 +460,8 @@ static void test_snapshots(void **state) {
 static void test_filter_restore(void **state) {
     (void)state;
     engine e5, e6;
-    engine_open(&e5, 1024, 0);
-    engine_start(&e5, "FRS", "frs.ev", KVREG_WIRE_DYNAMO_MSGPACK, 5, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
-    engine_open(&e6, 1024, 0);
-    engine_start(&e6, "FRS", "frs.ev", KVREG_WIRE_DYNAMO_MSGPACK, 6, KVREG_NATS_PUB_OPT_MAX_EVENTS, (uint64_t)1, 0);
+    engine_one_per_batch(&e5, "FRS", "frs.ev", 5);
+    engine_one_per_batch(&e6, "FRS", "frs.ev", 6);
     const char *only5 = "frs.ev.default.backend.5.*";
     replica r1, r2;
     replica_prepare(&r1, "FRS", "frs-r1", 1);
