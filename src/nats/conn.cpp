@@ -66,6 +66,11 @@ uint64_t max_msg_of(const jsStreamInfo *si) noexcept {
 }
 } // namespace
 
+std::string msg_text(natsMsg *m) {
+    const int len = natsMsg_GetDataLength(m);
+    return std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+}
+
 bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) noexcept {
     jsStreamInfo *si = nullptr;
     if (js_GetStreamInfo(&si, js, stream.c_str(), nullptr, nullptr) != NATS_OK) return false;

@@ -64,6 +64,9 @@ constexpr const char *kBatchHeader = "Kvreg-Batch";
 std::string format_header(const BatchHeader &h);
 bool parse_header(const char *text, BatchHeader &out) noexcept;
 
+// A message's payload as text (an API answer, an object's info): empty when it has none.
+std::string msg_text(natsMsg *m); // throws bad_alloc
+
 // A subject token: non-empty, no '.', '*', '>' or whitespace.
 bool valid_token(const std::string &s) noexcept;
 

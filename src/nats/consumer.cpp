@@ -30,13 +30,23 @@ Consumer::~Consumer() {
     // check does not apply twice).
     if (sub_) natsSubscription_Unsubscribe(sub_);
     if (conn_.nc) natsConnection_FlushTimeout(conn_.nc, 1000);
+    release();
+}
+
+void Consumer::release() noexcept {
     // Stop the connection's reader before the subscription goes (Conn::stop says why).
     conn_.stop();
     if (sub_) natsSubscription_Destroy(sub_);
+    sub_ = nullptr;
     if (kv_) kvStore_Destroy(kv_);
+    kv_ = nullptr;
     if (live_js_) jsCtx_Destroy(live_js_);
+    live_js_ = nullptr;
     conn_.close();
-    for (auto *d : decoders_) kvreg_wire_decoder_free(d);
+    for (auto *&d : decoders_) {
+        kvreg_wire_decoder_free(d);
+        d = nullptr;
+    }
 }
 
 int Consumer::set(uint32_t option, uint64_t v) noexcept {
@@ -164,22 +174,10 @@ int Consumer::start() {
         (!liveness_bucket_.empty() && !valid_bucket(liveness_bucket_)) ||
         (!snap_bucket_.empty() && !valid_bucket(snap_bucket_)))
         return KVREG_EINVAL;
-    // Every way out of a start() that fails releases what it made, in this order (Conn::stop
-    // says why the subscription goes after the connection's threads): the consumer can be
-    // started again.
+    // Every way out of a start() that fails releases what it made (release()): the consumer
+    // can be started again.
     const auto fail = [this](int rc) noexcept {
-        conn_.stop();
-        if (sub_) natsSubscription_Destroy(sub_);
-        sub_ = nullptr;
-        if (kv_) kvStore_Destroy(kv_);
-        kv_ = nullptr;
-        if (live_js_) jsCtx_Destroy(live_js_);
-        live_js_ = nullptr;
-        conn_.close();
-        for (auto *&d : decoders_) {
-            kvreg_wire_decoder_free(d);
-            d = nullptr;
-        }
+        release();
         return rc;
     };
     for (uint32_t f = 1; f <= 4; f++) {

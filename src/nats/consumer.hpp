@@ -54,6 +54,9 @@ class Consumer {
     };
     using Key = std::pair<uint64_t, uint32_t>;
 
+    // The connection and what hangs on it (subscription, liveness lookups) and the decoders,
+    // freed in the order Conn::stop requires; the destructor's and a failed start()'s end.
+    void release() noexcept;
     bool fetch(int64_t wait_ms, bool no_wait); // false: the request could not be sent
     void reply(natsMsg *m, const char *what) noexcept; // +ACK / +TERM; counts in handled_max_
     void handle(natsMsg *m);

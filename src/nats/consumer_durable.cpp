@@ -6,6 +6,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace kvreg::nats {
@@ -69,11 +70,6 @@ bool created(const std::string &a, const std::string &start) {
     const char after = at == std::string::npos || at + start.size() >= a.size() ? '\0' : a[at + start.size()];
     return after == ',' || after == '}';
 }
-
-std::string answer_of(natsMsg *m) {
-    const int len = natsMsg_GetDataLength(m);
-    return std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
-}
 } // namespace
 
 std::string Consumer::durable_subject(DurableStep step) const {
@@ -105,8 +101,8 @@ bool Consumer::await_durable() {
     for (; durable_answers_ > 0; durable_answers_--) {
         natsMsg *m = nullptr;
         if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return false; // no answer, or no JetStream
-        const std::string a = answer_of(m);
-        natsMsg_Destroy(m);
+        const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+        const std::string a = msg_text(m);
         made = created(a, start);
     }
     if (durable_state_ == DurableState::kDeleting) durable_state_ = DurableState::kDeleted;
@@ -122,8 +118,8 @@ bool Consumer::request_durable(DurableStep step, uint64_t start_seq) {
     natsMsg *m = nullptr;
     if (natsConnection_Request(&m, conn_.nc, subject.c_str(), req.data(), static_cast<int>(req.size()), 5000) != NATS_OK)
         return false;
-    const std::string a = answer_of(m);
-    natsMsg_Destroy(m);
+    const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+    const std::string a = msg_text(m);
     durable_seq_ = start_seq;
     durable_state_ = step == DurableStep::kDelete ? DurableState::kDeleted
                      : created(a, durable_start())  ? DurableState::kMade

@@ -162,8 +162,7 @@ int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
     for (const auto &[m, n_meta] : metas) {
         natsMsg *msg = nullptr;
         if (js_GetLastMsg(&msg, js_, stream().c_str(), m.c_str(), nullptr, nullptr) != NATS_OK) return -1;
-        const int len = natsMsg_GetDataLength(msg);
-        const std::string j(natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "", len > 0 ? static_cast<size_t>(len) : 0);
+        const std::string j = msg_text(msg);
         natsMsg_Destroy(msg);
         std::string nuid;
         if (json_field(j, "nuid", nuid)) named.push_back(cprefix + nuid);
@@ -191,8 +190,7 @@ int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why
     const natsStatus s = js_GetLastMsg(&m, js_, stream().c_str(), meta_subject(name).c_str(), nullptr, &jerr);
     if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return KVREG_ENOENT;
     if (s != NATS_OK) return KVREG_EPROTO;
-    const int len = natsMsg_GetDataLength(m);
-    const std::string j(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+    const std::string j = msg_text(m);
     natsMsg_Destroy(m);
     std::string v;
     out = ObjectInfo{};

@@ -57,7 +57,7 @@ class SnapshotLoader {
     // then adds nothing.
     bool self_checked() const noexcept { return loader_ && version_ == kSnapVersion; }
     // ...and a self-checked body already refused: the rest of it need not be read.
-    bool refused_self_checked() const noexcept { return self_checked() && rc_ != KVREG_OK; }
+    bool refused_self_checked() const noexcept { return self_checked() && failed(); }
 
   private:
     bool take(const char *data, size_t len); // feed() but for running out of memory
