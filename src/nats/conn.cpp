@@ -5,6 +5,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <memory>
 
 #include "kvreg.h"
 
@@ -61,6 +64,15 @@ void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {
 }
 
 namespace {
+bool to_number(const char *s, uint64_t &v) noexcept {
+    if (!*s || std::strlen(s) > 19) return false;
+    v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        v = v * 10 + static_cast<uint64_t>(*s - '0');
+    }
+    return true;
+}
 uint64_t max_msg_of(const jsStreamInfo *si) noexcept {
     return si && si->Config && si->Config->MaxMsgSize > 0 ? static_cast<uint64_t>(si->Config->MaxMsgSize) : 0;
 }
@@ -69,6 +81,68 @@ uint64_t max_msg_of(const jsStreamInfo *si) noexcept {
 std::string msg_text(natsMsg *m) {
     const int len = natsMsg_GetDataLength(m);
     return std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);
+}
+
+bool ApiInbox::open(natsConnection *nc, const std::string &base) noexcept {
+    close();
+    try {
+        base_ = base + ".";
+    } catch (...) {
+        return false;
+    }
+    if (natsConnection_SubscribeSync(&sub_, nc, (base_ + "*").c_str()) != NATS_OK ||
+        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
+        close();
+        return false;
+    }
+    nc_ = nc;
+    return true;
+}
+
+void ApiInbox::close() noexcept {
+    if (sub_) natsSubscription_Destroy(sub_);
+    sub_ = nullptr;
+    nc_ = nullptr;
+}
+
+bool ApiInbox::request_all(const std::vector<ApiRequest> &reqs, std::vector<std::string> &answers, int64_t timeout_ms) {
+    answers.assign(reqs.size(), std::string());
+    if (!sub_) return false;
+    if (reqs.empty()) return true;
+    const uint64_t first = next_;
+    next_ += reqs.size();
+    for (size_t i = 0; i < reqs.size(); i++) {
+        const std::string reply = base_ + std::to_string(first + i);
+        if (natsConnection_PublishRequest(nc_, reqs[i].subject.c_str(), reply.c_str(), reqs[i].body.data(),
+                                          static_cast<int>(reqs[i].body.size())) != NATS_OK)
+            return false;
+    }
+    // Written now, not when libnats' flusher thread wakes (up to 1 ms later).
+    if (natsConnection_FlushTimeout(nc_, timeout_ms) != NATS_OK) return false;
+    std::vector<bool> got(reqs.size(), false);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (size_t left = reqs.size(); left > 0;) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        const int64_t wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+        natsMsg *m = nullptr;
+        if (natsSubscription_NextMsg(&m, sub_, wait) != NATS_OK) break;
+        const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+        const char *subj = natsMsg_GetSubject(m);
+        uint64_t n = 0;
+        if (!subj || std::strncmp(subj, base_.c_str(), base_.size()) != 0 || !to_number(subj + base_.size(), n) ||
+            n < first || n - first >= reqs.size() || got[n - first])
+            continue; // a late answer to an earlier call
+        got[n - first] = true;
+        answers[n - first] = msg_text(m);
+        left--;
+    }
+    return true;
+}
+
+bool api_ok(const std::string &answer, const char *type) {
+    const std::string head = std::string("{\"type\":\"io.nats.jetstream.api.v1.") + type + "\",";
+    return answer.compare(0, head.size(), head) == 0 && answer.compare(head.size(), 8, "\"error\":") != 0;
 }
 
 bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) noexcept {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nats/nats.h>
 
@@ -63,6 +64,40 @@ struct BatchHeader {
 constexpr const char *kBatchHeader = "Kvreg-Batch";
 std::string format_header(const BatchHeader &h);
 bool parse_header(const char *text, BatchHeader &out) noexcept;
+
+// JetStream API requests several at a time, each answered on its own subject under base
+// (<base>.<number>), all on one subscription kept for the connection's life: every request is
+// written before the first answer is awaited, so together they cost one round trip where one
+// at a time they cost one each (a restore's start asks for the stream and for every snapshot
+// slot's metadata at once). An answer that comes after its call gave up has an old number and
+// is dropped by a later call. Used by one thread at a time.
+struct ApiRequest {
+    std::string subject, body;
+};
+class ApiInbox {
+  public:
+    ApiInbox() = default;
+    ApiInbox(const ApiInbox &) = delete;
+    ApiInbox &operator=(const ApiInbox &) = delete;
+    ~ApiInbox() { close(); }
+    // Subscribe <base>.* on nc. false: it could not (nothing left open).
+    bool open(natsConnection *nc, const std::string &base) noexcept;
+    // Only after Conn::stop() (see there why).
+    void close() noexcept;
+    // answers[i]: request i's answer, empty when none came within timeout_ms (or the server
+    // answered with a status and no body: no JetStream). false: they could not be sent.
+    // Throws bad_alloc.
+    bool request_all(const std::vector<ApiRequest> &reqs, std::vector<std::string> &answers, int64_t timeout_ms);
+
+  private:
+    natsConnection *nc_ = nullptr;
+    natsSubscription *sub_ = nullptr;
+    std::string base_;
+    uint64_t next_ = 0; // the number the next request's answer subject gets
+};
+// Whether answer is a JetStream API answer of type (e.g. "stream_info_response") that names no
+// error: the server writes the "error" member right after the type.
+bool api_ok(const std::string &answer, const char *type);
 
 // A message's payload as text (an API answer, an object's info): empty when it has none.
 std::string msg_text(natsMsg *m); // throws bad_alloc

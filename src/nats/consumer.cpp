@@ -38,6 +38,7 @@ void Consumer::release() noexcept {
     conn_.stop();
     if (sub_) natsSubscription_Destroy(sub_);
     sub_ = nullptr;
+    api_.close();
     if (kv_) kvStore_Destroy(kv_);
     kv_ = nullptr;
     if (live_js_) jsCtx_Destroy(live_js_);
@@ -188,8 +189,12 @@ int Consumer::start() {
     // With liveness, a connection that hangs without closing ends after two unanswered pings
     // a check period apart, rather than libnats' default 2 min.
     const uint64_t ping_ms = liveness_bucket_.empty() ? 0 : std::clamp<uint64_t>(liveness_check_ms_, 100, 60000);
+    uint64_t known = 0;
+    kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
+    const bool restoring = !resume_ && restore_ && !snap_bucket_.empty() && known == 0;
+    // A restore checks the stream together with its snapshot slots (restore()).
     if (!conn_.open(url_, connect_timeout_ms_, nullptr, ping_ms) ||
-        !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err))
+        (!restoring && !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err)))
         return fail(KVREG_EPROTO);
     if (!liveness_bucket_.empty()) {
         // Lookups through a context of their own, which waits at most a check period (at least
@@ -219,7 +224,7 @@ int Consumer::start() {
     }
     natsInbox_Destroy(inbox);
     if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
-        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK)
+        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK || !api_.open(conn_.nc, inbox_))
         return fail(KVREG_EPROTO);
     // The index starts from the newest valid snapshot (the durable then starts after the
     // sequence it covers) or empty, and then must see the whole stream: unless asked to
@@ -227,10 +232,8 @@ int Consumer::start() {
     // sequence its snapshot names: make_durable then finds them answered).
     try {
         uint64_t start_seq = 0;
-        uint64_t known = 0;
-        kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
         bool bucket_seen = false;
-        if (!resume_ && restore_ && !snap_bucket_.empty() && known == 0) restore(start_seq, bucket_seen);
+        if (restoring && restore(start_seq, bucket_seen) != KVREG_OK) return fail(KVREG_EPROTO);
         // The bucket the snapshots go to, made if need be (not asked again when the restore
         // read an object's info from it).
         if (!snap_bucket_.empty() && !bucket_seen && !ObjectStore(conn_.nc, conn_.js, snap_bucket_).ensure())
@@ -612,11 +615,23 @@ struct Slot {
     int rc = KVREG_ENOENT;
     std::string why;
 };
-std::vector<Slot> read_slots(ObjectStore &os, const std::string &name, uint64_t keep) {
+// Every slot's newest info, asked for at once; `also` goes with them (its answer in
+// also_answer: empty when none came).
+std::vector<Slot> read_slots(ObjectStore &os, ApiInbox &api, const std::string &name, uint64_t keep,
+                             const ApiRequest *also = nullptr, std::string *also_answer = nullptr) {
     std::vector<Slot> slots(keep);
+    std::vector<ApiRequest> reqs;
+    reqs.reserve(keep + 1);
+    if (also) reqs.push_back(*also);
     for (uint64_t k = 0; k < keep; k++) {
         slots[k].name = name + "." + std::to_string(k);
-        slots[k].rc = os.info(slots[k].name, slots[k].info, slots[k].why);
+        reqs.push_back(os.info_request(slots[k].name));
+    }
+    std::vector<std::string> answers;
+    api.request_all(reqs, answers, 5000); // not sent: every answer empty (the server is away)
+    if (also) *also_answer = answers[0];
+    for (uint64_t k = 0; k < keep; k++) {
+        slots[k].rc = ObjectStore::info_from(answers[(also ? 1 : 0) + k], slots[k].info, slots[k].why);
         if (slots[k].rc == KVREG_OK && !slots[k].info.has_seq) {
             slots[k].rc = KVREG_EINVAL;
             slots[k].why = "object info carries no kvreg-stream-seq";
@@ -626,9 +641,12 @@ std::vector<Slot> read_slots(ObjectStore &os, const std::string &name, uint64_t 
 }
 } // namespace
 
-bool Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
+int Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
-    std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
+    const ApiRequest stream_info{"$JS.API.STREAM.INFO." + stream_, ""};
+    std::string stream_answer;
+    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_, &stream_info, &stream_answer);
+    if (!api_ok(stream_answer, "stream_info_response")) return KVREG_EPROTO; // no stream, or no answer
     std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
         return (a.rc == KVREG_OK ? a.info.stream_seq + 1 : 0) > (b.rc == KVREG_OK ? b.info.stream_seq + 1 : 0);
     });
@@ -704,9 +722,9 @@ bool Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
         notice(KVREG_NATS_NOTICE_SNAPSHOT, nullptr, 0, pos.stream_seq, pos.stream_seq, 1, false, nullptr,
                text.c_str());
         start_seq = pos.stream_seq + 1;
-        return true;
+        return KVREG_OK;
     }
-    return false;
+    return KVREG_OK;
 }
 
 void Consumer::maybe_snapshot() {
@@ -754,7 +772,7 @@ int Consumer::snapshot(uint64_t *out_seq) {
     int rc = encode_snapshot(pos, idx_, body);
     if (rc != KVREG_OK) return rc;
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
-    std::vector<Slot> slots = read_slots(os, snap_name_, snap_keep_);
+    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_);
     // A replica behind the bucket's newest snapshot has nothing to add: it would replace a
     // snapshot that covers more (with one slot, the only one) and a restore would replay more
     // (after a purge: batches the stream no longer has).

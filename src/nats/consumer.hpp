@@ -66,9 +66,11 @@ class Consumer {
     void drop_held(Worker &w, bool ack) noexcept;
     void check_held_timeouts();
     void check_liveness();
-    // The newest valid snapshot into the index; bucket_seen: the bucket answered with an
-    // object's info (it exists).
-    bool restore(uint64_t &start_seq, bool &bucket_seen);
+    // The newest valid snapshot into the index (start_seq: the first sequence after it; left
+    // 0 when none was); bucket_seen: the bucket answered with an object's info (it exists).
+    // The stream is checked with the snapshots' slots, in one round trip: KVREG_EPROTO when it
+    // is not there or the server did not answer (the index untouched), else KVREG_OK.
+    int restore(uint64_t &start_seq, bool &bucket_seen);
     // The durable (consumer_durable.cpp). Its requests are answered on inbox_, in the order
     // sent; DurableState follows the last one sent:
     //   kNone      nothing sent, or a creation refused
@@ -117,6 +119,7 @@ class Consumer {
     Conn conn_;
     natsSubscription *sub_ = nullptr;
     std::string inbox_, next_subject_;
+    ApiInbox api_; // several API requests at once (<inbox_>.<n>): the stream and snapshot slots
     // The durable's requests sent and not yet answered, the start of the last creation sent.
     uint64_t durable_answers_ = 0, durable_seq_ = 0;
     DurableState durable_state_ = DurableState::kNone;

@@ -184,14 +184,37 @@ int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
     return purged;
 }
 
-int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why) {
-    natsMsg *m = nullptr;
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    const natsStatus s = js_GetLastMsg(&m, js_, stream().c_str(), meta_subject(name).c_str(), nullptr, &jerr);
-    if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return KVREG_ENOENT;
-    if (s != NATS_OK) return KVREG_EPROTO;
-    const std::string j = msg_text(m);
-    natsMsg_Destroy(m);
+namespace {
+// Standard base64 with padding (the data of a JetStream message-get answer); false when text
+// is not that.
+bool base64_decode(const std::string &text, std::string &out) {
+    if (text.size() % 4 != 0) return false;
+    out.clear();
+    out.reserve(text.size() / 4 * 3);
+    const auto value = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        return c == '+' ? 62 : c == '/' ? 63 : -1;
+    };
+    for (size_t i = 0; i < text.size(); i += 4) {
+        const bool last = i + 4 == text.size();
+        const size_t pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=' && text[i + 3] == '=') : 0;
+        uint32_t v = 0;
+        for (size_t k = 0; k < 4; k++) {
+            const int d = k >= 4 - pad ? 0 : value(text[i + k]);
+            if (d < 0) return false;
+            v = v << 6 | static_cast<uint32_t>(d);
+        }
+        out += static_cast<char>(v >> 16);
+        if (pad < 2) out += static_cast<char>(v >> 8 & 0xff);
+        if (pad < 1) out += static_cast<char>(v & 0xff);
+    }
+    return true;
+}
+
+// An object's info from its metadata's JSON (the one definition of what it must hold).
+int parse_info(const std::string &j, ObjectInfo &out, std::string &why) {
     std::string v;
     out = ObjectInfo{};
     if (json_field(j, "deleted", v) && v != "false") return KVREG_ENOENT; // never "true" unquoted here
@@ -212,6 +235,39 @@ int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why
     }
     out.has_seq = json_field(j, "kvreg-stream-seq", v) && to_u64(v, out.stream_seq);
     return KVREG_OK;
+}
+} // namespace
+
+int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why) {
+    natsMsg *m = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    const natsStatus s = js_GetLastMsg(&m, js_, stream().c_str(), meta_subject(name).c_str(), nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return KVREG_ENOENT;
+    if (s != NATS_OK) return KVREG_EPROTO;
+    const std::string j = msg_text(m);
+    natsMsg_Destroy(m);
+    return parse_info(j, out, why);
+}
+
+ApiRequest ObjectStore::info_request(const std::string &name) const {
+    return ApiRequest{"$JS.API.STREAM.MSG.GET." + stream(), "{\"last_by_subj\":\"" + meta_subject(name) + "\"}"};
+}
+
+int ObjectStore::info_from(const std::string &answer, ObjectInfo &out, std::string &why) {
+    // A stream_msg_get_response: {"type":..., "message":{"subject", "seq", "hdrs", "data" (the
+    // metadata, base64), "time"}}, or {"type":..., "error":{"code":404, ...}} where the bucket
+    // or the name has none (as info()'s NOT_FOUND); no answer: the server is away.
+    if (answer.empty()) return KVREG_EPROTO;
+    if (!api_ok(answer, "stream_msg_get_response")) {
+        std::string code;
+        return json_field(answer, "code", code) && code == "404" ? KVREG_ENOENT : KVREG_EPROTO;
+    }
+    std::string data, j;
+    if (!json_field(answer, "data", data) || !base64_decode(data, j)) {
+        why = "object info does not parse";
+        return KVREG_EINVAL;
+    }
+    return parse_info(j, out, why);
 }
 
 int ObjectStore::put(const std::string &name, const std::string &data, size_t chunk, uint64_t stream_seq) {

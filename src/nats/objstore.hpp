@@ -17,6 +17,8 @@
 
 #include <nats/nats.h>
 
+#include "nats/conn.hpp"
+
 namespace kvreg::nats {
 
 struct ObjectInfo {
@@ -34,6 +36,10 @@ class ObjectStore {
     // The newest info of name: KVREG_OK, KVREG_ENOENT (none), KVREG_EPROTO (server away) or
     // KVREG_EBADMSG-like KVREG_EINVAL (metadata that does not parse; why says so).
     int info(const std::string &name, ObjectInfo &out, std::string &why);
+    // The same in two steps, for several names at once (ApiInbox::request_all): the request
+    // for name's newest info, and what its answer says (empty: no answer).
+    ApiRequest info_request(const std::string &name) const;
+    static int info_from(const std::string &answer, ObjectInfo &out, std::string &why);
     // Store data under name in chunks of at most chunk bytes: chunks first, then the metadata
     // (an object is only visible once its metadata is stored), then the previous version's
     // chunks are purged. KVREG_EPROTO when the server refused any of it.

@@ -87,6 +87,16 @@ void put_stream_cfg(const jsStreamConfig *cfg, int update) {
     natsConnection_Destroy(nc);
 }
 
+void delete_stream(const char *name) {
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_DeleteStream(js, name, NULL, NULL), NATS_OK);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
 void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);

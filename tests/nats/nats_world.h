@@ -53,6 +53,8 @@ void put_stream_cfg(const jsStreamConfig *cfg, int update);
 void put_stream(const char *name, const char *subjects, int32_t max_msg_size, int update);
 /* Messages the stream holds now. */
 uint64_t stream_msgs(const char *name);
+/* Delete the stream (it must exist). */
+void delete_stream(const char *name);
 uint64_t engine_finish(engine *e);
 void engine_close(engine *e);
 int reg_hash(kvreg_pool *pool, uint64_t h, kvreg_block *out);

@@ -488,6 +488,44 @@ static void test_start_again(void **state) {
     engine_close(&e);
 }
 
+/* A replica that restores checks the stream together with its snapshot slots (one round trip
+ * for all): with a snapshot in the bucket but the stream gone, its start fails and its index
+ * stays empty (no snapshot loaded into a replica that cannot consume); with the stream back,
+ * the same replica starts from the snapshot. */
+static void test_restore_needs_stream(void **state) {
+    (void)state;
+    engine e;
+    engine_one_per_batch(&e, "RNS", "rns.ev", 3);
+    kvreg_block b;
+    for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 6000 + i, &b), KVREG_OK);
+    const uint64_t batches = engine_finish(&e);
+    engine_close(&e);
+    replica a;
+    replica_prepare(&a, "RNS", "rns-a", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(a.con, KVREG_NATS_SNAPSHOT_BUCKET, "RNS_SNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(a.con), KVREG_OK);
+    replica_catch_up(&a, batches);
+    uint64_t seq = 0;
+    assert_int_equal(kvreg_nats_consumer_snapshot(a.con, &seq), KVREG_OK);
+    assert_int_equal(seq, batches);
+    replica_close(&a);
+    delete_stream("RNS");
+
+    replica r;
+    replica_prepare(&r, "RNS", "rns-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_SNAPSHOT_BUCKET, "RNS_SNAP"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_EPROTO);
+    uint64_t workers = 1;
+    assert_int_equal(kvreg_index_stat(r.idx, KVREG_INDEX_STAT_WORKERS, &workers), KVREG_OK);
+    assert_int_equal(workers, 0);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 0);
+    put_stream("RNS", "rns.ev.>", 0, 0);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 1);
+    for (unsigned i = 0; i < 10; i++) assert_int_equal(index_holds(r.idx, 6000 + i, 3), 1);
+    replica_close(&r);
+}
+
 /* A replica with a subject filter (KVREG_NATS_FILTER) is made a durable with that filter: of
  * two engines on one stream (workers 5 and 6) it applies the batches of the one its filter
  * names, and no others; a replica without one applies both. */
@@ -786,6 +824,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_out_of_order_start),
         cmocka_unit_test(test_reorder_give_up),
         cmocka_unit_test(test_restart_through_stream),
+        cmocka_unit_test(test_restore_needs_stream),
         cmocka_unit_test(test_server_restart),
     };
     const struct CMUnitTest long_tests[] = {
