@@ -85,14 +85,20 @@ std::string msg_text(natsMsg *m) {
 
 bool ApiInbox::open(natsConnection *nc, const std::string &base) noexcept {
     close();
+    std::string pattern;
     try {
         base_ = base + ".";
+        pattern = base_ + "*";
     } catch (...) {
         return false;
     }
-    if (natsConnection_SubscribeSync(&sub_, nc, (base_ + "*").c_str()) != NATS_OK ||
-        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
-        close();
+    if (natsConnection_SubscribeSync(&sub_, nc, pattern.c_str()) != NATS_OK) {
+        sub_ = nullptr;
+        return false;
+    }
+    if (natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK) {
+        drop_subscription(nc, sub_); // the connection's reader is running (see Conn::stop)
+        sub_ = nullptr;
         return false;
     }
     nc_ = nc;
@@ -117,10 +123,11 @@ bool ApiInbox::request_all(const std::vector<ApiRequest> &reqs, std::vector<std:
                                           static_cast<int>(reqs[i].body.size())) != NATS_OK)
             return false;
     }
-    // Written now, not when libnats' flusher thread wakes (up to 1 ms later).
+    // Written now, not when libnats' flusher thread wakes (up to 1 ms later). The flush and
+    // the answers share the one timeout.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     if (natsConnection_FlushTimeout(nc_, timeout_ms) != NATS_OK) return false;
     std::vector<bool> got(reqs.size(), false);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (size_t left = reqs.size(); left > 0;) {
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;

@@ -192,7 +192,8 @@ int Consumer::start() {
     uint64_t known = 0;
     kvreg_index_stat(idx_, KVREG_INDEX_STAT_WORKERS, &known);
     const bool restoring = !resume_ && restore_ && !snap_bucket_.empty() && known == 0;
-    // A restore checks the stream together with its snapshot slots (restore()).
+    // A restore checks the stream together with its snapshot slots (restore(): one round trip
+    // for all), after the liveness bucket below is made but before the index is touched.
     if (!conn_.open(url_, connect_timeout_ms_, nullptr, ping_ms) ||
         (!restoring && !ensure_stream(conn_.js, StreamSpec{stream_, "", 0, 0}, false, err)))
         return fail(KVREG_EPROTO);
@@ -224,7 +225,8 @@ int Consumer::start() {
     }
     natsInbox_Destroy(inbox);
     if (natsConnection_SubscribeSync(&sub_, conn_.nc, inbox_.c_str()) != NATS_OK ||
-        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK || !api_.open(conn_.nc, inbox_))
+        natsSubscription_SetPendingLimits(sub_, -1, -1) != NATS_OK ||
+        (!snap_bucket_.empty() && !api_.open(conn_.nc, inbox_))) // snapshots' requests only
         return fail(KVREG_EPROTO);
     // The index starts from the newest valid snapshot (the durable then starts after the
     // sequence it covers) or empty, and then must see the whole stream: unless asked to

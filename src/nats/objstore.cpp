@@ -255,8 +255,10 @@ ApiRequest ObjectStore::info_request(const std::string &name) const {
 
 int ObjectStore::info_from(const std::string &answer, ObjectInfo &out, std::string &why) {
     // A stream_msg_get_response: {"type":..., "message":{"subject", "seq", "hdrs", "data" (the
-    // metadata, base64), "time"}}, or {"type":..., "error":{"code":404, ...}} where the bucket
-    // or the name has none (as info()'s NOT_FOUND); no answer: the server is away.
+    // metadata, base64), "time"}}, or {"type":..., "error":{"code":404, ...}} where the name
+    // has none (err_code 10037, as info()'s NOT_FOUND) or the bucket's stream is missing
+    // (10059, where info() said EPROTO: either way no snapshot is there, and both callers
+    // treat the two alike); another error, or no answer: the server is away.
     if (answer.empty()) return KVREG_EPROTO;
     if (!api_ok(answer, "stream_msg_get_response")) {
         std::string code;
