@@ -64,19 +64,20 @@ void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {
 }
 
 namespace {
-bool to_number(const char *s, uint64_t &v) noexcept {
-    if (!*s || std::strlen(s) > 19) return false;
-    v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return false;
-        v = v * 10 + static_cast<uint64_t>(*s - '0');
-    }
-    return true;
-}
 uint64_t max_msg_of(const jsStreamInfo *si) noexcept {
     return si && si->Config && si->Config->MaxMsgSize > 0 ? static_cast<uint64_t>(si->Config->MaxMsgSize) : 0;
 }
 } // namespace
+
+bool to_u64(std::string_view s, uint64_t &v) noexcept {
+    if (s.empty() || s.size() > 19) return false;
+    v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return true;
+}
 
 std::string msg_text(natsMsg *m) {
     const int len = natsMsg_GetDataLength(m);
@@ -134,10 +135,10 @@ bool ApiInbox::request_all(const std::vector<ApiRequest> &reqs, std::vector<std:
         const int64_t wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
         natsMsg *m = nullptr;
         if (natsSubscription_NextMsg(&m, sub_, wait) != NATS_OK) break;
-        const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+        const OwnedMsg own = own_msg(m);
         const char *subj = natsMsg_GetSubject(m);
         uint64_t n = 0;
-        if (!subj || std::strncmp(subj, base_.c_str(), base_.size()) != 0 || !to_number(subj + base_.size(), n) ||
+        if (!subj || std::strncmp(subj, base_.c_str(), base_.size()) != 0 || !to_u64(subj + base_.size(), n) ||
             n < first || n - first >= reqs.size() || got[n - first])
             continue; // a late answer to an earlier call
         got[n - first] = true;

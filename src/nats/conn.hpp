@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nats/nats.h>
@@ -101,6 +103,11 @@ bool api_ok(const std::string &answer, const char *type);
 
 // A message's payload as text (an API answer, an object's info): empty when it has none.
 std::string msg_text(natsMsg *m); // throws bad_alloc
+// A message this code owns: destroyed on every way out.
+using OwnedMsg = std::unique_ptr<natsMsg, void (*)(natsMsg *)>;
+inline OwnedMsg own_msg(natsMsg *m) noexcept { return OwnedMsg(m, natsMsg_Destroy); }
+// A decimal u64 of 1 to 19 digits and nothing else (untrusted text: a field, a subject token).
+bool to_u64(std::string_view s, uint64_t &v) noexcept;
 
 // A subject token: non-empty, no '.', '*', '>' or whitespace.
 bool valid_token(const std::string &s) noexcept;

@@ -60,12 +60,10 @@ std::string Consumer::durable_request(uint64_t start_seq) const {
 }
 
 namespace {
-// A creation's answer (a consumer_create_response, whose "error" member would follow its type)
-// that names no error and carries start (the "opt_start_seq" or "deliver_policy" member sent).
+// A creation's answer that names no error (api_ok) and carries start (the "opt_start_seq" or
+// "deliver_policy" member sent).
 bool created(const std::string &a, const std::string &start) {
-    static constexpr char kCreated[] = "{\"type\":\"io.nats.jetstream.api.v1.consumer_create_response\",";
-    constexpr size_t n = sizeof kCreated - 1;
-    if (a.compare(0, n, kCreated) != 0 || a.compare(n, 8, "\"error\":") == 0) return false;
+    if (!api_ok(a, "consumer_create_response")) return false;
     const size_t at = a.find(start);
     const char after = at == std::string::npos || at + start.size() >= a.size() ? '\0' : a[at + start.size()];
     return after == ',' || after == '}';
@@ -101,7 +99,7 @@ bool Consumer::await_durable() {
     for (; durable_answers_ > 0; durable_answers_--) {
         natsMsg *m = nullptr;
         if (natsSubscription_NextMsg(&m, sub_, 5000) != NATS_OK) return false; // no answer, or no JetStream
-        const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+        const OwnedMsg own = own_msg(m);
         const std::string a = msg_text(m);
         made = created(a, start);
     }
@@ -118,7 +116,7 @@ bool Consumer::request_durable(DurableStep step, uint64_t start_seq) {
     natsMsg *m = nullptr;
     if (natsConnection_Request(&m, conn_.nc, subject.c_str(), req.data(), static_cast<int>(req.size()), 5000) != NATS_OK)
         return false;
-    const std::unique_ptr<natsMsg, void (*)(natsMsg *)> own(m, natsMsg_Destroy);
+    const OwnedMsg own = own_msg(m);
     const std::string a = msg_text(m);
     durable_seq_ = start_seq;
     durable_state_ = step == DurableStep::kDelete ? DurableState::kDeleted

@@ -75,16 +75,6 @@ bool json_field(const std::string &j, const char *key, std::string &out) {
     return false;
 }
 
-bool to_u64(const std::string &s, uint64_t &v) {
-    if (s.empty() || s.size() > 19) return false;
-    v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return true;
-}
-
 bool purge_subject(jsCtx *js, const std::string &stream, const std::string &subject) noexcept {
     jsOptions o;
     jsOptions_Init(&o);
@@ -320,8 +310,6 @@ int ObjectStore::put(const std::string &name, const std::string &data, size_t ch
 }
 
 namespace {
-using Msg = std::unique_ptr<natsMsg, void (*)(natsMsg *)>;
-
 // The consumer sequence a JetStream-delivered message carries in its reply subject:
 // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending> (9 tokens), or with
 // a domain and an account hash in front and a random token after (12 or more). 0: neither.
@@ -394,14 +382,14 @@ class ChunkFeed {
     // The next chunk, within 5 s however many flow-control and heartbeat messages come
     // meanwhile (those are answered on the way): KVREG_OK, KVREG_EINVAL (out of order: why
     // says so) or KVREG_EPROTO (none came). Throws std::bad_alloc.
-    int next(Msg &out, std::string &why) {
+    int next(OwnedMsg &out, std::string &why) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         for (;;) {
             const auto left =
                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
             natsMsg *raw = nullptr;
             if (left <= 0 || natsSubscription_NextMsg(&raw, sub_, left) != NATS_OK) return KVREG_EPROTO;
-            Msg m(raw, natsMsg_Destroy);
+            OwnedMsg m = own_msg(raw);
             const char *subj = natsMsg_GetSubject(raw);
             if (subj && inbox_ == subj) { // the server's own: flow control, heartbeat
                 const char *reply = natsMsg_GetReply(raw), *stalled = nullptr;
@@ -461,7 +449,7 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
         }
         // Each chunk is hashed and handed on as it comes, while the next ones are on their way.
         for (; got < info.chunks; got++) {
-            Msg m(nullptr, natsMsg_Destroy); // destroyed on every way out, a throw from sink included
+            OwnedMsg m = own_msg(nullptr); // destroyed on every way out, a throw from sink included
             if (const int rc = feed.next(m, why); rc != KVREG_OK) return rc; // EPROTO: the server went away
             const int len = natsMsg_GetDataLength(m.get());
             if (len < 0 || bytes + static_cast<uint64_t>(len) > info.size) {
