@@ -600,7 +600,8 @@ void attacked_replay(const Input &in, size_t reps, Attacker &att, std::vector<Ro
 //   "go KIND"     wait (bounded) for the subscription, then attack; answers "sent" once the
 //                 attack's messages are queued (dup keeps answering replays until "stop")
 //   "stop"        close the sockets; answers "ok"
-// KINDs: topics (50,000 topics, one small batch each), bigmsg (50 x 20 MB), dup (a live
+// KINDs: topics (50,000 topics, one small batch each), flood (the same 50,000 batches on one
+// topic, seq 0, 1, 2, ...: a busy publisher, the topics row's control), bigmsg (50 x 20 MB), dup (a live
 // batch at seq 5, then every replay request answered by repeating seq 0, 20 every 5 ms,
 // never ending; the live seq jumps ahead every 100 ms so gaps recur), held (a live batch at
 // seq 5 whose replay is never answered, then 200 live batches of 1 MB), nested (20 payloads
@@ -681,6 +682,8 @@ struct SubAttacker {
                 if (kind == "topics") {
                     for (int i = 0; i < 50000; i++)
                         send3(xpub, "kv@attacker-" + std::to_string(i) + "@model", 0, small.data(), small.size(), false);
+                } else if (kind == "flood") {
+                    for (uint64_t q = 0; q < 50000; q++) send3(xpub, topic, q, small.data(), small.size(), false);
                 } else if (kind == "bigmsg") {
                     for (int i = 0; i < 50; i++) send3(xpub, topic, i, big.data(), big.size(), true);
                 } else if (kind == "nested") {
@@ -968,6 +971,11 @@ void attacked(const Input &in, size_t reps, Attacker &att, SubAttacker &sub_att,
     if (row("replay")) attacked_replay(in, reps, att, &rows);
     if (row("topics"))
         attacked_sub(in, reps, sub_att, "topics", "50,000 topics", {}, 64, rows);
+    // Not an attack: as many valid batches as the row above, from one publisher in order.
+    // What remains of the topics row's cost beyond this one is the topics' own.
+    if (row("flood"))
+        attacked_sub(in, reps, sub_att, "flood", "control, not an attack: 50,000 batches in order on one topic", {}, 64,
+                     rows);
     if (row("bigmsg"))
         attacked_sub(in, reps, sub_att, "bigmsg", "50 messages of 20 MB", {}, 64, rows);
     if (row("dup"))
