@@ -329,20 +329,19 @@ bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
         const natsStatus s = natsSubscription_NextMsg(&m, sub_, left > 0 ? left : 1);
         if (s == NATS_TIMEOUT) return true;
         if (s != NATS_OK) return false;
-        const char *status = nullptr;
-        if (natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &status) == NATS_OK) {
-            const bool over = status && status[0] != '1'; // 100 heartbeat; 404, 408, 409: over
+        if (const char *subj = natsMsg_GetSubject(m); subj && inbox_ == subj) {
+            // Not from the stream, whose messages keep their own subjects (an empty one with a
+            // Status header among them is a publisher's, handled as any other): the server's
+            // status about the request, or a late answer about the durable (make_durable took
+            // the durable as it was).
+            const char *status = nullptr;
+            const bool over = natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &status) == NATS_OK &&
+                              status && status[0] != '1'; // 100 heartbeat; 404, 408, 409: over
             natsMsg_Destroy(m);
             if (over) {
                 request_open_ = false;
                 return true;
             }
-            continue;
-        }
-        if (const char *subj = natsMsg_GetSubject(m); subj && inbox_ == subj) {
-            // Not from the stream (whose messages keep their own subjects): a late answer about
-            // the durable (make_durable took the durable as it was).
-            natsMsg_Destroy(m);
             continue;
         }
         if (request_left_ > 0 && --request_left_ == 0) request_open_ = false; // its last message

@@ -245,16 +245,22 @@ static void test_server_restart(void **state) {
 }
 
 /* Garbage in the stream: no header, a header that does not parse, a valid header on a payload
- * that does not decode, and a message over the replica's size limit. Each gets a MALFORMED
- * notice; the replica goes on and applies the engine's batches after them. */
-static void raw_publish(jsCtx *js, const char *subject, const char *header, const void *data, int len) {
+ * that does not decode, a message over the replica's size limit, and an empty one with a
+ * "Status" header (what the server's own status messages carry: it must not be taken for
+ * one, which dropped it unacknowledged, redelivered for ever). Each gets a MALFORMED notice
+ * and is acknowledged; the replica goes on and applies the engine's batches after them. */
+static void raw_publish_named(jsCtx *js, const char *subject, const char *name, const char *header, const void *data,
+                              int len) {
     natsMsg *m = NULL;
     jsPubAck *pa = NULL;
     assert_int_equal(natsMsg_Create(&m, subject, NULL, data, len), NATS_OK);
-    if (header) assert_int_equal(natsMsgHeader_Set(m, "Kvreg-Batch", header), NATS_OK);
+    if (header) assert_int_equal(natsMsgHeader_Set(m, name, header), NATS_OK);
     assert_int_equal(js_PublishMsg(&pa, js, m, NULL, NULL), NATS_OK);
     jsPubAck_Destroy(pa);
     natsMsg_Destroy(m);
+}
+static void raw_publish(jsCtx *js, const char *subject, const char *header, const void *data, int len) {
+    raw_publish_named(js, subject, "Kvreg-Batch", header, data, len);
 }
 
 static void test_garbage(void **state) {
@@ -273,8 +279,7 @@ static void test_garbage(void **state) {
     static char big[8192];
     memset(big, 0x91, sizeof big);
     raw_publish(js, "garbage.ev.x", "1 98 0 5 0 4", big, sizeof big);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    raw_publish_named(js, "garbage.ev.x", "Status", "404", NULL, 0);
     kvreg_block b[10];
     for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 700 + i, &b[i]), KVREG_OK);
     assert_int_equal(kvreg_release(e.gpu, b[3]), KVREG_OK);
@@ -284,10 +289,19 @@ static void test_garbage(void **state) {
     replica_open(&r, "GARBAGE", "r1", 1, 4096);
     /* The undecodable payload of worker 99 still uses its seq: one batch (of no events). */
     replica_catch_up(&r, batches + 1);
-    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_MALFORMED), 4);
-    assert_int_equal(r.n_notices, 4);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_MALFORMED), 5);
+    assert_int_equal(r.n_notices, 5);
+    /* Every message acknowledged: none pending, the ack floor at the stream's last. */
+    jsConsumerInfo *ci = NULL;
+    assert_int_equal(js_GetConsumerInfo(&ci, js, "GARBAGE", "r1", NULL, NULL), NATS_OK);
+    assert_int_equal(ci->NumAckPending, 0);
+    assert_int_equal(ci->NumRedelivered, 0);
+    assert_int_equal(ci->AckFloor.Stream, batches + 5);
+    jsConsumerInfo_Destroy(ci);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
     int over = 0, header = 0, decode = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         assert_int_equal(r.kinds[i], KVREG_NATS_NOTICE_MALFORMED);
         over += strstr(r.texts[i], "over the limit") != NULL;
         header += strstr(r.texts[i], "Kvreg-Batch") != NULL;
@@ -297,7 +311,7 @@ static void test_garbage(void **state) {
         }
     }
     assert_int_equal(over, 1);
-    assert_int_equal(header, 2);
+    assert_int_equal(header, 3);
     assert_int_equal(decode, 1);
     uint64_t next = 0;
     assert_int_equal(kvreg_nats_consumer_worker(r.con, 99, 0, NULL, &next), KVREG_OK);
