@@ -79,6 +79,82 @@ bool to_u64(std::string_view s, uint64_t &v) noexcept {
     return true;
 }
 
+namespace {
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// The end of the string whose opening quote is at p (one past its closing quote), or npos.
+size_t json_string_end(std::string_view j, size_t p) {
+    for (size_t i = p + 1; i < j.size(); i++) {
+        if (j[i] == '\\') i++; // the escaped character, whatever it is
+        else if (j[i] == '"') return i + 1;
+    }
+    return std::string_view::npos;
+}
+// The end of the value that starts at p (a string, an object or array with everything in it,
+// or a number or literal), or npos.
+size_t json_value_end(std::string_view j, size_t p) {
+    if (p >= j.size()) return std::string_view::npos;
+    if (j[p] == '"') return json_string_end(j, p);
+    if (j[p] == '{' || j[p] == '[') {
+        size_t depth = 0;
+        for (size_t i = p; i < j.size(); i++) {
+            const char c = j[i];
+            if (c == '"') {
+                const size_t e = json_string_end(j, i);
+                if (e == std::string_view::npos) return e;
+                i = e - 1;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if ((c == '}' || c == ']') && --depth == 0) {
+                return i + 1;
+            }
+        }
+        return std::string_view::npos;
+    }
+    size_t e = p;
+    while (e < j.size() && !json_space(j[e]) && j[e] != ',' && j[e] != '}' && j[e] != ']') e++;
+    return e == p ? std::string_view::npos : e;
+}
+} // namespace
+
+bool json_member(std::string_view j, std::string_view key, std::string &out) {
+    size_t p = 0;
+    const auto skip = [&] {
+        while (p < j.size() && json_space(j[p])) p++;
+    };
+    skip();
+    if (p >= j.size() || j[p] != '{') return false;
+    p++;
+    for (;;) {
+        skip();
+        if (p >= j.size() || j[p] != '"') return false; // also "}": no more members
+        const size_t key_end = json_string_end(j, p);
+        if (key_end == std::string_view::npos) return false;
+        const std::string_view name = j.substr(p + 1, key_end - p - 2);
+        p = key_end;
+        skip();
+        if (p >= j.size() || j[p] != ':') return false;
+        p++;
+        skip();
+        const size_t end = json_value_end(j, p);
+        if (end == std::string_view::npos) return false;
+        size_t after = end; // a value ends where the next member or the object's end begins
+        while (after < j.size() && json_space(j[after])) after++;
+        if (after >= j.size() || (j[after] != ',' && j[after] != '}')) return false;
+        if (name == key) {
+            if (j[p] != '"') {
+                out.assign(j.substr(p, end - p));
+                return true;
+            }
+            const std::string_view v = j.substr(p + 1, end - p - 2);
+            if (v.find('\\') != std::string_view::npos) return false;
+            out.assign(v);
+            return true;
+        }
+        if (j[after] == '}') return false; // the last member
+        p = after + 1;
+    }
+}
+
 std::string msg_text(natsMsg *m) {
     const int len = natsMsg_GetDataLength(m);
     return std::string(natsMsg_GetData(m) ? natsMsg_GetData(m) : "", len > 0 ? static_cast<size_t>(len) : 0);

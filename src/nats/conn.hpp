@@ -109,6 +109,14 @@ inline OwnedMsg own_msg(natsMsg *m) noexcept { return OwnedMsg(m, natsMsg_Destro
 // A decimal u64 of 1 to 19 digits and nothing else (untrusted text: a field, a subject token).
 bool to_u64(std::string_view s, uint64_t &v) noexcept;
 
+// The value of member key of the JSON object that is text (the outermost one: members of the
+// objects inside it are not seen, so another client's metadata cannot stand in for a field):
+// a string's characters (false when it holds an escape: no member read here needs one), a
+// number or true/false/null as written, or an object's or array's whole text (to look into
+// with json_member again). false when absent or malformed. The text is untrusted: every step
+// stays inside it, and nesting is skipped without recursion. Throws bad_alloc.
+bool json_member(std::string_view text, std::string_view key, std::string &out);
+
 // A subject token: non-empty, no '.', '*', '>' or whitespace.
 bool valid_token(const std::string &s) noexcept;
 

@@ -48,33 +48,6 @@ std::string new_nuid() {
     return s;
 }
 
-// The value of "key" in a flat JSON object we or another object-store client wrote: a string
-// (unescaped: our fields never need escapes) or a number. false when absent or malformed; the
-// text is untrusted, so every step stays inside it.
-bool json_field(const std::string &j, const char *key, std::string &out) {
-    const std::string k = std::string("\"") + key + "\"";
-    for (size_t at = j.find(k); at != std::string::npos; at = j.find(k, at + 1)) {
-        size_t p = at + k.size();
-        while (p < j.size() && (j[p] == ' ' || j[p] == '\t' || j[p] == '\n' || j[p] == '\r')) p++;
-        if (p >= j.size() || j[p] != ':') continue;
-        p++;
-        while (p < j.size() && (j[p] == ' ' || j[p] == '\t' || j[p] == '\n' || j[p] == '\r')) p++;
-        if (p >= j.size()) return false;
-        if (j[p] == '"') {
-            const size_t end = j.find('"', p + 1);
-            if (end == std::string::npos) return false;
-            out = j.substr(p + 1, end - p - 1);
-            return out.find('\\') == std::string::npos;
-        }
-        size_t end = p;
-        while (end < j.size() && j[end] >= '0' && j[end] <= '9') end++;
-        if (end == p) return false;
-        out = j.substr(p, end - p);
-        return true;
-    }
-    return false;
-}
-
 bool purge_subject(jsCtx *js, const std::string &stream, const std::string &subject) noexcept {
     jsOptions o;
     jsOptions_Init(&o);
@@ -155,7 +128,7 @@ int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
         const std::string j = msg_text(msg);
         natsMsg_Destroy(msg);
         std::string nuid;
-        if (json_field(j, "nuid", nuid)) named.push_back(cprefix + nuid);
+        if (json_member(j, "nuid", nuid)) named.push_back(cprefix + nuid);
     }
     int64_t purged = 0;
     // Message times are the server's wall clock (UTC); a clock skew between the hosts moves
@@ -207,9 +180,10 @@ bool base64_decode(const std::string &text, std::string &out) {
 int parse_info(const std::string &j, ObjectInfo &out, std::string &why) {
     std::string v;
     out = ObjectInfo{};
-    if (json_field(j, "deleted", v) && v != "false") return KVREG_ENOENT; // never "true" unquoted here
-    if (!json_field(j, "nuid", out.nuid) || !json_field(j, "digest", out.digest) ||
-        !json_field(j, "size", v) || !to_u64(v, out.size) || !json_field(j, "chunks", v) ||
+    // Deleted: other clients write true, and leave the digest out.
+    if (json_member(j, "deleted", v) && v != "false") return KVREG_ENOENT;
+    if (!json_member(j, "nuid", out.nuid) || !json_member(j, "digest", out.digest) ||
+        !json_member(j, "size", v) || !to_u64(v, out.size) || !json_member(j, "chunks", v) ||
         !to_u64(v, out.chunks)) {
         why = "object info does not parse";
         return KVREG_EINVAL;
@@ -223,7 +197,9 @@ int parse_info(const std::string &j, ObjectInfo &out, std::string &why) {
         why = "object info names no nuid";
         return KVREG_EINVAL;
     }
-    out.has_seq = json_field(j, "kvreg-stream-seq", v) && to_u64(v, out.stream_seq);
+    std::string meta;
+    out.has_seq = json_member(j, "metadata", meta) && json_member(meta, "kvreg-stream-seq", v) &&
+                  to_u64(v, out.stream_seq);
     return KVREG_OK;
 }
 } // namespace
@@ -252,10 +228,13 @@ int ObjectStore::info_from(const std::string &answer, ObjectInfo &out, std::stri
     if (answer.empty()) return KVREG_EPROTO;
     if (!api_ok(answer, "stream_msg_get_response")) {
         std::string code;
-        return json_field(answer, "code", code) && code == "404" ? KVREG_ENOENT : KVREG_EPROTO;
+        std::string error;
+        return json_member(answer, "error", error) && json_member(error, "code", code) && code == "404" ? KVREG_ENOENT
+                                                                                                      : KVREG_EPROTO;
     }
     std::string data, j;
-    if (!json_field(answer, "data", data) || !base64_decode(data, j)) {
+    std::string message;
+    if (!json_member(answer, "message", message) || !json_member(message, "data", data) || !base64_decode(data, j)) {
         why = "object info does not parse";
         return KVREG_EINVAL;
     }

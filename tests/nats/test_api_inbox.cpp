@@ -208,6 +208,66 @@ void test_info_from(void **) {
     assert_int_equal(ObjectStore::info_from("", info, why), KVREG_EPROTO);
     assert_int_equal(ObjectStore::info_from(R"({"type":"io.nats.jetstream.api.v1.stream_info_response","config":{}})", info, why),
                      KVREG_EPROTO); // an answer of another kind
+    // Members of nested objects do not stand in for the object's own, even when they come
+    // first and a string inside holds an escaped quote and braces:
+    // {"name":"s.0","metadata":{"nuid":"Z","size":"99","kvreg-stream-seq":"7"},
+    //  "headers":{"Nats-Note":["x\"}{"]},"nuid":"ABC","size":10,"chunks":1,"digest":"SHA-256=x"}
+    assert_int_equal(ObjectStore::info_from(get_answer("eyJuYW1lIjoicy4wIiwibWV0YWRhdGEiOnsibnVpZCI6IloiLCJzaXplIjoiOTkiLCJrdnJlZy1zdHJlYW0tc2VxIjoiNyJ9LCJoZWFkZXJzIjp7Ik5hdHMtTm90ZSI6WyJ4XCJ9eyJdfSwibnVpZCI6IkFCQyIsInNpemUiOjEwLCJjaHVua3MiOjEsImRpZ2VzdCI6IlNIQS0yNTY9eCJ9"), info, why),
+                     KVREG_OK);
+    assert_string_equal(info.nuid.c_str(), "ABC");
+    assert_int_equal(info.size, 10);
+    assert_true(info.has_seq);
+    assert_int_equal(info.stream_seq, 7);
+    // Deleted as other clients write it (true unquoted, no digest): none, not a bad object.
+    // {"name":"s.0","bucket":"B","nuid":"X","size":0,"chunks":0,"deleted":true}
+    assert_int_equal(ObjectStore::info_from(get_answer("eyJuYW1lIjoicy4wIiwiYnVja2V0IjoiQiIsIm51aWQiOiJYIiwic2l6ZSI6MCwiY2h1bmtzIjowLCJkZWxldGVkIjp0cnVlfQ=="), info, why),
+                     KVREG_ENOENT);
+    // "deleted":false is an object; the stream sequence is read from the metadata only.
+    // {"name":"s.0","nuid":"X","size":0,"chunks":0,"digest":"d","deleted":false,"kvreg-stream-seq":"5"}
+    assert_int_equal(ObjectStore::info_from(get_answer("eyJuYW1lIjoicy4wIiwibnVpZCI6IlgiLCJzaXplIjowLCJjaHVua3MiOjAsImRpZ2VzdCI6ImQiLCJkZWxldGVkIjpmYWxzZSwia3ZyZWctc3RyZWFtLXNlcSI6IjUifQ=="), info, why),
+                     KVREG_OK);
+    assert_false(info.has_seq);
+    // The error's own code: a 404 nested deeper in it is not the error's.
+    assert_int_equal(ObjectStore::info_from(R"({"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"detail":{"code":404},"code":503,"err_code":10008}})", info, why),
+                     KVREG_EPROTO);
+}
+
+void test_json_member(void **) {
+    using kvreg::nats::json_member;
+    std::string v;
+    const std::string j = R"( { "a" : "x" , "b":{"c":[1,{"d":"}"}],"e":"q\"}"},"n":-12,"t":true,"z":null,"s":"k\n"} )";
+    assert_true(json_member(j, "a", v));
+    assert_string_equal(v.c_str(), "x");
+    assert_true(json_member(j, "b", v));
+    assert_string_equal(v.c_str(), R"({"c":[1,{"d":"}"}],"e":"q\"}"})");
+    assert_false(json_member(j, "c", v)); // nested: not the object's
+    assert_false(json_member(j, "d", v));
+    assert_false(json_member(j, "e", v));
+    assert_true(json_member(j, "n", v));
+    assert_string_equal(v.c_str(), "-12");
+    assert_true(json_member(j, "t", v));
+    assert_string_equal(v.c_str(), "true");
+    assert_true(json_member(j, "z", v));
+    assert_string_equal(v.c_str(), "null");
+    assert_false(json_member(j, "s", v)); // an escape: not read
+    assert_false(json_member(j, "missing", v));
+    // Malformed or cut anywhere: a member is read only when its value and what ends it are
+    // whole; never a read past the text (ASan runs this too).
+    for (size_t n = 0; n + 1 < j.size(); n++) {
+        const std::string cut = j.substr(0, n);
+        std::string w;
+        if (json_member(cut, "t", w)) assert_string_equal(w.c_str(), "true");
+        if (json_member(cut, "n", w)) assert_string_equal(w.c_str(), "-12");
+        assert_false(json_member(cut, "missing", w));
+    }
+    assert_false(json_member("[1,2]", "a", v));
+    assert_false(json_member(R"({"a" "x"})", "a", v));
+    assert_false(json_member(R"({"a":})", "a", v));
+    assert_false(json_member(R"({"q":1 "a":2})", "a", v));
+    // Deep nesting is skipped without recursion.
+    const std::string deep = R"({"x":)" + std::string(100000, '[') + std::string(100000, ']') + R"(,"a":"y"})";
+    assert_true(json_member(deep, "a", v));
+    assert_string_equal(v.c_str(), "y");
 }
 
 } // namespace
@@ -220,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_no_responders_ends_at_once),
         cmocka_unit_test(test_closed_inbox_sends_nothing),
         cmocka_unit_test(test_info_from),
+        cmocka_unit_test(test_json_member),
     };
     const int failed = cmocka_run_group_tests(tests, nullptr, nullptr);
     nats_server_destroy(&server);

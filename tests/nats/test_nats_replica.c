@@ -618,6 +618,12 @@ static void test_orphans(void **state) {
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     left_chunks(js, "deadwriter0000000000AA", 3);
     left_chunks(js, "lostrace00000000000BBB", 2);
+    /* Another client's object whose metadata holds a "nuid" of its own before the object's:
+     * its chunks are named, not orphans (the metadata's member once stood in for the nuid). */
+    left_chunks(js, "foreignreal00000000DDD", 1);
+    static const char foreign[] = "{\"name\":\"foreign\",\"metadata\":{\"nuid\":\"decoy\"},\"bucket\":\"OSNAP\","
+                                  "\"nuid\":\"foreignreal00000000DDD\",\"size\":5,\"chunks\":1,\"digest\":\"x\"}";
+    assert_int_equal(js_Publish(NULL, js, "$O.OSNAP.M.Zm9yZWlnbg==", foreign, (int)strlen(foreign), NULL, NULL), NATS_OK);
     /* Older than the 1 ms asked for: the server stored them before js_Publish returned. */
     const int64_t stored = nats_now_ms();
     while (nats_now_ms() < stored + 5) {
@@ -625,6 +631,7 @@ static void test_orphans(void **state) {
     assert_int_equal(kvreg_nats_consumer_snapshot(r1.con, NULL), KVREG_OK);
     assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.deadwriter0000000000AA"), 0);
     assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.lostrace00000000000BBB"), 0);
+    assert_int_equal(subject_msgs(js, "OBJ_OSNAP", "$O.OSNAP.C.foreignreal00000000DDD"), 1);
     assert_int_equal(con_stat(&r1, KVREG_NATS_CON_STAT_SNAPSHOT_ORPHANS), 2);
 
     /* The default age (a minute) keeps a young one; the named chunks are intact: a new replica
