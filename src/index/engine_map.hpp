@@ -200,6 +200,8 @@ class MapArena {
 };
 
 inline void EngineMap::reserve(uint64_t n, MapArena *arena) {
+    // No mapping near 2^56 entries can exist; past that the sizes below would wrap.
+    if (n > (uint64_t{1} << 56) - size_) throw std::bad_alloc();
     uint64_t cap = mask_ ? mask_ + 1 : 0;
     if ((size_ + n) * 4 <= cap * 3) return;
     uint64_t want = cap ? cap : 16;

@@ -145,6 +145,9 @@ int Index::Loader::feed(const unsigned char *data, size_t len) noexcept {
     try {
         while (len > 0) {
             const size_t size = field_size();
+            // Every field but the trailer ends before it: one that ran into it would leave
+            // body_left() wrapped around, and every count checked against it unbounded.
+            if (stage_ != Stage::kTrailer && size > body_left()) return reject(KVREG_EPROTO);
             if (stage_ == Stage::kRecords && cut_.empty() && len >= size) {
                 // Every whole record of this piece (of this group) in one step.
                 const uint64_t n = std::min<uint64_t>(left_in_group_, len / size);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "index/dump_format.hpp"
 #include "index/handle.hpp"
 #include "kvreg_index.h"
 
@@ -357,6 +358,59 @@ void test_reload_memory(void **) {
     kvreg_index_free(src);
 }
 
+// A field that runs into the trailer is refused before anything is sized from it. Here the
+// second group's head starts 9 bytes before the trailer, so 7 of the trailer's bytes would
+// be the top of its record count: taken, the bytes left before the trailer wrapped around,
+// every bound on counts held nothing, and an ENGINE load reserved a mapping for 2^24
+// records (790 MB) or, at 0x0D00000000000000 records, one whose size in bytes wrapped to
+// almost nothing, then wrote into it (a crash). A streamed load checks the checksum only at
+// the trailer, so these came before any check of the bytes.
+void test_field_into_trailer(void **) {
+    // A real one-worker ENGINE dump's header (the index's own options and salt).
+    kvreg_index *src = new_index(false);
+    const uint64_t h = 0x42;
+    const uint32_t tokens[4] = {1, 2, 3, 4};
+    kvreg_wire_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.type = KVREG_WIRE_STORED;
+    ev.medium = KVREG_MEDIUM_GPU;
+    ev.block_hashes = &h;
+    ev.n_block_hashes = 1;
+    ev.block_size = 4;
+    ev.token_ids = tokens;
+    ev.n_token_ids = 4;
+    assert_int_equal(kvreg_index_apply(src, 7, 0, 0, &ev, 1, nullptr), KVREG_OK);
+    void *dp = nullptr;
+    size_t dn = 0;
+    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
+    const std::vector<unsigned char> real(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
+    std::free(dp);
+    kvreg_index_free(src);
+    // header 40 | worker 40 | group 16 | record 17 | trailer 8: 121 bytes.
+    assert_int_equal(real.size(), 121);
+    for (const uint64_t top : {uint64_t{0x01}, uint64_t{0x0D} << 48}) {
+        std::vector<unsigned char> d(real.begin(), real.begin() + 113); // through the record
+        d[40 + 32] = 2;                                                  // the worker has two groups
+        const uint64_t part = kvreg::index::dump_format::get64(d.data() + 80);
+        unsigned char g[9];
+        kvreg::index::dump_format::put64(g, part + 1); // a later partition
+        g[8] = 0;                                      // the count's low byte: the body's last
+        d.insert(d.end(), g, g + 9);
+        unsigned char t[8];
+        kvreg::index::dump_format::put64(t, top); // the trailer: the count's 7 high bytes
+        d.insert(d.end(), t, t + 8);
+        assert_int_equal(d.size(), 130);
+        for (const size_t piece : {size_t{1}, size_t{13}, d.size()}) {
+            kvreg_index *idx = new_index(false);
+            const uint64_t before = stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES);
+            assert_int_equal(load_in_pieces(idx, d, piece), KVREG_EPROTO);
+            assert_empty(idx);
+            assert_true(stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES) < before + (1u << 20));
+            kvreg_index_free(idx);
+        }
+    }
+}
+
 } // namespace
 
 // The dump's workers, (id, dp) pairs, as a load of it lists them.
@@ -480,7 +534,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_pieces), cmocka_unit_test(test_damaged), cmocka_unit_test(test_length),
         cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty), cmocka_unit_test(test_counts_past_255),
         cmocka_unit_test(test_reload_memory), cmocka_unit_test(test_dump_during_load),
-        cmocka_unit_test(test_dump_while_loading),
+        cmocka_unit_test(test_dump_while_loading), cmocka_unit_test(test_field_into_trailer),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
