@@ -47,26 +47,32 @@ void HolderTable::reserve(const uint64_t *more) {
         const Slot *t = s.table.load(std::memory_order_relaxed);
         const uint64_t want = uint64_t{s.count.load(std::memory_order_relaxed)} + more[si];
         const uint64_t have = t ? mask_of(t) + 1 : 0;
+        const Slot *spare = s.spare;
+        const uint64_t spare_cap = s.spare_cap;
         unlock_writer(s);
         if (!more[si] || want * 4 <= have * 3) continue;
-        cap[si] = capacity_for(want * 4 / 3 + 1, have ? have * 2 : 16);
+        const uint64_t c = capacity_for(want * 4 / 3 + 1, have ? have * 2 : 16);
+        // A place given before and never grown into (its load failed first) is used again:
+        // each failed load's reservation stayed allocated, and the next one took another.
+        if (spare && spare_cap >= c) continue;
+        cap[si] = c;
         total += cap[si] + 1;
     }
     if (!total) return;
     arenas_.reserve(arenas_.size() + 1); // before the region: nothing to leak on a throw
     void *region = new_region(total * sizeof(Slot));
     arenas_.emplace_back(region);
+    idle_bytes_.fetch_add(total * sizeof(Slot), std::memory_order_relaxed);
     Slot *at = static_cast<Slot *>(region);
     for (uint32_t si = 0; si < n_shards_; si++) {
         if (!cap[si]) continue;
         Shard &s = shards_[si];
         lock_writer(s);
         // Written only when update_many() grows into it (see Shard::spare); replaces a smaller
-        // place given before and not used (its region stays allocated with the table).
-        if (!s.spare || s.spare_cap < cap[si]) {
-            s.spare = at;
-            s.spare_cap = cap[si];
-        }
+        // place given before and not used (its region stays allocated with the table, and
+        // counted in bytes()).
+        s.spare = at;
+        s.spare_cap = cap[si];
         unlock_writer(s);
         at += cap[si] + 1;
     }
@@ -231,7 +237,7 @@ uint64_t HolderTable::entries() const noexcept {
 }
 
 uint64_t HolderTable::bytes() const noexcept {
-    uint64_t b = sizeof(Shard) * n_shards_;
+    uint64_t b = sizeof(Shard) * n_shards_ + idle_bytes_.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < n_shards_; i++) b += shards_[i].bytes.load(std::memory_order_relaxed);
     return b;
 }

@@ -225,6 +225,13 @@ private:
     // Every shard's first table, side by side, when the table is sized up front, and the
     // tables reserve() made: regions the kernel may back with huge pages (holder_table.cpp).
     std::vector<std::unique_ptr<void, FreeArena>> arenas_;
+    // Bytes of arenas_ that reserve() handed out and no table uses (yet): in bytes(), where a
+    // table grown into its place is counted as its shard's from then on.
+    std::atomic<uint64_t> idle_bytes_{0};
+    void take_spare(Shard &s) noexcept { // s's spare now holds its table
+        idle_bytes_.fetch_sub((s.spare_cap + 1) * sizeof(Slot), std::memory_order_relaxed);
+        s.spare = nullptr;
+    }
     static void *new_region(size_t bytes); // aligned, advised; throws std::bad_alloc
 };
 
@@ -371,12 +378,12 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
             if (count == 0) { // as a load's every shard: filled before it is seen
                 fill_fresh(s, into_spare ? s.spare_cap : capacity_for(want * 4 / 3 + 1, from),
                            into_spare ? s.spare : nullptr, items.data() + b, e - b, scratch, f);
-                if (into_spare) s.spare = nullptr;
+                if (into_spare) take_spare(s);
                 continue;
             }
             if (into_spare) {
                 grow(s, s.spare_cap, s.spare); // may throw (the retired list): nothing changed
-                s.spare = nullptr;
+                take_spare(s);
             } else {
                 grow(s, want * 4 / 3 + 1); // may throw: nothing of this shard changed yet
             }
