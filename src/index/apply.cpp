@@ -3,6 +3,8 @@
 
 #include "core/hash.hpp"
 #include "index/counts.hpp"
+#include <algorithm>
+
 #include "index/index.hpp"
 #include "index/partition.hpp"
 
@@ -57,9 +59,9 @@ uint32_t Index::part_index(Worker &w, uint64_t p) {
     return static_cast<uint32_t>(w.loras.size());
 }
 
-void Index::drop_entries(Worker &w, uint32_t slot) noexcept {
+void Index::drop_entries(Worker &w, uint32_t slot, bool table_done) noexcept {
     if (opt_.own_hashes) {
-        table_.erase_slot(slot);
+        if (!table_done) table_.erase_slot(slot);
         return;
     }
     // Visit only this worker's entries (its mapping names them all), not the whole table.
@@ -270,16 +272,41 @@ int Index::set_partition(uint64_t worker_id, uint32_t dp, uint64_t partition) {
     return KVREG_OK;
 }
 
-int Index::remove_worker(uint64_t worker_id, uint32_t dp) {
+int Index::remove_worker(uint64_t worker_id, uint32_t dp) { return remove_worker(worker_id, dp, false); }
+
+int Index::remove_worker(uint64_t worker_id, uint32_t dp, bool table_done) {
     uint32_t slot = 0;
     Worker *w = lock_worker(worker_id, dp, false, nullptr, &slot);
     if (!w) return KVREG_ENOENT;
     std::lock_guard<std::mutex> g(w->lock, std::adopt_lock);
     MapBytes track{*w, map_bytes_};
-    drop_entries(*w, slot);
+    drop_entries(*w, slot, table_done);
     w->live = false;
     workers_.release(worker_id, dp, slot_of(slot));
     return KVREG_OK;
+}
+
+void Index::remove_workers(const std::vector<std::pair<uint64_t, uint32_t>> &ws) noexcept {
+    if (opt_.own_hashes && ws.size() > 1) {
+        try {
+            std::vector<uint32_t> slots;
+            slots.reserve(ws.size());
+            for (const auto &[id, dp] : ws) {
+                uint32_t slot = 0;
+                if (Worker *w = lock_worker(id, dp, false, nullptr, &slot)) {
+                    w->lock.unlock();
+                    slots.push_back(slot);
+                }
+            }
+            std::sort(slots.begin(), slots.end());
+            // The entries first, then the workers: a slot is never free while entries name it.
+            table_.erase_slots([&](uint32_t s) { return std::binary_search(slots.begin(), slots.end(), s); });
+            for (const auto &[id, dp] : ws) remove_worker(id, dp, true);
+            return;
+        } catch (...) { // no memory for the list: one at a time, which needs none
+        }
+    }
+    for (const auto &[id, dp] : ws) remove_worker(id, dp, false);
 }
 
 uint64_t Index::stat(uint32_t which, bool *known) const noexcept {

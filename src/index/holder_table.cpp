@@ -203,33 +203,6 @@ void HolderTable::erase_at(Slot *t, uint64_t i) noexcept {
     t[i].key.store(0, std::memory_order_release);
 }
 
-uint64_t HolderTable::erase_slot(uint32_t slot) noexcept {
-    uint64_t removed = 0;
-    for (uint32_t si = 0; si < n_shards_; si++) {
-        Shard &s = shards_[si];
-        lock_writer(s);
-        Slot *t = s.table.load(std::memory_order_relaxed);
-        if (t) {
-            const uint64_t mask = mask_of(t);
-            for (uint64_t i = 1; i <= mask + 1;) {
-                const uint64_t v = t[i].val.load(std::memory_order_relaxed);
-                if (v != kEmpty && (v >> 32) == slot) {
-                    // One window per entry; the entry shifted into i is checked next.
-                    begin_change(s);
-                    erase_at(t, i);
-                    end_change(s);
-                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-                    removed++;
-                } else {
-                    i++;
-                }
-            }
-        }
-        unlock_writer(s);
-    }
-    return removed;
-}
-
 uint64_t HolderTable::entries() const noexcept {
     uint64_t n = 0;
     for (uint32_t i = 0; i < n_shards_; i++) n += shards_[i].count.load(std::memory_order_relaxed);

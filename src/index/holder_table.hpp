@@ -94,7 +94,11 @@ public:
 
     // Remove every entry of slot, shard by shard (a worker cleared or removed). Readers wait at
     // most for one entry's removal at a time. Returns how many were removed.
-    uint64_t erase_slot(uint32_t slot) noexcept;
+    uint64_t erase_slot(uint32_t slot) noexcept {
+        return erase_slots([slot](uint32_t s) { return s == slot; });
+    }
+    // The same for every slot gone(slot) names, in one pass (gone must not throw).
+    template <class Gone> uint64_t erase_slots(Gone gone) noexcept;
 
     // Reader (any thread, never blocks writers): copy the holders of hash into out[0..cap),
     // one consistent state of the hash's cluster. Returns how many there are; when that is
@@ -412,6 +416,34 @@ void HolderTable::update_many(const uint64_t *hashes, const uint8_t *payload, si
             s.count.store(count, std::memory_order_relaxed);
         }
     }
+}
+
+template <class Gone>
+uint64_t HolderTable::erase_slots(Gone gone) noexcept {
+    uint64_t removed = 0;
+    for (uint32_t si = 0; si < n_shards_; si++) {
+        Shard &s = shards_[si];
+        lock_writer(s);
+        Slot *t = s.table.load(std::memory_order_relaxed);
+        if (t) {
+            const uint64_t mask = mask_of(t);
+            for (uint64_t i = 1; i <= mask + 1;) {
+                const uint64_t v = t[i].val.load(std::memory_order_relaxed);
+                if (v != kEmpty && gone(static_cast<uint32_t>(v >> 32))) {
+                    // One window per entry; the entry shifted into i is checked next.
+                    begin_change(s);
+                    erase_at(t, i);
+                    end_change(s);
+                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                    removed++;
+                } else {
+                    i++;
+                }
+            }
+        }
+        unlock_writer(s);
+    }
+    return removed;
 }
 
 template <class F>

@@ -162,7 +162,13 @@ private:
     // *slot gets the worker's tag (workers.hpp): the slot as the table stores it. Every
     // `slot` below is such a tag. loading: a worker added is `loading` from the start (a load's).
     Worker *lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint32_t *slot, bool loading = false);
-    void drop_entries(Worker &w, uint32_t slot) noexcept; // under w.lock
+    // Under w.lock. table_done: OWN mode's entries of w are gone already (remove_workers).
+    void drop_entries(Worker &w, uint32_t slot, bool table_done = false) noexcept;
+    int remove_worker(uint64_t worker_id, uint32_t dp, bool table_done);
+    // Remove every worker of ws (a failed load's). In OWN mode their entries go in one pass
+    // over the table, where a worker at a time scanned the whole table for each (40,000
+    // workers: 15 s); one at a time only when there is no memory for the list of their slots.
+    void remove_workers(const std::vector<std::pair<uint64_t, uint32_t>> &ws) noexcept;
     // A mapping entry's partition, and the entry value of partition p for w (added to its
     // LoRA list when new; throws std::bad_alloc). Under w.lock.
     static uint64_t part_of(const Worker &w, uint32_t part) noexcept { return part ? w.loras[part - 1] : w.model; }

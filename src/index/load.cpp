@@ -107,7 +107,7 @@ void Index::Loader::abandon() noexcept {
 int Index::Loader::reject(int rc) noexcept {
     rc_ = rc;
     stage_ = Stage::kFailed;
-    for (const auto &[id, dp] : added_) idx_.remove_worker(id, dp);
+    idx_.remove_workers(added_);
     added_.clear();
     keys_.clear(); // records of removed workers that never reached the table
     tiers_.clear();
@@ -234,7 +234,9 @@ int Index::Loader::on_worker(const unsigned char *wh) {
     prev_id_ = id;
     prev_dp_ = dp;
     worker_++;
-    added_.reserve(added_.size() + 1); // may throw: nothing added yet
+    // May throw: nothing added yet. Doubling: one more at a time (what libstdc++ reserves
+    // when asked) copied the whole list for every worker.
+    if (added_.size() == added_.capacity()) added_.reserve(std::max<size_t>(16, 2 * added_.capacity()));
     bool added = false;
     w_ = idx_.lock_worker(id, dp, true, &added, &tag_, true); // `loading` from its first instant
     if (!w_) return KVREG_EOVERFLOW;

@@ -428,6 +428,59 @@ void test_failed_loads_reuse_room(void **) {
     kvreg_index_free(src);
 }
 
+// A dump of many workers loads, and fails, in time linear in its size: each worker added
+// grew the list of added workers by one (libstdc++ reserves exactly what is asked: a copy of
+// the whole list per worker), and a failed OWN-mode load removed its workers one at a time,
+// each scanning the whole table for its entries (60,000 workers: 43 s). Here 150,000
+// workers of one block each (7 MB) take tens of milliseconds; quadratic, the load alone
+// took seconds.
+void test_many_workers(void **) {
+    // Not timed under valgrind (about 30x): there fewer, for memcheck's sake only.
+    const char *preload = std::getenv("LD_PRELOAD");
+    const bool valgrind = preload && std::strstr(preload, "vgpreload");
+    const uint64_t kWorkers = valgrind ? 20000 : 150000;
+    kvreg_index *src = new_index(true);
+    for (uint64_t w = 1; w <= kWorkers; w++) {
+        const uint64_t h = 0x100000 + w;
+        kvreg_wire_event ev;
+        std::memset(&ev, 0, sizeof ev);
+        ev.type = KVREG_WIRE_STORED;
+        ev.medium = KVREG_MEDIUM_GPU;
+        ev.block_hashes = &h;
+        ev.n_block_hashes = 1;
+        ev.block_size = 4;
+        assert_int_equal(kvreg_index_apply(src, w, 0, 0, &ev, 1, nullptr), KVREG_OK);
+    }
+    void *dp = nullptr;
+    size_t dn = 0;
+    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
+    std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
+    std::free(dp);
+    const auto ms = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count(); };
+    kvreg_index *idx = new_index(true);
+    const auto t0 = std::chrono::steady_clock::now();
+    assert_int_equal(load_in_pieces(idx, d, 1u << 17), KVREG_OK);
+    const auto t1 = std::chrono::steady_clock::now();
+    assert_true(digest(idx) == digest(src));
+    kvreg_index_free(idx);
+    idx = new_index(true);
+    d.back() ^= 1; // the checksum: every worker loaded and in the table, then all removed
+    const auto t2 = std::chrono::steady_clock::now();
+    assert_int_equal(load_in_pieces(idx, d, 1u << 17), KVREG_EPROTO);
+    const auto t3 = std::chrono::steady_clock::now();
+    assert_empty(idx);
+    std::fprintf(stderr, "%llu workers: loaded in %lld ms, loaded and undone in %lld ms\n",
+                 static_cast<unsigned long long>(kWorkers), static_cast<long long>(ms(t0, t1)),
+                 static_cast<long long>(ms(t2, t3)));
+    // Generous bounds (ASan takes about 10x as long).
+    if (!valgrind) {
+        assert_true(ms(t0, t1) < 4000);
+        assert_true(ms(t2, t3) < 4000);
+    }
+    kvreg_index_free(idx);
+    kvreg_index_free(src);
+}
+
 // A field that runs into the trailer is refused before anything is sized from it. Here the
 // second group's head starts 9 bytes before the trailer, so 7 of the trailer's bytes would
 // be the top of its record count: taken, the bytes left before the trailer wrapped around,
@@ -605,7 +658,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_abandon), cmocka_unit_test(test_not_empty), cmocka_unit_test(test_counts_past_255),
         cmocka_unit_test(test_reload_memory), cmocka_unit_test(test_dump_during_load),
         cmocka_unit_test(test_dump_while_loading), cmocka_unit_test(test_field_into_trailer),
-        cmocka_unit_test(test_failed_loads_reuse_room),
+        cmocka_unit_test(test_failed_loads_reuse_room), cmocka_unit_test(test_many_workers),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
