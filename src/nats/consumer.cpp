@@ -616,23 +616,23 @@ struct Slot {
     int rc = KVREG_ENOENT;
     std::string why;
 };
-// Every slot's newest info, asked for at once; `also` goes with them (its answer in
-// also_answer: empty when none came).
+// Every slot's newest info, asked for at once; the requests in `also` go with them (their
+// answers in also_answers, in order: empty when none came).
 std::vector<Slot> read_slots(ObjectStore &os, ApiInbox &api, const std::string &name, uint64_t keep,
-                             const ApiRequest *also = nullptr, std::string *also_answer = nullptr) {
+                             const std::vector<ApiRequest> &also = {},
+                             std::vector<std::string> *also_answers = nullptr) {
     std::vector<Slot> slots(keep);
-    std::vector<ApiRequest> reqs;
-    reqs.reserve(keep + 1);
-    if (also) reqs.push_back(*also);
+    std::vector<ApiRequest> reqs(also);
+    reqs.reserve(also.size() + keep);
     for (uint64_t k = 0; k < keep; k++) {
         slots[k].name = name + "." + std::to_string(k);
         reqs.push_back(os.info_request(slots[k].name));
     }
     std::vector<std::string> answers;
     api.request_all(reqs, answers, 5000); // not sent: every answer empty (the server is away)
-    if (also) *also_answer = answers[0];
+    if (also_answers) also_answers->assign(answers.begin(), answers.begin() + static_cast<ptrdiff_t>(also.size()));
     for (uint64_t k = 0; k < keep; k++) {
-        slots[k].rc = ObjectStore::info_from(answers[(also ? 1 : 0) + k], slots[k].info, slots[k].why);
+        slots[k].rc = ObjectStore::info_from(answers[also.size() + k], slots[k].info, slots[k].why);
         if (slots[k].rc == KVREG_OK && !slots[k].info.has_seq) {
             slots[k].rc = KVREG_EINVAL;
             slots[k].why = "object info carries no kvreg-stream-seq";
@@ -640,14 +640,27 @@ std::vector<Slot> read_slots(ObjectStore &os, ApiInbox &api, const std::string &
     }
     return slots;
 }
+
+// The bytes a stream holds, from its stream-info answer; false when it does not say.
+bool stream_bytes(const std::string &answer, uint64_t &bytes) {
+    std::string state, v;
+    return api_ok(answer, "stream_info_response") && json_member(answer, "state", state) &&
+           json_member(state, "bytes", v) && to_u64(v, bytes);
+}
 } // namespace
 
 int Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
-    const ApiRequest stream_info{"$JS.API.STREAM.INFO." + stream_, ""};
-    std::string stream_answer;
-    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_, &stream_info, &stream_answer);
-    if (!api_ok(stream_answer, "stream_info_response")) return KVREG_EPROTO; // no stream, or no answer
+    // The event stream (it must exist), the bucket's own stream (what it holds bounds what an
+    // object there can be: the load sizes the index by the object's info before its bytes
+    // come) and every slot, in one round trip.
+    std::vector<std::string> answers;
+    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_,
+                                         {{"$JS.API.STREAM.INFO." + stream_, ""}, {"$JS.API.STREAM.INFO." + os.stream(), ""}},
+                                         &answers);
+    if (!api_ok(answers[0], "stream_info_response")) return KVREG_EPROTO; // no stream, or no answer
+    uint64_t bucket_bytes = 0;
+    const bool bucket_known = stream_bytes(answers[1], bucket_bytes);
     std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
         return (a.rc == KVREG_OK ? a.info.stream_seq + 1 : 0) > (b.rc == KVREG_OK ? b.info.stream_seq + 1 : 0);
     });
@@ -658,6 +671,10 @@ int Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
         SnapPosition pos;
         int rc = sl.rc;
         bool server_away = false;
+        if (rc == KVREG_OK && !bucket_known) {
+            rc = KVREG_EINVAL;
+            why = "the bucket's size is unknown (no answer about its stream)";
+        }
         if (rc == KVREG_OK) {
             // The snapshot loads as its chunks arrive: the load of one chunk runs while the
             // next ones are on their way. READ_US is the whole of it, LOAD_US its loading.
@@ -691,7 +708,7 @@ int Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
                            : sload.self_checked()       ? V::kSelfChecked
                                                         : V::kDigest;
                 },
-                why);
+                why, bucket_bytes);
             if (rc == KVREG_OK) {
                 const auto t = Clock::now();
                 rc = sload.finish(pos);

@@ -409,7 +409,7 @@ class ChunkFeed {
 };
 } // namespace
 
-int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string &why) {
+int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string &why, uint64_t max_size) {
     if (info.size > (uint64_t(1) << 40)) {
         why = "object info claims an absurd size";
         return KVREG_EINVAL;
@@ -424,6 +424,11 @@ int ObjectStore::get(const ObjectInfo &info, const ChunkSink &sink, std::string 
         // A missing chunk is known before waiting for a message that never comes.
         if (stored < info.chunks) {
             why = "chunks missing (" + std::to_string(stored) + " of " + std::to_string(info.chunks) + " stored)";
+            return KVREG_EINVAL;
+        }
+        if (info.size > max_size) {
+            why = "object info claims more bytes (" + std::to_string(info.size) + ") than its bucket holds (" +
+                  std::to_string(max_size) + ")";
             return KVREG_EINVAL;
         }
         // Each chunk is hashed and handed on as it comes, while the next ones are on their way.

@@ -57,7 +57,10 @@ class ObjectStore {
     // server away.
     enum class SinkVerdict { kDigest, kSelfChecked, kRefused };
     using ChunkSink = std::function<SinkVerdict(const char *data, size_t len)>;
-    int get(const ObjectInfo &info, const ChunkSink &sink, std::string &why);
+    // max_size: what the bucket holds (its stream's bytes); an info that claims more is
+    // refused before the sink has anything (chunks of one byte each pass the check of the
+    // first chunk against the count, and the sink sizes things by the claim).
+    int get(const ObjectInfo &info, const ChunkSink &sink, std::string &why, uint64_t max_size = UINT64_MAX);
 
     // Purge every chunk subject that no object's metadata names and whose newest chunk is
     // older than older_than_ms (by the server's clock). Returns the subjects purged, or -1

@@ -190,9 +190,58 @@ static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uin
     return size;
 }
 
+/* Republish the metadata of object `name` with its "size" and "chunks" set; returns the size
+ * it had. */
+static uint64_t set_object_size(jsCtx *js, const char *name, uint64_t size, uint64_t chunks) {
+    char enc[128], subj[200];
+    b64url(name, enc);
+    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
+    char json[2048], out_json[2048];
+    const int len = natsMsg_GetDataLength(m);
+    assert_true(len > 0 && (size_t)len < sizeof json);
+    memcpy(json, natsMsg_GetData(m), (size_t)len);
+    json[len] = '\0';
+    natsMsg_Destroy(m);
+    char *at = strstr(json, "\"size\":"), *end = NULL;
+    assert_non_null(at);
+    const uint64_t old = strtoull(at + 7, &end, 10);
+    int n = snprintf(out_json, sizeof out_json, "%.*s\"size\":%llu%s", (int)(at - json), json, (unsigned long long)size, end);
+    assert_true(n > 0 && (size_t)n < sizeof out_json);
+    memcpy(json, out_json, (size_t)n + 1);
+    at = strstr(json, "\"chunks\":");
+    assert_non_null(at);
+    strtoull(at + 9, &end, 10);
+    n = snprintf(out_json, sizeof out_json, "%.*s\"chunks\":%llu%s", (int)(at - json), json, (unsigned long long)chunks, end);
+    assert_true(n > 0 && (size_t)n < sizeof out_json);
+    natsMsg *out = NULL;
+    assert_int_equal(natsMsg_Create(&out, subj, NULL, out_json, n), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
+    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
+    natsMsg_Destroy(out);
+    return old;
+}
+
 /* The subject of an object's chunks in bucket's stream (the object store's layout). */
 static void chunk_subject(char *out, size_t cap, const char *bucket, const char *nuid) {
     snprintf(out, cap, "$O.%s.C.%s", bucket, nuid);
+}
+
+/* The length of the object's first chunk (its stream's first message on the chunk subject). */
+static uint64_t first_chunk_len(jsCtx *js, const char *nuid) {
+    char subj[200];
+    chunk_subject(subj, sizeof subj, "SNAP", nuid);
+    jsDirectGetMsgOptions dg;
+    jsDirectGetMsgOptions_Init(&dg);
+    dg.Sequence = 1;
+    dg.NextBySubject = subj;
+    natsMsg *m = NULL;
+    assert_int_equal(js_DirectGetMsg(&m, js, "OBJ_SNAP", NULL, &dg), NATS_OK);
+    const uint64_t len = (uint64_t)natsMsg_GetDataLength(m);
+    natsMsg_Destroy(m);
+    assert_true(len > 0);
+    return len;
 }
 
 /* Take the object's last chunk out of the stream; returns a copy of its bytes (free it) and
@@ -356,21 +405,51 @@ static void test_snapshots(void **state) {
         replica_close(&r2);
     }
 
-    /* Metadata that claims a thousand times the size its chunks hold (a writer that lies):
-     * rejected on the first chunk, before the restore sizes anything by it; the previous one
-     * is used. Then the metadata as it was. */
+    /* Metadata that claims more than there is (a writer that lies) is rejected before the
+     * restore sizes anything by it, and the previous one is used; each time the metadata is
+     * put back as it was after. A thousand times its size: more than the whole bucket holds.
+     * Its chunks' count times its first chunk's length, plus one: more than its chunks hold
+     * (known on the first chunk). Then 4 * chunks + 4 chunks of one byte each appended, and
+     * the metadata naming them all at the first chunk's length: that passes the check of the
+     * first chunk against the count, and the load once sized the index for the claim before
+     * the short chunks came; now more than the bucket holds. */
     {
         const char *newest = s0 == seq2 ? "SNS.0" : "SNS.1";
-        const uint64_t size = scale_object_size(js, newest, 1000, 1);
-        replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
-        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
-        assert_non_null(strstr(r2.texts[0], "claims more than its chunks hold"));
-        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
-        assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
-        wait_next(&r2, 4, batches);
-        assert_same_digest(&r1, &r2);
-        replica_close(&r2);
-        assert_int_equal(scale_object_size(js, newest, 1, 1000), size * 1000);
+        const char *nuid = s0 == seq2 ? nuid0 : nuid1;
+        const uint64_t chunks = s0 == seq2 ? c0 : c1;
+        const uint64_t first = first_chunk_len(js, nuid);
+        const uint64_t tiny = 4 * chunks + 4;
+        uint64_t tiny_seqs[64];
+        assert_true(tiny <= 64);
+        const struct {
+            uint64_t size, extra;
+            const char *why;
+        } lies[] = {{0, 0, "than its bucket holds"},
+                    {chunks * first + 1, 0, "claims more than its chunks hold"},
+                    {(chunks + tiny) * first, tiny, "than its bucket holds"}};
+        for (int i = 0; i < 3; i++) {
+            char subj[200];
+            chunk_subject(subj, sizeof subj, "SNAP", nuid);
+            for (uint64_t k = 0; k < lies[i].extra; k++) {
+                jsPubAck *pa = NULL;
+                assert_int_equal(js_Publish(&pa, js, subj, "z", 1, NULL, NULL), NATS_OK);
+                tiny_seqs[k] = pa->Sequence;
+                jsPubAck_Destroy(pa);
+            }
+            const uint64_t size = i == 0 ? scale_object_size(js, newest, 1000, 1)
+                                         : set_object_size(js, newest, lies[i].size, chunks + lies[i].extra);
+            replica_snap(&r2, "SNS", "snap-r2", 1u << 30);
+            assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+            assert_non_null(strstr(r2.texts[0], lies[i].why));
+            assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 1);
+            assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq1);
+            wait_next(&r2, 4, batches);
+            assert_same_digest(&r1, &r2);
+            replica_close(&r2);
+            set_object_size(js, newest, size, chunks);
+            for (uint64_t k = 0; k < lies[i].extra; k++)
+                assert_int_equal(js_DeleteMsg(js, "OBJ_SNAP", tiny_seqs[k], NULL, NULL), NATS_OK);
+        }
     }
 
     /* The newest's last chunk gone from the stream: known from the stream's count of the
