@@ -237,6 +237,17 @@ bool stream_max_msg_size(jsCtx *js, const std::string &stream, uint64_t &out) no
     return true;
 }
 
+namespace {
+// err = text, or nothing when even that finds no memory (the caller's false says enough).
+void set_error(std::string &err, const char *text) noexcept {
+    try {
+        err = text;
+    } catch (...) {
+        err.clear();
+    }
+}
+} // namespace
+
 bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &err, uint64_t *max_msg_size) noexcept {
     jsStreamInfo *si = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -247,7 +258,7 @@ bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &
         return true;
     }
     if (s != NATS_NOT_FOUND || !create) {
-        err = s == NATS_NOT_FOUND ? "stream not found" : natsStatus_GetText(s);
+        set_error(err, s == NATS_NOT_FOUND ? "stream not found" : natsStatus_GetText(s));
         return false;
     }
     jsStreamConfig cfg;
@@ -272,7 +283,7 @@ bool ensure_stream(jsCtx *js, const StreamSpec &spec, bool create, std::string &
         jsStreamInfo_Destroy(si);
         return true;
     }
-    err = natsStatus_GetText(s);
+    set_error(err, natsStatus_GetText(s));
     return false;
 }
 

@@ -431,7 +431,12 @@ void Consumer::handle(natsMsg *m) {
         // seq is held like any out-of-order one (if the stream's age limit dropped the first
         // ones, the reorder bound turns them into a LOSS). Resuming, the index already has
         // the earlier batches: this one is the worker's next.
-        found = workers_.emplace(k, Worker{}).first;
+        try {
+            found = workers_.emplace(k, Worker{}).first;
+        } catch (...) {
+            natsMsg_Destroy(m); // not acknowledged: redelivered later
+            throw;
+        }
         found->second.instance = h.instance;
         found->second.next = resume_ ? h.seq : 0;
     }

@@ -125,8 +125,8 @@ int64_t ObjectStore::sweep_orphans(uint64_t older_than_ms) {
     for (const auto &[m, n_meta] : metas) {
         natsMsg *msg = nullptr;
         if (js_GetLastMsg(&msg, js_, stream().c_str(), m.c_str(), nullptr, nullptr) != NATS_OK) return -1;
+        const OwnedMsg own = own_msg(msg);
         const std::string j = msg_text(msg);
-        natsMsg_Destroy(msg);
         std::string nuid;
         if (json_member(j, "nuid", nuid)) named.push_back(cprefix + nuid);
     }
@@ -210,9 +210,8 @@ int ObjectStore::info(const std::string &name, ObjectInfo &out, std::string &why
     const natsStatus s = js_GetLastMsg(&m, js_, stream().c_str(), meta_subject(name).c_str(), nullptr, &jerr);
     if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return KVREG_ENOENT;
     if (s != NATS_OK) return KVREG_EPROTO;
-    const std::string j = msg_text(m);
-    natsMsg_Destroy(m);
-    return parse_info(j, out, why);
+    const OwnedMsg own = own_msg(m);
+    return parse_info(msg_text(m), out, why);
 }
 
 ApiRequest ObjectStore::info_request(const std::string &name) const {
