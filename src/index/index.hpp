@@ -83,7 +83,10 @@ public:
     public:
         // The index must know no worker (else feed() returns KVREG_ESTATE). shard_counts:
         // the records per table shard when the caller has counted them (a whole dump); else
-        // the table is sized from total, as if the records fell evenly on the shards.
+        // the table is sized from total, as if the records fell evenly on the shards. Room
+        // is taken by total before the bytes come (up to about 4x total), so a caller whose
+        // total comes from untrusted input bounds it by what exists (the NATS restore: the
+        // bytes its bucket holds).
         // checksum_checked: the caller has checked the dump's checksum (it holds the whole
         // dump), so the walk does not compute it again. Throws std::bad_alloc.
         // flush_records: how many records wait for the table before they go in (flush());
