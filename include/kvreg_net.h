@@ -194,8 +194,11 @@ KVREG_API int kvreg_publisher_endpoint(const kvreg_publisher *pub, uint32_t whic
 KVREG_API int kvreg_publisher_stop(kvreg_publisher *pub) KVREG_NOEXCEPT;
 
 #define KVREG_PUB_STAT_BATCHES_SENT 1u    /* batches handed to the PUB socket */
-#define KVREG_PUB_STAT_BATCHES_DROPPED 2u /* batches the PUB socket refused at the high-water
-                                             mark (their seqs were used: a gap downstream) */
+#define KVREG_PUB_STAT_BATCHES_DROPPED 2u /* batches the PUB socket refused (their seqs were
+                                             used: a gap downstream). Stays 0: at a
+                                             subscriber's high-water mark libzmq drops the
+                                             batch for that subscriber alone and does not
+                                             tell the sender (the subscriber replays it) */
 #define KVREG_PUB_STAT_EVENTS_SENT 3u     /* kvreg events in the batches sent */
 #define KVREG_PUB_STAT_REPLAYS_SERVED 4u  /* replay answers sent whole (to the plain end marker;
                                              counted once it is queued: it can arrive first) */

@@ -184,11 +184,14 @@ int Publisher::start() {
     // The topic as sent: with TOPIC_INSTANCE it gets "|kvreg-instance=<16 hex>" below.
     const size_t sent_topic = topic_.size() + (topic_instance_ ? 1 + instance_tag(0).size() : 0);
     const int64_t pub_max_msg = pub_max_msg_size(sent_topic);
-    // NODROP: at the high-water mark a send fails with EAGAIN instead of vanishing, so the
-    // publisher can count what it dropped (the seq is used either way). MAXMSGSIZE before
-    // the bind or connect: libzmq copies a socket's options into each connection then.
+    // At a subscriber's high-water mark libzmq drops the batch for that subscriber alone,
+    // without telling the sender (the subscriber sees the gap and replays it). Not NODROP:
+    // with it a send fails for every subscriber as soon as one is full, so one that never
+    // reads made the publisher drop everything for all (10,000 of 300,000 batches reached a
+    // reader that kept up). MAXMSGSIZE before the bind or connect: libzmq copies a socket's
+    // options into each connection then.
     if (!pub_ || !set_int(pub_, ZMQ_SNDHWM, static_cast<int>(hwm_)) ||
-        !set_int(pub_, ZMQ_XPUB_NODROP, 1) || !set_int(pub_, ZMQ_LINGER, static_cast<int>(linger_ms_)) ||
+        !set_int(pub_, ZMQ_LINGER, static_cast<int>(linger_ms_)) ||
         zmq_setsockopt(pub_, ZMQ_MAXMSGSIZE, &pub_max_msg, sizeof pub_max_msg) != 0 ||
         !open_endpoint(pub_, ep, false, actual_endpoint_)) {
         close_all();
@@ -378,9 +381,9 @@ void Publisher::send_batch(const unsigned char *payload, size_t len, size_t n_ev
     }
     unsigned char seq8[8];
     put_be64(seq8, seq);
-    // Only the first frame can meet the high-water mark (libzmq checks it per message), so a
-    // refused batch leaves nothing half-sent; the other frames go without DONTWAIT so that a
-    // message is never cut short.
+    // A PUB socket does not refuse at the high-water mark (see above), so EAGAIN does not
+    // come; DONTWAIT on the first frame keeps the sender from ever blocking all the same, and
+    // the other frames go without it so that a message is never cut short.
     if (zmq_send(pub_, topic_.data(), topic_.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         count(errno == EAGAIN ? dropped : send_errors);
         return;
