@@ -2,6 +2,7 @@
 // following include/kvreg_index.h term by term.
 #include "index/route.hpp"
 
+#include <cmath>
 #include <cstddef>
 
 namespace {
@@ -83,9 +84,14 @@ size_t kvreg_router::choose() {
     std::vector<double> weight(n, 1.0);
     double sum = static_cast<double>(n);
     if (hi > lo) {
+        // Normalised first, then divided: (hi - lo) * T can be 0 for a tiny T (or the spread
+        // infinite), and the best's weight was exp(0 / 0), NaN, which made every draw the
+        // last worker's. This way a tiny T gives exp(-inf) = 0 to all but the best.
         sum = 0.0;
         for (size_t i = 0; i < n; i++) {
-            weight[i] = std::exp(-(scratch[i].logit - lo) / ((hi - lo) * cfg.temperature));
+            const double x = std::isfinite(hi - lo) ? (scratch[i].logit - lo) / (hi - lo)
+                                                    : (scratch[i].logit == lo ? 0.0 : 1.0);
+            weight[i] = x == 0.0 ? 1.0 : std::exp(-x / cfg.temperature);
             sum += weight[i];
         }
     }

@@ -291,6 +291,29 @@ static void test_softmax(void **state)
     /* Temperature 0 never draws: always the lowest logit. */
     draws(0.0, 1, three, 3, 1000, count);
     assert_int_equal(count[0], 1000);
+    /* Nor does one so small that the logits' spread times it is 0: the lowest, always. */
+    {
+        kvreg_router_config cfg;
+        kvreg_router *r;
+        kvreg_router_cost chosen;
+        kvreg_index_match m = match(1, 1, 0);
+        unsigned i, first = 0;
+        /* overlap_weight 0.3, 1 prompt block: worker 1 has it (logit 0), worker 2 not (0.3);
+         * 0.3 x 4.94e-324 is 0, and the best's weight was exp(0 / 0), NaN: every draw fell
+         * to the last worker. */
+        assert_int_equal(kvreg_router_config_init(&cfg), KVREG_OK);
+        cfg.overlap_weight = 0.3;
+        cfg.temperature = 4.94e-324;
+        r = new_router(&cfg);
+        assert_int_equal(kvreg_router_add_worker(r, 1, 0), KVREG_OK);
+        assert_int_equal(kvreg_router_add_worker(r, 2, 0), KVREG_OK);
+        for (i = 0; i < 1000; i++) {
+            assert_int_equal(kvreg_router_select(r, &m, 1, 1.0, &chosen), KVREG_OK);
+            first += chosen.worker_id == 1;
+        }
+        assert_int_equal(first, 1000);
+        kvreg_router_free(r);
+    }
 }
 
 static void test_errors(void **state)
