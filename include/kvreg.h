@@ -327,7 +327,7 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
  * Ownership of user_data: on success the config owns it, and every registry built from the
  * config shares it; destroy (may be NULL) runs exactly once, when the last of them lets go
  * (the config freed or given another callback, each such registry freed or given another
- * callback). On failure (KVREG_ENOMEM) the caller keeps it. */
+ * callback; with fn NULL, at once). On failure (KVREG_ENOMEM) the caller keeps it. */
 KVREG_API int kvreg_config_set_event_fn(kvreg_config *cfg, kvreg_event_fn fn, void *user_data,
                                         kvreg_destroy_fn destroy) KVREG_NOEXCEPT;
 
@@ -349,6 +349,7 @@ KVREG_API void kvreg_registry_free(kvreg_registry *reg) KVREG_NOEXCEPT;
 /* Replace the event callback (fn NULL: no callback; events are then counted and dropped in
  * INLINE mode). When this returns, the old callback is not running and will not be called
  * again, and its reference to its user_data is dropped (destroy runs if it was the last).
+ * The new user_data is the registry's (with fn NULL, destroyed at once).
  * Events not yet delivered go to the new callback. KVREG_EBUSY when called from inside a
  * callback, KVREG_EINVAL in POLL mode, KVREG_ENOMEM: in each case the caller keeps user_data.
  *

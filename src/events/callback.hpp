@@ -27,9 +27,14 @@ class CallbackRef {
 public:
     CallbackRef() noexcept = default;
     // Throws std::bad_alloc (then destroy is not called: the caller still owns user_data).
+    // Called once the call can no longer fail otherwise: with fn NULL the library takes
+    // user_data all the same, and as nothing will call it, destroy runs now (it once never ran).
     static CallbackRef make(kvreg_event_fn fn, void *ud, kvreg_destroy_fn destroy) {
         CallbackRef r;
-        if (fn) r.d_ = new CallbackData{fn, ud, destroy};
+        if (fn)
+            r.d_ = new CallbackData{fn, ud, destroy};
+        else if (destroy)
+            destroy(ud);
         return r;
     }
     CallbackRef(const CallbackRef &o) noexcept : d_(o.d_) {

@@ -170,6 +170,26 @@ static void test_refused_in_poll_mode(void **state) {
     assert_int_equal(x.events, 0);
 }
 
+/* ---- fn NULL with user_data: accepted, so owned, so destroyed ---------------------------- */
+/* A call that succeeds takes user_data even when it clears the callback: destroy runs (at
+ * once: nothing calls it). It was never run (the user_data leaked). */
+static void test_cleared_with_user_data_destroyed(void **state) {
+    (void)state;
+    owner x = {0, 0}, y = {0, 0};
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, NULL, &x, count_destroy), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    assert_int_equal(kvreg_registry_set_event_fn(reg, NULL, &y, count_destroy), KVREG_OK);
+    emit_one(reg, 1); /* counted and dropped: no callback */
+    kvreg_registry_free(reg);
+    assert_int_equal(x.destroyed, 1);
+    assert_int_equal(y.destroyed, 1);
+    assert_int_equal(x.events + y.events, 0);
+}
+
 typedef struct nested {
     kvreg_registry *reg;
     owner self;       /* the installed callback's user_data */
@@ -312,6 +332,7 @@ int main(void) {
         cmocka_unit_test(test_replace_on_the_config),
         cmocka_unit_test(test_refused_in_poll_mode),
         cmocka_unit_test(test_refused_from_inside_a_callback),
+        cmocka_unit_test(test_cleared_with_user_data_destroyed),
         cmocka_unit_test(test_free_from_own_callback_aborts),
         cmocka_unit_test(test_free_of_another_registry_from_a_callback),
     };
