@@ -38,7 +38,9 @@
 //               (live_paused()). A malformed live message pauses its endpoint's SUB
 //               socket for a back-off (malformed_live()); nothing is dropped for it.
 //   end         At the marker, the held batches go through kLive again (a new gap asks
-//               again: each round makes progress). At the deadline or the cap (or a failed
+//               again: each round makes progress; an answer that brought nothing from where it
+//               asked, the marker alone, reports the gap lost instead). A probe that got no
+//               marker is asked again after its back-off. At the deadline or the cap (or a failed
 //               answer): REPLAY_DONE says why, LOSS for the seqs before the first held batch,
 //               and no replay from that endpoint for 5 timeouts. Every end closes the DEALER
 //               (each request opens a fresh one: between requests a ROUTER has nobody to send
@@ -301,6 +303,10 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     enter(s, Stage::kLive);
     const bool failed =
         how == End::kTimeout || how == End::kBusy || how == End::kForeign || how == End::kCapped;
+    // A probe that got no marker (busy, or no answer) is asked again at a later delivery,
+    // after the back-off (probe_after, no_replay_until): it once never was, the stream never
+    // learned its publisher's instance, and a restart later went unnoticed.
+    if (was_probe && how != End::kMarker) s.probed = false;
     if (how == End::kMarker) {
         e.busy = 0;
         s.probed = true;
@@ -330,9 +336,14 @@ void Subscriber::finish_replay(Stream &s, End how, uint64_t instance) {
     // go through the live path: a gap still before the first of them (it was sent after the
     // ring answered) asks again, and the ring has it then, or the next answer starts later
     // than asked and reports the loss; each round makes progress.
-    if (failed && !s.waiting.empty() && s.waiting.front().seq > s.next) {
+    // An answer that brought nothing from where it was asked (the marker alone) made no
+    // progress: the ring has none of the gap, which is lost. Taken for a success, the held
+    // batches found the same gap and asked again, for ever.
+    const bool empty = how == End::kMarker && !was_probe && s.next == s.replay_from;
+    if ((failed || empty) && !s.waiting.empty() && s.waiting.front().seq > s.next) {
         notice(KVREG_SUB_LOSS, &s, s.ep, s.next, s.waiting.front().seq - 1,
-               how == End::kBusy      ? "lost: the publisher answered busy until the replay deadline"
+               empty                  ? "lost: the replay's answer held none of them (not in the publisher's ring)"
+               : how == End::kBusy    ? "lost: the publisher answered busy until the replay deadline"
                : how == End::kForeign ? "lost: the replay answered with another topic's batches"
                : how == End::kCapped  ? "lost: the replay was not done by its cap"
                                       : "lost: the replay did not answer");

@@ -439,9 +439,11 @@ void Subscriber::read_live(size_t ep, Frames &f) {
         malformed_live(eps_[ep]);
         return;
     }
-    if (f.size(1) != 8) {
-        notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0, "live message whose seq frame is not 8 bytes", false,
-               false);
+    if (f.size(1) != 8 || get_be64(f.data(1)) == UINT64_MAX) { // 2^64 - 1: the end marker's, next would wrap
+        notice(KVREG_SUB_MALFORMED, nullptr, ep, 0, 0,
+               f.size(1) != 8 ? "live message whose seq frame is not 8 bytes"
+                              : "live message with the end marker's seq (2^64 - 1)",
+               false, false);
         malformed_live(eps_[ep]);
         return;
     }
@@ -503,6 +505,10 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
         }
         // A kvreg publisher names its instance in the marker's topic frame (else 0).
         finish_replay(*s, e.replay_foreign ? End::kForeign : End::kMarker, parse_instance_tag(topic));
+        return;
+    }
+    if (seq == UINT64_MAX) { // the marker's seq with a payload: no batch has it (next would wrap)
+        notice(KVREG_SUB_MALFORMED, s, ep, seq, seq, "replay batch with the end marker's seq (2^64 - 1): not applied");
         return;
     }
     if (n == 4) {

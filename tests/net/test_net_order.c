@@ -123,6 +123,89 @@ static void replay_overlapping_held_delivers_once(void **state) {
     net_peer_close(&peer);
 }
 
+/* Joined late, and the ring has nothing from the gap: the answer is the end marker alone.
+ * 0..9 are lost, 10 is delivered, and nothing is asked again. An answer with no batch once
+ * counted as a success: the held batch went back through the live path, found the same gap,
+ * and asked again, for ever (thousands of requests a second, no LOSS, 10 never delivered). */
+static void empty_answer_is_a_loss(void **state) {
+    (void)state;
+    net_peer peer;
+    net_peer_open(&peer, 1, NULL);
+    net_collect c;
+    kvreg_subscriber *sub = new_sub(&c, &peer);
+    live(&peer, 10);
+    assert_int_equal(net_peer_request(&peer, sub), 0);
+    run_until_held(sub, 1);
+    net_peer_replay_end(&peer, "");
+    assert_true(net_run_until(sub, &c, 1, net_now_ms() + 10000));
+    const uint64_t want[] = {10};
+    check_delivered(&c, want, 1);
+    assert_int_equal(c.lost, 10);
+    assert_int_equal(c.notices[KVREG_SUB_LOSS], 1);
+    /* The stream is in step: the next one is delivered, and nothing but a probe is asked. */
+    live(&peer, 11);
+    assert_true(net_run_until(sub, &c, 2, net_now_ms() + 10000));
+    for (int i = 0; i < 20; i++) assert_int_equal(kvreg_subscriber_run(sub, 1), KVREG_OK);
+    if (net_peer_has_request(&peer)) assert_true(net_peer_request(&peer, sub) >= 11); /* a probe */
+    assert_int_equal(stat_of(sub, KVREG_SUB_STAT_REPLAYS), 1);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&peer);
+}
+
+/* A replayed batch that claims seq 2^64 - 1 (the end marker's) with a payload is refused
+ * (MALFORMED): taken, the next seq wrapped to 0 and 1, 2 were delivered a second time. */
+static void replay_seq_max_refused(void **state) {
+    (void)state;
+    net_peer peer;
+    net_peer_open(&peer, 1, NULL);
+    net_collect c;
+    kvreg_subscriber *sub = new_sub(&c, &peer);
+    live(&peer, 3);
+    assert_int_equal(net_peer_request(&peer, sub), 0);
+    run_until_held(sub, 1);
+    for (uint64_t q = 0; q < 3; q++) replayed(&peer, q);
+    replayed(&peer, UINT64_MAX);
+    replayed(&peer, 1);
+    replayed(&peer, 2);
+    net_peer_replay_end(&peer, "");
+    assert_true(net_run_until(sub, &c, 4, net_now_ms() + 10000));
+    for (int i = 0; i < 10; i++) assert_int_equal(kvreg_subscriber_run(sub, 1), KVREG_OK);
+    const uint64_t want[] = {0, 1, 2, 3};
+    check_delivered(&c, want, 4);
+    assert_int_equal(c.lost, 0);
+    assert_int_equal(c.notices[KVREG_SUB_MALFORMED], 1);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&peer);
+}
+
+/* A probe answered busy is asked again after its back-off (it never was: the stream then
+ * never learned its publisher's instance, and a later restart went unnoticed). */
+static void busy_probe_asked_again(void **state) {
+    (void)state;
+    net_peer peer;
+    net_peer_open(&peer, 1, NULL);
+    net_collect c;
+    kvreg_subscriber *sub = new_sub(&c, &peer);
+    live(&peer, 0);
+    assert_int_equal(net_peer_request(&peer, sub), 1); /* the probe, once 0 is delivered */
+    net_peer_replay_end(&peer, KVREG_PUB_REPLAY_BUSY);
+    uint64_t seq = 1;
+    const int64_t deadline = net_now_ms() + 10000;
+    while (!net_peer_has_request(&peer)) { /* deliveries in order ask again after the back-off */
+        assert_true(net_now_ms() < deadline);
+        live(&peer, seq++);
+        assert_true(net_run_until(sub, &c, seq, net_now_ms() + 10000));
+        assert_int_equal(kvreg_subscriber_run(sub, 2), KVREG_OK);
+    }
+    assert_int_equal(net_peer_request(&peer, sub), seq);
+    assert_int_equal(c.lost, 0);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&peer);
+}
+
 /* One seeded race. The peer numbers N batches, drops bursts of them on the live socket (as a
  * high-water mark does), keeps the last `ring` in a replay ring, and answers each replay
  * request at a random later point, from what its ring holds then. The subscriber runs in
@@ -303,6 +386,9 @@ int main(void) {
         cmocka_unit_test(replay_overlapping_held_delivers_once),
         cmocka_unit_test(gap_and_replay_race),
         cmocka_unit_test(bound_socket_loses_nothing),
+        cmocka_unit_test(empty_answer_is_a_loss),
+        cmocka_unit_test(replay_seq_max_refused),
+        cmocka_unit_test(busy_probe_asked_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
