@@ -432,7 +432,11 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
 #define KVREG_SUB_OPT_IDLE_MS 8u           /* a publisher without a message this long is
                                               dropped when a new one comes (default 600000;
                                               0 = never) */
-#define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* payload bytes of live batches held for replays,
+/* A held batch counts its payload's bytes and KVREG_SUB_HELD_OVERHEAD more (its entry, its
+ * buffer's header) against MAX_HELD_BYTES, MAX_HELD_BYTES_PUBLISHER and STAT_HELD_BYTES: the
+ * bytes it holds. */
+#define KVREG_SUB_HELD_OVERHEAD 128u
+#define KVREG_SUB_OPT_MAX_HELD_BYTES 9u    /* bytes of live batches held for replays,
                                               all publishers together (default 256 MiB; one
                                               endpoint at most MAX_HELD_BYTES_PUBLISHER);
                                               past it newer ones are not kept (the next replay
@@ -457,7 +461,7 @@ KVREG_API void kvreg_subscriber_free(kvreg_subscriber *sub) KVREG_NOEXCEPT; /* N
                                               <= 60000).
                                               Other endpoints are read meanwhile; what the
                                               paused one sends waits as past RCV_BYTES */
-#define KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER 12u /* payload bytes of live batches held for
+#define KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER 12u /* bytes of live batches held for
                                               the publishers of one endpoint, all its topics
                                               together, of MAX_HELD_BYTES (default 0: a
                                               quarter of MAX_HELD_BYTES, as set). A peer that
@@ -590,7 +594,8 @@ KVREG_API int kvreg_subscriber_instance(const kvreg_subscriber *sub, uint32_t pu
 #define KVREG_SUB_STAT_DUPLICATES 9u  /* batches received twice (replay overlapping live) */
 #define KVREG_SUB_STAT_HELD_BATCHES 10u /* live batches held now, waiting for a replay (a
                                          gauge) */
-#define KVREG_SUB_STAT_HELD_BYTES 11u   /* their payload bytes (a gauge) */
+#define KVREG_SUB_STAT_HELD_BYTES 11u   /* their bytes, each its payload and
+                                         KVREG_SUB_HELD_OVERHEAD (a gauge) */
 #define KVREG_SUB_STAT_DISCONNECTS 12u  /* connections of the SUB sockets that closed: a
                                          publisher went away, or libzmq cut one whose message
                                          was over KVREG_SUB_OPT_MAX_MSG_SIZE */

@@ -133,8 +133,10 @@ void Subscriber::on_gap(Stream &s, uint64_t seq, Payload &p) {
 }
 
 void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
-    // Beyond the limit, newer batches are not kept: the next replay fetches them.
-    const size_t len = p.size();
+    // Beyond the limit, newer batches are not kept: the next replay fetches them. A held
+    // batch costs its payload and kHeldOverhead (its entry, its buffer's header): counted by
+    // payload alone, 100,000 batches of 40 bytes were 4 MB of a bound they took 20 MB of.
+    const size_t len = held_cost(p);
     Endpoint &e = eps_[s.ep];
     if (s.waiting.size() >= max_waiting_ ||
         stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_ ||
@@ -145,8 +147,10 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
         if (!was_paused && live_paused(e)) count(KVREG_SUB_STAT_LIVE_PAUSES);
         return;
     }
-    // The batch itself is kept, not a copy: a peer that makes us hold megabytes costs this
-    // thread (every other publisher's too) no work per byte.
+    // A large batch itself is kept, not a copy: a peer that makes us hold megabytes costs
+    // this thread (every other publisher's too) no work per byte. A small one is copied out
+    // of libzmq's shared receive buffer (Payload::own_exact()).
+    if (p.size() < kOwnBelow) p.own_exact();
     s.waiting.push_back(Waiting{seq, std::move(p), restarted});
     e.held_bytes += len;
     count(KVREG_SUB_STAT_HELD_BATCHES);
@@ -154,9 +158,10 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
 }
 
 void Subscriber::unhold(Stream &s, const Waiting &w) {
-    eps_[s.ep].held_bytes -= w.payload.size();
+    const size_t cost = held_cost(w.payload);
+    eps_[s.ep].held_bytes -= cost;
     uncount(KVREG_SUB_STAT_HELD_BATCHES);
-    uncount(KVREG_SUB_STAT_HELD_BYTES, w.payload.size());
+    uncount(KVREG_SUB_STAT_HELD_BYTES, cost);
 }
 
 // [\"\", start8]: the DEALER sends the empty delimiter a REQ socket would add.

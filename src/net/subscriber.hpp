@@ -223,6 +223,10 @@ class Subscriber {
     void on_live(Stream &s, uint64_t seq, Payload &p, bool restarted);
     void on_gap(Stream &s, uint64_t seq, Payload &p);
     void hold(Stream &s, uint64_t seq, Payload &p, bool restarted);
+    // What a held batch counts against the held bounds and STAT_HELD_BYTES: its payload and
+    // an entry's overhead. Payloads below kOwnBelow are copied into buffers of their own.
+    static constexpr size_t kHeldOverhead = KVREG_SUB_HELD_OVERHEAD, kOwnBelow = size_t{64} << 10;
+    static size_t held_cost(const Payload &p) noexcept { return p.size() + kHeldOverhead; }
     void unhold(Stream &s, const Waiting &w);
     void release_held_before(Stream &s, uint64_t seq);
     void enter(Stream &s, Stage to);

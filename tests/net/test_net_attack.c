@@ -467,8 +467,8 @@ static void attack_heldpause(void) {
     uint8_t p[256];
     const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
     const char *topic = "kv@attacker@model";
-    setup3(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 300 * TIME_SCALE,
-           KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 20 * len);
+    setup3(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * (len + KVREG_SUB_HELD_OVERHEAD), KVREG_SUB_OPT_REPLAY_TIMEOUT_MS,
+           300 * TIME_SCALE, KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 20 * (len + KVREG_SUB_HELD_OVERHEAD));
     net_peer_live(&a.bad, topic, 5, p, net_payload(BAD_HASH(5), p, sizeof p));
     assert_int_equal(net_peer_request(&a.bad, a.sub), 0); /* never answered */
     for (uint64_t s = 6; s <= 200; s++) {
@@ -548,7 +548,8 @@ static void attack_heldshared(void) {
     uint8_t p[256];
     const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
     const char *ta = "kv@pod-a@model", *tb = "kv@pod-b@model";
-    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * len, KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER, 20 * len);
+    setup2(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 20 * (len + KVREG_SUB_HELD_OVERHEAD), KVREG_SUB_OPT_MAX_HELD_BYTES_PUBLISHER,
+           20 * (len + KVREG_SUB_HELD_OVERHEAD));
     for (uint64_t s = 0; s < 5; s++) net_peer_live(&a.bad, ta, s, p, net_payload(BAD_HASH(s), p, sizeof p));
     /* A's first delivery (seq 0) sends a probe from seq 1; A knows no instance yet, so 1..4
      * are delivered without waiting for the end marker. */
@@ -617,7 +618,7 @@ static void attack_heldfair(void) {
     uint8_t p[256];
     const size_t len = net_payload(BAD_HASH(0), p, sizeof p);
     const char *topic = "kv@attacker@model", *fair = "kv@pod-fair@model";
-    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * len);
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * (len + KVREG_SUB_HELD_OVERHEAD));
     net_peer f;
     net_peer_open(&f, 1, NULL);
     uint32_t f_idx = 0;
@@ -783,7 +784,7 @@ static void attack_heldcopy(void) {
            (unsigned long long)stat_of(a.sub, KVREG_SUB_STAT_HELD_BYTES), (unsigned long long)faults);
     /* Everything held (nothing dropped: under the bound), the bytes as sent. */
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BATCHES), 1 + N_BIG);
-    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BYTES), len + (uint64_t)N_BIG * one);
+    assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_BYTES), len + (uint64_t)N_BIG * one + (1 + N_BIG) * KVREG_SUB_HELD_OVERHEAD);
     assert_int_equal(stat_of(a.sub, KVREG_SUB_STAT_HELD_DROPPED), 0);
 #ifndef TSAN_BUILD
     assert_true(faults < (uint64_t)N_BIG * one / 4096 / 4);
@@ -1060,7 +1061,7 @@ static void attack_heldendpoint(void) {
     const char *topics[4] = {"kv@attacker-0@model", "kv@attacker-1@model", "kv@attacker-2@model",
                              "kv@attacker-3@model"};
     const char *fair = "kv@pod-fair@model";
-    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * len); /* the share: a quarter, 20 batches */
+    setup(&a, 1, KVREG_SUB_OPT_MAX_HELD_BYTES, 80 * (len + KVREG_SUB_HELD_OVERHEAD)); /* the share: a quarter, 20 batches */
     net_peer f;
     net_peer_open(&f, 1, NULL);
     uint32_t f_idx = 0;
