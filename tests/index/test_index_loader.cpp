@@ -57,6 +57,16 @@ uint64_t digest(const kvreg_index *idx) {
     return d;
 }
 
+// idx's dump, whole.
+std::vector<unsigned char> dump_of(const kvreg_index *idx) {
+    void *d = nullptr;
+    size_t n = 0;
+    assert_int_equal(kvreg_index_dump_alloc(idx, &d, &n), KVREG_OK);
+    std::vector<unsigned char> out(static_cast<unsigned char *>(d), static_cast<unsigned char *>(d) + n);
+    std::free(d);
+    return out;
+}
+
 void assert_empty(const kvreg_index *idx) {
     assert_int_equal(stat(idx, KVREG_INDEX_STAT_WORKERS), 0);
     assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 0);
@@ -282,11 +292,7 @@ void test_counts_past_255(void **) {
                                       one_block(&hashes[i], tokens, KVREG_MEDIUM_CPU)};
             assert_int_equal(kvreg_index_apply(src, w, 0, KVREG_INDEX_SEQ_NONE, ev, w == 2 ? 2 : 1, nullptr), KVREG_OK);
         }
-    void *dp = nullptr;
-    size_t dn = 0;
-    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
-    const std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
-    std::free(dp);
+    const std::vector<unsigned char> d = dump_of(src);
     for (const size_t flush : {size_t{1}, size_t{400}, Loader::kFlushRecords}) {
         kvreg_index *idx = new_index(false);
         assert_int_equal(load_in_pieces(idx, d, 1000, flush), KVREG_OK);
@@ -338,11 +344,7 @@ void test_reload_memory(void **) {
         ev.n_token_ids = tokens.size();
         assert_int_equal(kvreg_index_apply(src, w, 0, 0, &ev, 1, nullptr), KVREG_OK);
     }
-    void *dp = nullptr;
-    size_t dn = 0;
-    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
-    const std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
-    std::free(dp);
+    const std::vector<unsigned char> d = dump_of(src);
     kvreg_index *idx = new_index(false);
     const uint64_t empty = stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES);
     assert_int_equal(load_in_pieces(idx, d, 1u << 17), KVREG_OK);
@@ -392,11 +394,7 @@ void test_failed_loads_reuse_room(void **) {
         ev.block_size = 4;
         assert_int_equal(kvreg_index_apply(src, w, 0, 0, &ev, 1, nullptr), KVREG_OK);
     }
-    void *dp = nullptr;
-    size_t dn = 0;
-    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
-    const std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
-    std::free(dp);
+    const std::vector<unsigned char> d = dump_of(src);
     kvreg_index *idx = new_index(true);
     const uint64_t empty = stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES);
     const auto fail_once = [&] {
@@ -451,11 +449,7 @@ void test_many_workers(void **) {
         ev.block_size = 4;
         assert_int_equal(kvreg_index_apply(src, w, 0, 0, &ev, 1, nullptr), KVREG_OK);
     }
-    void *dp = nullptr;
-    size_t dn = 0;
-    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
-    std::vector<unsigned char> d(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
-    std::free(dp);
+    std::vector<unsigned char> d = dump_of(src);
     const auto ms = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count(); };
     kvreg_index *idx = new_index(true);
     const auto t0 = std::chrono::steady_clock::now();
@@ -503,11 +497,7 @@ void test_field_into_trailer(void **) {
     ev.token_ids = tokens;
     ev.n_token_ids = 4;
     assert_int_equal(kvreg_index_apply(src, 7, 0, 0, &ev, 1, nullptr), KVREG_OK);
-    void *dp = nullptr;
-    size_t dn = 0;
-    assert_int_equal(kvreg_index_dump_alloc(src, &dp, &dn), KVREG_OK);
-    const std::vector<unsigned char> real(static_cast<unsigned char *>(dp), static_cast<unsigned char *>(dp) + dn);
-    std::free(dp);
+    const std::vector<unsigned char> real = dump_of(src);
     kvreg_index_free(src);
     // header 40 | worker 40 | group 16 | record 17 | trailer 8: 121 bytes.
     assert_int_equal(real.size(), 121);

@@ -164,35 +164,10 @@ static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq, u
     return 1;
 }
 
-/* Republish the metadata of object `name` with its "size" times mul / div (a rollup keeps only
- * the newest); returns the size it had. The chunks stay as they are. */
-static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uint64_t div) {
-    char enc[128], subj[200];
-    b64url(name, enc);
-    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
-    natsMsg *m = NULL;
-    assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
-    const char *d = natsMsg_GetData(m);
-    const char *at = strstr(d, "\"size\":");
-    assert_non_null(at);
-    char *end = NULL;
-    const uint64_t size = strtoull(at + 7, &end, 10);
-    char json[2048];
-    const int n = snprintf(json, sizeof json, "%.*s\"size\":%llu%s", (int)(at - d), d,
-                           (unsigned long long)(size * mul / div), end);
-    assert_true(n > 0 && (size_t)n < sizeof json);
-    natsMsg_Destroy(m);
-    natsMsg *out = NULL;
-    assert_int_equal(natsMsg_Create(&out, subj, NULL, json, n), NATS_OK);
-    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
-    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
-    natsMsg_Destroy(out);
-    return size;
-}
-
-/* Republish the metadata of object `name` with its "size" and "chunks" set; returns the size
- * it had. */
-static uint64_t set_object_size(jsCtx *js, const char *name, uint64_t size, uint64_t chunks) {
+/* Republish the metadata of object `name` (a rollup keeps only the newest) with its "size"
+ * set to `size`, or times mul / div when size is UINT64_MAX, and its "chunks" set to
+ * `chunks` unless that is UINT64_MAX; returns the size it had. The chunks stay as they are. */
+static uint64_t rewrite_object(jsCtx *js, const char *name, uint64_t size, uint64_t mul, uint64_t div, uint64_t chunks) {
     char enc[128], subj[200];
     b64url(name, enc);
     snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
@@ -207,20 +182,30 @@ static uint64_t set_object_size(jsCtx *js, const char *name, uint64_t size, uint
     char *at = strstr(json, "\"size\":"), *end = NULL;
     assert_non_null(at);
     const uint64_t old = strtoull(at + 7, &end, 10);
-    int n = snprintf(out_json, sizeof out_json, "%.*s\"size\":%llu%s", (int)(at - json), json, (unsigned long long)size, end);
+    const uint64_t now = size == UINT64_MAX ? old * mul / div : size;
+    int n = snprintf(out_json, sizeof out_json, "%.*s\"size\":%llu%s", (int)(at - json), json, (unsigned long long)now, end);
     assert_true(n > 0 && (size_t)n < sizeof out_json);
-    memcpy(json, out_json, (size_t)n + 1);
-    at = strstr(json, "\"chunks\":");
-    assert_non_null(at);
-    strtoull(at + 9, &end, 10);
-    n = snprintf(out_json, sizeof out_json, "%.*s\"chunks\":%llu%s", (int)(at - json), json, (unsigned long long)chunks, end);
-    assert_true(n > 0 && (size_t)n < sizeof out_json);
+    if (chunks != UINT64_MAX) {
+        memcpy(json, out_json, (size_t)n + 1);
+        at = strstr(json, "\"chunks\":");
+        assert_non_null(at);
+        strtoull(at + 9, &end, 10);
+        n = snprintf(out_json, sizeof out_json, "%.*s\"chunks\":%llu%s", (int)(at - json), json,
+                     (unsigned long long)chunks, end);
+        assert_true(n > 0 && (size_t)n < sizeof out_json);
+    }
     natsMsg *out = NULL;
     assert_int_equal(natsMsg_Create(&out, subj, NULL, out_json, n), NATS_OK);
     assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
     assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
     natsMsg_Destroy(out);
     return old;
+}
+static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uint64_t div) {
+    return rewrite_object(js, name, UINT64_MAX, mul, div, UINT64_MAX);
+}
+static uint64_t set_object_size(jsCtx *js, const char *name, uint64_t size, uint64_t chunks) {
+    return rewrite_object(js, name, size, 1, 1, chunks);
 }
 
 /* The subject of an object's chunks in bucket's stream (the object store's layout). */

@@ -358,6 +358,25 @@ static void check_accounted(const net_collect *c, uint64_t total) {
     assert_int_equal(c->n + c->lost, total);
 }
 
+/* Register one block at a time and run sub until every seq made is delivered or named lost
+ * (bounded); returns how many were made. */
+static uint64_t run_until_accounted(net_pub *p, kvreg_subscriber *sub, net_collect *c) {
+    uint64_t total = 0;
+#ifdef SANITIZED
+    const int64_t deadline = SECONDS(120);
+#else
+    const int64_t deadline = SECONDS(30);
+#endif
+    do {
+        net_pub_register(p, 1);
+        net_pub_settle(p);
+        total = net_pub_stat(p, KVREG_PUB_STAT_NEXT_SEQ);
+        assert_int_equal(kvreg_subscriber_run(sub, 50), KVREG_OK);
+    } while (c->n + c->lost < total && net_now_ms() < deadline);
+    check_accounted(c, total);
+    return total;
+}
+
 static void slow_subscriber(void **state, uint64_t ring, int expect_loss) {
     (void)state;
     net_pub p;
@@ -385,19 +404,7 @@ static void slow_subscriber(void **state, uint64_t ring, int expect_loss) {
         net_pub_settle(&p);
     }
     /* A dropped batch shows as a gap when a later one arrives: the engine goes on working. */
-    uint64_t total = 0;
-#ifdef SANITIZED
-    deadline = SECONDS(120);
-#else
-    deadline = SECONDS(30);
-#endif
-    do {
-        net_pub_register(&p, 1);
-        net_pub_settle(&p);
-        total = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
-        assert_int_equal(kvreg_subscriber_run(sub, 50), KVREG_OK);
-    } while (c.n + c.lost < total && net_now_ms() < deadline);
-    check_accounted(&c, total);
+    run_until_accounted(&p, sub, &c);
     assert_true(c.notices[KVREG_SUB_GAP] >= 1);
     if (expect_loss) {
         assert_true(c.lost > 0);
@@ -474,19 +481,7 @@ static void stuck_subscriber_holds_up_no_one(void **state) {
     }
     /* A batch the reader itself missed at the end shows as a gap only when a later one
      * arrives: the engine goes on working. */
-    uint64_t total = 0;
-#ifdef SANITIZED
-    deadline = SECONDS(120);
-#else
-    deadline = SECONDS(30);
-#endif
-    do {
-        net_pub_register(&p, 1);
-        net_pub_settle(&p);
-        total = net_pub_stat(&p, KVREG_PUB_STAT_NEXT_SEQ);
-        assert_int_equal(kvreg_subscriber_run(sub, 50), KVREG_OK);
-    } while (c.n + c.lost < total && net_now_ms() < deadline);
-    check_accounted(&c, total);
+    const uint64_t total = run_until_accounted(&p, sub, &c);
 #ifndef SANITIZED
     assert_int_equal(c.lost, 0);
 #endif
