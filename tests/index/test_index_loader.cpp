@@ -361,24 +361,11 @@ void test_reload_memory(void **) {
     kvreg_index_free(src);
 }
 
-// This process's virtual size in KiB (/proc/self/status VmSize): the table's room is
-// reserved untouched, so only the address space shows it.
-uint64_t vm_size_kib() {
-    FILE *f = std::fopen("/proc/self/status", "r");
-    assert_non_null(f);
-    char line[256];
-    uint64_t kib = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, "VmSize:", 7) == 0) kib = std::strtoull(line + 7, nullptr, 10);
-    std::fclose(f);
-    assert_true(kib > 0);
-    return kib;
-}
-
 // Loads that fail after the table's room was reserved (here: abandoned half-way) leave that
 // room for the next load, which uses it again instead of reserving more: each failed load
 // kept its reservation (about 4 MB here) until the index was freed, uncounted. The room
-// left is counted in the index's memory.
+// left is counted in the index's memory (with the count alone, 8 failed loads grew it by 8
+// reservations).
 void test_failed_loads_reuse_room(void **) {
     constexpr size_t kBlocks = 40000;
     std::vector<uint64_t> hashes(kBlocks);
@@ -406,19 +393,11 @@ void test_failed_loads_reuse_room(void **) {
     fail_once();
     const uint64_t held = stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES);
     assert_true(held >= empty + 120000 * 16); // the room for 120,000 entries, counted
-    const uint64_t vm = vm_size_kib();
-    (void)vm;
+    // Counted, so the stat shows a reservation taken again: 8 more would be 32 MB more. (The
+    // process's VmSize showed it too, about 4 MB a failed load, but moves with malloc's own
+    // arenas: not a reliable check.)
     for (int i = 0; i < 8; i++) fail_once();
     assert_int_equal(stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES), held);
-    // 8 more reservations would be 32 MB or more. Not under ASan (its quarantine keeps what
-    // each load freed) or valgrind (its own allocator): there the counted memory above says it.
-    const char *preload = std::getenv("LD_PRELOAD");
-    const bool own_allocator = preload && std::strstr(preload, "vgpreload");
-#if defined(__SANITIZE_ADDRESS__)
-    (void)own_allocator;
-#else
-    if (!own_allocator) assert_true(vm_size_kib() < vm + 4096);
-#endif
     // The room is the next good load's.
     assert_int_equal(load_in_pieces(idx, d, 1u << 16), KVREG_OK);
     assert_true(digest(idx) == digest(src));
