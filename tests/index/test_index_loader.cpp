@@ -480,7 +480,7 @@ void test_field_into_trailer(void **) {
     kvreg_index_free(src);
     // header 40 | worker 40 | group 16 | record 17 | trailer 8: 121 bytes.
     assert_int_equal(real.size(), 121);
-    for (const uint64_t top : {uint64_t{0x01}, uint64_t{0x0D} << 48}) {
+    for (const uint64_t top : {uint64_t{1} << 16, uint64_t{0x0D} << 48}) { // counts 2^24 and 0x0D << 56
         std::vector<unsigned char> d(real.begin(), real.begin() + 113); // through the record
         d[40 + 32] = 2;                                                  // the worker has two groups
         const uint64_t part = kvreg::index::dump_format::get64(d.data() + 80);
