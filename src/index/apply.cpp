@@ -1,10 +1,9 @@
 // Applying a worker's event batches: sequence checks, engine -> router hashes, tiers.
+#include <algorithm>
 #include <climits>
 
 #include "core/hash.hpp"
 #include "index/counts.hpp"
-#include <algorithm>
-
 #include "index/index.hpp"
 #include "index/partition.hpp"
 

@@ -91,7 +91,7 @@ size_t kvreg_router::choose() {
         for (size_t i = 0; i < n; i++) {
             const double x = std::isfinite(hi - lo) ? (scratch[i].logit - lo) / (hi - lo)
                                                     : (scratch[i].logit == lo ? 0.0 : 1.0);
-            weight[i] = x == 0.0 ? 1.0 : std::exp(-x / cfg.temperature);
+            weight[i] = std::exp(-x / cfg.temperature);
             sum += weight[i];
         }
     }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "kvreg.h"
+#include "wire/doc.hpp"
 
 namespace kvreg::nats {
 
@@ -79,80 +80,28 @@ bool to_u64(std::string_view s, uint64_t &v) noexcept {
     return true;
 }
 
-namespace {
-bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-// The end of the string whose opening quote is at p (one past its closing quote), or npos.
-size_t json_string_end(std::string_view j, size_t p) {
-    for (size_t i = p + 1; i < j.size(); i++) {
-        if (j[i] == '\\') i++; // the escaped character, whatever it is
-        else if (j[i] == '"') return i + 1;
-    }
-    return std::string_view::npos;
-}
-// The end of the value that starts at p (a string, an object or array with everything in it,
-// or a number or literal), or npos.
-size_t json_value_end(std::string_view j, size_t p) {
-    if (p >= j.size()) return std::string_view::npos;
-    if (j[p] == '"') return json_string_end(j, p);
-    if (j[p] == '{' || j[p] == '[') {
-        size_t depth = 0;
-        for (size_t i = p; i < j.size(); i++) {
-            const char c = j[i];
-            if (c == '"') {
-                const size_t e = json_string_end(j, i);
-                if (e == std::string_view::npos) return e;
-                i = e - 1;
-            } else if (c == '{' || c == '[') {
-                depth++;
-            } else if ((c == '}' || c == ']') && --depth == 0) {
-                return i + 1;
-            }
+bool json_member(std::string_view text, const char *key, std::string &out) {
+    // The wire decoders' reader: the whole text validated first (syntax, nesting within the
+    // bound, nothing after it), then read by offset.
+    const wire::JsonDoc doc(reinterpret_cast<const uint8_t *>(text.data()), text.size(), kJsonMaxDepth);
+    size_t err_off = 0;
+    const char *err = nullptr;
+    if (!doc.validate(err_off, err)) return false;
+    const wire::Val root = doc.read(0);
+    if (root.kind != wire::Val::Map) return false;
+    wire::Iter it = doc.begin(root);
+    wire::Val k, v;
+    while (doc.next(it, k) && doc.next(it, v)) {
+        if (!doc.is(k, key)) continue;
+        if (v.kind == wire::Val::Str) {
+            if (v.escaped) return false;
+            out.assign(v.s, v.len);
+        } else {
+            out.assign(text.substr(v.off, doc.value_end(v) - v.off));
         }
-        return std::string_view::npos;
+        return true;
     }
-    size_t e = p;
-    while (e < j.size() && !json_space(j[e]) && j[e] != ',' && j[e] != '}' && j[e] != ']') e++;
-    return e == p ? std::string_view::npos : e;
-}
-} // namespace
-
-bool json_member(std::string_view j, std::string_view key, std::string &out) {
-    size_t p = 0;
-    const auto skip = [&] {
-        while (p < j.size() && json_space(j[p])) p++;
-    };
-    skip();
-    if (p >= j.size() || j[p] != '{') return false;
-    p++;
-    for (;;) {
-        skip();
-        if (p >= j.size() || j[p] != '"') return false; // also "}": no more members
-        const size_t key_end = json_string_end(j, p);
-        if (key_end == std::string_view::npos) return false;
-        const std::string_view name = j.substr(p + 1, key_end - p - 2);
-        p = key_end;
-        skip();
-        if (p >= j.size() || j[p] != ':') return false;
-        p++;
-        skip();
-        const size_t end = json_value_end(j, p);
-        if (end == std::string_view::npos) return false;
-        size_t after = end; // a value ends where the next member or the object's end begins
-        while (after < j.size() && json_space(j[after])) after++;
-        if (after >= j.size() || (j[after] != ',' && j[after] != '}')) return false;
-        if (name == key) {
-            if (j[p] != '"') {
-                out.assign(j.substr(p, end - p));
-                return true;
-            }
-            const std::string_view v = j.substr(p + 1, end - p - 2);
-            if (v.find('\\') != std::string_view::npos) return false;
-            out.assign(v);
-            return true;
-        }
-        if (j[after] == '}') return false; // the last member
-        p = after + 1;
-    }
+    return false;
 }
 
 std::string msg_text(natsMsg *m) {

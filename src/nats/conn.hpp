@@ -113,9 +113,11 @@ bool to_u64(std::string_view s, uint64_t &v) noexcept;
 // objects inside it are not seen, so another client's metadata cannot stand in for a field):
 // a string's characters (false when it holds an escape: no member read here needs one), a
 // number or true/false/null as written, or an object's or array's whole text (to look into
-// with json_member again). false when absent or malformed. The text is untrusted: every step
-// stays inside it, and nesting is skipped without recursion. Throws bad_alloc.
-bool json_member(std::string_view text, std::string_view key, std::string &out);
+// with json_member again). false when absent, or when the text is not one valid JSON value
+// nested at most kJsonMaxDepth deep (untrusted: read with the wire decoders' JsonDoc).
+// Throws bad_alloc.
+constexpr unsigned kJsonMaxDepth = 32;
+bool json_member(std::string_view text, const char *key, std::string &out);
 
 // A subject token: non-empty, no '.', '*', '>' or whitespace.
 bool valid_token(const std::string &s) noexcept;

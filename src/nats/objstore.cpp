@@ -226,13 +226,11 @@ int ObjectStore::info_from(const std::string &answer, ObjectInfo &out, std::stri
     // treat the two alike); another error, or no answer: the server is away.
     if (answer.empty()) return KVREG_EPROTO;
     if (!api_ok(answer, "stream_msg_get_response")) {
-        std::string code;
-        std::string error;
+        std::string error, code;
         return json_member(answer, "error", error) && json_member(error, "code", code) && code == "404" ? KVREG_ENOENT
                                                                                                       : KVREG_EPROTO;
     }
-    std::string data, j;
-    std::string message;
+    std::string message, data, j;
     if (!json_member(answer, "message", message) || !json_member(message, "data", data) || !base64_decode(data, j)) {
         why = "object info does not parse";
         return KVREG_EINVAL;

@@ -136,11 +136,11 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // Beyond the limit, newer batches are not kept: the next replay fetches them. A held
     // batch costs its payload and kHeldOverhead (its entry, its buffer's header): counted by
     // payload alone, 100,000 batches of 40 bytes were 4 MB of a bound they took 20 MB of.
-    const size_t len = held_cost(p);
+    const size_t cost = held_cost(p);
     Endpoint &e = eps_[s.ep];
     if (s.waiting.size() >= max_waiting_ ||
-        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + len > max_held_bytes_ ||
-        e.held_bytes + len > held_share()) {
+        stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + cost > max_held_bytes_ ||
+        e.held_bytes + cost > held_share()) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
         const bool was_paused = live_paused(e);
         e.hold_refused = true;
@@ -152,9 +152,9 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
     // of libzmq's shared receive buffer (Payload::own_exact()).
     if (p.size() < kOwnBelow) p.own_exact();
     s.waiting.push_back(Waiting{seq, std::move(p), restarted});
-    e.held_bytes += len;
+    e.held_bytes += cost;
     count(KVREG_SUB_STAT_HELD_BATCHES);
-    count(KVREG_SUB_STAT_HELD_BYTES, len);
+    count(KVREG_SUB_STAT_HELD_BYTES, cost);
 }
 
 void Subscriber::unhold(Stream &s, const Waiting &w) {
