@@ -349,6 +349,8 @@ KVREG_API void kvreg_registry_free(kvreg_registry *reg) KVREG_NOEXCEPT;
 /* Replace the event callback (fn NULL: no callback; events are then counted and dropped in
  * INLINE mode). When this returns, the old callback is not running and will not be called
  * again, and its reference to its user_data is dropped (destroy runs if it was the last).
+ * It waits for at most the callback call in progress, however busy other threads keep the
+ * delivery: the thread delivering installs the new callback between two calls.
  * The new user_data is the registry's (with fn NULL, destroyed at once).
  * Events not yet delivered go to the new callback. KVREG_EBUSY when called from inside a
  * callback, KVREG_EINVAL in POLL mode, KVREG_ENOMEM: in each case the caller keeps user_data.

@@ -60,6 +60,18 @@ void EventLog::release_role() noexcept {
     role_.store(kIdle, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst); // step 4: pairs with deliver()'s fence
     if (role_waiters_.load(std::memory_order_relaxed) > 0) role_.notify_all();
+    // Step 6: a setter waiting for us to install its callback takes the idle role instead.
+    // (The CAS fails if another thread took the role meanwhile and installed it.)
+    uint32_t wanted = kSwapWanted;
+    if (swap_.load(std::memory_order_relaxed) == kSwapWanted &&
+        swap_.compare_exchange_strong(wanted, kSwapRoleFree, std::memory_order_acq_rel, std::memory_order_relaxed))
+        swap_.notify_all();
+}
+
+void EventLog::install_pending_fn() noexcept {
+    std::swap(cb_, pending_cb_); // pending_cb_ now holds the old callback, for the setter to drop
+    swap_.store(kSwapDone, std::memory_order_release);
+    swap_.notify_all();
 }
 
 void EventLog::deliver() noexcept {
@@ -145,6 +157,8 @@ void EventLog::tally(uint64_t n, uint64_t reg, uint64_t cleared, uint64_t droppe
 bool EventLog::deliver_as_holder(uint64_t owed) noexcept {
     LocalRun local; // left uninitialised: copy_run writes what it hands out
     for (;;) {
+        // Step 6: a run boundary, so the old callback is not running.
+        if (swap_.load(std::memory_order_acquire) == kSwapWanted) install_pending_fn();
         if (!spilled_.empty()) {
             // Spilled events come before everything still in the ring.
             EventCopies s = std::move(spilled_.front());
@@ -285,17 +299,40 @@ int64_t EventLog::spill(uint32_t want) noexcept {
 int EventLog::set_fn(CallbackRef cb) noexcept {
     if (poll_mode_) return KVREG_EINVAL;
     if (in_callback()) return KVREG_EBUSY; // would wait for itself
-    // Hold the role while swapping: then the old callback is not running and cannot start.
-    while (!try_take_role()) {
-        role_waiters_.fetch_add(1, std::memory_order_seq_cst);
-        const uint32_t r = role_.load(std::memory_order_seq_cst);
-        if (r != kIdle) role_.wait(r, std::memory_order_seq_cst);
-        role_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    CallbackRef old;
+    {
+        std::lock_guard<std::mutex> one_setter(set_mu_);
+        pending_cb_ = std::move(cb);
+        swap_.store(kSwapWanted, std::memory_order_seq_cst); // step 6
+        bool holding = false;
+        for (;;) {
+            std::atomic_thread_fence(std::memory_order_seq_cst); // pairs with release_role()'s
+            if (try_take_role()) {
+                holding = true;
+                break;
+            }
+            uint32_t s = swap_.load(std::memory_order_acquire);
+            if (s == kSwapDone) break;
+            if (s == kSwapRoleFree) {
+                swap_.store(kSwapWanted, std::memory_order_seq_cst); // and try the role again
+                continue;
+            }
+            swap_.wait(kSwapWanted, std::memory_order_acquire);
+        }
+        if (holding) {
+            // Nobody else holds the role, so nobody else can install it: do it here, unless
+            // the holder before us did it just before it let go (kSwapWanted or
+            // kSwapRoleFree: not installed yet).
+            if (swap_.load(std::memory_order_acquire) != kSwapDone) std::swap(cb_, pending_cb_);
+            swap_.store(kNoSwap, std::memory_order_relaxed);
+            release_role();
+        } else {
+            swap_.store(kNoSwap, std::memory_order_relaxed);
+        }
+        old = std::move(pending_cb_);
+        if (holding) deliver(); // publishers who found us holding the role left their events to us
     }
-    std::swap(cb_, cb);
-    release_role();
-    deliver(); // publishers who found us holding the role left their events to us
-    cb.reset(); // the old callback's reference: destroy runs here if nobody else shares it
+    old.reset(); // the old callback's reference: destroy runs here if nobody else shares it
     return KVREG_OK;
 }
 

@@ -46,6 +46,17 @@
 //     nobody holds the role. So a publisher waits for a callback only when it takes over a
 //     delivery that already ran past its debt, and then for one callback call.
 //
+//  6. SWAP. kvreg_registry_set_event_fn must not wait for an idle role: under steady load step 5
+//     passes the role from publisher to publisher and it is never idle. So the setter leaves
+//     the new callback in pending_cb_ and raises swap_ to kSwapWanted; whoever holds the role
+//     installs it at its next run boundary (between two callback calls, so the old callback
+//     is not running), leaves the old one in pending_cb_, and sets kSwapDone. A holder that
+//     lets go with the swap still wanted moves it to kSwapRoleFree instead, and the setter
+//     takes the idle role and installs it itself. The setter raises kSwapWanted, fences, then
+//     tries the role; release_role() stores kIdle, fences, then looks at swap_ (step 4's
+//     pattern): either the setter finds the role idle or the holder sees the swap. So the
+//     setter waits for at most the callback call in progress.
+//
 // Whole-registry operations (kvreg_registry_clear, kvreg_registry_snapshot) take every shard
 // lock in index order, so while they hold them no id is being taken or published: the Cleared
 // event's id, or a snapshot's position (next_id_ read under all the locks), is a clean cut of
@@ -66,6 +77,11 @@
 //   kDraining  a thread is moving published events out of the ring (outside any callback);
 //   kCalling   that thread is inside the user's callback (calls it makes are nested);
 //   kHandedOff the deliverer left the role to the committed successor (step 5), who takes it.
+// States of a callback swap (swap_; step 6):
+//   kNoSwap       no setter is waiting;
+//   kSwapWanted   pending_cb_ holds the new callback: the role holder installs it;
+//   kSwapDone     installed; pending_cb_ holds the old callback, for the setter to drop;
+//   kSwapRoleFree the holder let go of the role with the swap still wanted: the setter takes it.
 // States of the hand-over offer (handoff_):
 //   kNoHandoff        the deliverer still owes events (or nobody delivers);
 //   kHandoffWanted    the deliverer has paid its debt: the next publisher should take over;
@@ -130,6 +146,7 @@ private:
     friend class EventBatch;
     enum Role : uint32_t { kIdle = 0, kDraining = 1, kCalling = 2, kHandedOff = 3 };
     enum Handoff : uint32_t { kNoHandoff = 0, kHandoffWanted = 1, kSuccessorWaiting = 2 };
+    enum Swap : uint32_t { kNoSwap = 0, kSwapWanted = 1, kSwapDone = 2, kSwapRoleFree = 3 };
     // Events a deliverer delivers for others beyond what it owed before it asks to be relieved
     // (step 5): enough that runs stay long and the role does not bounce between producers of
     // a fast callback, few enough that a call's own latency stays bounded.
@@ -201,6 +218,8 @@ private:
     bool take_over() noexcept;
     // Step 5, deliverer side: leave the role to the committed successor.
     void hand_over() noexcept;
+    // Step 6, holder side: install the callback a setter left in pending_cb_.
+    void install_pending_fn() noexcept;
     // Delivers until nothing is left (false: the caller still holds the role and lets go, step
     // 4) or until it handed the role over (true). `owed`: ids below it are this thread's debt.
     bool deliver_as_holder(uint64_t owed) noexcept;
@@ -265,6 +284,11 @@ private:
 
     // The callback; replaced only by a thread holding the role, read only by the holder.
     CallbackRef cb_;
+    // Step 6: one setter at a time; pending_cb_ belongs to the setter, except while swap_ is
+    // kSwapWanted, when it belongs to the role holder.
+    std::mutex set_mu_;
+    alignas(64) std::atomic<uint32_t> swap_{kNoSwap};
+    CallbackRef pending_cb_;
 
     // Statistics: written only by the role holder, read by anyone.
     std::atomic<uint64_t> registers_{0}, removes_{0}, cleared_{0}, dropped_{0};

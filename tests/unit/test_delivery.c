@@ -655,6 +655,162 @@ static void test_setter_is_not_starved_by_a_producer(void **state) {
     pthread_mutex_destroy(&s.mu);
 }
 
+/* ---- a setter is not starved by producers that keep the delivery busy ------------------- *
+ * Four producer threads (more threads than this host's cores) register and release blocks of
+ * their own without pause, and the callback is slower than they are (it spins 2 us an event), so
+ * the ring never empties: the delivery role passes from producer to producer by hand-over and is never idle.
+ * A replacement of the callback used to wait for an idle role, so it waited as long as the
+ * load lasted (a review measured calls of up to 70 s). The replacement must now happen at a
+ * run boundary: while the producers are still running, with the old callback's user_data
+ * destroyed before the call returns, the old callback never called afterwards, and no event
+ * lost or delivered twice across the change. */
+#define BUSY_PRODUCERS 4
+#define BUSY_RUN_S 8 /* a producer stops by itself after this long (the old library's fate) */
+
+typedef struct busy_swap {
+    kvreg_registry *reg;
+    kvreg_pool *pools[BUSY_PRODUCERS];
+    pthread_mutex_t mu; /* guards everything below */
+    int swapped, stop, status, old_destroyed, timed_out;
+    size_t old_calls, old_calls_after, new_events, events;
+    uint64_t produced; /* events the producers' calls emitted */
+    uint64_t next_id;
+    int gap;
+} busy_swap;
+
+typedef struct busy_producer {
+    busy_swap *s;
+    int index;
+} busy_producer;
+
+static void spin_us(long us) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static void busy_count(busy_swap *s, const kvreg_event *ev, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].event_id != s->next_id) s->gap = 1;
+        s->next_id = ev[i].event_id + 1;
+    }
+    s->events += n;
+}
+
+static void busy_old_fn(const kvreg_event *ev, size_t n, void *ud) {
+    busy_swap *s = ud;
+    pthread_mutex_lock(&s->mu);
+    busy_count(s, ev, n);
+    s->old_calls++;
+    if (s->swapped) s->old_calls_after++;
+    pthread_mutex_unlock(&s->mu);
+    spin_us(2 * (long)n);
+}
+
+static void busy_new_fn(const kvreg_event *ev, size_t n, void *ud) {
+    busy_swap *s = ud;
+    pthread_mutex_lock(&s->mu);
+    busy_count(s, ev, n);
+    s->new_events += n;
+    pthread_mutex_unlock(&s->mu);
+    spin_us(2 * (long)n);
+}
+
+static void busy_old_destroy(void *ud) {
+    busy_swap *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->old_destroyed++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *busy_produce(void *p) {
+    busy_producer *bp = p;
+    busy_swap *s = bp->s;
+    const time_t give_up = time(NULL) + BUSY_RUN_S;
+    for (uint64_t i = 0;; i++) {
+        pthread_mutex_lock(&s->mu);
+        const int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        if (time(NULL) > give_up) {
+            pthread_mutex_lock(&s->mu);
+            s->timed_out = 1;
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        kvreg_block h;
+        kvreg_block_desc d = desc(((uint64_t)bp->index << 32) | (i % 64));
+        if (kvreg_register(s->pools[bp->index], &d, &h) != KVREG_OK ||
+            kvreg_release(s->pools[bp->index], h) != KVREG_OK) {
+            pthread_mutex_lock(&s->mu);
+            s->status = -1;
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        s->produced += 2;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+static size_t busy_old_calls(busy_swap *s) {
+    pthread_mutex_lock(&s->mu);
+    const size_t n = s->old_calls;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void test_setter_is_not_starved_by_busy_producers(void **state) {
+    (void)state;
+    busy_swap s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    kvreg_config *cfg;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set_event_fn(cfg, busy_old_fn, &s, busy_old_destroy), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&s.reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg); /* the registry now holds the old user_data's only reference */
+    busy_producer bp[BUSY_PRODUCERS];
+    job jobs[BUSY_PRODUCERS];
+    for (int i = 0; i < BUSY_PRODUCERS; i++) {
+        char name[8] = {'P', (char)('0' + i), 0};
+        assert_int_equal(kvreg_pool_new(&s.pools[i], s.reg, name), KVREG_OK);
+        bp[i].s = &s;
+        bp[i].index = i;
+    }
+    for (int i = 0; i < BUSY_PRODUCERS; i++) job_start(&jobs[i], busy_produce, &bp[i]);
+    /* Replace the callback once the old one is busy. */
+    const time_t give_up = time(NULL) + WATCHDOG_S;
+    while (busy_old_calls(&s) < 20 && time(NULL) <= give_up) sched_yield();
+    assert_true(busy_old_calls(&s) >= 20);
+    assert_int_equal(kvreg_registry_set_event_fn(s.reg, busy_new_fn, &s, NULL), KVREG_OK);
+    pthread_mutex_lock(&s.mu);
+    s.swapped = 1;
+    const int destroyed_on_return = s.old_destroyed;
+    pthread_mutex_unlock(&s.mu);
+    /* More swaps under the same load: each is installed by whichever thread holds the role,
+     * or by the setter when the role is free (both paths, for the sanitizer runs). */
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(kvreg_registry_set_event_fn(s.reg, busy_new_fn, &s, NULL), KVREG_OK);
+    pthread_mutex_lock(&s.mu);
+    const int producers_gave_up = s.timed_out;
+    s.stop = 1;
+    pthread_mutex_unlock(&s.mu);
+    for (int i = 0; i < BUSY_PRODUCERS; i++) assert_true(job_finish(&jobs[i]));
+    assert_int_equal(s.status, 0);
+    assert_int_equal(producers_gave_up, 0); /* the swap did not wait for the load to end */
+    assert_int_equal(destroyed_on_return, 1);
+    assert_int_equal(kvreg_registry_flush(s.reg), KVREG_OK);
+    assert_int_equal(s.old_calls_after, 0);
+    assert_int_equal(s.gap, 0);
+    assert_true(s.events == s.produced); /* every event once, across the change */
+    kvreg_registry_free(s.reg);
+    assert_int_equal(s.old_destroyed, 1);
+    pthread_mutex_destroy(&s.mu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_event_calls_do_not_wait_for_a_stuck_callback),
@@ -667,6 +823,7 @@ int main(void) {
         cmocka_unit_test(test_deliverer_hands_over_to_a_producer),
         cmocka_unit_test(test_set_event_fn_hands_over_to_a_producer),
         cmocka_unit_test(test_setter_is_not_starved_by_a_producer),
+        cmocka_unit_test(test_setter_is_not_starved_by_busy_producers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
