@@ -369,7 +369,8 @@ KVREG_API int kvreg_registry_set_event_fn(kvreg_registry *reg, kvreg_event_fn fn
  * (0 when the queue is empty). Event tokens point into the registry and stay valid until the
  * next kvreg_registry_poll() on this registry (by any thread) or its free: with several
  * pollers, each event goes to one of them, and a poller that reads tokens must copy them before
- * another poll can run (serialize the pollers). KVREG_EINVAL in INLINE mode. */
+ * another poll can run (serialize the pollers). KVREG_EINVAL in INLINE mode. KVREG_EBUSY while a
+ * publisher (kvreg_net.h, kvreg_nats.h) takes the registry's events: it is their only poller. */
 KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                   size_t *n_events) KVREG_NOEXCEPT;
 
@@ -379,8 +380,8 @@ KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t 
  * The waiting thread first spins for a few microseconds (512 pause instructions, yielding its
  * CPU after every 64, so that on a machine with more threads than CPUs the threads producing
  * events run meanwhile), then sleeps in the kernel (no timer ticks): a producer that delivers
- * every few microseconds then pays no wake-up per batch, and an idle consumer costs nothing. KVREG_EINVAL in INLINE mode or for
- * timeout_ms < -1. */
+ * every few microseconds then pays no wake-up per batch, and an idle consumer costs nothing.
+ * KVREG_EINVAL in INLINE mode or for timeout_ms < -1; KVREG_EBUSY as kvreg_registry_poll. */
 KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                        size_t *n_events, int timeout_ms) KVREG_NOEXCEPT;
 

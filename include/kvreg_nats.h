@@ -65,11 +65,14 @@ KVREG_API int kvreg_nats_available(void) KVREG_NOEXCEPT;
  * without tokens are skipped and counted, as for live events).
  *
  * Thread-safety and lifetime as kvreg_publisher (kvreg_net.h): configure, start, stop and free
- * from one thread; stat from any thread. The registry must outlive the publisher and must
- * have no other poller. libnats runs its own threads for the connection. */
+ * from one thread; stat from any thread. The registry must outlive the publisher. The
+ * publisher is its only poller: until kvreg_nats_publisher_free(), kvreg_registry_poll() and
+ * kvreg_registry_poll_wait() on it return KVREG_EBUSY, and so does creating another publisher
+ * (ZeroMQ or NATS) for it. libnats runs its own threads for the connection. */
 typedef struct kvreg_nats_publisher kvreg_nats_publisher;
 
-/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. Connects nothing. */
+/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. KVREG_EBUSY: another
+ * publisher (ZeroMQ or NATS) takes reg's events. Connects nothing. */
 KVREG_API int kvreg_nats_publisher_new(kvreg_nats_publisher **out,
                                        kvreg_registry *reg) KVREG_NOEXCEPT;
 /* Stops it if it runs, then frees it. NULL-safe. */

@@ -64,8 +64,10 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
  * registry's events with kvreg_registry_poll_wait(), encodes them (KVREG_WIRE_VLLM by
  * default), and sends one batch per encoded payload (vLLM's format needs every Register's
  * tokens: register with tokens, or see KVREG_PUB_STAT_EVENTS_SKIPPED). The engine's threads only queue events
- * (POLL delivery): they never wait for the network. The publisher must be the registry's only
- * poller. Sends never block: a batch the PUB socket cannot take (a subscriber is slower than
+ * (POLL delivery): they never wait for the network. The publisher is the registry's only
+ * poller: from kvreg_publisher_new() to kvreg_publisher_free(), kvreg_registry_poll() and
+ * kvreg_registry_poll_wait() on it return KVREG_EBUSY, and so does creating another publisher
+ * (ZeroMQ or NATS) for it. Sends never block: a batch the PUB socket cannot take (a subscriber is slower than
  * the high-water mark allows) is dropped and counted, and its seq is still used, so
  * subscribers see the gap and can fill it from the replay ring, which keeps every batch.
  *
@@ -106,8 +108,9 @@ typedef struct kvreg_publisher kvreg_publisher;
 #define KVREG_PUB_REPLAY_BUSY "kvreg-replay-busy"
 #define KVREG_PUB_REPLAY_GONE "kvreg-replay-gone"
 
-/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. Nothing is opened
- * and no thread starts until kvreg_publisher_start(). */
+/* KVREG_EINVAL: out or reg NULL, or reg not in KVREG_DELIVERY_POLL mode. KVREG_EBUSY: another
+ * publisher (ZeroMQ or NATS) takes reg's events. Nothing is opened and no thread starts until
+ * kvreg_publisher_start(). */
 KVREG_API int kvreg_publisher_new(kvreg_publisher **out, kvreg_registry *reg) KVREG_NOEXCEPT;
 /* Stops it if it runs (kvreg_publisher_stop) and frees it. NULL-safe. */
 KVREG_API void kvreg_publisher_free(kvreg_publisher *pub) KVREG_NOEXCEPT;

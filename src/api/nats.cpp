@@ -9,7 +9,10 @@
 #include "nats/publisher.hpp"
 
 struct kvreg_nats_publisher {
-    explicit kvreg_nats_publisher(kvreg_registry *reg) : impl(reg) {}
+    // new() took the registry's events (KVREG_EBUSY if a publisher had them); declared before
+    // impl, so they are given back after impl stopped polling them.
+    explicit kvreg_nats_publisher(kvreg_registry *reg) : events(reg), impl(reg) {}
+    kvreg::TakenEvents events;
     kvreg::nats::Publisher impl;
 };
 struct kvreg_nats_consumer {
@@ -24,8 +27,10 @@ KVREG_API int kvreg_nats_available(void) noexcept { return 1; }
 
 KVREG_API int kvreg_nats_publisher_new(kvreg_nats_publisher **out, kvreg_registry *reg) noexcept {
     if (!out || !reg || !reg->log.poll_mode()) return KVREG_EINVAL;
+    if (!reg->log.take_events()) return KVREG_EBUSY;
+    kvreg::TakenEvents taken(reg); // given back if what follows throws
     KVREG_GUARD_BEGIN
-    *out = new kvreg_nats_publisher(reg);
+    *out = new kvreg_nats_publisher(taken.release());
     return KVREG_OK;
     KVREG_GUARD_END
 }

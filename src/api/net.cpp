@@ -13,7 +13,10 @@
 #include "net/subscriber.hpp"
 
 struct kvreg_publisher {
-    explicit kvreg_publisher(kvreg_registry *reg) : impl(reg) {}
+    // new() took the registry's events (KVREG_EBUSY if a publisher had them); declared before
+    // impl, so they are given back after impl stopped polling them.
+    explicit kvreg_publisher(kvreg_registry *reg) : events(reg), impl(reg) {}
+    kvreg::TakenEvents events;
     kvreg::net::Publisher impl;
 };
 struct kvreg_subscriber {
@@ -36,8 +39,10 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
 
 KVREG_API int kvreg_publisher_new(kvreg_publisher **out, kvreg_registry *reg) noexcept {
     if (!out || !reg || !reg->log.poll_mode()) return KVREG_EINVAL;
+    if (!reg->log.take_events()) return KVREG_EBUSY;
+    kvreg::TakenEvents taken(reg); // given back if what follows throws
     KVREG_GUARD_BEGIN
-    *out = new kvreg_publisher(reg);
+    *out = new kvreg_publisher(taken.release());
     return KVREG_OK;
     KVREG_GUARD_END
 }

@@ -353,10 +353,17 @@ int EventLog::flush() noexcept {
 
 int EventLog::poll(kvreg_event *out, size_t cap, size_t *n) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
+    if (events_taken_.load(std::memory_order_acquire)) return KVREG_EBUSY;
     return queue_.take(out, cap, n);
 }
 
 int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
+    if (!poll_mode_) return KVREG_EINVAL;
+    if (events_taken_.load(std::memory_order_acquire)) return KVREG_EBUSY;
+    return owner_poll_wait(out, cap, n, timeout_ms);
+}
+
+int EventLog::owner_poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
     if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
     return queue_.take(out, cap, n);

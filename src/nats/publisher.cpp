@@ -1,5 +1,6 @@
 // The NATS publisher's setup, sender thread and ack handling (see publisher.hpp).
 #include "nats/publisher.hpp"
+#include "core/registry.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -638,7 +639,7 @@ void Publisher::run() noexcept {
         const int hb = heartbeat();
         if (hb >= 0 && (timeout < 0 || hb < timeout)) timeout = stopping ? 0 : hb;
         size_t n = 0;
-        kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
+        reg_->log.owner_poll_wait(events.data(), events.size(), &n, timeout);
         bool cut = false;
         // Events of ids already covered by a snapshot are done; a jump in ids means the
         // registry's queue overflowed: resync first (the snapshot covers everything polled).

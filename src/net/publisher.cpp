@@ -6,6 +6,7 @@
 #include <climits>
 #include <system_error>
 
+#include "core/registry.hpp"
 #include "net/endpoint.hpp"
 #include "net/instance.hpp"
 #include "net/zmq.hpp"
@@ -310,7 +311,7 @@ void Publisher::run() noexcept {
         // wait and the socket cannot be waited on together).
         const int timeout = stopping || replay_ready ? 0 : router_ ? static_cast<int>(replay_poll_ms_) : -1;
         size_t n = 0;
-        kvreg_registry_poll_wait(reg_, events.data(), events.size(), &n, timeout);
+        reg_->log.owner_poll_wait(events.data(), events.size(), &n, timeout);
         if (n) {
             publish(events.data(), n);
             // After publish(), never before: between taking events from the queue and making

@@ -18,6 +18,7 @@
 #include <kvreg.h>
 #include <kvreg_index.h>
 #include <kvreg_nats.h>
+#include <kvreg_net.h>
 
 
 #include "nats_world.h"
@@ -37,6 +38,22 @@ static void test_api(void **state) {
     assert_int_equal(kvreg_nats_publisher_set(e.pub, KVREG_NATS_PUB_OPT_MAX_IN_FLIGHT, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_nats_publisher_set(e.pub, KVREG_NATS_PUB_OPT_FORMAT, KVREG_WIRE_SGLANG), KVREG_EINVAL);
     assert_int_equal(kvreg_nats_publisher_set(e.pub, 999, 1), KVREG_EINVAL);
+    {
+        /* The publisher takes the registry's events: no other poller, no second publisher
+         * (of either kind). Both used to succeed. */
+        kvreg_event ev[4];
+        size_t n = 99;
+        assert_int_equal(kvreg_registry_poll(e.reg, ev, 4, &n), KVREG_EBUSY);
+        assert_int_equal(kvreg_registry_poll_wait(e.reg, ev, 4, &n, 0), KVREG_EBUSY);
+        assert_int_equal(n, 99);
+        kvreg_nats_publisher *second = NULL;
+        assert_int_equal(kvreg_nats_publisher_new(&second, e.reg), KVREG_EBUSY);
+        assert_null(second);
+        kvreg_publisher *zmq_pub = NULL;
+        const int rc = kvreg_publisher_new(&zmq_pub, e.reg);
+        assert_true(rc == KVREG_EBUSY || rc == KVREG_ENOTSUP); /* ENOTSUP: built without libzmq */
+        assert_null(zmq_pub);
+    }
     assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_NAMESPACE, "a.b"), KVREG_OK);
     assert_int_equal(kvreg_nats_publisher_start(e.pub), KVREG_EINVAL); /* '.' in a token */
     engine_close(&e);

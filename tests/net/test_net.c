@@ -97,6 +97,17 @@ static void publisher_arguments(void **state) {
     assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
     kvreg_config_free(cfg);
     assert_int_equal(kvreg_publisher_new(&pub, reg), KVREG_OK);
+    /* The publisher takes the registry's events: nobody else may poll them (each event would
+     * go to one of the pollers, and a poll frees the tokens of the events another one holds),
+     * and a second publisher would take half of them. Both used to succeed. */
+    kvreg_event ev[4];
+    size_t n = 99;
+    assert_int_equal(kvreg_registry_poll(reg, ev, 4, &n), KVREG_EBUSY);
+    assert_int_equal(kvreg_registry_poll_wait(reg, ev, 4, &n, 0), KVREG_EBUSY);
+    assert_int_equal(n, 99);
+    kvreg_publisher *second = NULL;
+    assert_int_equal(kvreg_publisher_new(&second, reg), KVREG_EBUSY);
+    assert_null(second);
     assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_BUFFER_STEPS, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_FORMAT, KVREG_WIRE_DYNAMO_JSON), KVREG_EINVAL);
     assert_int_equal(kvreg_publisher_set(pub, 999, 1), KVREG_EINVAL);
@@ -106,6 +117,11 @@ static void publisher_arguments(void **state) {
     assert_int_equal(kvreg_publisher_start(pub), KVREG_EINVAL);
     assert_int_equal(kvreg_publisher_stop(pub), KVREG_OK); /* never started */
     kvreg_publisher_free(pub);
+    /* Freed: the events are the registry's again, for a poller or another publisher. */
+    assert_int_equal(kvreg_registry_poll(reg, ev, 4, &n), KVREG_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(kvreg_publisher_new(&second, reg), KVREG_OK);
+    kvreg_publisher_free(second);
     kvreg_registry_free(reg);
     kvreg_registry_free(inline_reg);
     kvreg_publisher_free(NULL);
