@@ -69,7 +69,8 @@ extern "C" {
 #define KVREG_EEXIST (-5)    /* the hash is already registered in this pool */
 #define KVREG_ENOENT (-6)    /* no such hash in this pool / nothing stored */
 #define KVREG_ESTALE (-7)    /* released, double-released, foreign handle or freed pool */
-#define KVREG_EBUSY (-8)     /* not allowed from inside an event callback of this registry */
+#define KVREG_EBUSY (-8)     /* not allowed now: from inside an event callback of this registry,
+                                or its events are taken by a publisher */
 #define KVREG_EOVERFLOW (-9) /* a limit would be passed: a count (references, pools, blocks per
                              * shard) or a size no buffer can have (tokens, blocks) */
 #define KVREG_ENOTSUP (-10)  /* the feature was not built into this library (kvreg_features()) */

@@ -21,7 +21,7 @@ KVREG_API const char *kvreg_strerror(int status) noexcept {
     case KVREG_EEXIST: return "hash already registered in this pool";
     case KVREG_ENOENT: return "not found";
     case KVREG_ESTALE: return "stale handle: released, foreign, or pool freed";
-    case KVREG_EBUSY: return "not allowed from inside an event callback";
+    case KVREG_EBUSY: return "not allowed now (from inside an event callback, or the registry's events taken by a publisher)";
     case KVREG_EOVERFLOW: return "limit exceeded (a count such as references or pools, or an impossible size)";
     case KVREG_ENOTSUP: return "feature not built into this library (see kvreg_features)";
     case KVREG_EPROTO: return "malformed input or a failed peer: a payload or frame that does not decode, or a server that cannot be reached or refused";
