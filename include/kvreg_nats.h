@@ -160,7 +160,9 @@ KVREG_API int kvreg_nats_publisher_start(kvreg_nats_publisher *pub) KVREG_NOEXCE
 /* Flush the registry (everything emitted before the call is queued), publish what is queued
  * and wait for every acknowledgment, for at most LINGER_MS; what is left then is counted in
  * KVREG_NATS_PUB_STAT_EVENTS_UNSENT / _BATCHES_UNACKED. Joins the thread and closes the
- * connection. KVREG_OK also when not running. */
+ * connection. A server that stops reading holds it up to 2 s more (every write has a 2 s
+ * deadline; past it the connection is dropped and reconnects). When it returns, no
+ * acknowledgment callback is running or will run. KVREG_OK also when not running. */
 KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) KVREG_NOEXCEPT;
 
 #define KVREG_NATS_PUB_STAT_BATCHES 1u         /* batches made (= next seq) */
@@ -175,8 +177,9 @@ KVREG_API int kvreg_nats_publisher_stop(kvreg_nats_publisher *pub) KVREG_NOEXCEP
 #define KVREG_NATS_PUB_STAT_RESYNCS 8u         /* resyncs published (Cleared + snapshot) */
 #define KVREG_NATS_PUB_STAT_EVENTS_SKIPPED 9u  /* events the format cannot carry, or too large
                                                   for max_payload alone with the headers */
-#define KVREG_NATS_PUB_STAT_EVENTS_UNSENT 10u  /* left in the registry's queue when stop's bound
-                                                  ran out */
+#define KVREG_NATS_PUB_STAT_EVENTS_UNSENT 10u  /* not in any batch when stop's bound ran out:
+                                                  left in the registry's queue, or taken from
+                                                  it and not yet in a batch */
 #define KVREG_NATS_PUB_STAT_BATCHES_UNACKED 11u /* not acknowledged when stop's bound ran out */
 #define KVREG_NATS_PUB_STAT_ERRORS 12u         /* publish failures (each then retried) and
                                                   encode failures */

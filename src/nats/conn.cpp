@@ -22,6 +22,7 @@ bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uin
               natsOptions_SetServers(opts, nullptr, 0) == NATS_OK &&
               natsOptions_SetURL(opts, url.c_str()) == NATS_OK &&
               natsOptions_SetTimeout(opts, static_cast<int64_t>(timeout_ms)) == NATS_OK &&
+              natsOptions_SetWriteDeadline(opts, kWriteDeadlineMs) == NATS_OK &&
               // A server restart must not end the plane: reconnect for ever, quickly (the
               // publisher bounds what waits meanwhile; see kvreg_nats.h).
               natsOptions_SetAllowReconnect(opts, true) == NATS_OK &&

@@ -14,13 +14,16 @@ namespace kvreg::nats {
 
 // A connection that reconnects for ever, with its JetStream context. Owned by one object.
 struct Conn {
+    static constexpr int64_t kWriteDeadlineMs = 2000;
     natsConnection *nc = nullptr;
     jsCtx *js = nullptr;
     ~Conn() { close(); }
     // Connect to url within timeout_ms; jso (may be NULL) configures the context; ping_ms (0:
     // libnats' 2 min) is how often the client pings the server: two unanswered pings end a
-    // connection that hangs without closing (then it reconnects). false: no server answered
-    // (nothing left open).
+    // connection that hangs without closing (then it reconnects). Writes have a deadline of
+    // kWriteDeadlineMs: a server that stops reading ends the connection (then it reconnects)
+    // instead of blocking the thread that writes, with libnats' connection lock held, for as
+    // long as it hangs. false: no server answered (nothing left open).
     bool open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uint64_t ping_ms = 0) noexcept;
     // Stop the connection's threads (natsConnection_Close joins its reader): after this no
     // message is being delivered to any subscription, so they may be destroyed. libnats 3.4

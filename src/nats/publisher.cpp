@@ -154,11 +154,24 @@ int Publisher::get_string(uint32_t option, std::string &out) const {
 
 int Publisher::start() {
     if (state_ != State::fresh) return KVREG_ESTATE;
+    // The layout fills in the subject for this start only: a start that fails leaves it
+    // empty again, so that the next one follows options changed meanwhile (until 0.6 a failed
+    // start kept it, and the retry published under the old namespace and worker).
+    struct LayoutSubject {
+        Publisher &p;
+        bool filled = false;
+        ~LayoutSubject() {
+            if (!filled || p.state_ == State::running) return;
+            std::lock_guard<std::mutex> lk(p.opts_mu_);
+            p.subject_.clear();
+        }
+    } layout_subject{*this};
     if (subject_.empty()) {
         std::string layout = prefix_ + "." + namespace_ + "." + component_ + "." +
                              std::to_string(worker_) + "." + std::to_string(rank_);
         std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read subject_ now
         subject_.swap(layout);
+        layout_subject.filled = true;
     }
     if (!valid_subject(prefix_) || !valid_token(namespace_) || !valid_token(component_) ||
         !valid_subject(subject_) || !valid_token(stream_) ||
@@ -249,8 +262,21 @@ int Publisher::stop() noexcept {
     // js_PublishAsyncGetPendingList reads it unchecked (a publisher stopped before it published
     // anything crashed here).
     natsMsgList pending = {nullptr, 0};
-    if (conn_.js && published_ && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK)
+    size_t taken_back = 0;
+    if (conn_.js && published_ && js_PublishAsyncGetPendingList(&pending, conn_.js) == NATS_OK) {
+        taken_back = static_cast<size_t>(pending.Count);
         natsMsgList_Destroy(&pending);
+    }
+    {
+        // An ack libnats' delivery thread took out of its pending map before we took the rest
+        // is not in that list, and its callback may not have run yet: libnats calls it after
+        // unlocking, and natsConnection_Close does not join that thread. Wait for every such
+        // callback: each batch in flight is now taken back, waiting for a resend (failed_),
+        // or in a callback about to take mu_. (Until 0.6 stop returned first; the callback
+        // then ran on a freed publisher.)
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return in_flight_ <= failed_.size() + taken_back; });
+    }
     conn_.close();
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -287,10 +313,9 @@ int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
 void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *self_) noexcept {
     auto *self = static_cast<Publisher *>(self_);
     const bool ok = pa && !pae;
-    kvreg_registry *reg = nullptr;
-    // Everything this callback does to the publisher happens under mu_, and the wake-ups
-    // before it unlocks: stop() takes mu_ after closing the connection, so once it has, no
-    // callback still touches the publisher.
+    // Everything this callback does to the publisher (and its registry) happens under mu_,
+    // the wake-ups included: stop() waits under mu_ until every callback libnats started has
+    // run this block, so once it has, none still touches the publisher.
     {
         std::lock_guard<std::mutex> lk(self->mu_);
         if (ok) {
@@ -307,13 +332,12 @@ void Publisher::on_ack(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
             } catch (...) {
                 self->in_flight_--; // out of memory: lost; the consumers see the gap
             }
-            reg = self->reg_;
+            kvreg_registry_wakeup(self->reg_); // the sender thread resends it
         }
         self->stats_[in_flight].store(self->in_flight_, std::memory_order_relaxed);
         self->cv_.notify_all();
     }
-    natsMsg_Destroy(msg); // NULL-safe
-    if (reg) kvreg_registry_wakeup(reg); // the registry outlives the publisher
+    natsMsg_Destroy(msg); // NULL-safe; libnats' message, not ours
 }
 
 // ------------------------------------------------------------------------ the sender thread
@@ -510,7 +534,7 @@ bool Publisher::send_batch(const uint8_t *payload, size_t len, size_t n_events, 
     return true;
 }
 
-bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
+bool Publisher::publish(const kvreg_event *events, size_t n, size_t *done) noexcept {
     for (size_t off = 0; off < n;) {
         // The server's max_payload counts the headers too: the payload gets what they leave.
         // The limit is read again each time: a reconnect may have reached a server with another.
@@ -544,7 +568,10 @@ bool Publisher::publish(const kvreg_event *events, size_t n) noexcept {
             count(errors);
             return true;
         }
-        if (!send_batch(payload, len, used, hdrs)) return false;
+        if (!send_batch(payload, len, used, hdrs)) {
+            if (done) *done = off;
+            return false;
+        }
         off += used;
     }
     return true;
@@ -641,6 +668,7 @@ void Publisher::run() noexcept {
         size_t n = 0;
         reg_->log.owner_poll_wait(events.data(), events.size(), &n, timeout);
         bool cut = false;
+        size_t done = n; // handled; past it stop's bound cut the rest off: unsent
         // Events of ids already covered by a snapshot are done; a jump in ids means the
         // registry's queue overflowed: resync first (the snapshot covers everything polled).
         for (size_t i = 0; i < n && !cut;) {
@@ -651,16 +679,20 @@ void Publisher::run() noexcept {
             }
             if (id > next_event_id_) {
                 cut = !resync();
+                if (cut) done = i;
                 if (next_event_id_ <= id) next_event_id_ = id; // the snapshot failed: go on
                 continue;
             }
             size_t j = i + 1;
             while (j < n && events[j].event_id == id + (j - i)) j++;
-            cut = !publish(events.data() + i, j - i);
+            size_t sent = 0;
+            cut = !publish(events.data() + i, j - i, &sent);
+            if (cut) done = i + sent;
             next_event_id_ = id + (j - i);
             i = j;
         }
-        count(handled, n);
+        count(handled, done);
+        count(unsent, n - done); // taken from the queue, never in a batch (until 0.6: not counted)
         // Drops at the tail of the stream (no later event shows the gap).
         uint64_t dropped = last_dropped_;
         kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped);

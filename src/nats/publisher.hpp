@@ -42,8 +42,9 @@ class Publisher {
     using Clock = std::chrono::steady_clock;
 
     void run() noexcept; // the sender thread
-    // Encode events[0..n) into batches and publish them; false when stopping cut it short.
-    bool publish(const kvreg_event *events, size_t n) noexcept;
+    // Encode events[0..n) into batches and publish them; false when stopping cut it short,
+    // with *done (if given) the events before the cut (in batches, or skipped).
+    bool publish(const kvreg_event *events, size_t n, size_t *done = nullptr) noexcept;
     // A batch's two headers (for seq_) and the bytes they add to its message as the server
     // counts them against max_payload.
     struct BatchHeaders {
