@@ -24,7 +24,10 @@ pub enum ErrorKind {
     NotFound,
     /// KVREG_ESTALE: released, double-released or foreign handle.
     Stale,
-    /// KVREG_EBUSY: not allowed from inside an event callback of this registry.
+    /// KVREG_EBUSY: not allowed now: from inside an event callback of this registry
+    /// (`flush`, replacing the handler); polling a registry, or making a second publisher
+    /// for it, while a [`NatsPublisher`](crate::nats::NatsPublisher) takes its events; a
+    /// [`NatsConsumer::run`](crate::nats::NatsConsumer::run) while another is in progress.
     Busy,
     /// KVREG_EOVERFLOW: a counter would overflow (reference count, pool ids).
     Overflow,

@@ -13,6 +13,7 @@
 use std::ffi::CString;
 use std::os::raw::c_int;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use kvreg_sys as ffi;
@@ -161,8 +162,11 @@ impl Index {
 }
 
 /// An engine's NATS publisher: takes its registry's events (the registry must deliver in
-/// [`Delivery::Poll`](crate::Delivery::Poll); do not poll it yourself) on its own thread and
-/// publishes them into a JetStream stream. Stopped and freed on drop.
+/// [`Delivery::Poll`](crate::Delivery::Poll)) on its own thread and publishes them into a
+/// JetStream stream. Stopped and freed on drop. From `new` until it is dropped it is the
+/// registry's only poller: [`Registry::poll`], `poll_max` and `poll_wait` return
+/// [`ErrorKind::Busy`](crate::ErrorKind::Busy) meanwhile (the library refuses them), and
+/// events stay queued for the publisher.
 pub struct NatsPublisher {
     raw: NonNull<ffi::kvreg_nats_publisher>,
     _registry: Registry, // lent to the C publisher: dropped after it
@@ -174,6 +178,8 @@ unsafe impl Sync for NatsPublisher {}
 
 impl NatsPublisher {
     /// A publisher of registry's events (not connected yet: set options, then `start`).
+    /// `InvalidArgument` for a registry in inline delivery; `Busy` when another publisher
+    /// (ZeroMQ or NATS) already takes its events.
     pub fn new(registry: &Registry) -> Result<NatsPublisher> {
         let mut out: *mut ffi::kvreg_nats_publisher = ptr::null_mut();
         // SAFETY: the registry is live; the clone kept below keeps it so.
@@ -226,16 +232,51 @@ impl Drop for NatsPublisher {
 }
 
 /// A router replica: a durable pull consumer of the stream applying its batches to an
-/// [`Index`]. `run` fetches and applies on the caller's thread; `stop` and `stat` from any.
+/// [`Index`]. `run` fetches and applies on the caller's thread, one run at a time (another
+/// `run` meanwhile is [`ErrorKind::Busy`](crate::ErrorKind::Busy)); `stop` and `stat` work
+/// from any thread, also during a run, so share the consumer (`&NatsConsumer`, an `Arc`) to
+/// stop a `run(-1)`:
+///
+/// ```no_run
+/// use kvreg::nats::{self, Index, NatsConsumer};
+///
+/// let index = Index::new(&[])?;
+/// let mut consumer = NatsConsumer::new(&index)?;
+/// consumer.set_string(nats::KVREG_NATS_URL, "nats://127.0.0.1:4222")?;
+/// consumer.start()?;
+/// std::thread::scope(|s| {
+///     let runner = s.spawn(|| consumer.run(-1)); // until stopped
+///     // ... later, from this thread:
+///     consumer.stop().unwrap();
+///     runner.join().unwrap()
+/// })?;
+/// # Ok::<(), kvreg::Error>(())
+/// ```
+///
+/// Configuring (`set*`, `start`) and `snapshot`/`worker` take `&mut self`, so they never
+/// overlap a run.
 pub struct NatsConsumer {
     raw: NonNull<ffi::kvreg_nats_consumer>,
+    /// Set while a `run` is in the library: the header allows one runner at a time and does
+    /// not check it, so the binding refuses a second one (`Busy`).
+    running: AtomicBool,
     _index: Index, // lent to the C consumer: dropped after it
 }
 
-// SAFETY: run needs &mut self (one thread at a time, as the header asks); stop and stat are
-// documented as callable from any thread.
+// SAFETY: `run` takes `&self` but lets one thread at a time into the library (`running`), as
+// the header asks; `stop` and `stat` are documented as callable from any thread, also during a
+// run; everything else takes `&mut self`, so it never overlaps a run or another call.
 unsafe impl Send for NatsConsumer {}
 unsafe impl Sync for NatsConsumer {}
+
+/// Clears `NatsConsumer::running` when the run ends.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
 
 impl NatsConsumer {
     /// A consumer feeding index (not connected yet: set options, then `start`).
@@ -244,7 +285,7 @@ impl NatsConsumer {
         // SAFETY: the index is live; the clone kept below keeps it so.
         check(unsafe { ffi::kvreg_nats_consumer_new(&mut out, index.inner.raw.as_ptr()) })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::from_code(ffi::KVREG_ENOMEM))?;
-        Ok(NatsConsumer { raw, _index: index.clone() })
+        Ok(NatsConsumer { raw, running: AtomicBool::new(false), _index: index.clone() })
     }
 
     /// A numeric option (`KVREG_NATS_CON_OPT_*`), before `start`.
@@ -268,14 +309,27 @@ impl NatsConsumer {
         check(unsafe { ffi::kvreg_nats_consumer_start(self.raw.as_ptr()) }).map(|_| ())
     }
 
-    /// Fetch and apply for `timeout_ms` (0: one fetch of what is ready; -1: until `stop`).
-    pub fn run(&mut self, timeout_ms: i32) -> Result<()> {
-        // SAFETY: live pointer; &mut self: one run at a time.
+    /// Fetch and apply for `timeout_ms` (0: one fetch of what is ready; -1: until `stop`),
+    /// on this thread. One run at a time: `Busy` while another thread's `run` is in progress.
+    /// `InvalidState` before `start`; `InvalidArgument` for `timeout_ms < -1`.
+    pub fn run(&self, timeout_ms: i32) -> Result<()> {
+        if self
+            .running
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(Error::from_code(ffi::KVREG_EBUSY));
+        }
+        let _running = Running(&self.running);
+        // SAFETY: live pointer; `running` lets one run at a time into the library, and the
+        // calls that may not overlap a run take &mut self.
         check(unsafe { ffi::kvreg_nats_consumer_run(self.raw.as_ptr(), timeout_ms as c_int) })
             .map(|_| ())
     }
 
-    /// Make a `run` in progress return within one fetch wait.
+    /// Make the `run` in progress return within one fetch wait (about 100 ms). A stop no run
+    /// has seen yet (none was in progress, or it was returning anyway) makes the next `run`
+    /// return at once. Any thread.
     pub fn stop(&self) -> Result<()> {
         // SAFETY: live pointer; any thread.
         check(unsafe { ffi::kvreg_nats_consumer_stop(self.raw.as_ptr()) }).map(|_| ())

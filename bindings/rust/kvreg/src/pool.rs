@@ -253,13 +253,21 @@ impl Pool {
     }
 
     /// Registers blocks `first .. first + count` of `seq`; one result per block.
-    /// `OutOfRange` (nothing registered) if the range passes the complete blocks.
+    /// `OutOfRange` (nothing registered, nothing allocated) if the range passes the complete
+    /// blocks.
     pub fn register_sequence(
         &self,
         seq: &Sequence,
         first: usize,
         count: usize,
     ) -> Result<Vec<Result<Block>>> {
+        // The library's own check, made before the outputs are sized by `count`: a wild count
+        // must be an error, not an allocation that aborts the process. `seq` is borrowed and
+        // not `Sync`, so it cannot change between this check and the call.
+        let complete = seq.num_blocks();
+        if first > complete || count > complete - first {
+            return Err(Error::from_code(ffi::KVREG_ERANGE));
+        }
         let mut blocks = vec![ffi::KVREG_BLOCK_NONE; count];
         let mut status = vec![ffi::KVREG_OK; count];
         // SAFETY: both output arrays have `count` elements.

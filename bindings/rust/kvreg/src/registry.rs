@@ -404,12 +404,14 @@ impl Registry {
     }
 
     /// Poll mode: takes every queued event, oldest first (empty when none).
-    /// `InvalidArgument` in inline mode.
+    /// `InvalidArgument` in inline mode. `Busy` while a publisher
+    /// ([`NatsPublisher`](crate::nats::NatsPublisher)) takes this registry's events, from its
+    /// `new` until it is dropped: it must be their only poller (the library refuses other polls).
     pub fn poll(&self) -> Result<Vec<Event>> {
         self.poll_max(usize::MAX)
     }
 
-    /// Poll mode: takes up to `max` queued events, oldest first.
+    /// Poll mode: takes up to `max` queued events, oldest first. Errors as `poll`.
     pub fn poll_max(&self, max: usize) -> Result<Vec<Event>> {
         if max == 0 {
             return Ok(Vec::new());
@@ -422,7 +424,8 @@ impl Registry {
     /// (after a short spin that yields the CPU, in the kernel) until one is, until `wakeup()` is called, or until
     /// `timeout` has passed (`None`: no limit; `Some(Duration::ZERO)`: no wait; a timeout of
     /// about 24.8 days or more counts as no limit). Returns an empty Vec after a wake-up or a
-    /// timeout. `InvalidArgument` in inline mode; `max == 0` returns at once.
+    /// timeout. `InvalidArgument` in inline mode; `Busy` while a publisher takes the events
+    /// (see `poll`); `max == 0` returns at once.
     ///
     /// Pollers are serialised (see `poll`), so while one thread sleeps here, other pollers wait
     /// for it; `wakeup()` ends all of those waits.
@@ -473,7 +476,11 @@ impl Registry {
                     None => ffi::kvreg_registry_poll(self.as_ptr(), buf.as_mut_ptr(), want, &mut n),
                 }
             };
-            check(status)?;
+            if status < 0 {
+                // Events already taken are the caller's: return them, and the next poll
+                // reports the error (e.g. `Busy`: a publisher was created since).
+                return if out.is_empty() { Err(Error::from_code(status)) } else { Ok(out) };
+            }
             // SAFETY: the first n elements were just initialised by the library.
             unsafe { buf.set_len(n.min(want)) };
             // SAFETY: tokens stay valid until the next poll, which poll_lock holds off.

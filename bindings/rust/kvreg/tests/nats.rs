@@ -4,10 +4,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvreg::nats::{self, Index, NatsConsumer, NatsPublisher};
-use kvreg::{hash_blocks, BlockDesc, Delivery, ErrorKind, Registry, ROUTER_SALT};
+use kvreg::{hash_blocks, BlockDesc, Delivery, Error, ErrorKind, Registry, ROUTER_SALT};
 
 struct Server {
     child: Child,
@@ -54,7 +57,10 @@ fn server() -> Option<Server> {
             return None;
         }
     };
-    let dir = std::env::temp_dir().join(format!("kvreg-rs-nats-{}", std::process::id()));
+    // One directory per server: the tests run in parallel, each with its own server.
+    static SERVERS: AtomicUsize = AtomicUsize::new(0);
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kvreg-rs-nats-{}-{}", std::process::id(), n));
     std::fs::create_dir_all(&dir).unwrap();
     let child = Command::new(exe)
         .args(["-js", "-sd"]).arg(dir.join("store"))
@@ -176,4 +182,141 @@ fn start_without_server_fails() {
     assert_eq!(publisher.start().unwrap_err().kind(), ErrorKind::Protocol);
     assert_eq!(publisher.set_string(nats::KVREG_NATS_URL, "a\0b").unwrap_err().kind(),
                ErrorKind::InvalidArgument);
+}
+
+/// Runs f on its own thread and gives its result, or fails the test after 10 s (a run that
+/// was never stopped would otherwise hang the suite).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("timed out: {}", what))
+}
+
+/// `run(-1)` runs "until stopped" (kvreg_nats.h): `stop` from another thread must be able to
+/// end it, so `run` takes `&self` and a second concurrent `run` is `Busy` (the library allows
+/// one runner at a time and does not check it itself).
+#[test]
+fn a_running_consumer_is_stopped_from_another_thread() {
+    let s = match server() {
+        Some(s) => s,
+        None => return,
+    };
+    // The stream the consumer reads must exist: a publisher's start creates it.
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let mut publisher = NatsPublisher::new(&registry).unwrap();
+    publisher.set_string(nats::KVREG_NATS_URL, &s.url).unwrap();
+    publisher.set_string(nats::KVREG_NATS_STREAM, "RSSTOP").unwrap();
+    publisher.set_string(nats::KVREG_NATS_SUBJECT_PREFIX, "rs.stop").unwrap();
+    wait_for("the publisher to start", || publisher.start().is_ok());
+
+    let index = Index::new(&[]).unwrap();
+    let mut consumer = NatsConsumer::new(&index).unwrap();
+    consumer.set_string(nats::KVREG_NATS_URL, &s.url).unwrap();
+    consumer.set_string(nats::KVREG_NATS_STREAM, "RSSTOP").unwrap();
+    consumer.set_string(nats::KVREG_NATS_DURABLE, "rs-stop").unwrap();
+    consumer.start().unwrap();
+    let consumer = Arc::new(consumer);
+
+    // The runner: run(-1) until stopped (retrying while this thread's run(0) below has the
+    // consumer).
+    let runner = {
+        let consumer = Arc::clone(&consumer);
+        let (tx, rx) = mpsc::channel::<Result<(), Error>>();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let r = loop {
+                match consumer.run(-1) {
+                    Err(e) if e.kind() == ErrorKind::Busy && Instant::now() < deadline => continue,
+                    r => break r,
+                }
+            };
+            tx.send(r).unwrap();
+        });
+        rx
+    };
+    // Once the runner is in run(-1), another run is refused rather than racing it.
+    wait_for("the runner to be in run(-1)", || {
+        matches!(consumer.run(0), Err(e) if e.kind() == ErrorKind::Busy)
+    });
+    consumer.stat(nats::KVREG_NATS_CON_STAT_MESSAGES).unwrap(); // any thread, during a run
+    consumer.stop().unwrap();
+    runner.recv_timeout(Duration::from_secs(10)).expect("stop() ended run(-1)").unwrap();
+
+    // A stop before the run ends the next run (the header's "current (or next) run").
+    consumer.stop().unwrap();
+    let c = Arc::clone(&consumer);
+    within("a stopped run(-1)", move || c.run(-1)).unwrap();
+    // The runner is gone: runs work again, and the consumer is exclusive once more.
+    consumer.run(0).unwrap();
+    let mut consumer = Arc::try_unwrap(consumer).ok().expect("the runner dropped its handle");
+    assert_eq!(consumer.worker(1, 0).unwrap(), None);
+    publisher.stop().unwrap();
+}
+
+/// A publisher (from `new` until it is dropped) is its registry's only poller: the library
+/// refuses other polls and a second publisher with KVREG_EBUSY, which the binding reports as
+/// `ErrorKind::Busy`. Events stay queued for the publisher meanwhile. Needs no server.
+#[test]
+fn a_publisher_is_its_registrys_only_poller() {
+    let registry = Registry::builder().delivery(Delivery::Poll).keep_tokens(true).build().unwrap();
+    let publisher = match NatsPublisher::new(&registry) {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(!nats::available());
+            assert_eq!(e.kind(), ErrorKind::NotSupported);
+            println!("skipped: this libkvreg was built without NATS");
+            return;
+        }
+    };
+    let gpu = registry.pool("gpu").unwrap();
+    let info = hash_blocks(&[1, 2, 3, 4], 4, ROUTER_SALT).unwrap()[0];
+    let block = gpu.register(&BlockDesc::from(&info).with_tokens(&[1, 2, 3, 4], 4)).unwrap();
+    registry.flush().unwrap();
+    // An event is queued, so none of these may wait: each is Busy at once (or, without the
+    // library's check, returns the event the publisher owns).
+    assert_eq!(registry.poll().unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(registry.poll_max(1).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(registry.poll_wait(1, None).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(registry.poll_wait(8, Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(NatsPublisher::new(&registry).err().expect("a second publisher").kind(),
+               ErrorKind::Busy);
+    // Freed, the publisher gives the events back; the one it never took is still queued.
+    drop(publisher);
+    let events = registry.poll().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].sequence_hash, info.sequence_hash);
+    gpu.release(block).unwrap();
+    NatsPublisher::new(&registry).unwrap();
+}
+
+/// A publisher keeps its registry alive and a consumer its index: dropping every other handle
+/// first frees nothing the library still uses.
+#[test]
+fn a_publisher_and_a_consumer_keep_what_they_use() {
+    let registry = Registry::builder().delivery(Delivery::Poll).build().unwrap();
+    let weak = registry.downgrade();
+    let publisher = match NatsPublisher::new(&registry) {
+        Ok(p) => p,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::NotSupported);
+            return;
+        }
+    };
+    drop(registry);
+    assert!(weak.upgrade().is_some(), "the publisher holds its registry");
+    publisher.stat(nats::KVREG_NATS_PUB_STAT_BATCHES).unwrap();
+    drop(publisher);
+    assert!(weak.upgrade().is_none(), "freed with the publisher");
+
+    let index = Index::new(&[]).unwrap();
+    let consumer = NatsConsumer::new(&index).unwrap();
+    let mut other = index.clone();
+    drop(index);
+    // The consumer still holds the index: loading into it (which needs the only handle) is
+    // refused until the consumer is gone.
+    let dump = other.dump().unwrap();
+    assert_eq!(other.load(&dump).unwrap_err().kind(), ErrorKind::InvalidState);
+    assert_eq!(consumer.run(0).unwrap_err().kind(), ErrorKind::InvalidState); // not started
+    drop(consumer);
+    other.load(&dump).unwrap();
 }

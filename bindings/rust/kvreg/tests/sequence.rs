@@ -126,3 +126,25 @@ fn registering_from_a_sequence() {
     }
     assert_eq!(pool.size(), 0);
 }
+
+/// A range past the complete blocks is `OutOfRange` before anything is sized by `count`: a wild
+/// count must not make the binding allocate its output arrays first (`vec![_; 1 << 40]` of
+/// handles is 8 TiB, and a failed allocation aborts the process instead of returning).
+#[test]
+fn register_sequence_checks_the_range_before_allocating() {
+    let registry = Registry::new().unwrap();
+    let pool = registry.pool("gpu").unwrap();
+    let seq = Sequence::from_tokens(&tokens(1..=10), 4, ROUTER_SALT).unwrap(); // 2 complete blocks
+    for (first, count) in [(0, 1usize << 40), (0, usize::MAX), (1, usize::MAX), (2, usize::MAX / 8),
+                           (3, 0), (usize::MAX, 1), (usize::MAX, usize::MAX)] {
+        assert_eq!(pool.register_sequence(&seq, first, count).unwrap_err().kind(),
+                   ErrorKind::OutOfRange, "first {} count {}", first, count);
+    }
+    assert_eq!(pool.size(), 0, "a rejected range registers nothing");
+    // The edges that are in range still work.
+    assert!(pool.register_sequence(&seq, 2, 0).unwrap().is_empty());
+    assert!(pool.register_sequence(&seq, 0, 0).unwrap().is_empty());
+    let handles = pool.register_sequence(&seq, 1, 1).unwrap();
+    assert_eq!(handles.len(), 1);
+    pool.release(handles[0].unwrap()).unwrap();
+}
