@@ -5,11 +5,16 @@ package kvreg
 */
 import "C"
 
+import "strconv"
+
 // Error is a libkvreg status code together with the operation that returned it.
 // Compare with the sentinels through errors.Is: errors.Is(err, kvreg.ErrStale).
 type Error struct {
 	Code int    // negative KVREG_E* value
 	Op   string // Go method or C function that failed; empty for the sentinels
+	// detail, when set, replaces kvreg_strerror's text: the binding's own refusals (a Close
+	// while other objects still use the one closed) say what they refused.
+	detail string
 }
 
 // Sentinels, one per KVREG_E* code. They carry no Op, so Is matches any error with their code.
@@ -30,9 +35,13 @@ var (
 	ErrProto = &Error{Code: int(C.KVREG_EPROTO)}
 )
 
-// Error returns "kvreg: <op>: <kvreg_strerror(code)>".
+// Error returns "kvreg: <op>: <kvreg_strerror(code)>" (for the binding's own ErrBusy refusals,
+// what is still open instead of kvreg_strerror's text).
 func (e *Error) Error() string {
-	msg := C.GoString(C.kvreg_strerror(C.int(e.Code)))
+	msg := e.detail
+	if msg == "" {
+		msg = C.GoString(C.kvreg_strerror(C.int(e.Code)))
+	}
 	if e.Op == "" {
 		return "kvreg: " + msg
 	}
@@ -61,4 +70,12 @@ func check(op string, status C.int) error {
 // itself uses for a freed pool, so one errors.Is(err, ErrStale) covers both cases.
 func closedErr(op string) error {
 	return &Error{Code: int(C.KVREG_ESTALE), Op: op + " (closed)"}
+}
+
+// busyErr is what Registry.Close and Index.Close return while n objects of kind what (a
+// NatsPublisher, a NatsConsumer) still use them: the C contract wants those freed first.
+// It matches ErrBusy; nothing was closed.
+func busyErr(op string, n int, what string) error {
+	return &Error{Code: int(C.KVREG_EBUSY), Op: op,
+		detail: "busy: " + strconv.Itoa(n) + " " + what + " still open (close it first)"}
 }

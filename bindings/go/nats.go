@@ -6,9 +6,19 @@ package kvreg
 // loaded library was built with NATS; without it every call returns ErrNotSupported.
 //
 // Borrowing: a NatsPublisher uses its Registry and a NatsConsumer its Index until their
-// Close: close them first. Notices (kvreg_nats_consumer_set_notice_fn) are not bound: the
-// library never calls into Go (see the package comment); the consumer's counters (NatsStat*)
-// count what the notices would say.
+// Close: close them first. Registry.Close and Index.Close refuse with an error matching
+// ErrBusy (and close nothing) while one is open.
+//
+// Calls: the C publisher and consumer are driven by one thread at a time, except for their
+// Stat (and the consumer's Stop), which may come from anywhere. The binding serialises the
+// other calls on one object: a call made while another is in progress waits for it (a Worker
+// or Snapshot from another goroutine waits for a Run in progress to end). Close may come from
+// any goroutine at any time: calls waiting for their turn give up (ErrStale), a Run in
+// progress is stopped, and Close waits for the calls in progress before it frees the object.
+//
+// Notices (kvreg_nats_consumer_set_notice_fn) are not bound: the library never calls into Go
+// (see the package comment); the consumer's counters (NatsStat*) count what the notices would
+// say.
 
 /*
 #include <stdlib.h>
@@ -21,6 +31,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -126,10 +137,14 @@ const (
 	IndexStatWorkers = uint32(C.KVREG_INDEX_STAT_WORKERS)
 )
 
-// Index is a router's kvreg_index, what a NatsConsumer feeds. Close it after its consumers.
+// Index is a router's kvreg_index, what a NatsConsumer feeds. Close it after its consumers
+// (Close returns an error matching ErrBusy while one is open).
 type Index struct {
 	mu  sync.RWMutex
 	ptr *C.kvreg_index
+	// consumers counts the open NatsConsumers feeding this index: changed with mu held
+	// shared (NewNatsConsumer) or after the consumer is freed (its Close), read by Close.
+	consumers atomic.Int32
 }
 
 // NewIndex makes an index with options (kvreg_index_config_set pairs; nil: defaults).
@@ -209,10 +224,15 @@ func (x *Index) Load(dump []byte) error {
 	return check("kvreg_index_load", C.kvreg_index_load(x.ptr, p, C.size_t(len(dump))))
 }
 
-// Close frees the index. Idempotent.
+// Close frees the index. While a NatsConsumer of the index is open it frees nothing and
+// returns an error matching ErrBusy: close the consumer first. Waits for calls in progress on
+// other goroutines. Idempotent.
 func (x *Index) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if n := x.consumers.Load(); n > 0 {
+		return busyErr("Index.Close", int(n), "NatsConsumer")
+	}
 	if x.ptr != nil {
 		C.kvreg_index_free(x.ptr)
 		x.ptr = nil
@@ -222,15 +242,17 @@ func (x *Index) Close() error {
 }
 
 // NatsPublisher publishes a Registry's events (the registry must be in POLL delivery: it
-// takes them on its own thread, so do not poll that registry yourself).
+// takes them on its own thread, so do not poll that registry yourself). Safe for concurrent
+// use: Set, SetString, Start and Stop take turns (see the package's NATS notes), Stat does not
+// wait for them.
 type NatsPublisher struct {
-	mu  sync.RWMutex
-	ptr *C.kvreg_nats_publisher
-	reg *Registry // borrowed: kept reachable
+	g   callGuard
+	ptr *C.kvreg_nats_publisher // valid from a successful g.enter to its g.leave
+	reg *Registry               // borrowed: kept reachable, counted in reg.publishers until Close
 }
 
 // NewNatsPublisher makes a publisher for reg (ErrNotSupported without NATS, ErrInvalid when
-// reg does not deliver in POLL mode).
+// reg does not deliver in POLL mode, ErrBusy when another publisher takes reg's events).
 func NewNatsPublisher(reg *Registry) (*NatsPublisher, error) {
 	reg.mu.RLock()
 	defer reg.mu.RUnlock()
@@ -238,25 +260,31 @@ func NewNatsPublisher(reg *Registry) (*NatsPublisher, error) {
 		return nil, closedErr("kvreg_nats_publisher_new")
 	}
 	p := &NatsPublisher{reg: reg}
-	if err := check("kvreg_nats_publisher_new", C.kvreg_nats_publisher_new(&p.ptr, reg.ptr)); err != nil {
+	p.g.init()
+	if rc := C.kvreg_nats_publisher_new(&p.ptr, reg.ptr); rc == C.KVREG_EBUSY {
+		return nil, &Error{Code: int(rc), Op: "kvreg_nats_publisher_new",
+			detail: "busy: another publisher (ZeroMQ or NATS) takes this registry's events"}
+	} else if err := check("kvreg_nats_publisher_new", rc); err != nil {
 		return nil, err
 	}
+	reg.publishers.Add(1) // with reg.mu held shared: a Registry.Close sees it
 	runtime.SetFinalizer(p, func(p *NatsPublisher) { p.Close() })
 	return p, nil
 }
 
-func (p *NatsPublisher) call(op string, f func(*C.kvreg_nats_publisher) C.int) error {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.ptr == nil {
-		return closedErr(op)
+// call runs f on the live C publisher, or returns the closed error; exclusive calls take the
+// turn (the C publisher is configured, started and stopped by one thread at a time).
+func (p *NatsPublisher) call(op string, exclusive bool, f func(*C.kvreg_nats_publisher) C.int) error {
+	if err := p.g.enter(op, exclusive); err != nil {
+		return err
 	}
+	defer p.g.leave(exclusive)
 	return check(op, f(p.ptr))
 }
 
 // Set sets a numeric option (NatsPub*) before Start.
 func (p *NatsPublisher) Set(opt uint32, v uint64) error {
-	return p.call("kvreg_nats_publisher_set", func(c *C.kvreg_nats_publisher) C.int {
+	return p.call("kvreg_nats_publisher_set", true, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_set(c, C.uint32_t(opt), C.uint64_t(v))
 	})
 }
@@ -265,21 +293,22 @@ func (p *NatsPublisher) Set(opt uint32, v uint64) error {
 func (p *NatsPublisher) SetString(opt uint32, v string) error {
 	cs := C.CString(v)
 	defer C.free(unsafe.Pointer(cs))
-	return p.call("kvreg_nats_publisher_set_string", func(c *C.kvreg_nats_publisher) C.int {
+	return p.call("kvreg_nats_publisher_set_string", true, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_set_string(c, C.uint32_t(opt), cs)
 	})
 }
 
 // Start connects, makes sure the stream exists and starts the sender thread.
 func (p *NatsPublisher) Start() error {
-	return p.call("kvreg_nats_publisher_start", func(c *C.kvreg_nats_publisher) C.int {
+	return p.call("kvreg_nats_publisher_start", true, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_start(c)
 	})
 }
 
-// Stop publishes what is queued and waits for the acks (bounded by NatsPubLingerMs).
+// Stop publishes what is queued and waits for the acks (bounded by NatsPubLingerMs). Once
+// Close has started it returns ErrStale at once (Close stops the publisher itself).
 func (p *NatsPublisher) Stop() error {
-	return p.call("kvreg_nats_publisher_stop", func(c *C.kvreg_nats_publisher) C.int {
+	return p.call("kvreg_nats_publisher_stop", true, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_stop(c)
 	})
 }
@@ -287,31 +316,37 @@ func (p *NatsPublisher) Stop() error {
 // Stat returns one counter (NatsPubStat*).
 func (p *NatsPublisher) Stat(stat uint32) (uint64, error) {
 	var v C.uint64_t
-	err := p.call("kvreg_nats_publisher_stat", func(c *C.kvreg_nats_publisher) C.int {
+	err := p.call("kvreg_nats_publisher_stat", false, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_stat(c, C.uint32_t(stat), &v)
 	})
 	return uint64(v), err
 }
 
-// Close stops the publisher if it runs and frees it. Idempotent.
+// Close stops the publisher if it runs (as Stop, bounded by NatsPubLingerMs) and frees it,
+// after which its Registry can be closed. Safe from any goroutine: calls waiting for their
+// turn return ErrStale, and Close waits for the call in progress (each is bounded: Start by
+// NatsPubConnectTimeoutMs, Stop by NatsPubLingerMs). Idempotent; a concurrent Close returns
+// once the publisher is freed.
 func (p *NatsPublisher) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ptr != nil {
-		C.kvreg_nats_publisher_free(p.ptr)
-		p.ptr = nil
-		p.reg = nil
-		runtime.SetFinalizer(p, nil)
+	if !p.g.beginClose(nil) {
+		return nil
 	}
+	C.kvreg_nats_publisher_free(p.ptr)
+	p.ptr = nil
+	p.reg.publishers.Add(-1) // only now: the sender thread used the registry until the free
+	p.reg = nil
+	runtime.SetFinalizer(p, nil)
+	p.g.endClose()
 	return nil
 }
 
 // NatsConsumer is a router replica: a durable pull consumer applying the stream to an Index.
-// Run fetches and applies on the caller's goroutine; Stop and Stat may come from others.
+// Run fetches and applies on the caller's goroutine; Stop, Stat and Close may come from
+// others at any time (the other calls take turns: see the package's NATS notes).
 type NatsConsumer struct {
-	mu  sync.RWMutex
-	ptr *C.kvreg_nats_consumer
-	idx *Index // borrowed: kept reachable
+	g   callGuard
+	ptr *C.kvreg_nats_consumer // valid from a successful g.enter to its g.leave
+	idx *Index                 // borrowed: kept reachable, counted in idx.consumers until Close
 }
 
 // NewNatsConsumer makes a consumer feeding idx.
@@ -322,25 +357,28 @@ func NewNatsConsumer(idx *Index) (*NatsConsumer, error) {
 		return nil, closedErr("kvreg_nats_consumer_new")
 	}
 	c := &NatsConsumer{idx: idx}
+	c.g.init()
 	if err := check("kvreg_nats_consumer_new", C.kvreg_nats_consumer_new(&c.ptr, idx.ptr)); err != nil {
 		return nil, err
 	}
+	idx.consumers.Add(1) // with idx.mu held shared: an Index.Close sees it
 	runtime.SetFinalizer(c, func(c *NatsConsumer) { c.Close() })
 	return c, nil
 }
 
-func (c *NatsConsumer) call(op string, f func(*C.kvreg_nats_consumer) C.int) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.ptr == nil {
-		return closedErr(op)
+// call runs f on the live C consumer, or returns the closed error; exclusive calls take the
+// turn (one thread at a time runs a C consumer).
+func (c *NatsConsumer) call(op string, exclusive bool, f func(*C.kvreg_nats_consumer) C.int) error {
+	if err := c.g.enter(op, exclusive); err != nil {
+		return err
 	}
+	defer c.g.leave(exclusive)
 	return check(op, f(c.ptr))
 }
 
 // Set sets a numeric option (NatsCon*) before Start.
 func (c *NatsConsumer) Set(opt uint32, v uint64) error {
-	return c.call("kvreg_nats_consumer_set", func(p *C.kvreg_nats_consumer) C.int {
+	return c.call("kvreg_nats_consumer_set", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_set(p, C.uint32_t(opt), C.uint64_t(v))
 	})
 }
@@ -349,70 +387,87 @@ func (c *NatsConsumer) Set(opt uint32, v uint64) error {
 func (c *NatsConsumer) SetString(opt uint32, v string) error {
 	cs := C.CString(v)
 	defer C.free(unsafe.Pointer(cs))
-	return c.call("kvreg_nats_consumer_set_string", func(p *C.kvreg_nats_consumer) C.int {
+	return c.call("kvreg_nats_consumer_set_string", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_set_string(p, C.uint32_t(opt), cs)
 	})
 }
 
 // Start connects and (re)creates the durable consumer.
 func (c *NatsConsumer) Start() error {
-	return c.call("kvreg_nats_consumer_start", func(p *C.kvreg_nats_consumer) C.int {
+	return c.call("kvreg_nats_consumer_start", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_start(p)
 	})
 }
 
-// Run fetches and applies for timeoutMs (0: one fetch of what is ready; -1: until Stop).
+// Run fetches and applies for timeoutMs (0: one fetch of what is ready; -1: until Stop or
+// Close).
 func (c *NatsConsumer) Run(timeoutMs int) error {
-	return c.call("kvreg_nats_consumer_run", func(p *C.kvreg_nats_consumer) C.int {
+	return c.call("kvreg_nats_consumer_run", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_run(p, C.int(timeoutMs))
 	})
 }
 
-// Stop makes a Run in progress return within one fetch wait.
+// Stop makes a Run in progress return within one fetch wait (a Stop while no Run is in
+// progress makes the next Run return at once, as in C). Safe from any goroutine and never
+// waits for another call; once Close has started it returns ErrStale (Close stops a Run
+// itself).
 func (c *NatsConsumer) Stop() error {
-	return c.call("kvreg_nats_consumer_stop", func(p *C.kvreg_nats_consumer) C.int {
-		return C.kvreg_nats_consumer_stop(p)
-	})
+	// mu (held for the C call, which only sets a flag) keeps Close from freeing meanwhile.
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	if c.g.closing {
+		return closedErr("kvreg_nats_consumer_stop")
+	}
+	return check("kvreg_nats_consumer_stop", C.kvreg_nats_consumer_stop(c.ptr))
 }
 
 // Stat returns one counter (NatsConStat*).
 func (c *NatsConsumer) Stat(stat uint32) (uint64, error) {
 	var v C.uint64_t
-	err := c.call("kvreg_nats_consumer_stat", func(p *C.kvreg_nats_consumer) C.int {
+	err := c.call("kvreg_nats_consumer_stat", false, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_stat(p, C.uint32_t(stat), &v)
 	})
 	return uint64(v), err
 }
 
 // Worker returns the instance and next seq the consumer follows for (workerID, dpRank);
-// an error matching ErrNotFound when it has not seen the worker. Not during a Run.
+// an error matching ErrNotFound when it has not seen the worker. Between Runs: called during
+// one, it waits for the Run to end.
 func (c *NatsConsumer) Worker(workerID uint64, dpRank uint32) (instance, nextSeq uint64, err error) {
 	var i, n C.uint64_t
-	err = c.call("kvreg_nats_consumer_worker", func(p *C.kvreg_nats_consumer) C.int {
+	err = c.call("kvreg_nats_consumer_worker", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_worker(p, C.uint64_t(workerID), C.uint32_t(dpRank), &i, &n)
 	})
 	return uint64(i), uint64(n), err
 }
 
-// Snapshot writes a snapshot now (needs NatsSnapshotBucket; between Runs) and returns the
-// stream sequence it covers; a consumer started with the same bucket restores it.
+// Snapshot writes a snapshot now (needs NatsSnapshotBucket; between Runs: called during one,
+// it waits for the Run to end) and returns the stream sequence it covers; a consumer started
+// with the same bucket restores it.
 func (c *NatsConsumer) Snapshot() (uint64, error) {
 	var seq C.uint64_t
-	err := c.call("kvreg_nats_consumer_snapshot", func(p *C.kvreg_nats_consumer) C.int {
+	err := c.call("kvreg_nats_consumer_snapshot", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_snapshot(p, &seq)
 	})
 	return uint64(seq), err
 }
 
-// Close frees the consumer (unacknowledged batches are redelivered to its durable later).
+// Close frees the consumer (unacknowledged batches are redelivered to its durable later),
+// after which its Index can be closed. Safe from any goroutine: a Run in progress is stopped
+// (it returns nil), calls waiting for their turn return ErrStale, and Close waits for the
+// call in progress before it frees. Idempotent; a concurrent Close returns once the consumer
+// is freed.
 func (c *NatsConsumer) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ptr != nil {
-		C.kvreg_nats_consumer_free(c.ptr)
-		c.ptr = nil
-		c.idx = nil
-		runtime.SetFinalizer(c, nil)
+	// stop runs with c.g.mu held, before each wait for the calls in progress: a Run that
+	// took the turn after an earlier stop was used up gets its own.
+	if !c.g.beginClose(func() { C.kvreg_nats_consumer_stop(c.ptr) }) {
+		return nil
 	}
+	C.kvreg_nats_consumer_free(c.ptr)
+	c.ptr = nil
+	c.idx.consumers.Add(-1) // only now: the consumer used the index until the free
+	c.idx = nil
+	runtime.SetFinalizer(c, nil)
+	c.g.endClose()
 	return nil
 }

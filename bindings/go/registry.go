@@ -61,6 +61,10 @@ type Registry struct {
 	// (or one that was about to wait) gives up instead of waiting again while Close waits
 	// for mu.
 	closing atomic.Bool
+	// publishers counts the open NatsPublishers of this registry: the C registry must
+	// outlive them, so Close refuses (ErrBusy) while any is open. Changed with mu held shared
+	// (NewNatsPublisher) or after the publisher is freed (its Close), read by Close.
+	publishers atomic.Int32
 
 	// The poll turn serialises the pollers: the tokens of polled events live only until the
 	// next kvreg_registry_poll(_wait) on this registry, so two pollers could invalidate each
@@ -141,7 +145,14 @@ func boolU64(b bool) uint64 {
 // no events are emitted. It wakes a PollWait or Events stream waiting on the registry (they
 // then return an error matching ErrStale) and waits for calls in progress on other
 // goroutines. Idempotent.
+//
+// While a NatsPublisher of the registry is open, Close frees nothing and returns an error
+// matching ErrBusy (the publisher's thread uses the registry until the publisher's Close):
+// close the publisher first.
 func (r *Registry) Close() error {
+	if n := r.publishers.Load(); n > 0 {
+		return busyErr("Registry.Close", int(n), "NatsPublisher")
+	}
 	r.closing.Store(true)
 	// A poll waiting in the library holds mu shared, and so do pollers waiting for their
 	// turn: wake them (after setting closing, so they do not wait again) or the exclusive
@@ -156,6 +167,14 @@ func (r *Registry) Close() error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if n := r.publishers.Load(); n > 0 {
+		// A publisher was made while this Close woke the pollers: refuse after all. Pollers
+		// that saw closing meanwhile gave up, but a registry with a publisher refuses polls
+		// anyway (ErrBusy: the publisher is its only poller).
+		r.closing.Store(false)
+		return busyErr("Registry.Close", int(n), "NatsPublisher")
+	}
+	r.closing.Store(true) // again: a concurrent Close refused above may have cleared it
 	if r.ptr != nil {
 		C.kvreg_registry_free(r.ptr)
 		r.ptr = nil
