@@ -59,7 +59,10 @@ class StaleHandle(KvregError):
 
 
 class Busy(KvregError):
-    """KVREG_EBUSY: not allowed from inside an event callback of this registry."""
+    """KVREG_EBUSY: not allowed from inside an event callback of this registry; also what
+    close() raises for an object that another open object still borrows (a Registry with a
+    kvreg.nats.Publisher, an Index with a Consumer) or from inside that object's own callback.
+    Nothing was changed: close the other object first and try again."""
 
 
 class Overflow(KvregError, OverflowError):

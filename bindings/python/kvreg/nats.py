@@ -3,8 +3,16 @@ a router replica's Consumer feeding an Index.
 
 available() says whether the loaded libkvreg was built with NATS; without it every call
 raises NotSupported. Each object wraps one C handle: close it (close() or a with block)
-before the object it borrows (a Publisher its Registry, a Consumer its Index). They keep a
-reference to what they borrow, so it is not collected under them.
+before the object it borrows (a Publisher its Registry, a Consumer its Index): while it is
+open, closing what it borrows raises Busy and changes nothing. They keep a reference to what
+they borrow, so it is not collected under them.
+
+Threads: every method may be called from any thread. Calls that kvreg_nats.h allows on one
+thread at a time (set, start, stop of a Publisher; set, start, run, worker, snapshot of a
+Consumer) are serialised: a second one waits for the first. close() from any thread waits for
+the calls in flight (a Consumer's run() is stopped first, as by stop()), then frees; later
+calls raise StaleHandle. Integers are range-checked (InvalidArgument, a ValueError, instead of
+ctypes wrapping them).
 """
 
 import collections
@@ -13,8 +21,9 @@ import threading
 import warnings
 import weakref
 
-from . import _ffi, errors
+from . import _buffers, _ffi, errors
 from ._ffi import lib
+from ._lifetime import Guard
 
 c_u32, c_u64, c_int = _ffi.c_u32, _ffi.c_u64, _ffi.c_int
 
@@ -179,12 +188,30 @@ def _check_built():
         raise _not_built()
 
 
-def _finalize(free, ptr, label):
+def _free(guard, free, parent, label):
+    """Free the C object of guard, then give back what it borrowed."""
+    ptr = guard.close(wait=True)
+    if ptr is None:
+        return
     try:
-        warnings.warn("%s garbage collected without close(): freed now; close it explicitly"
-                      % label, ResourceWarning)
-    finally:
         free(ptr)
+    finally:
+        if parent is not None:
+            parent.give_back(label)
+
+
+def _finalize(guard, free, parent, label):
+    """Safety net for an object collected open: free it, and warn. An Index that a Consumer
+    still borrows (the collector may finalize both in any order) is freed when the last of
+    them is closed instead."""
+    later = guard.close_later(lambda: _free(guard, free, parent, label))
+    try:
+        warnings.warn("%s garbage collected without close(): %s; close it explicitly"
+                      % (label, "freed once the objects borrowing it are closed" if later
+                         else "freed now"), ResourceWarning)
+    finally:
+        if not later:
+            _free(guard, free, parent, label)
 
 
 def _since_06_fn(name):
@@ -228,32 +255,122 @@ def _option(table, name, what):
         raise ValueError("unknown %s %r (known: %s)" % (what, name, ", ".join(sorted(table))))
 
 
+def _u64_option(name, value):
+    """A numeric option's value for C's uint64_t, range-checked (a flag may be a bool)."""
+    if isinstance(value, bool):
+        value = int(value)
+    return _buffers.u64(value, name)
+
+
+def _c_string(name, value):
+    """A string option for C: None (NULL) or a str/bytes without NUL (C would stop there)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    else:
+        raise TypeError("%s must be a str or None, not %s" % (name, type(value).__name__))
+    if b"\0" in raw:
+        raise errors.InvalidArgument(_ffi.EINVAL, "%s must not contain NUL" % name)
+    return raw
+
+
+def _timeout_ms(timeout_ms):
+    """run()'s timeout for C's int: -1 (until stopped) .. INT_MAX milliseconds."""
+    if isinstance(timeout_ms, bool) or not hasattr(timeout_ms, "__index__"):
+        raise TypeError("timeout_ms must be an integer, not %s" % type(timeout_ms).__name__)
+    t = timeout_ms.__index__()
+    if not -1 <= t <= _ffi.INT_MAX:
+        raise errors.InvalidArgument(_ffi.EINVAL, "timeout_ms=%d is out of range [-1, %d] "
+                                     "(-1: until stop())" % (t, _ffi.INT_MAX))
+    return t
+
+
 class _Handle:
-    """A C handle with close(), a with block and a safety net."""
+    """A C handle with close(), a with block and a safety net.
 
-    _free = None
+    A Guard counts the calls in flight (close() waits for them; later calls raise
+    StaleHandle) and the objects that borrow this one (close() raises Busy meanwhile).
+    _serial makes the calls C allows on one thread at a time wait for each other."""
+
     _label = ""
+    _nudge = None  # name of the C function that makes a call in flight return (stop)
 
-    def _own(self, ptr):
-        self._ptr = ptr
-        self._finalizer = weakref.finalize(self, _finalize, type(self)._free_fn(), ptr,
-                                           self._label)
+    def _own(self, ptr, parent=None):
+        """Take ptr; parent: the Guard of what it borrows (lent to it, given back on free)."""
+        self._guard = Guard(ptr, self._label)
+        self._parent = parent
+        self._serial = threading.Lock()
+        self._tls = threading.local()  # depth: this thread is inside a call on the object
+        # (The notice trampoline stays an attribute: the collector runs this finalizer before
+        # it clears the object's attributes, and a strong reference here would keep alive a
+        # consumer that its own callback references.)
+        self._finalizer = weakref.finalize(self, _finalize, self._guard, type(self)._free_fn(),
+                                           parent, self._label)
 
-    def _p(self):
-        if self._ptr is None:
-            raise errors.StaleHandle(_ffi.ESTALE, "%s is closed" % self._label)
-        return self._ptr
+    def _call(self, fn, *args, serial=False):
+        """fn(ptr, *args) with the object pinned open; serial: one such call at a time."""
+        guard, tls = self._guard, self._tls
+        ptr = guard.enter()
+        depth = getattr(tls, "depth", 0)
+        tls.depth = depth + 1
+        try:
+            if not serial:
+                return fn(ptr, *args)
+            if getattr(tls, "serial", False):
+                # from a notice callback, inside this consumer's own run(): waiting for the
+                # lock would wait for ourselves
+                raise errors.Busy(_ffi.EBUSY, "not allowed from inside this %s's own "
+                                  "callback" % self._label)
+            with self._serial:
+                if guard.closed:  # closed while we waited for the call before us
+                    raise errors.StaleHandle(_ffi.ESTALE, "%s is closed" % self._label)
+                tls.serial = True
+                try:
+                    return fn(ptr, *args)
+                finally:
+                    tls.serial = False
+        finally:
+            tls.depth = depth
+            guard.exit()
 
     def close(self):
-        """Free the C object. Idempotent; later calls raise StaleHandle."""
-        if getattr(self, "_ptr", None) is not None:
-            self._finalizer.detach()
-            type(self)._free_fn()(self._ptr)
-            self._ptr = None
+        """Free the C object, after the calls in flight on other threads have returned (a
+        Consumer's run() is stopped first). Idempotent; later calls raise StaleHandle. Busy,
+        changing nothing, while an object that borrows this one is open, or from inside this
+        object's own callback."""
+        guard = getattr(self, "_guard", None)
+        if guard is None or guard.closed:
+            return
+        if getattr(self._tls, "depth", 0):
+            raise errors.Busy(_ffi.EBUSY, "a %s cannot be closed from inside its own callback"
+                              % self._label)
+        nudge = None
+        if self._nudge is not None:
+            stop = getattr(_lib(), self._nudge)
+
+            def nudge(ptr):
+                try:
+                    stop(ptr)
+                except errors.KvregError:  # it stops nothing then; close() waits anyway
+                    pass
+        ptr = guard.close(wait=True, nudge=nudge)  # Busy while something borrows it
+        if ptr is None:
+            return  # another thread closed it
+        self._finalizer.detach()
+        try:
+            type(self)._free_fn()(ptr)
+        finally:
+            self._cfunc = None  # C calls it no more
+            if self._parent is not None:
+                self._parent.give_back(self._label)
 
     @property
     def closed(self):
-        return getattr(self, "_ptr", None) is None
+        guard = getattr(self, "_guard", None)
+        return guard is None or guard.closed
 
     def __enter__(self):
         return self
@@ -265,9 +382,10 @@ class _Handle:
 class Index(_Handle):
     """A router's kvreg_index (what a Consumer feeds). Options by name: block_size, hashes
     (0 engine, 1 own: the events carry libkvreg's router hashes), profile, salt, shards,
-    expected_entries; see include/kvreg_index.h."""
+    expected_entries; see include/kvreg_index.h. Any thread. close() raises Busy while a
+    Consumer feeding it is open."""
 
-    _label = "kvreg Index"
+    _label = "kvreg.nats.Index"
 
     @staticmethod
     def _free_fn():
@@ -280,7 +398,7 @@ class Index(_Handle):
         try:
             for name, value in options.items():
                 w.kvreg_index_config_set(cfg, _option(INDEX_OPTIONS, name, "index option"),
-                                         value)
+                                         _u64_option(name, value))
             out = idx_p()
             w.kvreg_index_new(ctypes.byref(out), cfg)
         finally:
@@ -290,10 +408,9 @@ class Index(_Handle):
     def stat(self, name):
         """One KVREG_INDEX_STAT_* counter by name (entries, workers, memory_bytes, ...)."""
         v = c_u64()
-        _lib().kvreg_index_stat(self._p(), _option(INDEX_STATS, name, "index stat"),
-                                ctypes.byref(v))
+        self._call(_lib().kvreg_index_stat, _option(INDEX_STATS, name, "index stat"),
+                   ctypes.byref(v))
         return v.value
-
 
     def _since_06(self, name):
         w = _lib()
@@ -305,13 +422,14 @@ class Index(_Handle):
     def digest(self):
         """kvreg_index_digest: equal for equal contents, whatever order events came in."""
         v = c_u64()
-        self._since_06("kvreg_index_digest")(self._p(), ctypes.byref(v))
+        self._call(self._since_06("kvreg_index_digest"), ctypes.byref(v))
         return v.value
 
     def dump(self):
         """The index's dump (kvreg_index_dump: versioned, checksummed) as bytes."""
         data, n = ctypes.c_void_p(), _ffi.c_size()
-        self._since_06("kvreg_index_dump_alloc")(self._p(), ctypes.byref(data), ctypes.byref(n))
+        self._call(self._since_06("kvreg_index_dump_alloc"), ctypes.byref(data),
+                   ctypes.byref(n))
         try:
             return ctypes.string_at(data, n.value)
         finally:
@@ -321,7 +439,7 @@ class Index(_Handle):
         """Load a dump into this index, which must know no worker (ProtocolError: corrupt;
         InvalidArgument: another configuration; StateError: not empty)."""
         data = bytes(dump)
-        self._since_06("kvreg_index_load")(self._p(), data, len(data))
+        self._call(self._since_06("kvreg_index_load"), data, len(data))
 
 
 def _libc_free(ptr):
@@ -332,14 +450,28 @@ def _libc_free(ptr):
     libc.free(ptr)
 
 
+def _lend(parent, label):
+    """The Guard of parent (a Publisher's Registry, a Consumer's Index) and its pointer, lent
+    to a new label object until given back (StaleHandle if parent is closed)."""
+    from .registry import Registry
+    consumer = label.endswith("Consumer")
+    if not isinstance(parent, Index if consumer else Registry):
+        raise TypeError("%s needs a %s, not %s" % (
+            label, "kvreg.nats.Index" if consumer else "kvreg.Registry",
+            type(parent).__name__))
+    guard = parent._guard if consumer else parent._core.guard
+    return guard, guard.lend(label)
+
+
 class Publisher(_Handle):
     """An engine's publisher: takes registry's events (it must be in POLL delivery) on its
     own thread and publishes them into a JetStream stream. String options (url, stream,
     subject_prefix, namespace, component, subject, lora_name) and numeric ones (format as a
     name or number, worker_id, dp_rank, max_in_flight, ... see PUBLISHER_OPTIONS) are
-    keywords; start() connects. Close it before the registry."""
+    keywords; start() connects. Close it before the registry (Registry.close() raises Busy
+    while it is open). close() stops it (as stop()) if it runs."""
 
-    _label = "kvreg nats Publisher"
+    _label = "kvreg.nats.Publisher"
 
     @staticmethod
     def _free_fn():
@@ -347,14 +479,15 @@ class Publisher(_Handle):
 
     def __init__(self, registry, **options):
         _check_built()
-        self._registry = registry  # borrowed by the C publisher: keep it alive
-        ptr = registry._core.guard.enter()
+        parent, ptr = _lend(registry, self._label)
         try:
             out = pub_p()
             _lib().kvreg_nats_publisher_new(ctypes.byref(out), ptr)
-        finally:
-            registry._core.guard.exit()
-        self._own(out)
+        except BaseException:
+            parent.give_back(self._label)
+            raise
+        self._registry = registry  # borrowed by the C publisher: keep it alive
+        self._own(out, parent)
         try:
             for name, value in options.items():
                 self.set(name, value)
@@ -366,34 +499,35 @@ class Publisher(_Handle):
         """Set one option by name (before start(); StateError after)."""
         w = _lib()
         if name in PUBLISHER_STRINGS:
-            w.kvreg_nats_publisher_set_string(self._p(), PUBLISHER_STRINGS[name],
-                                              None if value is None else value.encode())
+            self._call(w.kvreg_nats_publisher_set_string, PUBLISHER_STRINGS[name],
+                       _c_string(name, value), serial=True)
         else:
+            option = _option(PUBLISHER_OPTIONS, name, "publisher option")
             if name == "format" and isinstance(value, str):
                 value = _option(FORMATS, value, "format")
-            w.kvreg_nats_publisher_set(self._p(), _option(PUBLISHER_OPTIONS, name,
-                                                          "publisher option"), value)
+            self._call(w.kvreg_nats_publisher_set, option, _u64_option(name, value),
+                       serial=True)
 
     def get(self, name):
         """One option by name: the default until set, after start() what is in effect (the
         drawn instance, the subject's layout); None for a string option that is not set.
         Any thread, also while the publisher runs."""
-        return _get("kvreg_nats_publisher", self._p(), name, PUBLISHER_OPTIONS,
-                    PUBLISHER_STRINGS, "publisher option")
+        return self._call(lambda p: _get("kvreg_nats_publisher", p, name, PUBLISHER_OPTIONS,
+                                         PUBLISHER_STRINGS, "publisher option"))
 
     def start(self):
         """Connect, make sure the stream exists, start the sender thread (ProtocolError: no
         server, or the stream is missing / cannot be made)."""
-        _lib().kvreg_nats_publisher_start(self._p())
+        self._call(_lib().kvreg_nats_publisher_start, serial=True)
 
     def stop(self):
         """Publish what is queued, wait for the acks (bounded by linger_ms), stop."""
-        _lib().kvreg_nats_publisher_stop(self._p())
+        self._call(_lib().kvreg_nats_publisher_stop, serial=True)
 
     def stat(self, name):
         v = c_u64()
-        _lib().kvreg_nats_publisher_stat(self._p(), _option(PUBLISHER_STATS, name,
-                                                            "publisher stat"), ctypes.byref(v))
+        self._call(_lib().kvreg_nats_publisher_stat,
+                   _option(PUBLISHER_STATS, name, "publisher stat"), ctypes.byref(v))
         return v.value
 
     def stats(self):
@@ -406,9 +540,13 @@ class Consumer(_Handle):
     String options url, stream, durable, filter and the numeric ones of CONSUMER_OPTIONS are
     keywords; notices (optional) is called with a Notice on the thread in run(). start()
     connects; run(timeout_ms) fetches and applies on the caller's thread. Close it before
-    the index."""
+    the index (Index.close() raises Busy while it is open). close() from another thread
+    stops a run() in progress and waits for it. From the notices callback: stop(), stat(),
+    get() and the index's methods; close() and the one-at-a-time calls (set, start, run,
+    worker, snapshot) raise Busy there."""
 
-    _label = "kvreg nats Consumer"
+    _label = "kvreg.nats.Consumer"
+    _nudge = "kvreg_nats_consumer_stop"
 
     @staticmethod
     def _free_fn():
@@ -416,23 +554,33 @@ class Consumer(_Handle):
 
     def __init__(self, index, notices=None, **options):
         _check_built()
+        if notices is not None and not callable(notices):
+            raise TypeError("notices must be callable")
+        parent, ptr = _lend(index, self._label)
+        try:
+            out = con_p()
+            _lib().kvreg_nats_consumer_new(ctypes.byref(out), ptr)
+        except BaseException:
+            parent.give_back(self._label)
+            raise
         self._index = index  # borrowed by the C consumer: keep it alive
-        out = con_p()
-        _lib().kvreg_nats_consumer_new(ctypes.byref(out), index._p())
-        self._own(out)
         self._cfunc = None
+        self._own(out, parent)
         self.errors = []  # exceptions the notice callback raised (not propagated into C)
         try:
             for name, value in options.items():
                 self.set(name, value)
             if notices is not None:
-                self._cfunc = NOTICE_FN(self._make_notice(notices))
-                _lib().kvreg_nats_consumer_set_notice_fn(self._p(), self._cfunc, None)
+                self._cfunc = NOTICE_FN(self._make_notice(notices))  # C calls it until freed
+                self._call(_lib().kvreg_nats_consumer_set_notice_fn, self._cfunc, None,
+                           serial=True)
         except BaseException:
             self.close()
             raise
 
     def _make_notice(self, fn):
+        errors_ = self.errors  # not self: the trampoline must not keep the consumer alive
+
         def call(p, _user):
             n = p.contents
             try:
@@ -441,40 +589,44 @@ class Consumer(_Handle):
                           (n.subject or b"").decode("utf-8", "replace"),
                           (n.message or b"").decode("utf-8", "replace")))
             except Exception as exc:  # never unwind through C
-                self.errors.append(exc)
+                errors_.append(exc)
         return call
 
     def set(self, name, value):
         """Set one option by name (before start(); StateError after)."""
         w = _lib()
         if name in CONSUMER_STRINGS:
-            w.kvreg_nats_consumer_set_string(self._p(), CONSUMER_STRINGS[name],
-                                             None if value is None else value.encode())
+            self._call(w.kvreg_nats_consumer_set_string, CONSUMER_STRINGS[name],
+                       _c_string(name, value), serial=True)
         else:
-            w.kvreg_nats_consumer_set(self._p(), _option(CONSUMER_OPTIONS, name,
-                                                         "consumer option"), value)
+            option = _option(CONSUMER_OPTIONS, name, "consumer option")
+            self._call(w.kvreg_nats_consumer_set, option, _u64_option(name, value),
+                       serial=True)
 
     def get(self, name):
         """One option by name: the default until set (snapshot_name: the stream's name); None
         for a string option that is not set. Any thread, also during run()."""
-        return _get("kvreg_nats_consumer", self._p(), name, CONSUMER_OPTIONS, CONSUMER_STRINGS,
-                    "consumer option")
+        return self._call(lambda p: _get("kvreg_nats_consumer", p, name, CONSUMER_OPTIONS,
+                                         CONSUMER_STRINGS, "consumer option"))
 
     def start(self):
-        _lib().kvreg_nats_consumer_start(self._p())
+        self._call(_lib().kvreg_nats_consumer_start, serial=True)
 
     def run(self, timeout_ms=0):
-        """Fetch and apply for timeout_ms (0: one fetch of what is ready; -1: until stop())."""
-        _lib().kvreg_nats_consumer_run(self._p(), timeout_ms)
+        """Fetch and apply for timeout_ms (0: one fetch of what is ready; -1: until stop() or
+        close(); at most INT_MAX). One run at a time: another thread's run() waits for it."""
+        t = _timeout_ms(timeout_ms)
+        self._call(_lib().kvreg_nats_consumer_run, t, serial=True)
 
     def stop(self):
-        """Make a run() in progress return soon (any thread)."""
-        _lib().kvreg_nats_consumer_stop(self._p())
+        """Make a run() in progress (or the next one) return soon. Any thread, also from the
+        notices callback."""
+        self._call(_lib().kvreg_nats_consumer_stop)
 
     def stat(self, name):
         v = c_u64()
-        _lib().kvreg_nats_consumer_stat(self._p(), _option(CONSUMER_STATS, name,
-                                                           "consumer stat"), ctypes.byref(v))
+        self._call(_lib().kvreg_nats_consumer_stat,
+                   _option(CONSUMER_STATS, name, "consumer stat"), ctypes.byref(v))
         return v.value
 
     def stats(self):
@@ -495,14 +647,17 @@ class Consumer(_Handle):
             raise errors.NotSupported(_ffi.ENOTSUP, "the loaded libkvreg has no "
                                       "kvreg_nats_consumer_snapshot (libkvreg 0.6 is needed)")
         seq = c_u64()
-        w.kvreg_nats_consumer_snapshot(self._p(), ctypes.byref(seq))
+        self._call(w.kvreg_nats_consumer_snapshot, ctypes.byref(seq), serial=True)
         return seq.value
 
     def worker(self, worker_id, dp_rank=0):
-        """(instance, next_seq) the consumer follows for the worker, or None if not seen."""
+        """(instance, next_seq) the consumer follows for the worker, or None if not seen.
+        Between runs: it waits for a run() in progress."""
+        wid = _buffers.u64(worker_id, "worker_id")
+        rank = _buffers.u32(dp_rank, "dp_rank")
         inst, nxt = c_u64(), c_u64()
-        rc = _lib().kvreg_nats_consumer_worker(self._p(), worker_id, dp_rank,
-                                               ctypes.byref(inst), ctypes.byref(nxt))
+        rc = self._call(_lib().kvreg_nats_consumer_worker, wid, rank, ctypes.byref(inst),
+                        ctypes.byref(nxt), serial=True)
         if rc == _ffi.ENOENT:
             return None
         if rc < 0:

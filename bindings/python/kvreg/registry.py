@@ -203,15 +203,21 @@ def _finalize(core):
     the program lost track of a registry it should close explicitly. The warning names the
     pools that were still open and how many blocks each held (unreleased Blocks): at exit
     their own objects are never collected before the registry, so this is their report."""
+    # A kvreg.nats.Publisher still open borrows the C registry (the collector may finalize
+    # both in any order): the registry is then freed when the last of them is closed.
+    later = core.guard is not None and core.guard.close_later(core.close)
     try:
         pools = _open_pools(core) if core.guard is not None and not core.guard.closed else []
         warnings.warn("kvreg.Registry garbage collected (or still open at exit) without "
-                      "close(): freed now (emitting no events); close it explicitly (close() "
-                      "or a with block)%s" % ("; pools still open: " + ", ".join(pools)
-                                              if pools else ""),
+                      "close(): %s (emitting no events); close it explicitly (close() "
+                      "or a with block)%s" % (
+                          "freed once the kvreg.nats.Publisher borrowing it is closed"
+                          if later else "freed now",
+                          "; pools still open: " + ", ".join(pools) if pools else ""),
                       ResourceWarning)
     finally:
-        core.close()
+        if not later:
+            core.close()
 
 
 def _timeout_ms(timeout):
@@ -296,7 +302,8 @@ class Registry:
     # -- lifetime ------------------------------------------------------------------------
     def close(self):
         """Free the registry and every pool it owns (no events). Idempotent. Pools and
-        blocks of this registry raise StaleHandle afterwards. Not from inside its callback."""
+        blocks of this registry raise StaleHandle afterwards. Busy from inside its callback,
+        and while a kvreg.nats.Publisher borrows it (close that first): nothing changes then."""
         self._core.close()
         self._finalizer.detach()
 

@@ -7,32 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import unittest
 
 import kvreg
 from kvreg import nats
 
-from .support import infos
-
-
-def _find_server():
-    env = os.environ.get("KVREG_NATS_SERVER")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    for d in (os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin").split(":"):
-        if d and os.access(os.path.join(d, "nats-server"), os.X_OK):
-            return os.path.join(d, "nats-server")
-    return None
-
-
-def _wait(cond, what, timeout=10.0):
-    """Poll cond() until true, bounded (never a sleep standing for synchronisation)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.005)
+from .support import find_nats_server as _find_server, infos, wait_for as _wait
 
 
 @unittest.skipUnless(nats.available(), "this libkvreg was built without NATS "
