@@ -350,14 +350,20 @@ KVREG_API int kvreg_wire_decoder_event_ext(const kvreg_wire_decoder *dec, size_t
  * variants, "cleared" bare; every integer in its smallest form; null / nil for None). The keys
  * that were on the wire are written, so that what each Dynamo release wrote (with or without
  * storage_tier, residency_domain, start_position, mm_extra_info, state_source) comes back
- * byte for byte; state_source comes back as the bytes it came as; an array of RouterEvents
- * stays an array, a single one stays single. Input no Dynamo release writes (keys in another
- * order, JSON whitespace, {"cleared": null}) comes back in the form Dynamo writes.
+ * byte for byte; state_source comes back as the bytes it came as (in JSON, whitespace inside
+ * it included); an array of RouterEvents stays an array, a single one stays single. Input no
+ * Dynamo release writes (keys in another order, JSON whitespace outside state_source, \u
+ * escapes, {"cleared": null}) comes back in the form Dynamo writes.
  * *payload points into dec and stays valid until its next call or free.
  * KVREG_ESTATE: nothing decoded yet, the last decode failed, or the payload held something the
  * decoder does not keep (a key it does not read, an event of an unknown type, a value of
  * another type in a position it recognises by type; for Dynamo also a residency_domain that
- * is not a string or null): re-encoding would lose it.
+ * is not a string or null, a null or a negative integer where Dynamo writes an unsigned one,
+ * a "cleared" with a body, a string holding a NUL; for vLLM an event whose hashes mix
+ * negative integers and unsigned ones of 2^63 or more): re-encoding would lose or change it.
+ * (Until 0.6's last change the Dynamo and vLLM cases after "or null" re-encoded into other
+ * values with KVREG_OK.) A JSON \u escape of a surrogate pair decodes to one code point (4
+ * bytes of UTF-8); a lone surrogate is KVREG_EPROTO, as in serde_json.
  * KVREG_EINVAL: NULL arguments. KVREG_ENOMEM. (0.5; Dynamo formats since 0.6, which returned
  * KVREG_ENOTSUP for them) */
 KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t **payload,

@@ -15,6 +15,7 @@
 #include "wire/doc.hpp"
 #include "wire/media.hpp"
 
+#include <cstring>
 #include <vector>
 
 namespace kvreg::wire {
@@ -96,16 +97,21 @@ private:
     bool u64(const Val &n, uint64_t &v, const char *why) {
         if (n.kind == Val::Uint)
             v = n.u;
-        else if (n.kind == Val::Int) // tolerated: bit-cast, as for vLLM hashes
-            v = static_cast<uint64_t>(n.i);
+        else if (n.kind == Val::Int) // tolerated: bit-cast, as for vLLM hashes; Dynamo writes
+            v = static_cast<uint64_t>(n.i), lossy_ = true; // no negative: it would come back unsigned
         else
             return fail(n, why);
         return true;
     }
-    // Optional unsigned field: absent or null leaves v.
+    // Optional unsigned field: absent or null leaves v. Dynamo writes no null here (the key
+    // would come back as 0), so a null makes the event lossy.
     bool opt_u64(const Val &n, bool have, uint64_t &v, const char *why) {
-        if (!have || n.kind == Val::Nil)
+        if (!have)
             return true;
+        if (n.kind == Val::Nil) {
+            lossy_ = true;
+            return true;
+        }
         return u64(n, v, why);
     }
 
@@ -190,6 +196,7 @@ private:
             } else if (d_.is(variant, "cleared")) {
                 if (!begin_event(KVREG_WIRE_CLEARED, data, idx))
                     return false;
+                lossy_ |= body.kind != Val::Nil; // a unit variant: a body would be dropped
             } else {
                 out_.skipped++;
                 return true;
@@ -214,15 +221,24 @@ private:
         p.medium_form = form_of(have[1], tier);
         if (!residency(f[3], have[3], idx) || !state_source(f[4], have[4], idx))
             return false;
-        out_.parts[idx].lossy = lossy_;
         if (tier.kind == Val::Str && have[1]) {
-            const size_t at = out_.strings.size();
-            d_.text(tier, out_.strings);
-            out_.strings.push_back('\0');
+            const size_t at = keep_text(tier);
             out_.parts[idx].medium_name = at;
             e.medium = medium_from_name(&out_.strings[at], out_.strings.size() - 1 - at);
         }
+        out_.parts[idx].lossy = lossy_;
         return true;
+    }
+
+    // A string's text, NUL-terminated, into strings; returns its offset. Its users read it
+    // as a C string, so a NUL inside would cut it short: the event is lossy then (as in the
+    // vLLM decoder).
+    size_t keep_text(const Val &v) {
+        const size_t at = out_.strings.size();
+        d_.text(v, out_.strings);
+        lossy_ |= std::memchr(out_.strings.data() + at, '\0', out_.strings.size() - at) != nullptr;
+        out_.strings.push_back('\0');
+        return at;
     }
 
     // residency_domain: a string kept as it is; null, or any other value, is what Dynamo
@@ -231,10 +247,7 @@ private:
         EventParts &p = out_.parts[idx];
         p.residency_form = form_of(have, v);
         if (have && v.kind == Val::Str) {
-            const size_t at = out_.strings.size();
-            d_.text(v, out_.strings);
-            out_.strings.push_back('\0');
-            out_.parts[idx].residency = at;
+            out_.parts[idx].residency = keep_text(v);
         } else if (have && v.kind != Val::Nil) {
             p.residency_form = KVREG_WIRE_FIELD_NIL;
             lossy_ = true;

@@ -222,17 +222,24 @@ private:
         const size_t at = out_.hashes.size();
         reserve_more(out_.hashes, h.count, r_.len());
         out_.hashes.resize(at + h.count);
-        bool sign = false, bin = false;
+        bool sign = false, bin = false, big = false; // big: an unsigned hash >= 2^63
         for (size_t k = 0; k < h.count; k++) {
             uint64_t &v = out_.hashes[at + k];
-            if (r_.try_uint(v))
+            if (r_.try_uint(v)) {
+                big |= v > static_cast<uint64_t>(INT64_MAX);
                 continue;
+            }
             MpHead e;
             if (!r_.head(e) || !hash_value(e, v, &sign, &bin))
                 return false;
+            big |= e.kind == MpKind::Uint && v > static_cast<uint64_t>(INT64_MAX);
         }
         EventParts &p = out_.parts[idx];
         p.hashes_signed = sign;
+        // One flag says how the event's hashes >= 2^63 go back: with both kinds in one array
+        // (no upstream encoder writes that) some would come back changed.
+        if (sign && big)
+            p.lossy = true;
         if (bin)
             p.raw_hashes = keep_raw(start, p.raw_hashes_len);
         return true;

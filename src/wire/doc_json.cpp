@@ -18,8 +18,20 @@ int hex(uint8_t c) noexcept {
     return -1;
 }
 
-// Calls put(byte) for each byte of the unescaped text of a validated string body. Surrogate
-// pairs stay two 3-byte sequences: the decoder only compares strings with ASCII names.
+// The code unit of the \uXXXX escape at s (validated: four hex digits follow "\u").
+uint32_t code_unit(const char *s) noexcept {
+    uint32_t cp = 0;
+    for (size_t d = 2; d < 6; d++)
+        cp = cp << 4 | static_cast<uint32_t>(hex(static_cast<uint8_t>(s[d])));
+    return cp;
+}
+bool high_surrogate(uint32_t u) noexcept { return u >= 0xd800 && u <= 0xdbff; }
+bool low_surrogate(uint32_t u) noexcept { return u >= 0xdc00 && u <= 0xdfff; }
+
+// Calls put(byte) for each byte of the unescaped text (UTF-8) of a validated string body. A
+// surrogate pair (validated: a high one is always followed by a low one) is one 4-byte
+// sequence; until 0.6's last change each half became a 3-byte sequence of its own, which is
+// not UTF-8, and re-encoding passed it on.
 template <class Put> void unescape(const char *s, size_t len, Put put) {
     for (size_t k = 0; k < len;) {
         char c = s[k];
@@ -35,9 +47,16 @@ template <class Put> void unescape(const char *s, size_t len, Put put) {
         case 'r': put('\r'); break;
         case 't': put('\t'); break;
         case 'u': {
-            uint32_t cp = 0;
-            for (size_t d = 2; d < 6; d++)
-                cp = cp << 4 | static_cast<uint32_t>(hex(static_cast<uint8_t>(s[k + d])));
+            uint32_t cp = code_unit(s + k);
+            if (high_surrogate(cp)) {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (code_unit(s + k + 6) - 0xdc00);
+                put(static_cast<char>(0xf0 | (cp >> 18)));
+                put(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+                put(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+                put(static_cast<char>(0x80 | (cp & 0x3f)));
+                k += 12;
+                continue;
+            }
             if (cp < 0x80) {
                 put(static_cast<char>(cp));
             } else if (cp < 0x800) {
@@ -97,6 +116,20 @@ size_t JsonDoc::scan_string(size_t pos, bool *escaped, size_t &err_off,
             for (size_t k = 2; k < 6; k++)
                 if (hex(p_[pos + k]) < 0)
                     return fail(pos, "a bad \\u escape");
+            // UTF-16 surrogates come in pairs (serde_json refuses a lone one too).
+            const uint32_t u = code_unit(reinterpret_cast<const char *>(p_ + pos));
+            if (low_surrogate(u))
+                return fail(pos, "a lone low surrogate in a \\u escape");
+            if (high_surrogate(u)) {
+                if (len_ - pos < 12 || p_[pos + 6] != '\\' || p_[pos + 7] != 'u')
+                    return fail(pos, "a high surrogate not followed by a low one");
+                for (size_t k = 8; k < 12; k++)
+                    if (hex(p_[pos + k]) < 0)
+                        return fail(pos + 6, "a bad \\u escape");
+                if (!low_surrogate(code_unit(reinterpret_cast<const char *>(p_ + pos + 6))))
+                    return fail(pos, "a high surrogate not followed by a low one");
+                pos += 6;
+            }
             pos += 6;
         } else {
             return fail(pos, "an unknown escape in a JSON string");

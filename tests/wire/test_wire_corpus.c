@@ -333,6 +333,98 @@ static void test_reencode_refuses(void **state)
     kvreg_wire_decoder_free(dec);
 }
 
+/* Values the decoders tolerate but would write back changed: each event is lossy, so
+ * re-encoding refuses rather than return other bytes with KVREG_OK (a review found every one
+ * of these re-encoded "successfully" into something else). */
+static void test_reencode_refuses_changed_values(void **state)
+{
+    (void)state;
+    /* Dynamo writes no null for these keys: re-encoded, each came back as 0 */
+    refuse_text(KVREG_WIRE_DYNAMO_JSON, "{\"worker_id\":null,\"event\":{\"data\":\"cleared\"}}");
+    refuse_text(KVREG_WIRE_DYNAMO_JSON, "{\"event\":{\"event_id\":null,\"data\":\"cleared\"}}");
+    refuse_text(KVREG_WIRE_DYNAMO_JSON, "{\"event\":{\"dp_rank\":null,\"data\":\"cleared\"}}");
+    /* "cleared" is a unit variant: a body was dropped */
+    refuse_text(KVREG_WIRE_DYNAMO_JSON, "{\"event\":{\"data\":{\"cleared\":{\"keep\":[1,2,3]}}}}");
+    /* Dynamo writes no negative integer: -1 came back as 18446744073709551615 */
+    refuse_text(KVREG_WIRE_DYNAMO_JSON, "{\"worker_id\":-1,\"event\":{\"data\":\"cleared\"}}");
+    refuse(KVREG_WIRE_DYNAMO_MSGPACK, "82 a9 \"worker_id\" ff a5 \"event\" 81 a4 \"data\" a7 \"cleared\"");
+    /* a NUL inside a string: the C string (and the re-encoding) stopped at it */
+    refuse_text(KVREG_WIRE_DYNAMO_JSON,
+                "{\"storage_tier\":\"dev\\u0000ice\",\"event\":{\"data\":\"cleared\"}}");
+    refuse_text(KVREG_WIRE_DYNAMO_JSON,
+                "{\"event\":{\"data\":\"cleared\"},\"residency_domain\":\"wor\\u0000ker\"}");
+    refuse(KVREG_WIRE_DYNAMO_MSGPACK,
+           "82 ac \"storage_tier\" a7 64 65 76 00 69 63 65 a5 \"event\" 81 a4 \"data\" a7 \"cleared\"");
+    /* vLLM: one flag says how an event's hashes >= 2^63 go back; with a negative hash and an
+     * unsigned one >= 2^63 in one array, 2^64-1 came back as -1 */
+    refuse(KVREG_WIRE_VLLM, "93 cb 3ff8000000000000 91 93 ac \"BlockRemoved\" 92 ff cf ffffffffffffffff"
+                            " a3 \"GPU\" c0");
+
+    /* What stays accepted: {"cleared": null}, a negative hash alone, a big unsigned one alone */
+    const char *ok_js[] = {"{\"event\":{\"data\":{\"cleared\":null}}}",
+                           "{\"worker_id\":5,\"event\":{\"event_id\":1,\"dp_rank\":0,\"data\":\"cleared\"}}"};
+    for (size_t k = 0; k < 2; k++) {
+        kvreg_wire_decoder *dec;
+        const kvreg_wire_event *ev;
+        size_t n;
+        const uint8_t *p;
+        size_t plen;
+        assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+        assert_int_equal(kvreg_wire_decode(dec, ok_js[k], strlen(ok_js[k]), &ev, &n, NULL), KVREG_OK);
+        assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_OK);
+        kvreg_wire_decoder_free(dec);
+    }
+    const char *ok_mp[] = {"93 cb 3ff8000000000000 91 93 ac \"BlockRemoved\" 92 ff fe a3 \"GPU\" c0",
+                           "93 cb 3ff8000000000000 91 93 ac \"BlockRemoved\" 92 01 cf ffffffffffffffff"
+                           " a3 \"GPU\" c0"};
+    for (size_t k = 0; k < 2; k++) {
+        uint8_t buf[128];
+        const size_t len = wire_bytes(ok_mp[k], buf, sizeof buf);
+        kvreg_wire_decoder *dec;
+        const kvreg_wire_event *ev;
+        size_t n;
+        const uint8_t *p;
+        size_t plen;
+        assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_VLLM), KVREG_OK);
+        assert_int_equal(kvreg_wire_decode(dec, buf, len, &ev, &n, NULL), KVREG_OK);
+        assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_OK);
+        assert_int_equal(plen, len);
+        assert_memory_equal(p, buf, len);
+        kvreg_wire_decoder_free(dec);
+    }
+}
+
+/* JSON \u escapes are UTF-16: a surrogate pair is one code point, four bytes of UTF-8 (each
+ * half used to become a 3-byte sequence of its own, which is not UTF-8); a lone surrogate is
+ * refused, as serde_json refuses it. */
+static void test_json_surrogates(void **state)
+{
+    (void)state;
+    const char *js = "{\"residency_domain\":\"a\\ud83d\\ude00b\",\"event\":{\"data\":\"cleared\"}}";
+    kvreg_wire_decoder *dec;
+    const kvreg_wire_event *ev;
+    size_t n;
+    assert_int_equal(kvreg_wire_decoder_new(&dec, KVREG_WIRE_DYNAMO_JSON), KVREG_OK);
+    assert_int_equal(kvreg_wire_decode(dec, js, strlen(js), &ev, &n, NULL), KVREG_OK);
+    kvreg_wire_event_ext x;
+    x.struct_size = sizeof x;
+    assert_int_equal(kvreg_wire_decoder_event_ext(dec, 0, &x), KVREG_OK);
+    assert_string_equal(x.residency_domain, "a\xf0\x9f\x98\x80" "b"); /* U+1F600 */
+    const uint8_t *p;
+    size_t plen;
+    assert_int_equal(kvreg_wire_decoder_reencode(dec, &p, &plen), KVREG_OK);
+    const char *want = "{\"residency_domain\":\"a\xf0\x9f\x98\x80" "b\",\"event\":{\"data\":\"cleared\"}}";
+    assert_int_equal(plen, strlen(want));
+    assert_memory_equal(p, want, plen);
+    static const char *const bad[] = {"\\ud83d", "\\ude00", "\\ud83d\\u0041", "\\ud83dx", "\\ud83d\\", "\\ud83d\\ude0"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"residency_domain\":\"%s\",\"event\":{\"data\":\"cleared\"}}", bad[k]);
+        assert_int_equal(kvreg_wire_decode(dec, text, strlen(text), &ev, &n, NULL), KVREG_EPROTO);
+    }
+    kvreg_wire_decoder_free(dec);
+}
+
 /* kvreg_wire_decoder_event_ext's versioning: a smaller struct_size gets that prefix. */
 static void test_ext_struct_size(void **state)
 {
@@ -465,6 +557,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_reencode_refuses),
+        cmocka_unit_test(test_reencode_refuses_changed_values),
+        cmocka_unit_test(test_json_surrogates),
         cmocka_unit_test(test_ext_struct_size),
         cmocka_unit_test(test_dynamo_ext),
         cmocka_unit_test(test_dynamo_ext_old_size),
