@@ -5,6 +5,8 @@
 #ifndef KVREG_EVENTS_COMMANDS_H
 #define KVREG_EVENTS_COMMANDS_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define EVENTS_EXIT_OK 0
@@ -30,8 +32,17 @@ int events_sub_nats(const char *url, const char *stream, const char *subject,
 void events_sub_nats_usage(FILE *f);
 
 struct kvreg_wire_event;
+struct kvreg_wire_decoder;
 /* decode.c: one decoded event as one JSON line; head (may be NULL) is written right after
  * the opening brace (extra members ending with a comma). */
 void events_print_event(const struct kvreg_wire_event *e, int dynamo, const char *head);
+/* decode.c: the n events dec just decoded (ev), one JSON line each; format: the KVREG_WIRE_*
+ * it decoded them as; all: --all-fields (the kvreg_wire_event_ext fields too). */
+void events_print_events(const struct kvreg_wire_decoder *dec, const struct kvreg_wire_event *ev,
+                         size_t n, uint32_t format, int all);
+/* decode.c: the bytes s[0..len) as JSON string text (with the quotes when quoted): valid UTF-8
+ * as is, each invalid sequence as \ufffd, '"' and '\\' escaped, control characters (C0, C1),
+ * DEL, NUL, U+2028 and U+2029 as \uXXXX. Every string the tool prints goes through it. */
+void events_json_write(FILE *f, const char *s, size_t len, int quoted);
 
 #endif

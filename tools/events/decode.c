@@ -41,6 +41,11 @@ static void decode_usage(FILE *f)
             "  dynamo-msgpack  Dynamo RouterEvent msgpack with field names\n"
             "  dynamo          dynamo-json if the file starts with '[' or '{', else msgpack\n"
             "\n"
+            "A stream file (what kvreg-replay writes with wire-out, magic KVRGSTR1) is decoded record by\n"
+            "record, each as a single payload. A payload (or record) longer than 16 MiB is\n"
+            "rejected as too large after 16 MiB + 1 byte of it is read. Strings print as UTF-8:\n"
+            "an invalid sequence as U+FFFD, control characters as \\uXXXX.\n"
+            "\n"
             "Exit status: 0 every file decoded, 1 some file was rejected or unreadable (one\n"
             "line each on stderr, with the byte offset and the reason), 2 bad usage.\n");
 }
@@ -65,51 +70,64 @@ static int parse_format(const char *s, uint32_t *format)
     return -1;
 }
 
-/* The whole file (or stdin) in a malloc'd buffer; NULL with errno-style message on failure. */
-static uint8_t *read_all(const char *path, size_t *len)
+/* JSON text of the bytes s[0..len): the characters they are as UTF-8. Valid UTF-8 passes
+ * through as is; each invalid sequence (a maximal subpart, as Unicode and Python's
+ * errors="replace" count them: a byte that cannot start a sequence, or a lead byte with the
+ * continuation bytes that were valid after it) becomes U+FFFD, written \ufffd; quotes and
+ * backslashes get a backslash; control characters (C0 and C1), DEL, NUL, U+2028 and U+2029
+ * are written \uXXXX (an embedded NUL is a character like any other when len says it is
+ * there). Quoted: with the quotes. */
+void events_json_write(FILE *f, const char *s, size_t len, int quoted)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    uint8_t *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    if (quoted)
+        putc('"', f);
+    while (p < end) {
+        const unsigned char c = *p;
+        if (c < 0x80) {
+            if (c == '"' || c == '\\')
+                fprintf(f, "\\%c", c);
+            else if (c < 0x20 || c == 0x7f)
+                fprintf(f, "\\u%04x", c);
+            else
+                putc(c, f);
+            p++;
+            continue;
         }
-        buf = bigger, cap *= 2;
+        size_t need = 0, i = 1;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (Unicode table 3-7) */
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 2;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        for (; i < need && p + i < end; i++) {
+            if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
+                break;
+        }
+        if (need && i == need) {
+            /* C1 controls (U+0080..U+009F: NEL among them) and U+2028 / U+2029 are valid JSON
+             * as they are, but line breaks to some readers (Python's splitlines, older
+             * JavaScript): escaped, so that one event stays one line whoever splits it */
+            if (c == 0xC2 && p[1] < 0xA0)
+                fprintf(f, "\\u%04x", p[1]);
+            else if (c == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
+                fprintf(f, "\\u%04x", 0x2000 + (p[2] & 0x3F));
+            else
+                fwrite(p, 1, need, f);
+        } else {
+            fputs("\\ufffd", f);
+        }
+        p += i;
     }
-    int bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    if (quoted)
+        putc('"', f);
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped; bytes >= 0x80 as \u00XX so
- * that the line stays valid JSON whatever the payload held. */
 static void print_string(const char *s)
 {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
+    events_json_write(stdout, s, strlen(s), 1);
 }
 
 static void print_u64s(const char *key, const uint64_t *v, size_t n)
@@ -307,19 +325,83 @@ static uint32_t resolve_format(uint32_t format, const uint8_t *p, size_t len)
                                                    : KVREG_WIRE_DYNAMO_MSGPACK;
 }
 
-/* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). all: --all-fields. */
+void events_print_events(const kvreg_wire_decoder *dec, const kvreg_wire_event *ev, size_t n,
+                         uint32_t format, int all)
+{
+    const int dynamo = format == KVREG_WIRE_DYNAMO_JSON || format == KVREG_WIRE_DYNAMO_MSGPACK;
+    for (size_t i = 0; i < n; i++) {
+        kvreg_wire_event_ext x;
+        x.struct_size = sizeof x;
+        if (all && kvreg_wire_decoder_event_ext(dec, i, &x) == KVREG_OK)
+            events_print_event_ext(&ev[i], &x, dynamo, NULL);
+        else
+            events_print_event(&ev[i], dynamo, NULL);
+    }
+}
+
+/* Up to cap bytes of f into p (short only at the end of the input or on an error). */
+static size_t read_up_to(FILE *f, uint8_t *p, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap) {
+        const size_t got = fread(p + n, 1, cap - n, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    return n;
+}
+
+/* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). all: --all-fields.
+ * A single payload is read up to the decoder's payload limit and one byte more (a longer one
+ * is then rejected by the decoder as too large, without the rest being read); a stream file
+ * one record at a time (stream_file.c). */
 static int decode_file(const char *path, uint32_t format, int all)
 {
-    size_t len = 0;
-    uint8_t *p = read_all(path, &len);
-    if (!p) {
+    const size_t cap = (size_t)KVREG_WIRE_DEC_DEFAULT_MAX_PAYLOAD + 1;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
         fprintf(stderr, "kvreg-events: %s: cannot read\n", path);
         return EVENTS_EXIT_REJECTED;
     }
-    if (stream_file_is(p, len)) { /* kvreg-replay --wire-out: many payloads (stream_file.c) */
-        int st = stream_file_decode(path, p, len, format, resolve_format);
+    size_t size = 4096, len;
+    uint8_t *p = malloc(size);
+    if (!p) {
+        fprintf(stderr, "kvreg-events: %s: out of memory\n", path);
+        if (f != stdin)
+            fclose(f);
+        return EVENTS_EXIT_REJECTED;
+    }
+    len = read_up_to(f, p, STREAM_FILE_MAGIC_LEN);
+    if (!ferror(f) && stream_file_is(p, len)) { /* kvreg-replay --wire-out: many payloads */
         free(p);
+        int st = stream_file_decode(path, f, format, all, resolve_format);
+        if (f != stdin)
+            fclose(f);
         return st;
+    }
+    while (!ferror(f) && !feof(f) && len < cap) {
+        if (len == size) {
+            const size_t bigger = size > cap / 2 ? cap : size * 2;
+            uint8_t *q = realloc(p, bigger);
+            if (!q) {
+                fprintf(stderr, "kvreg-events: %s: out of memory\n", path);
+                free(p);
+                if (f != stdin)
+                    fclose(f);
+                return EVENTS_EXIT_REJECTED;
+            }
+            p = q, size = bigger;
+        }
+        len += read_up_to(f, p + len, size - len);
+    }
+    const int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        fprintf(stderr, "kvreg-events: %s: cannot read\n", path);
+        free(p);
+        return EVENTS_EXIT_REJECTED;
     }
     format = resolve_format(format, p, len);
     kvreg_wire_decoder *dec = NULL;
@@ -334,15 +416,7 @@ static int decode_file(const char *path, uint32_t format, int all)
     rc = kvreg_wire_decode(dec, p, len, &ev, &n, &off);
     int status = EVENTS_EXIT_OK;
     if (rc == KVREG_OK) {
-        int dynamo = format == KVREG_WIRE_DYNAMO_JSON || format == KVREG_WIRE_DYNAMO_MSGPACK;
-        for (size_t i = 0; i < n; i++) {
-            kvreg_wire_event_ext x;
-            x.struct_size = sizeof x;
-            if (all && kvreg_wire_decoder_event_ext(dec, i, &x) == KVREG_OK)
-                events_print_event_ext(&ev[i], &x, dynamo, NULL);
-            else
-                events_print_event(&ev[i], dynamo, NULL);
-        }
+        events_print_events(dec, ev, n, format, all);
     } else if (rc == KVREG_EPROTO) {
         fprintf(stderr, "kvreg-events: %s: rejected at byte %zu: %s\n", path, off,
                 kvreg_wire_decoder_error(dec));

@@ -30,12 +30,15 @@ int stream_file_append(FILE *f, const uint8_t *payload, size_t len);
 
 /* Reader (stream_file.c). Does this buffer start with the magic? */
 int stream_file_is(const uint8_t *p, size_t len);
-/* Decode every payload of a stream file held in memory with FORMAT (KVREG_WIRE_*, or the
- * decoder's "dynamo auto" value, resolved per payload) and print one JSON line per event, as
- * `kvreg-events decode` does for single payloads. A payload that does not decode gets one line
- * on stderr (payload number, byte offset in the file, reason) and the rest still decode.
- * Returns 0, or 1 if any payload was rejected or the file is truncated. */
-int stream_file_decode(const char *path, const uint8_t *p, size_t len, uint32_t format,
+/* Decode every payload of a stream file, read from f, whose magic the caller has read, one
+ * record at a time (a record is held in memory only up to the decoder's payload limit plus one
+ * byte: a longer one is rejected as too large and the rest of it skipped), with FORMAT
+ * (KVREG_WIRE_*, or the decoder's "dynamo auto" value, resolved per payload), and print one
+ * JSON line per event, as `kvreg-events decode` does for single payloads (all: --all-fields).
+ * A payload that does not decode gets one line on stderr (payload number, byte offset in the
+ * file, reason) and the rest still decode. Returns 0, or 1 if any payload was rejected or the
+ * file is truncated or unreadable. */
+int stream_file_decode(const char *path, FILE *f, uint32_t format, int all,
                        uint32_t (*resolve)(uint32_t format, const uint8_t *p, size_t len));
 
 #endif

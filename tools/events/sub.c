@@ -25,13 +25,15 @@ static void sub_usage(FILE *f)
             "usage: kvreg-events sub ENDPOINT... [--replay EP]... [--topic T] [--from-seq N]\n"
             "                        [--count N] [--timeout S] [--format vllm|sglang]\n"
             "\n"
-            "Subscribe to each ENDPOINT (connects, or binds for a '*' host, ipc and inproc, as\n"
-            "vLLM does) and print one JSON object per decoded event, in each publisher's order:\n"
+            "Subscribe to each ENDPOINT (at most 256; connects, or binds for a '*' host, ipc\n"
+            "and inproc, as vLLM does) and print one JSON object per decoded event, in each\n"
+            "publisher's order:\n"
             "  {\"publisher\", \"topic\", \"instance\", \"seq\", \"replayed\", \"type\",\n"
             "   \"block_hashes\", ... as in `kvreg-events decode`}\n"
-            "  publisher is the ENDPOINT's index, topic the batch's topic, instance the\n"
-            "  publisher's instance id as 16 hex digits (a kvreg publisher names it in its\n"
-            "  replay answers; null when not known: a foreign publisher, or none read yet)\n"
+            "  publisher is the ENDPOINT's index, topic the batch's topic (whole, as every\n"
+            "  string: UTF-8, an invalid sequence as U+FFFD), instance the publisher's\n"
+            "  instance id as 16 hex digits (a kvreg publisher names it in its replay\n"
+            "  answers; null when not known: a foreign publisher, or none read yet)\n"
             "  --replay EP      the replay (ROUTER) endpoint of the ENDPOINT in the same position\n"
             "                   (give one per ENDPOINT, in order); gaps and late joins are then\n"
             "                   filled from it\n"
@@ -55,6 +57,7 @@ static void sub_usage(FILE *f)
 typedef struct sub_state {
     unsigned long long printed, count, batches;
     kvreg_subscriber *sub;
+    int failed; /* out of memory: stop, exit 1 */
 } sub_state;
 
 static volatile sig_atomic_t interrupted;
@@ -64,44 +67,38 @@ static void on_signal(int sig)
     interrupted = 1;
 }
 
-/* s as a JSON string body (quotes and backslashes escaped, control bytes as \u00XX) into
- * out[0..cap), cut short if it does not fit. */
-static void json_body(const char *s, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20) {
-            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o] = 0;
-}
-
 static void on_batch(const kvreg_sub_batch *b, void *ud)
 {
     sub_state *st = ud;
-    char head[1536], topic[1024], instance[24] = "null";
+    char instance[24] = "null", *head = NULL;
+    size_t head_len = 0;
     uint64_t id = 0;
     st->batches++;
-    json_body(b->topic, topic, sizeof topic);
     /* The publisher's instance id (a kvreg publisher names it; 0: not known yet or foreign). */
     if (kvreg_subscriber_instance(st->sub, b->publisher, b->topic, &id) == KVREG_OK && id)
         snprintf(instance, sizeof instance, "\"%016llx\"", (unsigned long long)id);
-    snprintf(head, sizeof head,
-             "\"publisher\":%u,\"topic\":\"%s\",\"instance\":%s,\"seq\":%llu,\"replayed\":%s,",
-             b->publisher, topic, instance, (unsigned long long)b->seq, b->replayed ? "true" : "false");
+    /* the topic whole (up to KVREG_SUB_MAX_TOPIC_LEN bytes), escaped as every string is */
+    FILE *h = open_memstream(&head, &head_len);
+    if (h) {
+        fprintf(h, "\"publisher\":%u,\"topic\":", b->publisher);
+        events_json_write(h, b->topic, strlen(b->topic), 1);
+        fprintf(h, ",\"instance\":%s,\"seq\":%llu,\"replayed\":%s,", instance,
+                (unsigned long long)b->seq, b->replayed ? "true" : "false");
+    }
+    if (!h || fclose(h) != 0 || !head) {
+        fprintf(stderr, "kvreg-events sub: out of memory\n");
+        free(head);
+        st->failed = 1;
+        kvreg_subscriber_stop(st->sub);
+        return;
+    }
     for (size_t i = 0; i < b->n_events; i++) {
         if (st->count && st->printed >= st->count)
             break;
         events_print_event(&b->events[i], 0, head);
         st->printed++;
     }
+    free(head);
     if (st->count && st->printed >= st->count)
         kvreg_subscriber_stop(st->sub);
 }
@@ -155,7 +152,11 @@ int events_sub(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sub_usage(stdout);
             return EVENTS_EXIT_OK;
-        } else if (strcmp(a, "--replay") == 0 && v && n_replay < MAX_ENDPOINTS) {
+        } else if (strcmp(a, "--replay") == 0 && v) {
+            if (n_replay == MAX_ENDPOINTS) {
+                fprintf(stderr, "kvreg-events sub: at most %d --replay\n", MAX_ENDPOINTS);
+                return EVENTS_EXIT_USAGE;
+            }
             replays[n_replay++] = argv[++i];
         } else if (strcmp(a, "--topic") == 0 && v) {
             topic = argv[++i];
@@ -190,6 +191,10 @@ int events_sub(int argc, char **argv)
             return EVENTS_EXIT_USAGE;
         } else if (n_ep < MAX_ENDPOINTS) {
             endpoints[n_ep++] = a;
+        } else {
+            fprintf(stderr, "kvreg-events sub: at most %d ENDPOINTs: %s is one too many\n",
+                    MAX_ENDPOINTS, a);
+            return EVENTS_EXIT_USAGE;
         }
     }
     if (nats_url) {
@@ -219,7 +224,7 @@ int events_sub(int argc, char **argv)
         return EVENTS_EXIT_USAGE;
     }
 
-    sub_state st = {0, count, 0, NULL};
+    sub_state st = {0, count, 0, NULL, 0};
     int rc = kvreg_subscriber_new(&st.sub);
     if (rc == KVREG_OK)
         rc = kvreg_subscriber_set(st.sub, KVREG_SUB_OPT_FORMAT, format);
@@ -253,7 +258,7 @@ int events_sub(int argc, char **argv)
 
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (!interrupted && !(count && st.printed >= count)) {
+    while (!interrupted && !st.failed && !(count && st.printed >= count)) {
         int slice = 100;
         if (timeout_s >= 0) {
             clock_gettime(CLOCK_MONOTONIC, &t);
@@ -268,6 +273,8 @@ int events_sub(int argc, char **argv)
     }
     fflush(stdout);
     kvreg_subscriber_free(st.sub);
+    if (st.failed)
+        return EVENTS_EXIT_REJECTED;
     if (!interrupted && st.batches == 0) {
         fprintf(stderr, "kvreg-events sub: nothing arrived in %g s\n", timeout_s);
         return EVENTS_EXIT_REJECTED;

@@ -8,9 +8,12 @@ by hand. Exit 77 (skip) when python3-msgpack is missing for a case that needs it
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 H1 = 15760518052499183552
 H2 = 0x1f2e3d4c5b6a7988
@@ -79,6 +82,10 @@ class Runner:
     def run(self, *args, stdin=None):
         p = subprocess.run([self.exe, *args], capture_output=True, input=stdin, timeout=30)
         return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    def run_bytes(self, *args):
+        p = subprocess.run([self.exe, *args], capture_output=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr.decode(errors='replace')
 
     def events(self, *args):
         rc, out, err = self.run(*args)
@@ -255,6 +262,175 @@ def case_rejected(r):
     # trailing garbage: the offset is exactly the payload's end
     rc, _, err = r.run('decode', r.file(EXAMPLE_A + b'\x00'))
     check(rc == 1 and f'byte {len(EXAMPLE_A)}:' in err, err)
+
+
+def unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    check(len(keys) == len(set(keys)), f'repeated keys in one object: {keys}')
+    return dict(pairs)
+
+
+def strict_lines(out_bytes):
+    """stdout as strict UTF-8, one JSON object per line, no key twice in an object."""
+    try:
+        text = out_bytes.decode('utf-8')
+    except UnicodeDecodeError as e:
+        check(False, f'output is not UTF-8 (so not JSON text): {e}: {out_bytes[:300]!r}')
+    return [json.loads(line, object_pairs_hook=unique_keys) for line in text.splitlines()]
+
+
+# valid UTF-8 of every length, and invalid sequences of each kind: a lone continuation byte, a
+# lead byte cut short (at the end, before ASCII), overlong, a surrogate, past U+10FFFF, bytes
+# that never occur; control bytes and DEL; characters JSON escapes
+UTF8_CASES = [b'caf\xc3\xa9', '日本語 ✓ 𝄞 \u2028'.encode(), b'\xef\xbf\xbf\xf4\x8f\xbf\xbf',
+              b'a\x80b', b'\xe2\x82', b'\xe2\x82x', b'\xf0\x9f\x98', b'\xc0\xaf',
+              b'\xed\xa0\x80', b'\xf4\x90\x80\x80', b'\xff\xfe', b'\x7f\x01\x1f"\\/\t',
+              b'\xc3\xa9\xa9\xc3', b'nel\xc2\x85 ps\xe2\x80\xa9 c1\xc2\x9f nbsp\xc2\xa0']
+
+
+def case_utf8(r):
+    """Strings are printed as the characters they are: valid UTF-8 as is (not byte by byte as
+    \\u00XX), an invalid sequence as U+FFFD (Python's errors='replace': one per maximal
+    subpart), control characters escaped, U+2028 / U+2029 / NEL too (strict_lines splits with
+    str.splitlines, which breaks lines there); the output stays UTF-8 JSON text."""
+    msgpack = need_msgpack()
+    evs = [{'type': 'BlockStored', 'block_hashes': [i], 'token_ids': [1], 'block_size': 1,
+            'lora_name': raw, 'medium': raw} for i, raw in enumerate(UTF8_CASES)]
+    # use_bin_type=False: bytes go out as msgpack str, whatever they hold
+    mp = msgpack.packb([1.5, evs, 0], use_bin_type=False)
+    rc, out, err = r.run_bytes('decode', '--all-fields', r.file(mp))
+    check(rc == 0, f'exit {rc}: {err}')
+    got = strict_lines(out)
+    want = [raw.decode('utf-8', 'replace') for raw in UTF8_CASES]
+    check([e['lora_name'] for e in got] == want,
+          f'lora_name: {[e["lora_name"] for e in got]} want {want}')
+    check([e['medium'] for e in got] == want, f'medium: {[e["medium"] for e in got]}')
+    check('"lora_name":"café"'.encode() in out, f'valid UTF-8 passed through: {out[:400]!r}')
+
+
+def case_bounded(r):
+    """decode reads no more than the payload limit (16 MiB) + 1 byte of a single payload, and
+    a stream file one record at a time: input fed through a pipe, 256 MiB of it; the tool must
+    stop reading (single payload) and its peak memory stay far below the input (the bound
+    leaves room for a sanitizer's quarantine)."""
+    limit = 16 * 1024 * 1024
+    total = 256 * 1024 * 1024
+    max_rss_kib = 112 * 1024
+
+    def feed(args, head):
+        p = subprocess.Popen([r.exe, 'decode', *args, '-'], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        written = [0]
+
+        def writer():
+            chunk = bytes(1 << 20)
+            try:
+                p.stdin.write(head)
+                written[0] = len(head)
+                while written[0] < total:
+                    p.stdin.write(chunk)
+                    p.stdin.flush()
+                    written[0] += len(chunk)
+            except (BrokenPipeError, OSError):
+                pass
+            finally:
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
+
+        out, err = [b''], [b'']
+        readers = [threading.Thread(target=lambda: out.__setitem__(0, p.stdout.read())),
+                   threading.Thread(target=lambda: err.__setitem__(0, p.stderr.read()))]
+        w = threading.Thread(target=writer)
+        for t in [w] + readers:
+            t.daemon = True
+            t.start()
+        deadline = time.monotonic() + 60
+        for t in [w] + readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                p.kill()
+                check(False, f'decode {args}: not done in 60 s')
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        return p.returncode, out[0], err[0].decode(errors='replace'), written[0], usage.ru_maxrss
+
+    # a single payload (not a stream file): 16 MiB + 1 bytes read, then rejected as too large
+    rc, out, err, written, rss = feed([], b'')
+    check(rc == 1 and out == b'', f'too large: exit {rc}, out {out[:100]!r}')
+    check(f'rejected at byte {limit}:' in err and 'larger' in err, f'too large: {err}')
+    check(written < limit + (8 << 20), f'read {written} bytes of a too-large payload')
+    check(rss < max_rss_kib, f'peak memory {rss} KiB reading a too-large payload')
+    # a stream file whose record claims 4 GiB, 256 MiB of it there: that record is rejected
+    # after limit + 1 of its bytes, the rest is skipped, and the file is truncated
+    rc, out, err, written, rss = feed([], b'KVRGSTR1' + struct.pack('<I', 0xFFFFFFFF))
+    check(rc == 1 and out == b'', f'stream, too large: exit {rc}, out {out[:100]!r}')
+    check(f'payload 0 rejected at byte {12 + limit} of the file' in err and 'larger' in err,
+          f'stream, too large: {err}')
+    check('truncated' in err, f'stream, too large and cut short: {err}')
+    check(rss < max_rss_kib, f'peak memory {rss} KiB reading a stream file')
+    # a too-large record between two good ones: both good ones decode
+    big = limit + 5
+    data = (b'KVRGSTR1' + struct.pack('<I', len(EXAMPLE_A)) + EXAMPLE_A + struct.pack('<I', big)
+            + bytes(big) + struct.pack('<I', len(EXAMPLE_A)) + EXAMPLE_A)
+    rc, out, err = r.run_bytes('decode', r.file(data))
+    check(rc == 1 and strict_lines(out) == EXAMPLE_EVENTS * 2, f'stream: exit {rc}, {out[:200]!r}')
+    check(err.count('\n') == 1 and f'payload 1 rejected at byte {8 + 4 + len(EXAMPLE_A) + 4 + limit}'
+          in err, f'stream: {err}')
+
+
+def need_zmq():
+    try:
+        import zmq
+    except ImportError:
+        print('SKIP: python3-zmq not installed')
+        sys.exit(77)
+    return zmq
+
+
+def case_sub_topic(r):
+    """sub prints a topic whole (up to KVREG_SUB_MAX_TOPIC_LEN, 1024 bytes) and escaped as
+    every other string: valid UTF-8 as is, invalid sequences as U+FFFD."""
+    msgpack, zmq = need_msgpack(), need_zmq()
+    head = b'kv@caf\xc3\xa9\xff"\\\x01\xe2\x82'
+    long_topic = head + 'é'.encode() * ((1024 - len(head)) // 2)
+    long_topic += b'x' * (1024 - len(long_topic))
+    check(len(long_topic) == 1024, 'test: topic length')
+    topics = [long_topic, b'kv@\xed\xa0\x80pod@\xf0\x9f\x98\x80']
+    payload = msgpack.packb([1.5, [['BlockStored', [5], None, [1], 1, None, 'GPU', None]], 0])
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.XPUB)  # XPUB: the subscription is an observable event, no sleep
+    pub.setsockopt(zmq.LINGER, 0)
+    port = pub.bind_to_random_port('tcp://127.0.0.1')
+    p = subprocess.Popen([r.exe, 'sub', f'tcp://127.0.0.1:{port}', '--count', str(len(topics)),
+                          '--timeout', '30'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        check(pub.poll(20000), 'no subscription from kvreg-events sub in 20 s')
+        pub.recv()
+        for t in topics:
+            pub.send_multipart([t, struct.pack('>Q', 0), payload])
+        out, err = p.communicate(timeout=40)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        pub.close()
+        ctx.term()
+    check(p.returncode == 0, f'sub: exit {p.returncode}: {err.decode(errors="replace")}')
+    got = strict_lines(out)
+    check(len(got) == len(topics), f'{len(got)} events: {out[:300]!r}')
+    check(sorted(e['topic'] for e in got) == sorted(t.decode('utf-8', 'replace') for t in topics),
+          f'topics: {[e["topic"] for e in got]}')
+
+
+def case_sub_endpoints(r):
+    """sub takes at most 256 ENDPOINTs: the 257th is bad usage (exit 2), not dropped."""
+    eps = ['tcp://127.0.0.1:9'] * 257
+    rc, _, err = r.run('sub', *eps, '--timeout', '0.2')
+    check(rc == 2 and '256' in err, f'257 endpoints: exit {rc}: {err}')
+    rc, _, err = r.run('sub', *eps[:256], '--timeout', '0.2')
+    check(rc == 1 and 'nothing arrived' in err, f'256 endpoints: exit {rc}: {err}')
 
 
 def main():

@@ -113,6 +113,30 @@ def main():
         check("truncated" in err and f"byte {start}" in err,
               f"truncated file: no message with byte {start}: {err}")
 
+        # --all-fields applies to a stream file's payloads as to a single payload's
+        extra = msgpack.packb([1.0, [
+            {"type": "BlockStored", "block_hashes": [1], "parent_block_hash": None,
+             "token_ids": [1], "block_size": 1, "lora_id": 9, "medium": "GPU",
+             "cache_salt": "s", "kv_cache_spec_kind": "mamba", "session_id": None},
+            {"type": "TierBlocksCleared", "medium": "CPU"}], 0], use_bin_type=True)
+        single = os.path.join(tmp, "extra.msgpack")
+        with open(single, "wb") as f:
+            f.write(extra)
+        both = os.path.join(tmp, "extra.kvstream")
+        with open(both, "wb") as f:
+            f.write(MAGIC + (struct.pack("<I", len(extra)) + extra) * 2)
+        outs = []
+        for path in (single, both):
+            proc = subprocess.run([args.events, "decode", "--all-fields", path],
+                                  capture_output=True, timeout=60)
+            check(proc.returncode == 0, f"--all-fields {path}: {proc.stderr.decode()}")
+            outs.append([json.loads(line) for line in proc.stdout.decode().splitlines()])
+        want = {"lora_id": 9, "cache_salt": "s", "kv_cache_spec_kind": "mamba", "session_id": None}
+        check(len(outs[0]) == 2 and all(outs[0][0].get(k, "-") == v for k, v in want.items())
+              and outs[0][1].get("tag") == "TierBlocksCleared",
+              f"--all-fields, one payload: {outs[0]}")
+        check(outs[1] == outs[0] * 2, f"--all-fields, stream file: {outs[1]}\nwant {outs[0] * 2}")
+
         # one file per payload only on request
         outdir = os.path.join(tmp, "per")
         proc = subprocess.run([args.replay, *model, "--wire-out-per-payload", outdir],
