@@ -6,7 +6,7 @@
 #      unit, api, stress, fuzz (corpus replay) and net suites (with replay-cluster-zmq:
 #      kvreg-replay --transport zmq against inproc); kvreg-replay's input, gzip, sweep and chart
 #      cases; the Python binding's tests on the ASan library.
-#   2. TSan build: the concurrency tests (stress modes, callback_race, stale_reuse, misuse_events,
+#   2. TSan build: the concurrency tests (stress modes, callback_race, swap_race, stale_reuse, misuse_events,
 #      clear_snapshot, index_race, shard_lock, index queries against writers, index dump and
 #      partitions), kvreg-replay --sweep (two worker threads), the net tests (the publisher's
 #      sender thread against its users, the subscriber under attack; libzmq's own hand-overs
@@ -122,7 +122,7 @@ section "TSan (concurrency tests)"
 # 50,000 outlast their deadline under TSan; the subscriber's thread hand-overs are the same.
 run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
   meson test -C build-tsan --print-errorlogs --no-rebuild \
-  stress-inline stress-poll stress-poll2 callback_race stale_reuse misuse_events delivery \
+  stress-inline stress-poll stress-poll2 callback_race swap_race stale_reuse misuse_events delivery \
   clear_snapshot-inline clear_snapshot-poll clear snapshot replay-sweep index_race net net-malformed \
   shard_lock prefetch_race poll_queue_race tier_race-global tier_race-per-tier event_modes \
   index_route net-order net-restart net-replay-flood net-replay-limits nats \

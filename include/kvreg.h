@@ -382,7 +382,8 @@ KVREG_API int kvreg_registry_poll(kvreg_registry *reg, kvreg_event *out, size_t 
  * CPU after every 64, so that on a machine with more threads than CPUs the threads producing
  * events run meanwhile), then sleeps in the kernel (no timer ticks): a producer that delivers
  * every few microseconds then pays no wake-up per batch, and an idle consumer costs nothing.
- * KVREG_EINVAL in INLINE mode or for timeout_ms < -1; KVREG_EBUSY as kvreg_registry_poll. */
+ * KVREG_EINVAL in INLINE mode or for timeout_ms < -1; KVREG_EBUSY as kvreg_registry_poll (a
+ * wait in progress when a publisher takes the events returns KVREG_EBUSY at once). */
 KVREG_API int kvreg_registry_poll_wait(kvreg_registry *reg, kvreg_event *out, size_t cap,
                                        size_t *n_events, int timeout_ms) KVREG_NOEXCEPT;
 

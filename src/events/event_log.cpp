@@ -314,7 +314,11 @@ int EventLog::set_fn(CallbackRef cb) noexcept {
             uint32_t s = swap_.load(std::memory_order_acquire);
             if (s == kSwapDone) break;
             if (s == kSwapRoleFree) {
-                swap_.store(kSwapWanted, std::memory_order_seq_cst); // and try the role again
+                // Ask again and try the role again, unless a holder installed it meanwhile: a
+                // thread letting go can move kSwapWanted to kSwapRoleFree late, while the next
+                // holder is installing; a plain store here then overwrote that install's
+                // kSwapDone, and the callback was swapped back (a review found it).
+                swap_.compare_exchange_strong(s, kSwapWanted, std::memory_order_seq_cst, std::memory_order_acquire);
                 continue;
             }
             swap_.wait(kSwapWanted, std::memory_order_acquire);
@@ -353,20 +357,20 @@ int EventLog::flush() noexcept {
 
 int EventLog::poll(kvreg_event *out, size_t cap, size_t *n) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    if (events_taken_.load(std::memory_order_acquire)) return KVREG_EBUSY;
-    return queue_.take(out, cap, n);
+    return queue_.take(out, cap, n, false);
 }
 
 int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    if (events_taken_.load(std::memory_order_acquire)) return KVREG_EBUSY;
-    return owner_poll_wait(out, cap, n, timeout_ms);
+    if (queue_.claimed()) return KVREG_EBUSY;
+    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
+    return queue_.take(out, cap, n, false); // EBUSY if a publisher took the events meanwhile
 }
 
 int EventLog::owner_poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
-    return queue_.take(out, cap, n);
+    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms);
+    return queue_.take(out, cap, n, true);
 }
 
 void EventLog::wakeup() noexcept { queue_.wakeup(); }

@@ -122,11 +122,8 @@ public:
     // has); then poll()/poll_wait() refuse with KVREG_EBUSY, and it reads them with
     // owner_poll_wait(). Another poller would take some of its events and, by polling, free
     // the tokens of the ones it holds.
-    bool take_events() noexcept {
-        bool no = false;
-        return events_taken_.compare_exchange_strong(no, true, std::memory_order_acq_rel);
-    }
-    void give_back_events() noexcept { events_taken_.store(false, std::memory_order_release); }
+    bool take_events() noexcept { return queue_.claim(); }
+    void give_back_events() noexcept { queue_.unclaim(); }
     int owner_poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept;
     int poll(kvreg_event *out, size_t cap, size_t *n) noexcept;
     int poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept;
@@ -305,7 +302,6 @@ private:
     std::atomic<uint64_t> lost_{0};
 
     PollQueue queue_;
-    std::atomic<bool> events_taken_{false}; // a publisher polls them (take_events)
 };
 
 // The events of one API call: the credits it holds and whether it runs inside the callback.

@@ -85,8 +85,27 @@ void PollQueue::notify_waiters() noexcept {
     cv_.notify_all();
 }
 
-int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out) noexcept {
+bool PollQueue::claim() noexcept {
+    {
+        std::lock_guard<std::mutex> lk(take_mu_);
+        if (claimed_.load(std::memory_order_relaxed)) return false;
+        claimed_.store(true, std::memory_order_release);
+    }
+    wakeup(); // a poll_wait sleeping since before the claim returns, refused by its take
+    return true;
+}
+
+void PollQueue::unclaim() noexcept {
     std::lock_guard<std::mutex> lk(take_mu_);
+    claimed_.store(false, std::memory_order_release);
+}
+
+int PollQueue::take(kvreg_event *out, size_t cap, size_t *n_out, bool owner) noexcept {
+    std::lock_guard<std::mutex> lk(take_mu_);
+    // Under take_mu_: a take that got past this finished before claim() returned (until 0.6's
+    // last change a poll already in progress took the publisher's events, and could free
+    // tokens the publisher was reading).
+    if (claimed_.load(std::memory_order_relaxed) && !owner) return KVREG_EBUSY;
     // The previous take's retired chunks: their events are no longer valid (kvreg.h: tokens
     // live until the next poll). One goes back to the producer as its spare.
     while (lent_) {

@@ -60,7 +60,14 @@ public:
     // n-1, in place in the queue; its tokens need only live until make is called again.
     template <class Make> size_t push_each(size_t n, Make make) noexcept;
     // Move up to cap events into out; their tokens stay valid until the next take().
-    int take(kvreg_event *out, size_t cap, size_t *n) noexcept;
+    // KVREG_EBUSY (nothing taken) when the queue is claimed and this is not its owner.
+    int take(kvreg_event *out, size_t cap, size_t *n, bool owner) noexcept;
+    // One consumer (a publisher) claims the queue: from then on only its takes (owner) take
+    // anything; false if it is claimed already. Checked under take_mu_, so no other take is
+    // running once claim() returns, and sleeping waiters are woken (their take then refuses).
+    bool claim() noexcept;
+    void unclaim() noexcept;
+    bool claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
     // Sleep until an event is queued, wakeup() is called, or timeout_ms passes (-1: no limit).
     // Returns at once when events are queued (and then leaves a pending wakeup() pending).
     // wakeup() ends every wait sleeping now, or else the next wait; calls made before that
@@ -132,6 +139,7 @@ private:
     Chunk *head_ = nullptr;
     Chunk *lent_ = nullptr; // retired by the last take: its events are still handed out
     std::atomic<uint64_t> taken_{0};
+    std::atomic<bool> claimed_{false}; // written under take_mu_
 
     // Sleeping consumers. wakeup() with waiters bumps wakeups_, which ends every current wait
     // (waiting_ counts the waits it has not ended yet); with none, it is kept in

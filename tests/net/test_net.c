@@ -1,7 +1,7 @@
 /* ZeroMQ publisher and subscriber over 127.0.0.1 with ephemeral ports (suite net): replay
  * for late joiners and high-water-mark gaps, resets, loss reports, several publishers, and
  * the argument and state checks. Every wait is bounded by a deadline. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* syscall(SYS_gettid) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <malloc.h>
 #include <zmq.h>
 
@@ -125,6 +130,96 @@ static void publisher_arguments(void **state) {
     kvreg_registry_free(reg);
     kvreg_registry_free(inline_reg);
     kvreg_publisher_free(NULL);
+}
+
+/* A poll_wait already sleeping when a publisher takes the registry's events must not take
+ * them (it used to: the check was made once, on entry, and the sleeper then took the
+ * publisher's first event; a take after the publisher's could free the tokens it was
+ * reading). The sleeper is seen sleeping in the kernel (/proc), then the publisher is made
+ * and an event emitted: the sleeper returns KVREG_EBUSY and the event stays queued. */
+typedef struct sleeper {
+    kvreg_registry *reg;
+    pid_t tid;
+    int rc;
+    size_t n;
+    int done;
+    pthread_mutex_t mu;
+} sleeper;
+
+static void *sleep_in_poll_wait(void *p) {
+    sleeper *s = p;
+    pthread_mutex_lock(&s->mu);
+    s->tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_unlock(&s->mu);
+    kvreg_event ev[4];
+    size_t n = 0;
+    const int rc = kvreg_registry_poll_wait(s->reg, ev, 4, &n, 10000);
+    pthread_mutex_lock(&s->mu);
+    s->rc = rc, s->n = n, s->done = 1;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* 'S' (sleeping) in /proc/self/task/TID/stat, read until seen or the deadline. */
+static int seen_sleeping(pid_t tid, int64_t deadline_ms) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    while (net_now_ms() < deadline_ms) {
+        FILE *f = fopen(path, "r");
+        char buf[256] = {0};
+        if (f) {
+            size_t got = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[got] = 0;
+            const char *close_paren = strrchr(buf, ')');
+            if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'S') return 1;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
+static void poll_in_progress_refused(void **state) {
+    (void)state;
+    kvreg_config *cfg = NULL;
+    kvreg_config_new(&cfg);
+    kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL);
+    sleeper s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    assert_int_equal(kvreg_registry_new(&s.reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    kvreg_pool *pool = NULL;
+    assert_int_equal(kvreg_pool_new(&pool, s.reg, "G"), KVREG_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, sleep_in_poll_wait, &s), 0);
+    pid_t tid = 0;
+    const int64_t deadline = net_now_ms() + 10000;
+    while (!tid && net_now_ms() < deadline) {
+        pthread_mutex_lock(&s.mu);
+        tid = s.tid;
+        pthread_mutex_unlock(&s.mu);
+        sched_yield();
+    }
+    assert_true(tid != 0);
+    assert_true(seen_sleeping(tid, deadline));
+    kvreg_publisher *pub = NULL;
+    assert_int_equal(kvreg_publisher_new(&pub, s.reg), KVREG_OK);
+    kvreg_pool_block_desc d = KVREG_POOL_BLOCK_DESC_INIT;
+    d.sequence_hash = 7;
+    d.block_hash = 8;
+    kvreg_block b;
+    assert_int_equal(kvreg_pool_register(pool, &d, &b), KVREG_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(s.rc, KVREG_EBUSY);
+    assert_int_equal(s.n, 0);
+    uint64_t queued = 0;
+    assert_int_equal(kvreg_registry_stat(s.reg, KVREG_STAT_EVENTS_QUEUED, &queued), KVREG_OK);
+    assert_int_equal(queued, 1); /* the publisher's */
+    kvreg_publisher_free(pub);
+    kvreg_pool_free(pool);
+    kvreg_registry_free(s.reg);
+    pthread_mutex_destroy(&s.mu);
 }
 
 /* stop() sends everything emitted before it: nothing unsent, every event in a batch. */
@@ -524,6 +619,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(endpoint_rules),
         cmocka_unit_test(publisher_arguments),
+        cmocka_unit_test(poll_in_progress_refused),
         cmocka_unit_test(stop_flushes),
         cmocka_unit_test(no_replay_endpoint_keeps_no_history),
         cmocka_unit_test(untokened_events_skipped),

@@ -88,7 +88,7 @@ void poller(Shared &s, uint64_t seed) {
         std::lock_guard<std::mutex> lk(s.take_check);
         const size_t cap = 1 + splitmix(rng) % out.size();
         size_t n = 0;
-        CHECK(s.q.take(out.data(), cap, &n) == KVREG_OK);
+        CHECK(s.q.take(out.data(), cap, &n, false) == KVREG_OK);
         CHECK(n <= cap);
         for (size_t i = 0; i < n; i++) {
             const kvreg_event &e = out[i];
