@@ -274,8 +274,13 @@ int Publisher::stop() noexcept {
         // callback: each batch in flight is now taken back, waiting for a resend (failed_),
         // or in a callback about to take mu_. (Until 0.6 stop returned first; the callback
         // then ran on a freed publisher.)
+        // Bounded all the same: if libnats could not hand the pending list back (out of
+        // memory), those batches end by their ack or their ack timeout; past that bound
+        // (which only a libnats bookkeeping fault could reach) stop goes on.
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return in_flight_ <= failed_.size() + taken_back; });
+        const auto bound = Clock::now() + std::chrono::milliseconds(ack_timeout_ms_ + 1000);
+        if (!cv_.wait_until(lk, bound, [&] { return in_flight_ <= failed_.size() + taken_back; }))
+            count(errors);
     }
     conn_.close();
     {
