@@ -339,19 +339,6 @@ void events_print_events(const kvreg_wire_decoder *dec, const kvreg_wire_event *
     }
 }
 
-/* Up to cap bytes of f into p (short only at the end of the input or on an error). */
-static size_t read_up_to(FILE *f, uint8_t *p, size_t cap)
-{
-    size_t n = 0;
-    while (n < cap) {
-        const size_t got = fread(p + n, 1, cap - n, f);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    return n;
-}
-
 /* Decode one file; 0 or EVENTS_EXIT_REJECTED (message printed). all: --all-fields.
  * A single payload is read up to the decoder's payload limit and one byte more (a longer one
  * is then rejected by the decoder as too large, without the rest being read); a stream file
@@ -372,7 +359,7 @@ static int decode_file(const char *path, uint32_t format, int all)
             fclose(f);
         return EVENTS_EXIT_REJECTED;
     }
-    len = read_up_to(f, p, STREAM_FILE_MAGIC_LEN);
+    len = stream_read_up_to(f, p, STREAM_FILE_MAGIC_LEN);
     if (!ferror(f) && stream_file_is(p, len)) { /* kvreg-replay --wire-out: many payloads */
         free(p);
         int st = stream_file_decode(path, f, format, all, resolve_format);
@@ -393,7 +380,7 @@ static int decode_file(const char *path, uint32_t format, int all)
             }
             p = q, size = bigger;
         }
-        len += read_up_to(f, p + len, size - len);
+        len += stream_read_up_to(f, p + len, size - len);
     }
     const int bad = ferror(f);
     if (f != stdin)

@@ -15,8 +15,7 @@ int stream_file_is(const uint8_t *p, size_t len)
     return len >= STREAM_FILE_MAGIC_LEN && memcmp(p, STREAM_FILE_MAGIC, STREAM_FILE_MAGIC_LEN) == 0;
 }
 
-/* Up to cap bytes of f into p (short only at the end of the file or on an error). */
-static size_t read_up_to(FILE *f, uint8_t *p, size_t cap)
+size_t stream_read_up_to(FILE *f, uint8_t *p, size_t cap)
 {
     size_t n = 0;
     while (n < cap) {
@@ -41,7 +40,7 @@ int stream_file_decode(const char *path, FILE *f, uint32_t format, int all,
     unsigned long long at = STREAM_FILE_MAGIC_LEN; /* the file offset of the next record */
     for (unsigned long long record = 0;; record++) {
         uint8_t lb[4];
-        size_t got = read_up_to(f, lb, sizeof lb);
+        size_t got = stream_read_up_to(f, lb, sizeof lb);
         if (ferror(f))
             goto unreadable;
         if (got == 0)
@@ -65,7 +64,7 @@ int stream_file_decode(const char *path, FILE *f, uint32_t format, int all,
             }
             buf = bigger, size = take;
         }
-        got = read_up_to(f, buf, take);
+        got = stream_read_up_to(f, buf, take);
         if (ferror(f))
             goto unreadable;
         if (got < take) {
@@ -97,7 +96,7 @@ int stream_file_decode(const char *path, FILE *f, uint32_t format, int all,
         size_t skipped = 0;
         while (skipped < n - take) {
             const size_t want = n - take - skipped < size ? n - take - skipped : size;
-            const size_t r = read_up_to(f, buf, want);
+            const size_t r = stream_read_up_to(f, buf, want);
             skipped += r;
             if (r < want)
                 break;

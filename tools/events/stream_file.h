@@ -30,6 +30,8 @@ int stream_file_append(FILE *f, const uint8_t *payload, size_t len);
 
 /* Reader (stream_file.c). Does this buffer start with the magic? */
 int stream_file_is(const uint8_t *p, size_t len);
+/* Up to cap bytes of f into p (short only at the end of the input or on an error). */
+size_t stream_read_up_to(FILE *f, uint8_t *p, size_t cap);
 /* Decode every payload of a stream file, read from f, whose magic the caller has read, one
  * record at a time (a record is held in memory only up to the decoder's payload limit plus one
  * byte: a longer one is rejected as too large and the rest of it skipped), with FORMAT

@@ -2,17 +2,12 @@
 127.0.0.1, an ephemeral port). Skipped, saying why, when the library was built without NATS;
 without nats-server too, except with CI=true, where that fails."""
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 import unittest
 
 import kvreg
 from kvreg import nats
 
-from .support import find_nats_server as _find_server, infos, wait_for as _wait
+from .support import NatsServer, infos, wait_for as _wait
 
 
 @unittest.skipUnless(nats.available(), "this libkvreg was built without NATS "
@@ -20,31 +15,12 @@ from .support import find_nats_server as _find_server, infos, wait_for as _wait
 class NatsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        exe = _find_server()
-        if exe is None:
-            if os.environ.get("CI") == "true":
-                raise AssertionError("nats-server not found; CI=true, so this is a failure")
-            raise unittest.SkipTest("nats-server not found (apt-get install nats-server)")
-        cls.tmp = tempfile.mkdtemp(prefix="kvreg-py-nats-")
-        cls.proc = subprocess.Popen(
-            [exe, "-js", "-sd", os.path.join(cls.tmp, "store"), "-a", "127.0.0.1", "-p", "-1",
-             "--ports_file_dir", cls.tmp, "-l", os.path.join(cls.tmp, "log")])
-        ports = os.path.join(cls.tmp, "nats-server_%d.ports" % cls.proc.pid)
-
-        def port():
-            try:
-                with open(ports) as f:
-                    cls.url = json.load(f)["nats"][0]
-                return True
-            except (OSError, ValueError, KeyError, IndexError):
-                return False
-        _wait(port, "nats-server's ports file")
+        cls.server = NatsServer()
+        cls.url = cls.server.url
 
     @classmethod
     def tearDownClass(cls):
-        cls.proc.terminate()
-        cls.proc.wait(timeout=10)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.server.stop()
 
     def test_publish_then_consume(self):
         notices = []
