@@ -77,7 +77,7 @@ build_sanitized() {
 
 # What the TSan pass runs (and so builds)
 tsan_targets=(tests/stress/kvreg-stress tests/stress/kvreg-misuse-events
-  tests/stress/kvreg-callback-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
+  tests/stress/kvreg-callback-race tests/stress/kvreg-swap-race tests/stress/kvreg-stale-reuse tests/unit/test_delivery
   tests/stress/kvreg-clear-snapshot tests/unit/test_clear tests/unit/test_snapshot
   tools/replay/kvreg-replay tests/index/kvreg-index-race tests/net/test_net tests/net/test_net_malformed
   tests/stress/kvreg-shard-lock tests/stress/kvreg-prefetch-race tests/stress/kvreg-poll-queue-race
