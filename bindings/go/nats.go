@@ -261,10 +261,7 @@ func NewNatsPublisher(reg *Registry) (*NatsPublisher, error) {
 	}
 	p := &NatsPublisher{reg: reg}
 	p.g.init()
-	if rc := C.kvreg_nats_publisher_new(&p.ptr, reg.ptr); rc == C.KVREG_EBUSY {
-		return nil, &Error{Code: int(rc), Op: "kvreg_nats_publisher_new",
-			detail: "busy: another publisher (ZeroMQ or NATS) takes this registry's events"}
-	} else if err := check("kvreg_nats_publisher_new", rc); err != nil {
+	if err := check("kvreg_nats_publisher_new", C.kvreg_nats_publisher_new(&p.ptr, reg.ptr)); err != nil {
 		return nil, err
 	}
 	reg.publishers.Add(1) // with reg.mu held shared: a Registry.Close sees it

@@ -323,18 +323,15 @@ int EventLog::set_fn(CallbackRef cb) noexcept {
             }
             swap_.wait(kSwapWanted, std::memory_order_acquire);
         }
-        if (holding) {
-            // Nobody else holds the role, so nobody else can install it: do it here, unless
-            // the holder before us did it just before it let go (kSwapWanted or
-            // kSwapRoleFree: not installed yet).
-            if (swap_.load(std::memory_order_acquire) != kSwapDone) std::swap(cb_, pending_cb_);
-            swap_.store(kNoSwap, std::memory_order_relaxed);
-            release_role();
-        } else {
-            swap_.store(kNoSwap, std::memory_order_relaxed);
-        }
+        // Holding the role, nobody else can install it: do it here, unless the holder before
+        // us did it just before it let go (kSwapWanted or kSwapRoleFree: not installed yet).
+        if (holding && swap_.load(std::memory_order_acquire) != kSwapDone) std::swap(cb_, pending_cb_);
+        swap_.store(kNoSwap, std::memory_order_relaxed); // before release_role(): it looks at swap_
         old = std::move(pending_cb_);
-        if (holding) deliver(); // publishers who found us holding the role left their events to us
+        if (holding) {
+            release_role();
+            deliver(); // publishers who found us holding the role left their events to us
+        }
     }
     old.reset(); // the old callback's reference: destroy runs here if nobody else shares it
     return KVREG_OK;
@@ -361,16 +358,18 @@ int EventLog::poll(kvreg_event *out, size_t cap, size_t *n) noexcept {
 }
 
 int EventLog::poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
-    if (!poll_mode_) return KVREG_EINVAL;
-    if (queue_.claimed()) return KVREG_EBUSY;
-    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
-    return queue_.take(out, cap, n, false); // EBUSY if a publisher took the events meanwhile
+    if (poll_mode_ && queue_.claimed()) return KVREG_EBUSY; // do not sleep for nothing
+    return wait_and_take(out, cap, n, timeout_ms, false); // EBUSY if a publisher claims meanwhile
 }
 
 int EventLog::owner_poll_wait(kvreg_event *out, size_t cap, size_t *n, int timeout_ms) noexcept {
+    return wait_and_take(out, cap, n, timeout_ms, true);
+}
+
+int EventLog::wait_and_take(kvreg_event *out, size_t cap, size_t *n, int timeout_ms, bool owner) noexcept {
     if (!poll_mode_) return KVREG_EINVAL;
-    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms);
-    return queue_.take(out, cap, n, true);
+    if (timeout_ms != 0) queue_.wait_for_events(timeout_ms); // returns at once when events are queued
+    return queue_.take(out, cap, n, owner);
 }
 
 void EventLog::wakeup() noexcept { queue_.wakeup(); }

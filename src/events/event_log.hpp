@@ -227,6 +227,8 @@ private:
     void hand_over() noexcept;
     // Step 6, holder side: install the callback a setter left in pending_cb_.
     void install_pending_fn() noexcept;
+    // poll_wait() and owner_poll_wait(): sleep until events come (bounded), then take them.
+    int wait_and_take(kvreg_event *out, size_t cap, size_t *n, int timeout_ms, bool owner) noexcept;
     // Delivers until nothing is left (false: the caller still holds the role and lets go, step
     // 4) or until it handed the role over (true). `owed`: ids below it are this thread's debt.
     bool deliver_as_holder(uint64_t owed) noexcept;

@@ -18,6 +18,11 @@ int hex(uint8_t c) noexcept {
     return -1;
 }
 
+// Four hex digits at p (bounds checked by the caller).
+bool hex4(const uint8_t *p) noexcept {
+    return hex(p[0]) >= 0 && hex(p[1]) >= 0 && hex(p[2]) >= 0 && hex(p[3]) >= 0;
+}
+
 // The code unit of the \uXXXX escape at s (validated: four hex digits follow "\u").
 uint32_t code_unit(const char *s) noexcept {
     uint32_t cp = 0;
@@ -113,9 +118,8 @@ size_t JsonDoc::scan_string(size_t pos, bool *escaped, size_t &err_off,
         } else if (e == 'u') {
             if (len_ - pos < 6)
                 return fail(pos, "truncated: a \\u escape at the end of the payload");
-            for (size_t k = 2; k < 6; k++)
-                if (hex(p_[pos + k]) < 0)
-                    return fail(pos, "a bad \\u escape");
+            if (!hex4(p_ + pos + 2))
+                return fail(pos, "a bad \\u escape");
             // UTF-16 surrogates come in pairs (serde_json refuses a lone one too).
             const uint32_t u = code_unit(reinterpret_cast<const char *>(p_ + pos));
             if (low_surrogate(u))
@@ -123,9 +127,8 @@ size_t JsonDoc::scan_string(size_t pos, bool *escaped, size_t &err_off,
             if (high_surrogate(u)) {
                 if (len_ - pos < 12 || p_[pos + 6] != '\\' || p_[pos + 7] != 'u')
                     return fail(pos, "a high surrogate not followed by a low one");
-                for (size_t k = 8; k < 12; k++)
-                    if (hex(p_[pos + k]) < 0)
-                        return fail(pos + 6, "a bad \\u escape");
+                if (!hex4(p_ + pos + 8))
+                    return fail(pos + 6, "a bad \\u escape");
                 if (!low_surrogate(code_unit(reinterpret_cast<const char *>(p_ + pos + 6))))
                     return fail(pos, "a high surrogate not followed by a low one");
                 pos += 6;

@@ -137,3 +137,16 @@ class NatsServer:
                     return
                 if not line or line.startswith(b"-ERR"):
                     raise AssertionError("nats-server refused the message: %r" % line)
+
+
+class WithNatsServer(unittest.TestCase):
+    """A test case whose tests share one NatsServer (self.server, self.url) for the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = NatsServer()
+        cls.url = cls.server.url
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()

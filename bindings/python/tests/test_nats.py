@@ -7,21 +7,12 @@ import unittest
 import kvreg
 from kvreg import nats
 
-from .support import NatsServer, infos, wait_for as _wait
+from .support import WithNatsServer, infos, wait_for as _wait
 
 
 @unittest.skipUnless(nats.available(), "this libkvreg was built without NATS "
                      "(kvreg.nats.available() is False)")
-class NatsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = NatsServer()
-        cls.url = cls.server.url
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-
+class NatsTest(WithNatsServer):
     def test_publish_then_consume(self):
         notices = []
         with kvreg.Registry("poll") as reg:

@@ -11,7 +11,7 @@ import warnings
 import kvreg
 from kvreg import nats
 
-from .support import NatsServer, infos, wait_for
+from .support import WithNatsServer, infos, wait_for
 
 NEEDS_NATS = unittest.skipUnless(nats.available(), "this libkvreg was built without NATS "
                                  "(kvreg.nats.available() is False)")
@@ -193,18 +193,9 @@ class IntegersTest(unittest.TestCase):
 
 
 @NEEDS_NATS
-class RunningTest(unittest.TestCase):
+class RunningTest(WithNatsServer):
     """With a server: the same rules while the publisher's sender thread runs, and close()
     of a consumer or publisher while another thread is inside a call on it."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = NatsServer()
-        cls.url = cls.server.url
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
 
     def test_registry_close_while_publisher_runs_is_busy(self):
         reg = kvreg.Registry("poll")
