@@ -346,8 +346,9 @@ KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_
  * expected entries or the tier weights), then every worker with the seq its next batch must
  * carry, its entries (router hash and tiers) and, in ENGINE mode, its engine -> router hash
  * mapping (the entries follow from it), and an XXH3-64 checksum of all that. Workers come in
- * ascending (worker_id, dp_rank), entries in ascending hash order: equal indexes give equal
- * dumps, whatever the order their events came in and whatever their shard counts.
+ * ascending (worker_id, dp_rank), entries in an order fixed by their hashes (the one a load
+ * fills its tables fastest in): equal indexes give equal dumps, whatever the order their
+ * events came in and whatever their shard counts.
  *
  * Consistency: a dump (and a digest) is the state of one instant: the one at which it holds
  * the locks of every worker slot handed out when it started (taken in slot order). It holds
@@ -358,8 +359,10 @@ KVREG_API int kvreg_index_query_depths_tokens_in(const kvreg_index *idx, uint64_
  * that a load (kvreg_index_load, or a NATS replica's restore) has added but whose entries are
  * not all in yet: a dump or digest taken during a load has each worker whole or not at all. */
 
-/* The format version kvreg_index_dump writes; kvreg_index_load reads this one. */
-#define KVREG_INDEX_DUMP_VERSION 1u
+/* The format version kvreg_index_dump writes; kvreg_index_load reads it and version 1 (the
+ * same layout with entries in ascending hash order, as libkvreg 0.6.0 wrote it). Digests are
+ * of version 2 dumps: an index's digest differs from what 0.6.0 gave for the same content. */
+#define KVREG_INDEX_DUMP_VERSION 2u
 
 /* Receives the dump in pieces, in order (each at most 64 KiB, none empty). Return 0 to go on;
  * any other value stops the dump, which returns it. */
@@ -383,7 +386,7 @@ KVREG_API int kvreg_index_dump_alloc(const kvreg_index *idx, void **data,
  *   KVREG_EINVAL   idx NULL, data NULL with len > 0, or the dump's hashes mode, profile, block
  *                  size or salt differ from the index's;
  *   KVREG_ESTATE   the index knows a worker;
- *   KVREG_ENOTSUP  a format version this library does not read (a newer one);
+ *   KVREG_ENOTSUP  a format version this library does not read (0, or a newer one);
  *   KVREG_EPROTO   not a dump: too short, wrong magic, checksum mismatch (truncated or
  *                  corrupt), or content that is not consistent (counts beyond the end, workers
  *                  or entries out of order or repeated, unknown tiers or flags, trailing bytes);

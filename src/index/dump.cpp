@@ -128,12 +128,13 @@ void Index::snapshot(Snapshot &snap) const {
         }
     }
     locks.clear();
-    // Canonical order: the dump does not depend on slots, shards or insertion order.
+    // Canonical order: the dump does not depend on slots, shards or insertion order. Records
+    // by their key mixed (record_order(): the order a load fills a mapping in).
     std::sort(snap.workers.begin(), snap.workers.end(),
               [](const Snapshot::W &a, const Snapshot::W &b) { return a.id != b.id ? a.id < b.id : a.dp < b.dp; });
     for (auto &w : snap.workers)
         std::sort(w.recs.begin(), w.recs.end(), [](const Snapshot::Rec &a, const Snapshot::Rec &b) {
-            return a.part != b.part ? a.part < b.part : a.key < b.key;
+            return a.part != b.part ? a.part < b.part : record_order(a.key, kVersion) < record_order(b.key, kVersion);
         });
 }
 

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "index/engine_map.hpp"
 #include "kvreg_index.h"
 
 namespace kvreg::index::dump_format {
 
 constexpr unsigned char kMagic[8] = {'K', 'V', 'R', 'E', 'G', 'I', 'D', 'X'};
-constexpr uint32_t kVersion = KVREG_INDEX_DUMP_VERSION;
+constexpr uint32_t kVersion = KVREG_INDEX_DUMP_VERSION; // what a dump writes
+constexpr uint32_t kOldestVersion = 1;                   // the oldest a load reads
 constexpr size_t kHeader = 40;       // magic, version, hashes, profile, block size, salt, workers
 constexpr size_t kWorkerHead = 40;   // id, dp, flags, next seq, model partition, groups
 constexpr size_t kGroupHead = 16;    // partition, records
@@ -20,6 +22,14 @@ constexpr size_t kTrailer = 8;       // checksum
 constexpr size_t kOwnRecord = 9;     // router hash, tiers
 constexpr size_t kEngineRecord = 17; // engine hash, router hash, tiers
 constexpr uint32_t kSeqKnown = 1;    // worker flag: next_seq is the seq the next batch must carry
+
+// What a group's records ascend by (none repeats): version 1, the record's key (router hash in
+// OWN mode, engine hash in ENGINE mode); since version 2 the key mixed as a mapping mixes it,
+// so that a load fills the mapping (and in OWN mode the table's shards) in slot order
+// (docs/design/index.md, "Format, version 2", has the figures).
+constexpr uint64_t record_order(uint64_t key, uint32_t version) noexcept {
+    return version >= 2 ? EngineMap::mix(key) : key;
+}
 
 inline void put32(unsigned char *p, uint32_t v) noexcept {
     for (int i = 0; i < 4; i++) p[i] = static_cast<unsigned char>(v >> (8 * i));

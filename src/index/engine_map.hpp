@@ -1,8 +1,10 @@
 // One worker's engine-to-router hash mapping: for each engine hash the worker holds, the
 // router hash libkvreg computed for it and the tiers it is stored in. Removes carry engine
 // hashes only, and a stored event's parent is an engine hash: both are resolved here.
-// Open addressing, linear probing, backward-shift deletion, 24 bytes an entry. Not
-// thread-safe: the worker's lock guards it.
+// Open addressing, linear probing, backward-shift deletion, 24 bytes an entry. An engine
+// hash's home slot is the top bits of its mixed form (mix()), so entries inserted in ascending
+// mixed order, as a dump (version 2) lists them, land one after another, in the lines the
+// insert before them wrote. Not thread-safe: the worker's lock guards it.
 #pragma once
 
 #include <atomic>
@@ -33,6 +35,11 @@ public:
     uint64_t size() const noexcept { return size_; }
     // What it allocated itself (slots taken from a MapArena are the arena's).
     uint64_t bytes() const noexcept { return slots_.get_deleter().owned ? (mask_ ? mask_ + 1 : 0) * sizeof(Entry) : 0; }
+
+    // An engine hash mixed: a multiplication by an odd constant, a bijection, so that engine
+    // hashes that are small integers still spread over the slots. A dump orders its ENGINE
+    // records by it (index/dump.cpp).
+    static constexpr uint64_t mix(uint64_t engine) noexcept { return engine * UINT64_C(0x9E3779B97F4A7C15); }
 
     Entry *find(uint64_t engine) noexcept {
         if (!slots_) return nullptr;
@@ -91,20 +98,23 @@ public:
 
     void clear() noexcept {
         slots_.reset();
-        mask_ = 0;
+        set_capacity(0);
         size_ = 0;
     }
 
 private:
-    uint64_t home(uint64_t engine) const noexcept {
-        return (engine * UINT64_C(0x9E3779B97F4A7C15) >> 20) & mask_; // engine hashes may be small ints
+    uint64_t home(uint64_t engine) const noexcept { return mix(engine) >> shift_; }
+    // cap: a power of two >= 2, or 0 (no slots).
+    void set_capacity(uint64_t cap) noexcept {
+        mask_ = cap ? cap - 1 : 0;
+        shift_ = cap ? static_cast<unsigned>(__builtin_clzll(cap - 1)) : 63;
     }
     void rehash(uint64_t cap) {
         Slots fresh(allocate(cap), Free{true});
         Slots old = std::move(slots_);
         const uint64_t old_cap = old ? mask_ + 1 : 0;
         slots_ = std::move(fresh);
-        mask_ = cap - 1;
+        set_capacity(cap);
         for (uint64_t i = 0; i < old_cap; i++) {
             if (old[i].tiers == 0) continue;
             uint64_t j = home(old[i].engine);
@@ -132,7 +142,8 @@ private:
     }
 
     Slots slots_{nullptr, Free{true}};
-    uint64_t mask_ = 0;
+    uint64_t mask_ = 0;   // capacity - 1
+    unsigned shift_ = 63; // 64 - log2(capacity): home() keeps the top bits
     uint64_t size_ = 0;
 };
 
@@ -209,7 +220,7 @@ inline void EngineMap::reserve(uint64_t n, MapArena *arena) {
     if (!slots_ && arena) {
         if (Entry *p = arena->take(want)) {
             slots_ = Slots(p, Free{false});
-            mask_ = want - 1;
+            set_capacity(want);
             return;
         }
     }

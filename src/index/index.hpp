@@ -132,7 +132,8 @@ public:
         uint64_t summed_ = 0;              // bytes the checksum has seen
         std::vector<unsigned char> cut_;   // a field cut by the end of a piece, as far as it came
         uint64_t n_workers_ = 0, worker_ = 0, groups_ = 0, group_ = 0, left_in_group_ = 0;
-        uint64_t prev_id_ = 0, prev_key_ = 0;
+        uint64_t prev_id_ = 0, prev_order_ = 0; // prev_order_: the previous record's record_order()
+        uint32_t version_ = 0;                  // the dump's format version
         uint32_t prev_dp_ = 0;
         bool group_start_ = false; // the next record is its group's first
         // The worker being loaded: its state (not locked between pieces: nothing else may

@@ -16,7 +16,7 @@
 //                  until flush() has put its records in)
 //     kGroupHead   a partition after the previous one, with 1 .. (what is left) records;
 //                  ENGINE mode: room in the worker's mapping for all of them
-//     kRecords     every whole record of this piece at once: checked (ascending in the
+//     kRecords     every whole record of this piece at once: checked (ascending, by record_order(), in the
 //                  group, known tiers) and into the mapping (ENGINE mode); they wait for the
 //                  table until a worker ends with a million waiting or the last one ends,
 //                  then all go in at once (flush(): HolderTable::update_many, shard by
@@ -78,7 +78,7 @@ bool count_records(const unsigned char *data, size_t len, bool own, const Holder
 int Index::load(const unsigned char *data, size_t len) noexcept {
     if (workers_.count() != 0) return KVREG_ESTATE;
     if (len < kHeader + kTrailer || std::memcmp(data, kMagic, sizeof kMagic) != 0) return KVREG_EPROTO;
-    if (get32(data + 8) != kVersion) return KVREG_ENOTSUP;
+    if (const uint32_t v = get32(data + 8); v < kOldestVersion || v > kVersion) return KVREG_ENOTSUP;
     if (checksum64(data, len - kTrailer) != get64(data + len - kTrailer)) return KVREG_EPROTO;
     try {
         std::vector<uint64_t> more;
@@ -197,7 +197,8 @@ int Index::Loader::finish() noexcept {
 
 int Index::Loader::on_header(const unsigned char *h) {
     if (std::memcmp(h, kMagic, sizeof kMagic) != 0) return KVREG_EPROTO;
-    if (get32(h + 8) != kVersion) return KVREG_ENOTSUP;
+    version_ = get32(h + 8);
+    if (version_ < kOldestVersion || version_ > kVersion) return KVREG_ENOTSUP;
     const Options &o = idx_.opt_;
     const uint32_t hashes = get32(h + 12), profile = get32(h + 16), bs = get32(h + 20);
     if (hashes > KVREG_INDEX_HASHES_OWN || profile > KVREG_INDEX_PROFILE_KV_ROUTER || bs == 0) return KVREG_EPROTO;
@@ -289,14 +290,14 @@ int Index::Loader::on_records(const unsigned char *recs, size_t n) {
     int rc = KVREG_OK;
     for (; r < n; r++) {
         const unsigned char *rec = recs + r * size;
-        const uint64_t key = get64(rec);
+        const uint64_t key = get64(rec), order = record_order(key, version_);
         const uint8_t tiers = rec[size - 1];
-        if ((!group_start_ && key <= prev_key_) || tiers == 0 || tiers >= (1u << kTiers)) {
+        if ((!group_start_ && order <= prev_order_) || tiers == 0 || tiers >= (1u << kTiers)) {
             rc = KVREG_EPROTO;
             break;
         }
         group_start_ = false;
-        prev_key_ = key;
+        prev_order_ = order;
         tiers_out[r] = tiers;
         if (own) {
             keys[r] = key_of(key, group_part_);

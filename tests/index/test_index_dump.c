@@ -101,12 +101,16 @@ static void put64(unsigned char *p, uint64_t v)
 static void reseal(unsigned char *d, size_t n) { put64(d + n - 8, XXH3_64bits(d, n - 8)); }
 
 /* The OWN-mode dump of worker (5, dp 1), next seq 1, holding 0x10 in GPU and CPU and 0x20 in
- * GPU, written out by hand from the documented layout. */
-static size_t small_own_dump(unsigned char *d)
+ * GPU, written out by hand from the documented layout: format version 2 (what the library
+ * writes), or version 1 (what 0.6.0 wrote: the same but for the records' order). */
+static size_t small_own_dump_version(unsigned char *d, uint32_t version)
 {
     size_t n = 0;
+    /* Version 2 orders records by key * 0x9E3779B97F4A7C15 mod 2^64: 0x20 gives
+     * 0xc6ef372fe94f82a0, 0x10 gives 0xe3779b97f4a7c150, so 0x20 comes first. Version 1: by key. */
+    const uint64_t first = version == 1 ? 0x10 : 0x20, second = version == 1 ? 0x20 : 0x10;
     memcpy(d, "KVREGIDX", 8);
-    put32(d + 8, 1);     /* format version */
+    put32(d + 8, version); /* format version */
     put32(d + 12, 1);    /* hashes: OWN */
     put32(d + 16, 0);    /* profile: DYNAMO */
     put32(d + 20, BS);   /* block size */
@@ -123,14 +127,16 @@ static size_t small_own_dump(unsigned char *d)
     put64(d + n, 0);     /* partition */
     put64(d + n + 8, 2); /* records */
     n += 16;
-    put64(d + n, 0x10);
-    d[n + 8] = 0x3;      /* GPU | CPU */
-    put64(d + n + 9, 0x20);
-    d[n + 17] = 0x1;     /* GPU */
+    put64(d + n, first);
+    d[n + 8] = first == 0x10 ? 0x3 : 0x1;       /* 0x10: GPU | CPU, 0x20: GPU */
+    put64(d + n + 9, second);
+    d[n + 17] = second == 0x10 ? 0x3 : 0x1;
     n += 18;
     put64(d + n, XXH3_64bits(d, n));
     return n + 8;
 }
+
+static size_t small_own_dump(unsigned char *d) { return small_own_dump_version(d, 2); }
 
 static void build_small_own(kvreg_index *idx)
 {
@@ -184,6 +190,31 @@ static void test_small_own_layout(void **state)
     kvreg_index_free(copy);
 }
 
+/* Version 1 (libkvreg 0.6.0's dumps, records by key) still loads, to the same content; each
+ * version's records in the other's order are out of order. */
+static void test_version_1_loads(void **state)
+{
+    unsigned char v1[256], v2[256];
+    const size_t n1 = small_own_dump_version(v1, 1), n2 = small_own_dump(v2);
+    kvreg_index *idx = own_index(4);
+    (void)state;
+    assert_int_equal(n1, n2);
+    assert_int_equal(kvreg_index_load(idx, v1, n1), KVREG_OK);
+    assert_int_equal(stat(idx, KVREG_INDEX_STAT_ENTRIES), 2);
+    /* its digest is that of the version 2 dump of the same content */
+    assert_true(digest(idx) == XXH3_64bits(v2, n2 - 8));
+    assert_int_equal(kvreg_index_remove_worker(idx, 5, 1), KVREG_OK);
+    put32(v1 + 8, 2); /* version 1's order, called version 2 */
+    reseal(v1, n1);
+    assert_int_equal(kvreg_index_load(idx, v1, n1), KVREG_EPROTO);
+    assert_empty(idx);
+    put32(v2 + 8, 1); /* version 2's order, called version 1 */
+    reseal(v2, n2);
+    assert_int_equal(kvreg_index_load(idx, v2, n2), KVREG_EPROTO);
+    assert_empty(idx);
+    kvreg_index_free(idx);
+}
+
 /* ENGINE mode: the mapping travels, so a Remove of an engine hash stored before the dump
  * finds its entry on the replica, and a child names a parent stored before the dump. */
 static void test_engine_mapping_round_trip(void **state)
@@ -215,19 +246,25 @@ static void test_engine_mapping_round_trip(void **state)
     apply1(idx, 3, 0, 1, &e);
 
     assert_int_equal(kvreg_index_dump_alloc(idx, &d, &dn), KVREG_OK);
-    /* header, one worker, one group, two 17-byte mapping records, checksum */
+    /* header, one worker, one group, two 17-byte mapping records, checksum; the records by
+     * engine hash * 0x9E3779B97F4A7C15 mod 2^64: 1002 gives 0x4522700c3989aa32, 1001
+     * 0xa6eaf652ba3f2e1d, so 1002 (GPU) comes first, then 1001 (GPU | CPU) */
     assert_int_equal(dn, 40 + 40 + 16 + 2 * 17 + 8);
     {
         const unsigned char *r = (const unsigned char *)d + 96;
         uint64_t v = 0;
-        int k;
-        for (k = 7; k >= 0; k--)
-            v = v << 8 | r[k];
-        assert_true(v == 1001);
-        for (v = 0, k = 15; k >= 8; k--)
-            v = v << 8 | r[k];
-        assert_true(v == router[0]);
-        assert_int_equal(r[16], 0x3);
+        int k, j;
+        const uint64_t want_engine[2] = {1002, 1001}, want_router[2] = {router[1], router[0]};
+        const unsigned char want_tiers[2] = {0x1, 0x3};
+        for (j = 0; j < 2; j++, r += 17) {
+            for (v = 0, k = 7; k >= 0; k--)
+                v = v << 8 | r[k];
+            assert_true(v == want_engine[j]);
+            for (v = 0, k = 15; k >= 8; k--)
+                v = v << 8 | r[k];
+            assert_true(v == want_router[j]);
+            assert_int_equal(r[16], want_tiers[j]);
+        }
     }
     assert_int_equal(kvreg_index_load(copy, d, dn), KVREG_OK);
     assert_true(digest(copy) == digest(idx));
@@ -423,8 +460,8 @@ static void test_inconsistent(void **state)
         {g + 8, 0, 8},           /* an empty group */
         {g + 8, 3, 8},           /* three records, two there */
         {g + 8, UINT64_MAX, 8},
-        {r, 0x20, 8},            /* records repeated */
-        {r, 0x30, 8},            /* records out of order */
+        {r + 9, 0x20, 8},        /* records repeated */
+        {r + 9, 0x30, 8},        /* records out of order (0x30 mixed: 0xaa66d2c7ddf743f0) */
         {r + 8, 0, 1},           /* no tier */
         {r + 8, 0x10, 1},        /* a tier beyond KVREG_MEDIUM_COUNT */
         {16, 2, 4},              /* unknown profile */
@@ -476,7 +513,7 @@ static void test_version_and_config(void **state)
     const size_t n = small_own_dump(d);
     kvreg_index *idx;
     (void)state;
-    put32(d + 8, 2); /* a newer format, sealed */
+    put32(d + 8, 3); /* a newer format, sealed */
     reseal(d, n);
     idx = own_index(4);
     assert_int_equal(kvreg_index_load(idx, d, n), KVREG_ENOTSUP);
@@ -777,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_small_own_layout),
         cmocka_unit_test(test_engine_mapping_round_trip),
         cmocka_unit_test(test_digest_order_and_shards),
+        cmocka_unit_test(test_version_1_loads),
         cmocka_unit_test(test_digest_differs),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_inconsistent),
