@@ -329,6 +329,74 @@ static void fill(kvreg_index *idx, int order)
     }
 }
 
+/* Walk a dump of one worker: each group's records must ascend by key * 0x9E3779B97F4A7C15 mod
+ * 2^64 (the documented order, computed here), groups by partition; returns the records. */
+static size_t check_record_order(const unsigned char *d, size_t n, size_t rec_size)
+{
+    size_t at = 40 + 40, total = 0;
+    uint64_t g, groups, prev_part = 0;
+    int k;
+    for (groups = 0, k = 7; k >= 0; k--)
+        groups = groups << 8 | d[40 + 32 + k];
+    for (g = 0; g < groups; g++) {
+        uint64_t part = 0, recs = 0, r, prev = 0;
+        for (k = 7; k >= 0; k--) {
+            part = part << 8 | d[at + k];
+            recs = recs << 8 | d[at + 8 + k];
+        }
+        assert_true(g == 0 || part > prev_part);
+        prev_part = part;
+        at += 16;
+        for (r = 0; r < recs; r++, at += rec_size) {
+            uint64_t key = 0, mixed;
+            for (k = 7; k >= 0; k--)
+                key = key << 8 | d[at + k];
+            mixed = key * UINT64_C(0x9E3779B97F4A7C15);
+            assert_true(r == 0 || mixed > prev);
+            prev = mixed;
+        }
+        total += (size_t)recs;
+    }
+    assert_int_equal(at + 8, n);
+    return total;
+}
+
+/* Enough records that the dump's sort cannot be a pass of adjacent swaps: ENGINE records of
+ * two partitions interleaved in the mapping, and OWN records (the table's order is not the
+ * dump's): each group in the documented order. */
+static void test_dump_order_many_records(void **state)
+{
+    enum { N = 3000 };
+    kvreg_index *engine = new_index(0, KVREG_ROUTER_SALT, 16, BS, 0), *own = own_index(16);
+    uint32_t tokens[BS];
+    uint64_t h;
+    size_t i, dn = 0;
+    void *d = NULL;
+    kvreg_wire_event e;
+    (void)state;
+    for (i = 0; i < 2 * N; i++) {
+        size_t t;
+        h = (uint64_t)i + 1; /* small integers: the mixing spreads them */
+        for (t = 0; t < BS; t++)
+            tokens[t] = (uint32_t)(i * BS + t);
+        stored(&e, KVREG_MEDIUM_GPU, &h, 1);
+        e.token_ids = tokens;
+        e.n_token_ids = BS;
+        e.lora_name = i % 2 ? "adapter" : NULL;
+        apply1(engine, 7, 0, i, &e);
+        stored(&e, KVREG_MEDIUM_GPU, &h, 1);
+        apply1(own, 7, 0, i, &e);
+    }
+    assert_int_equal(kvreg_index_dump_alloc(engine, &d, &dn), KVREG_OK);
+    assert_int_equal(check_record_order((const unsigned char *)d, dn, 17), 2 * N);
+    free(d);
+    assert_int_equal(kvreg_index_dump_alloc(own, &d, &dn), KVREG_OK);
+    assert_int_equal(check_record_order((const unsigned char *)d, dn, 9), 2 * N);
+    free(d);
+    kvreg_index_free(engine);
+    kvreg_index_free(own);
+}
+
 static void test_digest_order_and_shards(void **state)
 {
     kvreg_index *x = own_index(1), *y = own_index(64);
@@ -815,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_engine_mapping_round_trip),
         cmocka_unit_test(test_digest_order_and_shards),
         cmocka_unit_test(test_version_1_loads),
+        cmocka_unit_test(test_dump_order_many_records),
         cmocka_unit_test(test_digest_differs),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_inconsistent),
