@@ -170,15 +170,45 @@ public:
     // call per id through the caller's checks.
     size_t try_uints32(uint32_t *dst, size_t n) noexcept {
         size_t i = 0;
-        for (uint64_t v; i < n; i++) {
+        while (i < n && !err_) {
+            // While 5 bytes remain every form of a 32-bit value is whole, so the type byte
+            // alone decides: a fixint, uint 32, 16 or 8 without try_uint()'s bounds check
+            // and size dispatch (token ids were a fifth of a replica's decode and apply).
+            const uint8_t *q = p_ + pos_;
+            const uint8_t *const fast_end = len_ - pos_ >= 5 ? p_ + len_ - 4 : q;
+            for (; i < n && q < fast_end; i++) {
+                const uint8_t b = q[0];
+                if (b <= 0x7f) {
+                    dst[i] = b;
+                    q += 1;
+                } else if (b == 0xce) {
+                    uint32_t w;
+                    std::memcpy(&w, q + 1, 4);
+                    dst[i] = __builtin_bswap32(w);
+                    q += 5;
+                } else if (b == 0xcd) {
+                    dst[i] = uint32_t{q[1]} << 8 | q[2];
+                    q += 3;
+                } else if (b == 0xcc) {
+                    dst[i] = q[1];
+                    q += 2;
+                } else {
+                    break; // a uint 64, or not an integer: below
+                }
+            }
+            pos_ = static_cast<size_t>(q - p_);
+            if (i == n)
+                break;
+            // The last bytes, or a uint 64 that may hold a 32-bit value: one at a time.
             const size_t at = pos_;
+            uint64_t v;
             if (!try_uint(v))
                 break;
             if (v > UINT32_MAX) {
                 pos_ = at;
                 break;
             }
-            dst[i] = static_cast<uint32_t>(v);
+            dst[i++] = static_cast<uint32_t>(v);
         }
         return i;
     }

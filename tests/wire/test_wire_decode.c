@@ -185,6 +185,24 @@ static void test_integer_widths(void **state)
     assert_int_equal(ev[0].token_ids[5], UINT32_MAX);
     kvreg_wire_decoder_free(dec);
 
+    /* A uint 64 token (read one at a time) between others (read in a run), and forms again
+     * after it; the last ones within 5 bytes of the payload's end. */
+    ev = decode(&dec, KVREG_WIRE_VLLM,
+        "93 00 91 94 ab \"BlockStored\" 91 01 c0"
+        " 99 cf0000000000000001 05 cd0102 ce00010000 cc10 cf00000000fffffffe 7f cd8000 0a 00", &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].n_token_ids, 9);
+    assert_int_equal(ev[0].token_ids[0], 1);
+    assert_int_equal(ev[0].token_ids[1], 5);
+    assert_int_equal(ev[0].token_ids[2], 0x0102);
+    assert_int_equal(ev[0].token_ids[3], 0x10000);
+    assert_int_equal(ev[0].token_ids[4], 0x10);
+    assert_int_equal(ev[0].token_ids[5], 0xfffffffeu);
+    assert_int_equal(ev[0].token_ids[6], 0x7f);
+    assert_int_equal(ev[0].token_ids[7], 0x8000);
+    assert_int_equal(ev[0].token_ids[8], 0x0a);
+    kvreg_wire_decoder_free(dec);
+
     /* A bad token after good ones: the bad one's offset (header 3 + tag 1 + 11, hashes 2, parent
      * 1, token array head 1, tokens 1 + 5). */
     reject(KVREG_WIRE_VLLM, "93 00 91 94 ab \"BlockStored\" 91 01 c0 93 05 ce00000001 cf0000000100000000 00", 26);
