@@ -230,7 +230,11 @@ int Index::Loader::on_worker(const unsigned char *wh) {
     const uint64_t next_seq = get64(wh + 16), model = get64(wh + 24);
     groups_ = get64(wh + 32);
     if (worker_ > 0 && (id < prev_id_ || (id == prev_id_ && dp <= prev_dp_))) return KVREG_EPROTO;
-    if ((flags & ~kSeqKnown) != 0 || (!(flags & kSeqKnown) && next_seq != 0)) return KVREG_EPROTO;
+    // A known next seq is never KVREG_INDEX_SEQ_NONE: after the highest seq the index takes
+    // any as the start again (flag clear), and no call makes that state.
+    if ((flags & ~kSeqKnown) != 0 || (!(flags & kSeqKnown) && next_seq != 0) ||
+        ((flags & kSeqKnown) && next_seq == KVREG_INDEX_SEQ_NONE))
+        return KVREG_EPROTO;
     if (groups_ > body_left() / kGroupHead) return KVREG_EPROTO;
     prev_id_ = id;
     prev_dp_ = dp;

@@ -520,6 +520,7 @@ static void test_inconsistent(void **state)
         {32, UINT64_MAX, 8},     /* a count no dump can hold */
         {w + 12, 2, 4},          /* unknown worker flag */
         {w + 12, 0, 4},          /* next seq unknown but not 0 */
+        {w + 16, UINT64_MAX, 8}, /* next seq known as KVREG_INDEX_SEQ_NONE, which nothing makes */
         {w + 24, 3, 8},          /* a model partition this version does not have */
         {w + 32, 0, 8},          /* no group, records there */
         {w + 32, 2, 8},          /* two groups, one there */
