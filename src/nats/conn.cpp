@@ -302,7 +302,9 @@ bool parse_header(const char *text, BatchHeader &out) noexcept {
     if (!field(p, w, false) || !field(p, r, false) || !field(p, i, false) || !field(p, s, false) ||
         !field(p, f, true))
         return false;
-    if (r > INT32_MAX || f < 1 || f > 4) return false;
+    // A seq of 2^64 - 1 has no next (a replica's next seq would wrap to 0 and take the
+    // worker's applied batches as missing): no publisher reaches it, a forged header does.
+    if (r > INT32_MAX || f < 1 || f > 4 || s == UINT64_MAX) return false;
     out.worker = w;
     out.rank = static_cast<uint32_t>(r);
     out.instance = i;

@@ -262,7 +262,8 @@ static void test_server_restart(void **state) {
 }
 
 /* Garbage in the stream: no header, a header that does not parse, a valid header on a payload
- * that does not decode, a message over the replica's size limit, and an empty one with a
+ * that does not decode, a message over the replica's size limit, a header with seq 2^64 - 1,
+ * and an empty one with a
  * "Status" header (what the server's own status messages carry: it must not be taken for
  * one, which dropped it unacknowledged, redelivered for ever). Each gets a MALFORMED notice
  * and is acknowledged; the replica goes on and applies the engine's batches after them. */
@@ -296,6 +297,8 @@ static void test_garbage(void **state) {
     static char big[8192];
     memset(big, 0x91, sizeof big);
     raw_publish(js, "garbage.ev.x", "1 98 0 5 0 4", big, sizeof big);
+    /* seq 2^64 - 1: no next seq (applied, a replica's next wrapped to 0) */
+    raw_publish(js, "garbage.ev.x", "1 97 0 5 18446744073709551615 4", junk, sizeof junk);
     raw_publish_named(js, "garbage.ev.x", "Status", "404", NULL, 0);
     kvreg_block b[10];
     for (unsigned i = 0; i < 10; i++) assert_int_equal(reg_hash(e.gpu, 700 + i, &b[i]), KVREG_OK);
@@ -306,19 +309,19 @@ static void test_garbage(void **state) {
     replica_open(&r, "GARBAGE", "r1", 1, 4096);
     /* The undecodable payload of worker 99 still uses its seq: one batch (of no events). */
     replica_catch_up(&r, batches + 1);
-    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_MALFORMED), 5);
-    assert_int_equal(r.n_notices, 5);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_MALFORMED), 6);
+    assert_int_equal(r.n_notices, 6);
     /* Every message acknowledged: none pending, the ack floor at the stream's last. */
     jsConsumerInfo *ci = NULL;
     assert_int_equal(js_GetConsumerInfo(&ci, js, "GARBAGE", "r1", NULL, NULL), NATS_OK);
     assert_int_equal(ci->NumAckPending, 0);
     assert_int_equal(ci->NumRedelivered, 0);
-    assert_int_equal(ci->AckFloor.Stream, batches + 5);
+    assert_int_equal(ci->AckFloor.Stream, batches + 6);
     jsConsumerInfo_Destroy(ci);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     int over = 0, header = 0, decode = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         assert_int_equal(r.kinds[i], KVREG_NATS_NOTICE_MALFORMED);
         over += strstr(r.texts[i], "over the limit") != NULL;
         header += strstr(r.texts[i], "Kvreg-Batch") != NULL;
@@ -328,12 +331,13 @@ static void test_garbage(void **state) {
         }
     }
     assert_int_equal(over, 1);
-    assert_int_equal(header, 3);
+    assert_int_equal(header, 4);
     assert_int_equal(decode, 1);
     uint64_t next = 0;
     assert_int_equal(kvreg_nats_consumer_worker(r.con, 99, 0, NULL, &next), KVREG_OK);
     assert_int_equal(next, 1);
     assert_int_equal(kvreg_nats_consumer_worker(r.con, 98, 0, NULL, &next), KVREG_ENOENT);
+    assert_int_equal(kvreg_nats_consumer_worker(r.con, 97, 0, NULL, &next), KVREG_ENOENT);
     assert_same_as_engine(&r, &e, 9, 700, 10);
     replica_close(&r);
     engine_close(&e);
