@@ -293,6 +293,9 @@ void Index::remove_workers(const std::vector<std::pair<uint64_t, uint32_t>> &ws)
             for (const auto &[id, dp] : ws) {
                 uint32_t slot = 0;
                 if (Worker *w = lock_worker(id, dp, false, nullptr, &slot)) {
+                    // Out of dumps from now on (as while it loaded): its entries go below
+                    // without its lock, and a dump meanwhile showed it with part of them.
+                    w->loading = true;
                     w->lock.unlock();
                     slots.push_back(slot);
                 }

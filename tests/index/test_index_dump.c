@@ -811,6 +811,96 @@ static void *lq_reader(void *arg)
     return NULL;
 }
 
+/* A load that fails after its last worker (one byte after it, resealed) removes what it
+ * loaded; a dump meanwhile must still have each worker whole or not at all. The dumper walks
+ * every dump it takes and counts workers with fewer entries than they were loaded with. */
+enum { FL_WORKERS = 2, FL_ENTRIES = 50000 };
+typedef struct {
+    kvreg_index *idx;
+    atomic_int stop;
+    atomic_long dumps, partial;
+} failed_load;
+
+static uint64_t get64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    int k;
+    for (k = 7; k >= 0; k--)
+        v = v << 8 | p[k];
+    return v;
+}
+
+static void *fl_dumper(void *arg)
+{
+    failed_load *f = (failed_load *)arg;
+    while (!atomic_load(&f->stop)) {
+        void *d = NULL;
+        size_t n = 0, at = 40;
+        uint64_t w, workers;
+        if (kvreg_index_dump_alloc(f->idx, &d, &n) != KVREG_OK)
+            continue;
+        workers = get64le((const unsigned char *)d + 32);
+        for (w = 0; w < workers; w++) {
+            uint64_t g, groups = get64le((const unsigned char *)d + at + 32), recs = 0;
+            at += 40;
+            for (g = 0; g < groups; g++) {
+                const uint64_t r = get64le((const unsigned char *)d + at + 8);
+                at += 16 + 9 * r;
+                recs += r;
+            }
+            if (recs != FL_ENTRIES)
+                atomic_fetch_add(&f->partial, 1);
+        }
+        atomic_fetch_add(&f->dumps, 1);
+        free(d);
+    }
+    return NULL;
+}
+
+static void test_failed_load_while_dumping(void **state)
+{
+    static uint64_t h[FL_ENTRIES];
+    kvreg_index *src = own_index(16);
+    failed_load f;
+    pthread_t t;
+    void *d = NULL;
+    unsigned char *bad;
+    size_t n = 0, i;
+    int w, loads;
+    const time_t deadline = time(NULL) + 3;
+    (void)state;
+    for (w = 0; w < FL_WORKERS; w++) {
+        kvreg_wire_event e;
+        for (i = 0; i < FL_ENTRIES; i++)
+            h[i] = (uint64_t)w << 40 | (uint64_t)(i * 7919 + 1);
+        stored(&e, KVREG_MEDIUM_GPU, h, FL_ENTRIES);
+        apply1(src, 100 + (uint64_t)w, 0, 0, &e);
+    }
+    assert_int_equal(kvreg_index_dump_alloc(src, &d, &n), KVREG_OK);
+    bad = malloc(n + 1);
+    assert_non_null(bad);
+    memcpy(bad, d, n - 8);
+    bad[n - 8] = 0; /* a byte after the last worker */
+    reseal(bad, n + 1);
+    f.idx = own_index(16);
+    atomic_store(&f.stop, 0);
+    atomic_store(&f.dumps, 0);
+    atomic_store(&f.partial, 0);
+    assert_int_equal(pthread_create(&t, NULL, fl_dumper, &f), 0);
+    for (loads = 0; loads < 12 && time(NULL) < deadline && atomic_load(&f.partial) == 0; loads++) {
+        assert_int_equal(kvreg_index_load(f.idx, bad, n + 1), KVREG_EPROTO);
+        assert_empty(f.idx);
+    }
+    atomic_store(&f.stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&f.partial), 0);
+    assert_true(atomic_load(&f.dumps) > 0);
+    free(bad);
+    free(d);
+    kvreg_index_free(f.idx);
+    kvreg_index_free(src);
+}
+
 static void test_load_while_querying(void **state)
 {
     static uint64_t prompt[LQ_BLOCKS];
@@ -885,6 +975,7 @@ int main(void)
         cmocka_unit_test(test_digest_order_and_shards),
         cmocka_unit_test(test_version_1_loads),
         cmocka_unit_test(test_dump_order_many_records),
+        cmocka_unit_test(test_failed_load_while_dumping),
         cmocka_unit_test(test_digest_differs),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_inconsistent),
