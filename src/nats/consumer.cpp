@@ -646,11 +646,29 @@ std::vector<Slot> read_slots(ObjectStore &os, ApiInbox &api, const std::string &
     return slots;
 }
 
-// The bytes a stream holds, from its stream-info answer; false when it does not say.
-bool stream_bytes(const std::string &answer, uint64_t &bytes) {
+// A number in a stream-info answer's state ("bytes", "last_seq"); false when it does not say.
+bool stream_state(const std::string &answer, const char *field, uint64_t &value) {
     std::string state, v;
     return api_ok(answer, "stream_info_response") && json_member(answer, "state", state) &&
-           json_member(state, "bytes", v) && to_u64(v, bytes);
+           json_member(state, field, v) && to_u64(v, value);
+}
+
+// A slot that names a stream sequence the event stream has not reached was written by no
+// replica of this stream's life (a snapshot covers at most what its writer acknowledged, and
+// a stream's last sequence only grows): one from before the stream was made again, or a
+// forged one. Not restored, and not in the way of a write. The stream's info is asked in the
+// same round trip as the slots: a snapshot written between the two answers may name a
+// sequence past the one read, and is then taken for such a slot (a restore uses an older
+// one, a write replaces it): never a wrong index, at most more to replay.
+void refuse_past_stream(std::vector<Slot> &slots, const std::string &stream_info) {
+    uint64_t last = 0;
+    if (!stream_state(stream_info, "last_seq", last)) return;
+    for (Slot &sl : slots)
+        if (sl.rc == KVREG_OK && sl.info.stream_seq > last) {
+            sl.rc = KVREG_EINVAL;
+            sl.why = "it covers stream sequence " + std::to_string(sl.info.stream_seq) + ", past the stream's last (" +
+                     std::to_string(last) + ")";
+        }
 }
 } // namespace
 
@@ -665,7 +683,8 @@ int Consumer::restore(uint64_t &start_seq, bool &bucket_seen) {
                                          &answers);
     if (!api_ok(answers[0], "stream_info_response")) return KVREG_EPROTO; // no stream, or no answer
     uint64_t bucket_bytes = 0;
-    const bool bucket_known = stream_bytes(answers[1], bucket_bytes);
+    const bool bucket_known = stream_state(answers[1], "bytes", bucket_bytes);
+    refuse_past_stream(slots, answers[0]);
     std::stable_sort(slots.begin(), slots.end(), [](const Slot &a, const Slot &b) {
         return (a.rc == KVREG_OK ? a.info.stream_seq + 1 : 0) > (b.rc == KVREG_OK ? b.info.stream_seq + 1 : 0);
     });
@@ -795,7 +814,9 @@ int Consumer::snapshot(uint64_t *out_seq) {
     int rc = encode_snapshot(pos, idx_, body);
     if (rc != KVREG_OK) return rc;
     ObjectStore os(conn_.nc, conn_.js, snap_bucket_);
-    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_);
+    std::vector<std::string> answers;
+    std::vector<Slot> slots = read_slots(os, api_, snap_name_, snap_keep_, {{"$JS.API.STREAM.INFO." + stream_, ""}}, &answers);
+    refuse_past_stream(slots, answers[0]);
     // A replica behind the bucket's newest snapshot has nothing to add: it would replace a
     // snapshot that covers more (with one slot, the only one) and a restore would replay more
     // (after a purge: batches the stream no longer has).

@@ -525,8 +525,11 @@ static void test_start_again(void **state) {
 
 /* A replica that restores checks the stream together with its snapshot slots (one round trip
  * for all): with a snapshot in the bucket but the stream gone, its start fails and its index
- * stays empty (no snapshot loaded into a replica that cannot consume); with the stream back,
- * the same replica starts from the snapshot. */
+ * stays empty (no snapshot loaded into a replica that cannot consume). With the stream made
+ * again, its sequences start over: the snapshot, which covers sequence `batches` of the
+ * stream's earlier life, is refused (restored, the replica would skip the new stream's first
+ * `batches` messages), and the same replica starts empty; once the stream has come as far
+ * again, the snapshot is taken (its sequence is one the stream has reached). */
 static void test_restore_needs_stream(void **state) {
     (void)state;
     engine e;
@@ -555,6 +558,22 @@ static void test_restore_needs_stream(void **state) {
     assert_int_equal(workers, 0);
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 0);
     put_stream("RNS", "rns.ev.>", 0, 0);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 0);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+    assert_non_null(strstr(r.texts[r.n_notices - 1], "past the stream's last"));
+    assert_int_equal(kvreg_index_stat(r.idx, KVREG_INDEX_STAT_WORKERS, &workers), KVREG_OK);
+    assert_int_equal(workers, 0);
+    replica_close(&r);
+    /* The same snapshot once the stream has as many messages again (a stream restored from a
+     * backup keeps its sequences): taken. */
+    engine_one_per_batch(&e, "RNS", "rns.ev", 4);
+    for (unsigned i = 0; i < batches; i++) assert_int_equal(reg_hash(e.gpu, 7000 + i, &b), KVREG_OK);
+    engine_finish(&e);
+    engine_close(&e);
+    assert_true(stream_msgs("RNS") >= batches);
+    replica_prepare(&r, "RNS", "rns-r2", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_SNAPSHOT_BUCKET, "RNS_SNAP"), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
     assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 1);
     for (unsigned i = 0; i < 10; i++) assert_int_equal(index_holds(r.idx, 6000 + i, 3), 1);

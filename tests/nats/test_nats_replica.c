@@ -1169,6 +1169,102 @@ static void test_snapshot_timer(void **state) {
     engine_close(&e);
 }
 
+/* ------------------------------------------- a snapshot that claims past the stream's end */
+/* Republish object `name`'s metadata with its kvreg-stream-seq set to seq (chunks unchanged). */
+static void set_object_seq(jsCtx *js, const char *name, uint64_t seq) {
+    char enc[128], subj[200], json[2048], out_json[2048];
+    b64url(name, enc);
+    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
+    const int len = natsMsg_GetDataLength(m);
+    assert_true(len > 0 && (size_t)len < sizeof json);
+    memcpy(json, natsMsg_GetData(m), (size_t)len);
+    json[len] = '\0';
+    natsMsg_Destroy(m);
+    char *at = strstr(json, "\"kvreg-stream-seq\":\""), *end = NULL;
+    assert_non_null(at);
+    strtoull(at + 20, &end, 10);
+    const int n = snprintf(out_json, sizeof out_json, "%.*s\"kvreg-stream-seq\":\"%llu%s", (int)(at - json), json,
+                           (unsigned long long)seq, end);
+    assert_true(n > 0 && (size_t)n < sizeof out_json);
+    natsMsg *out = NULL;
+    assert_int_equal(natsMsg_Create(&out, subj, NULL, out_json, n), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
+    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
+    natsMsg_Destroy(out);
+}
+
+/* A slot whose metadata names a sequence the stream has not reached (a snapshot of the
+ * stream's earlier life, or a forged one; its chunks here are a good snapshot's) is not
+ * restored, which would start the durable past every batch there is, and does not stop the
+ * next write, which it did for good ("covers more", written never again). */
+static void test_snapshot_past_stream(void **state) {
+    (void)state;
+    engine e;
+    engine_with_blocks(&e, "SPS", "sps.ev", 8, 50000, 300);
+    uint64_t batches = engine_finish(&e);
+    replica r;
+    replica_snap(&r, "SPS", "sps-r1", 1u << 30); /* written by hand below */
+    wait_next(&r, 8, batches);
+    uint64_t seq1 = 0, seq2 = 0;
+    assert_int_equal(kvreg_nats_consumer_snapshot(r.con, &seq1), KVREG_OK);
+    assert_true(seq1 > 0);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, server.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    set_object_seq(js, "SPS.0", 1000000);
+
+    replica r2;
+    replica_snap(&r2, "SPS", "sps-r2", 1u << 30);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_RESTORED), 0);
+    assert_int_equal(con_stat(&r2, KVREG_NATS_CON_STAT_SNAPSHOTS_REJECTED), 1);
+    assert_int_equal(count_kind(&r2, KVREG_NATS_NOTICE_SNAPSHOT), 1);
+    assert_non_null(strstr(r2.texts[0], "past the stream's last"));
+    wait_next(&r2, 8, batches);
+    assert_same_as_engine(&r2, &e, 8, 50000, 300);
+    replica_close(&r2);
+
+    /* The next write goes to that slot, and a new replica restores it. */
+    assert_int_equal(kvreg_nats_consumer_snapshot(r.con, &seq2), KVREG_OK);
+    assert_true(seq2 >= seq1 && seq2 < 1000000);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_SNAPSHOTS), 2);
+    replica r3;
+    replica_snap(&r3, "SPS", "sps-r3", 1u << 30);
+    assert_int_equal(con_stat(&r3, KVREG_NATS_CON_STAT_RESTORED), 1);
+    assert_int_equal(con_stat(&r3, KVREG_NATS_CON_STAT_SNAPSHOT_SEQ), seq2);
+    wait_next(&r3, 8, batches);
+    assert_same_digest(&r, &r3);
+    replica_close(&r3);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    replica_close(&r);
+    engine_close(&e);
+
+    /* The stream deleted and made again (its sequences start over): the snapshot of its
+     * earlier life, whose own position agrees with its metadata, is refused too. Restored, the
+     * replica held the earlier blocks and waited past every batch of the new ones. */
+    engine_with_blocks(&e, "SPT", "spt.ev", 8, 50000, 300);
+    batches = engine_finish(&e);
+    engine_close(&e);
+    replica_snap(&r, "SPT", "spt-r1", 1u << 30);
+    uint64_t seq3 = 0;
+    wait_next(&r, 8, batches);
+    assert_int_equal(kvreg_nats_consumer_snapshot(r.con, &seq3), KVREG_OK);
+    replica_close(&r);
+    delete_stream("SPT");
+    engine_with_blocks(&e, "SPT", "spt.ev", 8, 90000, 20);
+    batches = engine_finish(&e);
+    assert_true(stream_msgs("SPT") < seq3);
+    replica_snap(&r, "SPT", "spt-r2", 1u << 30);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_RESTORED), 0);
+    wait_next(&r, 8, batches);
+    assert_same_as_engine(&r, &e, 8, 90000, 20);
+    replica_close(&r);
+    engine_close(&e);
+}
+
 /* ------------------------------------------------------------ a snapshot write that fails */
 /* The bucket's stream (made here, before the replica) refuses the snapshot for its size (a
  * byte limit, discard new): each write fails (SNAPSHOT_ERRORS), the replica goes on applying,
@@ -1367,6 +1463,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_no_false_resync),
         cmocka_unit_test(test_snapshot_timer),
         cmocka_unit_test(test_snapshot_write_fails),
+        cmocka_unit_test(test_snapshot_past_stream),
     };
     const int rc = cmocka_run_group_tests_name(long_run ? "nats-replica-long" : "nats-replica", tests, NULL, NULL);
     nats_server_destroy(&server);
