@@ -207,7 +207,10 @@ KVREG_API int kvreg_nats_publisher_stat(const kvreg_nats_publisher *pub, uint32_
  *  - seq above it: held (not acknowledged) until the missing ones arrive, as a resent batch
  *    can land after later ones; after KVREG_NATS_CON_OPT_REORDER_WINDOW held batches or
  *    KVREG_NATS_CON_OPT_REORDER_MS, the missing seqs get a LOSS notice and the held batches
- *    are applied (the index flags the gap; the publisher's next resync repairs the worker);
+ *    are applied (the index flags the gap; the publisher's next resync repairs the worker).
+ *    Across workers, once the held batches pass KVREG_NATS_CON_OPT_MAX_HELD_BYTES or number
+ *    MAX_ACK_PENDING (the server then sends nothing new, the missing batches included), the
+ *    gap that has waited longest is given up at once the same way, until within both;
  *  - a higher instance: the worker restarted. A RESET notice, its entries are dropped, and the
  *    new instance is expected from seq 0. A lower instance: a late batch of an old run,
  *    skipped (counted in KVREG_NATS_CON_STAT_STALE);
@@ -282,6 +285,9 @@ KVREG_API void kvreg_nats_consumer_free(kvreg_nats_consumer *con) KVREG_NOEXCEPT
                                                  older than this (a writer that died mid-write,
                                                  or a replica that lost a race for the same
                                                  name to another; default 60000, 0: never) */
+#define KVREG_NATS_CON_OPT_MAX_HELD_BYTES 17u /* payload bytes of batches held out of order,
+                                                 every worker's (default 268435456, >= 1);
+                                                 past it, see "seq above it" above */
 KVREG_API int kvreg_nats_consumer_set(kvreg_nats_consumer *con, uint32_t option,
                                       uint64_t value) KVREG_NOEXCEPT;
 /* String options (copied): KVREG_NATS_URL, KVREG_NATS_STREAM (as for the publisher),

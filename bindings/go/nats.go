@@ -101,6 +101,7 @@ const (
 	NatsConSnapshotPurge    = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_PURGE)
 	NatsConRestore          = uint32(C.KVREG_NATS_CON_OPT_RESTORE)
 	NatsConSnapshotOrphanMs = uint32(C.KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS)
+	NatsConMaxHeldBytes     = uint32(C.KVREG_NATS_CON_OPT_MAX_HELD_BYTES)
 	NatsSnapshotBucket      = uint32(C.KVREG_NATS_SNAPSHOT_BUCKET)
 	NatsSnapshotName        = uint32(C.KVREG_NATS_SNAPSHOT_NAME)
 	NatsLivenessBucket      = uint32(C.KVREG_NATS_LIVENESS_BUCKET)

@@ -75,6 +75,7 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_CON_OPT_RESTORE: return in(0, 1, restore_);
     case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: return in(10, 3600000, liveness_check_ms_);
     case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: return in(0, UINT64_MAX / 1000000, snap_orphan_ms_);
+    case KVREG_NATS_CON_OPT_MAX_HELD_BYTES: return in(1, UINT64_MAX, max_held_bytes_);
     default: return KVREG_EINVAL;
     }
 }
@@ -117,6 +118,7 @@ int Consumer::get(uint32_t option, uint64_t *v) const noexcept {
     case KVREG_NATS_CON_OPT_RESTORE: *v = restore_; return KVREG_OK;
     case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: *v = liveness_check_ms_; return KVREG_OK;
     case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: *v = snap_orphan_ms_; return KVREG_OK;
+    case KVREG_NATS_CON_OPT_MAX_HELD_BYTES: *v = max_held_bytes_; return KVREG_OK;
     default: return KVREG_EINVAL;
     }
 }
@@ -465,8 +467,10 @@ void Consumer::handle(natsMsg *m) {
     if (h.seq > w.next) {
         auto it = w.held.find(h.seq);
         if (it != w.held.end()) { // a redelivery of one we hold: keep the newer delivery
+            held_bytes_ += held_size(m) - held_size(it->second);
             natsMsg_Destroy(it->second);
             it->second = m;
+            bound_held();
             return;
         }
         if (w.held.empty()) w.held_since = Clock::now();
@@ -477,8 +481,10 @@ void Consumer::handle(natsMsg *m) {
             throw;
         }
         n_held_++;
+        held_bytes_ += held_size(m);
         count(held);
         if (w.held.size() > reorder_window_) give_up(k, w);
+        bound_held();
         return;
     }
     apply(k, w, m, h);
@@ -523,6 +529,7 @@ void Consumer::drain(const Key &k, Worker &w) {
         natsMsg *m = w.held.begin()->second;
         w.held.erase(w.held.begin());
         n_held_--;
+        held_bytes_ -= held_size(m);
         count(held, -1);
         const char *hv = nullptr;
         BatchHeader h;
@@ -533,18 +540,43 @@ void Consumer::drain(const Key &k, Worker &w) {
     if (!w.held.empty()) w.held_since = Clock::now();
 }
 
-void Consumer::give_up(const Key &k, Worker &w) {
+void Consumer::give_up(const Key &k, Worker &w, const char *why) {
     const uint64_t first = w.next, last = w.held.begin()->first - 1;
     count(lost, static_cast<int64_t>(last - first + 1));
-    notice(KVREG_NATS_NOTICE_LOSS, &k, w.instance, first, last, last - first + 1, true, nullptr,
-           "batches never arrived within the reorder window");
+    notice(KVREG_NATS_NOTICE_LOSS, &k, w.instance, first, last, last - first + 1, true, nullptr, why);
     w.next = last + 1;
     drain(k, w);
+}
+
+uint64_t Consumer::held_size(natsMsg *m) noexcept {
+    const int len = natsMsg_GetDataLength(m);
+    return len > 0 ? static_cast<uint64_t>(len) : 0;
+}
+
+// Held batches wait in memory, unacknowledged, for the ones missing before them. Per worker
+// the reorder window bounds them; across workers, MAX_HELD_BYTES (many workers each missing a
+// batch held 1.2 GB of 1 MB messages for REORDER_MS), and the durable's MAX_ACK_PENDING: with
+// that many unacknowledged the server delivers nothing new, the missing batches included, so
+// waiting out REORDER_MS could not bring them. Past either, the gap whose batches have waited
+// longest is given up now (a LOSS notice; its held batches apply), until within both.
+void Consumer::bound_held() {
+    while (n_held_ > 0 && (held_bytes_ > max_held_bytes_ || n_held_ >= max_ack_pending_)) {
+        auto oldest = workers_.end();
+        for (auto it = workers_.begin(); it != workers_.end(); ++it)
+            if (!it->second.held.empty() && (oldest == workers_.end() || it->second.held_since < oldest->second.held_since))
+                oldest = it;
+        if (oldest == workers_.end()) return; // n_held_ counts only workers' held batches
+        give_up(oldest->first, oldest->second,
+                held_bytes_ > max_held_bytes_
+                    ? "batches held for the missing ones passed KVREG_NATS_CON_OPT_MAX_HELD_BYTES"
+                    : "as many batches held as MAX_ACK_PENDING: the server sends nothing new until they are acknowledged");
+    }
 }
 
 void Consumer::drop_held(Worker &w, bool ack) noexcept {
     for (auto &kv : w.held) {
         if (ack) reply(kv.second, "+ACK");
+        held_bytes_ -= held_size(kv.second);
         natsMsg_Destroy(kv.second);
     }
     n_held_ -= w.held.size();

@@ -62,7 +62,12 @@ class Consumer {
     void handle(natsMsg *m);
     void apply(const Key &k, Worker &w, natsMsg *m, const BatchHeader &h);
     void drain(const Key &k, Worker &w);
-    void give_up(const Key &k, Worker &w);
+    // LOSS for the seqs before w's first held batch (why: the notice's text), then what is
+    // held in order from there.
+    void give_up(const Key &k, Worker &w, const char *why = "batches never arrived within the reorder window");
+    // Within the replica-wide bound on held batches (bound_held in consumer.cpp).
+    void bound_held();
+    static uint64_t held_size(natsMsg *m) noexcept; // what a held message counts in held_bytes_
     void drop_held(Worker &w, bool ack) noexcept;
     void check_held_timeouts();
     void check_liveness();
@@ -109,6 +114,7 @@ class Consumer {
     uint64_t resume_ = 0, connect_timeout_ms_ = 2000;
     uint64_t snap_events_ = 0, snap_ms_ = 0, snap_keep_ = 2, snap_purge_ = 0, snap_chunk_ = 131072;
     uint64_t restore_ = 1, liveness_check_ms_ = 1000, snap_orphan_ms_ = 60000;
+    uint64_t max_held_bytes_ = 256u << 20;
     std::string snap_bucket_, snap_name_, liveness_bucket_;
     std::string url_ = "nats://127.0.0.1:4222", stream_ = "KVREG_EVENTS", durable_ = "kvreg-router";
     std::string filter_;
@@ -125,7 +131,8 @@ class Consumer {
     DurableState durable_state_ = DurableState::kNone;
     kvreg_wire_decoder *decoders_[5] = {};
     std::map<Key, Worker> workers_;
-    size_t n_held_ = 0;
+    size_t n_held_ = 0;       // held batches, every worker's
+    uint64_t held_bytes_ = 0; // their payload bytes
     kvStore *kv_ = nullptr;            // liveness bucket, through live_js_
     jsCtx *live_js_ = nullptr;         // its own context: lookups wait at most a check period
     uint64_t liveness_ttl_ms_ = 0;     // the bucket's TTL

@@ -64,8 +64,9 @@ static const u64_case con_u64[] = {
     {KVREG_NATS_CON_OPT_RESTORE, 1, 0},
     {KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 1000, 10},
     {KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS, 60000, 0},
+    {KVREG_NATS_CON_OPT_MAX_HELD_BYTES, 268435456, 1},
 };
-static const uint32_t con_u64_unknown[] = {0, 17, UINT32_MAX};
+static const uint32_t con_u64_unknown[] = {0, 18, UINT32_MAX};
 static const str_case con_str[] = {
     {KVREG_NATS_URL, "nats://127.0.0.1:4222", "nats://127.0.0.1:1"},
     {KVREG_NATS_DURABLE, "kvreg-router", "replica-2"},

@@ -414,13 +414,99 @@ static void raw_stream(jsCtx **js, natsConnection **nc, const char *name, const 
     jsStreamInfo_Destroy(si);
 }
 
-static void raw_batch(jsCtx *js, const char *subject, uint64_t instance, uint64_t seq, uint64_t hash) {
+static size_t raw_batch_of(jsCtx *js, const char *subject, uint64_t worker, uint64_t instance, uint64_t seq,
+                           uint64_t hash) {
     uint8_t p[256];
     size_t l = 0;
     char header[96];
     encode_one(hash, p, &l);
-    snprintf(header, sizeof header, "1 56 0 %llu %llu 4", (unsigned long long)instance, (unsigned long long)seq);
+    snprintf(header, sizeof header, "1 %llu 0 %llu %llu 4", (unsigned long long)worker, (unsigned long long)instance,
+             (unsigned long long)seq);
     raw_publish(js, subject, header, p, (int)l);
+    return l;
+}
+static void raw_batch(jsCtx *js, const char *subject, uint64_t instance, uint64_t seq, uint64_t hash) {
+    raw_batch_of(js, subject, 56, instance, seq, hash);
+}
+
+static int count_notices(const replica *r, uint32_t kind, const char *text) {
+    int n = 0;
+    for (int i = 0; i < r->n_notices && i < MAX_NOTICES; i++)
+        n += r->kinds[i] == kind && (!text || strstr(r->texts[i], text));
+    return n;
+}
+
+/* Ten workers each missing their seq 0: their seq 1s are held, but never more than
+ * MAX_HELD_BYTES across workers (three payloads' worth here): past it the oldest gap is given
+ * up at once (LOSS), long before REORDER_MS. (Unbounded, many workers' 1 MB batches held 1.2 GB.) */
+static void test_held_bytes_bound(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    raw_stream(&js, &nc, "HELDB", "heldb.>");
+    size_t len = 0;
+    for (uint64_t w = 0; w < 10; w++) len = raw_batch_of(js, "heldb.w", 100 + w, 9, 1, 5000 + w);
+    replica r;
+    replica_prepare(&r, "HELDB", "r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_MAX_HELD_BYTES, 3 * len), KVREG_OK);
+    uint64_t v = 0;
+    assert_int_equal(kvreg_nats_consumer_get(r.con, KVREG_NATS_CON_OPT_MAX_HELD_BYTES, &v), KVREG_OK);
+    assert_int_equal(v, 3 * len);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_MAX_HELD_BYTES, 0), KVREG_EINVAL);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 3600000), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 10000;
+    while (con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES) < 10) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_HELD), 3);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 7);
+    assert_int_equal(count_notices(&r, KVREG_NATS_NOTICE_LOSS, "MAX_HELD_BYTES"), 7);
+    /* The seven given up first (the oldest) applied their seq 1; the last three still wait. */
+    for (uint64_t w = 0; w < 10; w++) {
+        uint64_t next = 0;
+        assert_int_equal(kvreg_nats_consumer_worker(r.con, 100 + w, 0, NULL, &next), KVREG_OK);
+        assert_int_equal(next, w < 7 ? 2 : 0);
+        assert_int_equal(index_holds(r.idx, 5000 + w, 100 + w), w < 7);
+    }
+    replica_close(&r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* Held batches are not acknowledged: with MAX_ACK_PENDING of them the server sends nothing
+ * new, the missing batch included, so the gap is given up at once (LOSS) instead of after
+ * REORDER_MS (an hour here), and the stream moves on. The missing batch, stored after the held
+ * ones, then comes as a duplicate. */
+static void test_held_at_ack_pending(void **state) {
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    raw_stream(&js, &nc, "HELDP", "heldp.>");
+    for (uint64_t s = 1; s <= 5; s++) raw_batch(js, "heldp.w", 9, s, 6000 + s);
+    raw_batch(js, "heldp.w", 9, 0, 6000); /* a resend stored late */
+    replica r;
+    replica_prepare(&r, "HELDP", "r1", 1);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_MAX_ACK_PENDING, 4), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_REORDER_MS, 3600000), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 8000;
+    uint64_t next = 0;
+    while (kvreg_nats_consumer_worker(r.con, 56, 0, NULL, &next) != KVREG_OK || next < 6 ||
+           con_stat(&r, KVREG_NATS_CON_STAT_MESSAGES) < 6) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 20), KVREG_OK);
+    }
+    assert_int_equal(next, 6);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_LOST), 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_DUPLICATES), 1);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_HELD), 0);
+    assert_int_equal(count_notices(&r, KVREG_NATS_NOTICE_LOSS, "MAX_ACK_PENDING"), 1);
+    for (uint64_t s = 1; s <= 5; s++) assert_int_equal(index_holds(r.idx, 6000 + s, 56), 1);
+    replica_close(&r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
 }
 
 /* A seq that never comes: the batches after it are held, and after REORDER_MS the missing one
@@ -877,6 +963,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_start_again),
         cmocka_unit_test(test_out_of_order_start),
         cmocka_unit_test(test_reorder_give_up),
+        cmocka_unit_test(test_held_bytes_bound),
+        cmocka_unit_test(test_held_at_ack_pending),
         cmocka_unit_test(test_restart_through_stream),
         cmocka_unit_test(test_restore_needs_stream),
         cmocka_unit_test(test_server_restart),

@@ -79,6 +79,7 @@ CONSUMER_OPTIONS = {
     "reorder_ms": 5, "max_msg_bytes": 6, "resume": 7, "connect_timeout_ms": 8,
     "snapshot_events": 9, "snapshot_ms": 10, "snapshot_keep": 11, "snapshot_purge": 12,
     "snapshot_chunk_bytes": 13, "restore": 14, "liveness_check_ms": 15, "snapshot_orphan_ms": 16,
+    "max_held_bytes": 17,
 }
 CONSUMER_STRINGS = {"url": 1, "stream": 2, "durable": 8, "filter": 9, "snapshot_bucket": 10,
                     "snapshot_name": 11, "liveness_bucket": 12}
