@@ -50,13 +50,7 @@ Worker *Index::lock_worker(uint64_t id, uint32_t dp, bool add, bool *added, uint
     }
 }
 
-uint32_t Index::part_index(Worker &w, uint64_t p) {
-    if (p == w.model) return 0;
-    for (size_t i = 0; i < w.loras.size(); i++)
-        if (w.loras[i] == p) return static_cast<uint32_t>(i + 1);
-    w.loras.push_back(p); // may throw: nothing changed
-    return static_cast<uint32_t>(w.loras.size());
-}
+uint32_t Index::part_index(Worker &w, uint64_t p) { return p == w.model ? 0 : w.loras.place(p); }
 
 void Index::drop_entries(Worker &w, uint32_t slot, bool table_done) noexcept {
     if (opt_.own_hashes) {
@@ -111,7 +105,15 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
     // The event's partition: the worker's model, and its LoRA adapter when it names one.
     const uint64_t p = lora_partition(w.model, ev.lora_name);
     const uint32_t pi = part_index(w, p); // may throw: nothing of this event applied yet
-    w.map.reserve(n);                     // the same
+    // Held for the event: an entry of this partition erased below (its hash reused) must not
+    // free the place the next insert puts its entry in; freed at the end if nothing is in it.
+    struct Pin {
+        LoraParts &l;
+        uint32_t part;
+        ~Pin() { l.unref(part); }
+    } pin{w.loras, pi};
+    w.loras.ref(pi);
+    w.map.reserve(n); // may throw: nothing of this event applied yet
     // A block's router hash depends only on its parent's and its tokens, never on the index:
     // they are computed a window ahead, so that the mapping slot and the table line each block
     // reads (two cache misses in a big index) are requested kAhead blocks before they are used.
@@ -134,6 +136,7 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
             const uint64_t old = key_of(e->router, part_of(w, e->part));
             for (unsigned t = 0; t < kTiers; t++)
                 if (e->tiers & tier_bit(t)) count_down(table_, w, old, slot, t);
+            w.loras.unref(e->part);
             w.map.erase(e);
             mapped_.fetch_sub(1, std::memory_order_relaxed);
             e = nullptr;
@@ -144,6 +147,7 @@ void Index::apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, k
                 e->tiers |= tier_bit(tier);
             } else {
                 w.map.insert(ev.block_hashes[j], rh, tier_bit(tier), pi);
+                w.loras.ref(pi);
                 mapped_.fetch_add(1, std::memory_order_relaxed);
             }
             info.blocks_stored++;
@@ -169,6 +173,7 @@ void Index::apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, 
             count_down(table_, w, key_of(e->router, part_of(w, e->part)), slot, tier);
             e->tiers &= ~tier_bit(tier);
             if (e->tiers == 0) {
+                w.loras.unref(e->part);
                 w.map.erase(e);
                 mapped_.fetch_sub(1, std::memory_order_relaxed);
             }

@@ -175,7 +175,7 @@ private:
     void remove_workers(const std::vector<std::pair<uint64_t, uint32_t>> &ws) noexcept;
     // A mapping entry's partition, and the entry value of partition p for w (added to its
     // LoRA list when new; throws std::bad_alloc). Under w.lock.
-    static uint64_t part_of(const Worker &w, uint32_t part) noexcept { return part ? w.loras[part - 1] : w.model; }
+    static uint64_t part_of(const Worker &w, uint32_t part) noexcept { return part ? w.loras.id(part) : w.model; }
     static uint32_t part_index(Worker &w, uint64_t p);
     void apply_stored(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);
     void apply_removed(Worker &w, uint32_t slot, const kvreg_wire_event &ev, kvreg_index_apply_info &info);

@@ -317,7 +317,10 @@ int Index::Loader::on_records(const unsigned char *recs, size_t n) {
         }
         keys[r] = key_of(router, group_part_);
     }
-    if (!own) idx_.mapped_.fetch_add(r, std::memory_order_relaxed);
+    if (!own) {
+        idx_.mapped_.fetch_add(r, std::memory_order_relaxed);
+        w.loras.ref(part_index_, r);
+    }
     g.unlock(); // end_worker takes it again
     if (rc != KVREG_OK) return rc;
     left_in_group_ -= n;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,6 +252,73 @@ static void test_own_partitions(void **state)
     kvreg_index_free(copy);
 }
 
+/* Store prompt k (tokens k * NB * BS + 1, ...) on worker (1, 0), engine hashes base + i. */
+static void store_prompt(kvreg_index *idx, uint64_t seq, uint64_t k, uint64_t base, const char *lora)
+{
+    uint32_t t[NB * BS];
+    uint64_t h[NB];
+    kvreg_wire_event e;
+    size_t i;
+    for (i = 0; i < NB * BS; i++)
+        t[i] = (uint32_t)(k * NB * BS + i + 1);
+    for (i = 0; i < NB; i++)
+        h[i] = base + i;
+    memset(&e, 0, sizeof e);
+    e.type = KVREG_WIRE_STORED;
+    e.medium = KVREG_MEDIUM_GPU;
+    e.block_hashes = h;
+    e.n_block_hashes = NB;
+    e.token_ids = t;
+    e.n_token_ids = NB * BS;
+    e.lora_name = lora;
+    assert_int_equal(kvreg_index_apply(idx, 1, 0, seq, &e, 1, NULL), KVREG_OK);
+}
+
+static uint64_t memory(const kvreg_index *idx)
+{
+    uint64_t v = 0;
+    assert_int_equal(kvreg_index_stat(idx, KVREG_INDEX_STAT_MEMORY_BYTES, &v), KVREG_OK);
+    return v;
+}
+
+/* A worker's LoRA partitions are counted in KVREG_INDEX_STAT_MEMORY_BYTES: 1,000 prompts
+ * stored each under its own adapter hold more than the same prompts under one adapter, whose
+ * table and mapping have as many entries (the adapters were not counted); and a partition's place goes once its last entry does: 5,000 rounds of storing and
+ * removing the prompt, each under a new adapter, hold no more after the last round than after
+ * the 3,000th (each adapter was kept: memory, and a scan of them all per stored event). Not
+ * compared with the first rounds: the new adapters' keys land in every shard of the table,
+ * each of which makes its first table on its first entry (68 KB over the first ~1,000). */
+static void test_lora_places_counted_and_freed(void **state)
+{
+    kvreg_index *many = new_index(0), *one = new_index(0), *churn = new_index(0);
+    char name[32];
+    uint64_t seq, after_first = 0;
+    (void)state;
+    for (seq = 0; seq < 1000; seq++) {
+        snprintf(name, sizeof name, "adapter-%llu", (unsigned long long)seq);
+        store_prompt(many, seq, seq, 1000 + NB * seq, name);
+        store_prompt(one, seq, seq, 1000 + NB * seq, "adapter");
+    }
+    /* as many table and mapping entries in both (the shards' tables may differ by a few KB):
+     * at least 24 bytes an adapter more */
+    assert_true(memory(many) >= memory(one) + 1000 * 24);
+    for (seq = 0; seq < 10000; seq += 2) {
+        snprintf(name, sizeof name, "churn-%llu", (unsigned long long)seq);
+        store_engine(churn, 1, seq, 5000, name);
+        remove_engine(churn, 1, seq + 1, 5000);
+        if (seq == 6000)
+            after_first = memory(churn);
+    }
+    assert_int_equal(memory(churn), after_first);
+    /* still right: the prompt under one more adapter matches there, and only there */
+    store_engine(churn, 1, 10000, 5000, "last");
+    assert_true(who(churn, pid(NULL, "last")) == 1);
+    assert_true(who(churn, pid(NULL, "churn-0")) == 0);
+    kvreg_index_free(many);
+    kvreg_index_free(one);
+    kvreg_index_free(churn);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_engine_no_cross_match),
         cmocka_unit_test(test_engine_repeated_across_groups),
         cmocka_unit_test(test_own_partitions),
+        cmocka_unit_test(test_lora_places_counted_and_freed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
