@@ -47,12 +47,16 @@ static uint64_t pid(const char *model, const char *lora)
     return p;
 }
 
-/* Store the prompt on worker (id, 0) in ENGINE mode, engine hashes base + i, with a LoRA name. */
-static void store_engine(kvreg_index *idx, uint64_t id, uint64_t seq, uint64_t base, const char *lora)
+/* Store prompt k (tokens k * NB * BS + 1, ...; prompt 0 is `tokens`) on worker (id, 0) in
+ * ENGINE mode, engine hashes base + i, with a LoRA name. */
+static void store_prompt(kvreg_index *idx, uint64_t id, uint64_t seq, uint64_t k, uint64_t base, const char *lora)
 {
+    uint32_t t[NB * BS];
     uint64_t h[NB];
     kvreg_wire_event e;
     size_t i;
+    for (i = 0; i < NB * BS; i++)
+        t[i] = (uint32_t)(k * NB * BS + i + 1);
     for (i = 0; i < NB; i++)
         h[i] = base + i;
     memset(&e, 0, sizeof e);
@@ -60,10 +64,15 @@ static void store_engine(kvreg_index *idx, uint64_t id, uint64_t seq, uint64_t b
     e.medium = KVREG_MEDIUM_GPU;
     e.block_hashes = h;
     e.n_block_hashes = NB;
-    e.token_ids = tokens;
+    e.token_ids = t;
     e.n_token_ids = NB * BS;
     e.lora_name = lora;
     assert_int_equal(kvreg_index_apply(idx, id, 0, seq, &e, 1, NULL), KVREG_OK);
+}
+
+static void store_engine(kvreg_index *idx, uint64_t id, uint64_t seq, uint64_t base, const char *lora)
+{
+    store_prompt(idx, id, seq, 0, base, lora);
 }
 
 static void remove_engine(kvreg_index *idx, uint64_t id, uint64_t seq, uint64_t base)
@@ -252,28 +261,6 @@ static void test_own_partitions(void **state)
     kvreg_index_free(copy);
 }
 
-/* Store prompt k (tokens k * NB * BS + 1, ...) on worker (1, 0), engine hashes base + i. */
-static void store_prompt(kvreg_index *idx, uint64_t seq, uint64_t k, uint64_t base, const char *lora)
-{
-    uint32_t t[NB * BS];
-    uint64_t h[NB];
-    kvreg_wire_event e;
-    size_t i;
-    for (i = 0; i < NB * BS; i++)
-        t[i] = (uint32_t)(k * NB * BS + i + 1);
-    for (i = 0; i < NB; i++)
-        h[i] = base + i;
-    memset(&e, 0, sizeof e);
-    e.type = KVREG_WIRE_STORED;
-    e.medium = KVREG_MEDIUM_GPU;
-    e.block_hashes = h;
-    e.n_block_hashes = NB;
-    e.token_ids = t;
-    e.n_token_ids = NB * BS;
-    e.lora_name = lora;
-    assert_int_equal(kvreg_index_apply(idx, 1, 0, seq, &e, 1, NULL), KVREG_OK);
-}
-
 static uint64_t memory(const kvreg_index *idx)
 {
     uint64_t v = 0;
@@ -296,8 +283,8 @@ static void test_lora_places_counted_and_freed(void **state)
     (void)state;
     for (seq = 0; seq < 1000; seq++) {
         snprintf(name, sizeof name, "adapter-%llu", (unsigned long long)seq);
-        store_prompt(many, seq, seq, 1000 + NB * seq, name);
-        store_prompt(one, seq, seq, 1000 + NB * seq, "adapter");
+        store_prompt(many, 1, seq, seq, 1000 + NB * seq, name);
+        store_prompt(one, 1, seq, seq, 1000 + NB * seq, "adapter");
     }
     /* as many table and mapping entries in both (the shards' tables may differ by a few KB):
      * at least 24 bytes an adapter more */

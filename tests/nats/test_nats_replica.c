@@ -164,21 +164,35 @@ static int object_info(jsCtx *js, const char *name, char *nuid, uint64_t *seq, u
     return 1;
 }
 
-/* Republish the metadata of object `name` (a rollup keeps only the newest) with its "size"
- * set to `size`, or times mul / div when size is UINT64_MAX, and its "chunks" set to
- * `chunks` unless that is UINT64_MAX; returns the size it had. The chunks stay as they are. */
-static uint64_t rewrite_object(jsCtx *js, const char *name, uint64_t size, uint64_t mul, uint64_t div, uint64_t chunks) {
-    char enc[128], subj[200];
+/* Object `name`'s metadata JSON (json: 2048 bytes) and its subject (subj: 200 bytes). */
+static void get_meta(jsCtx *js, const char *name, char *subj, char *json) {
+    char enc[128];
     b64url(name, enc);
-    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
+    snprintf(subj, 200, "$O.SNAP.M.%s", enc);
     natsMsg *m = NULL;
     assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
-    char json[2048], out_json[2048];
     const int len = natsMsg_GetDataLength(m);
-    assert_true(len > 0 && (size_t)len < sizeof json);
+    assert_true(len > 0 && len < 2048);
     memcpy(json, natsMsg_GetData(m), (size_t)len);
     json[len] = '\0';
     natsMsg_Destroy(m);
+}
+
+/* Publish json as subj's metadata (a rollup keeps only the newest). */
+static void put_meta(jsCtx *js, const char *subj, const char *json, int n) {
+    natsMsg *out = NULL;
+    assert_int_equal(natsMsg_Create(&out, subj, NULL, json, n), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
+    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
+    natsMsg_Destroy(out);
+}
+
+/* Republish the metadata of object `name` with its "size" set to `size`, or times mul / div
+ * when size is UINT64_MAX, and its "chunks" set to `chunks` unless that is UINT64_MAX; returns
+ * the size it had. The chunks stay as they are. */
+static uint64_t rewrite_object(jsCtx *js, const char *name, uint64_t size, uint64_t mul, uint64_t div, uint64_t chunks) {
+    char subj[200], json[2048], out_json[2048];
+    get_meta(js, name, subj, json);
     char *at = strstr(json, "\"size\":"), *end = NULL;
     assert_non_null(at);
     const uint64_t old = strtoull(at + 7, &end, 10);
@@ -194,11 +208,7 @@ static uint64_t rewrite_object(jsCtx *js, const char *name, uint64_t size, uint6
                      (unsigned long long)chunks, end);
         assert_true(n > 0 && (size_t)n < sizeof out_json);
     }
-    natsMsg *out = NULL;
-    assert_int_equal(natsMsg_Create(&out, subj, NULL, out_json, n), NATS_OK);
-    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
-    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
-    natsMsg_Destroy(out);
+    put_meta(js, subj, out_json, n);
     return old;
 }
 static uint64_t scale_object_size(jsCtx *js, const char *name, uint64_t mul, uint64_t div) {
@@ -1172,27 +1182,15 @@ static void test_snapshot_timer(void **state) {
 /* ------------------------------------------- a snapshot that claims past the stream's end */
 /* Republish object `name`'s metadata with its kvreg-stream-seq set to seq (chunks unchanged). */
 static void set_object_seq(jsCtx *js, const char *name, uint64_t seq) {
-    char enc[128], subj[200], json[2048], out_json[2048];
-    b64url(name, enc);
-    snprintf(subj, sizeof subj, "$O.SNAP.M.%s", enc);
-    natsMsg *m = NULL;
-    assert_int_equal(js_GetLastMsg(&m, js, "OBJ_SNAP", subj, NULL, NULL), NATS_OK);
-    const int len = natsMsg_GetDataLength(m);
-    assert_true(len > 0 && (size_t)len < sizeof json);
-    memcpy(json, natsMsg_GetData(m), (size_t)len);
-    json[len] = '\0';
-    natsMsg_Destroy(m);
+    char subj[200], json[2048], out_json[2048];
+    get_meta(js, name, subj, json);
     char *at = strstr(json, "\"kvreg-stream-seq\":\""), *end = NULL;
     assert_non_null(at);
     strtoull(at + 20, &end, 10);
     const int n = snprintf(out_json, sizeof out_json, "%.*s\"kvreg-stream-seq\":\"%llu%s", (int)(at - json), json,
                            (unsigned long long)seq, end);
     assert_true(n > 0 && (size_t)n < sizeof out_json);
-    natsMsg *out = NULL;
-    assert_int_equal(natsMsg_Create(&out, subj, NULL, out_json, n), NATS_OK);
-    assert_int_equal(natsMsgHeader_Set(out, "Nats-Rollup", "sub"), NATS_OK);
-    assert_int_equal(js_PublishMsg(NULL, js, out, NULL, NULL), NATS_OK);
-    natsMsg_Destroy(out);
+    put_meta(js, subj, out_json, n);
 }
 
 /* A slot whose metadata names a sequence the stream has not reached (a snapshot of the
