@@ -288,12 +288,15 @@ KVREG_API int kvreg_publisher_stat(const kvreg_publisher *pub, uint32_t stat,
  * restarted process always comes back on a new connection. While a probe is out, a stream
  * that knows no id yet delivers its batches in order as they come (the answer can only teach
  * the id); one that knows an id holds them until the answer. A restart is a RESET when:
- *   - the live seq is at or below the previous live seq (any publisher), or
+ *   - the live seq is at or below the previous live seq (any publisher); if the held bounds
+ *     refuse that batch, the next live batch carries the restart, or
  *   - a live topic names another instance (TOPIC_INSTANCE), whatever the seq, or
+ *   - a replayed batch's topic names another instance than the one known: the answer ends
+ *     there, none of it applied, or
  *   - an end marker names another instance than the one known, whatever the seq. The RESET
- *     then comes after the batches of that answer (they were read before the marker named
- *     their process), and a replay from 0 follows: a consumer that drops the worker on RESET
- *     ends with exactly the new process's state.
+ *     then comes after the batches of that answer (untagged, they were read before the
+ *     marker named their process), and a replay from 0 follows: a consumer that drops the
+ *     worker on RESET ends with exactly the new process's state.
  * What cannot be detected: a publisher that carries no id (vLLM, SGLang, or a kvreg
  * publisher without a replay endpoint and without TOPIC_INSTANCE) that comes back with a
  * first seq equal to or above the one expected looks like the same process: equal continues

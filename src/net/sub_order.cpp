@@ -142,6 +142,7 @@ void Subscriber::hold(Stream &s, uint64_t seq, Payload &p, bool restarted) {
         stats_[KVREG_SUB_STAT_HELD_BYTES].load(std::memory_order_relaxed) + cost > max_held_bytes_ ||
         e.held_bytes + cost > held_share()) {
         count(KVREG_SUB_STAT_HELD_DROPPED);
+        if (restarted) s.restart_pending = true; // the next live batch carries it
         const bool was_paused = live_paused(e);
         e.hold_refused = true;
         if (!was_paused && live_paused(e)) count(KVREG_SUB_STAT_LIVE_PAUSES);

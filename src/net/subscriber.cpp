@@ -462,8 +462,10 @@ void Subscriber::read_live(size_t ep, Frames &f) {
     if (!sp) return;
     Stream &s = *sp;
     const uint64_t seq = get_be64(f.data(1));
-    // A new instance id is a restart whatever the seq; without ids, only a seq that went back.
-    bool restarted = s.live_seen && seq <= s.live_last;
+    // A new instance id is a restart whatever the seq; without ids, only a seq that went back
+    // (or a restart whose batch the held bounds refused: Stream::restart_pending).
+    bool restarted = (s.live_seen && seq <= s.live_last) || s.restart_pending;
+    s.restart_pending = false; // hold() sets it again if it refuses this one too
     if (instance) {
         if (s.instance && instance != s.instance) restarted = true;
         s.instance = instance;
@@ -511,8 +513,9 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
         notice(KVREG_SUB_MALFORMED, s, ep, seq, seq, "replay batch with the end marker's seq (2^64 - 1): not applied");
         return;
     }
+    uint64_t answer_instance = 0;
     if (n == 4) {
-        strip_topic_instance(topic);
+        answer_instance = strip_topic_instance(topic);
         if (topic.size() > KVREG_SUB_MAX_TOPIC_LEN) {
             // No stream can have it (read_live()): not the asking topic, nor one to adopt.
             e.replay_foreign = true;
@@ -529,6 +532,15 @@ void Subscriber::read_replay(size_t ep, Frames &f) {
             e.replay_foreign = true;
             notice(KVREG_SUB_MALFORMED, s, ep, seq, seq,
                    "replay batch of another topic than the one asked for: not applied");
+            return;
+        }
+        // Tagged with another instance than the stream's: the ROUTER answering is a new process
+        // (the publisher restarted since the request). Its batches continue no numbering of
+        // the old one's: the answer ends here as the marker of the new instance would end it
+        // (RESET, then a resync from 0), none of it applied. Applied, they went out as the old
+        // stream's and again after the RESET.
+        if (answer_instance && s->instance && answer_instance != s->instance) {
+            finish_replay(*s, End::kMarker, answer_instance);
             return;
         }
     }

@@ -92,6 +92,11 @@ class Subscriber {
         // overtake the live one, and then a live batch arrives after the replay delivered it.
         bool live_seen = false;
         uint64_t live_last = 0;
+        // A live batch that showed a restart was refused by the held bounds (hold()): the next
+        // live batch carries the restart instead. live_last has moved on, so without this the
+        // new process's later seqs looked like the old one's, and those below `next` were
+        // dropped as duplicates with no RESET and no loss reported.
+        bool restart_pending = false;
         // The publisher's instance id (net_instance.hpp; 0: not known, e.g. a foreign
         // publisher). probed: an end marker was read since the stream began or its endpoint
         // last reconnected; until then a short replay request (a probe) asks for one.
@@ -114,6 +119,7 @@ class Subscriber {
             waiting.clear();
             live_seen = false;
             live_last = 0;
+            restart_pending = false;
             instance = 0;
             probed = false;
             last_active = {};

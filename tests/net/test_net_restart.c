@@ -193,6 +193,86 @@ static void publisher_carries_its_instance(void **state) {
     net_pub_close(&q);
 }
 
+/* A gap's replay answered by a new process (its batches tagged with another instance than the
+ * stream's, learned from the probe): none of it is applied as the old stream's; RESET, then the
+ * resync from 0, each of B's seqs once. (They were delivered under A's numbering, then again
+ * after the RESET that the end marker brought.) */
+static void replay_answered_by_new_instance(void **state) {
+    (void)state;
+    char ta[128], tb[128];
+    snprintf(ta, sizeof ta, "%s|%s", topic, tag_a);
+    snprintf(tb, sizeof tb, "%s|%s", topic, tag_b);
+    net_peer a;
+    net_peer_open(&a, 1, NULL);
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000), KVREG_OK);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, a.replay, NULL), KVREG_OK);
+    net_peer_wait_subscribed(&a, sub, 1);
+    live(&a, ta, 0, HASH_A(0));
+    assert_int_equal(net_peer_request(&a, sub), 1); /* the probe: A names itself */
+    net_peer_replay_end(&a, tag_a);
+    live(&a, ta, 1, HASH_A(1));
+    assert_true(net_run_until(sub, &c, 2, net_now_ms() + 10000));
+    live(&a, ta, 3, HASH_A(3)); /* 2 missing */
+    assert_int_equal(net_peer_request(&a, sub), 2);
+    uint8_t buf[256];
+    for (uint64_t s = 2; s <= 3; s++) net_peer_replay(&a, tb, s, buf, net_payload(HASH_B(s), buf, sizeof buf));
+    net_peer_replay_end(&a, tag_b);
+    /* B's first replayed batch ends the answer: RESET, and the resync asks from 0. */
+    assert_int_equal(net_peer_request(&a, sub), 0);
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 1);
+    assert_int_equal(c.reset_after, 2);
+    for (uint64_t s = 0; s <= 3; s++) net_peer_replay(&a, tb, s, buf, net_payload(HASH_B(s), buf, sizeof buf));
+    net_peer_replay_end(&a, tag_b);
+    assert_true(net_run_until(sub, &c, 6, net_now_ms() + 10000));
+    kvreg_subscriber_run(sub, 50); /* nothing more may come */
+    assert_int_equal(c.n, 6);
+    for (uint64_t s = 0; s <= 3; s++) {
+        assert_int_equal(c.recs[2 + s].seq, s);
+        assert_int_equal(c.recs[2 + s].first_hash, HASH_B(s));
+    }
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 1);
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&a);
+}
+
+/* A restart whose first live batch the held bounds refuse (MAX_WAITING 1, one batch held while
+ * a probe waits): the next live batch carries the restart. RESET, the refused seq 0 reported
+ * lost (the failed probe's back-off allows no replay yet), and B's later seqs delivered as B's.
+ * (The restart was forgotten: B's 1..6 went into DUPLICATES and 7..9 out as A's, no RESET.) */
+static void restart_refused_by_held_bounds(void **state) {
+    (void)state;
+    net_peer a;
+    net_peer_open(&a, 1, NULL);
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_MAX_WAITING, 1), KVREG_OK);
+    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 300), KVREG_OK);
+    net_collect c;
+    net_collect_init(&c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, a.replay, NULL), KVREG_OK);
+    net_peer_wait_subscribed(&a, sub, 1);
+    for (uint64_t s = 0; s <= 4; s++) live(&a, topic, s, HASH_A(s)); /* the probe goes unanswered */
+    live(&a, topic, 6, HASH_A(6));                                   /* held while it waits */
+    assert_true(net_run_until(sub, &c, 5, net_now_ms() + 10000));
+    for (uint64_t s = 0; s <= 9; s++) live(&a, topic, s, HASH_B(s)); /* B: seq 0 refused */
+    assert_true(net_run_until(sub, &c, 6 + 9, net_now_ms() + 10000)); /* A's 6, then B's 1..9 */
+    assert_int_equal(c.notices[KVREG_SUB_RESET], 1);
+    assert_int_equal(c.reset_after, 6);
+    for (uint64_t s = 1; s <= 9; s++) {
+        assert_int_equal(c.recs[5 + s].seq, s);
+        assert_int_equal(c.recs[5 + s].first_hash, HASH_B(s));
+    }
+    assert_int_equal(c.lost, 2); /* A's 5 (the probe did not answer) and B's 0 */
+    kvreg_subscriber_free(sub);
+    net_collect_free(&c);
+    net_peer_close(&a);
+}
+
 static void restart_lower(void **state) { (void)state; restart_at(1); }
 static void restart_equal(void **state) { (void)state; restart_at(3); }
 static void restart_higher(void **state) { (void)state; restart_at(50); }
@@ -200,6 +280,8 @@ static void restart_higher(void **state) { (void)state; restart_at(50); }
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(restart_lower),
+        cmocka_unit_test(replay_answered_by_new_instance),
+        cmocka_unit_test(restart_refused_by_held_bounds),
         cmocka_unit_test(restart_equal),
         cmocka_unit_test(restart_higher),
         cmocka_unit_test(live_topic_instance_detects_equal_seq),
