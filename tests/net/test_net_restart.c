@@ -37,18 +37,30 @@ static void replayed(net_peer *p, uint64_t seq, uint64_t h) {
     net_peer_replay(p, topic, seq, buf, net_payload(h, buf, sizeof buf));
 }
 
+/* A subscriber on p's endpoints (its replay ROUTER's too when it has one; the stream then
+ * probes), with options given as (option, value) pairs ended by 0, its batches and notices
+ * into c, run until p's XPUB has its subscription. */
+static kvreg_subscriber *subscriber_on(net_peer *p, net_collect *c, ...) {
+    kvreg_subscriber *sub = NULL;
+    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
+    va_list ap;
+    va_start(ap, c);
+    for (uint32_t opt; (opt = va_arg(ap, uint32_t)) != 0;)
+        assert_int_equal(kvreg_subscriber_set(sub, opt, va_arg(ap, uint64_t)), KVREG_OK);
+    va_end(ap);
+    net_collect_init(c, sub);
+    assert_int_equal(kvreg_subscriber_add(sub, p->endpoint, p->replay[0] ? p->replay : NULL, NULL), KVREG_OK);
+    net_peer_wait_subscribed(p, sub, 1);
+    return sub;
+}
+
 /* Process A sends 0..2; B restarts on the same endpoints having made `b_next` batches (its
  * ring holds 0..b_next-1) and sends b_next live. */
 static void restart_at(uint64_t b_next) {
     net_peer a, b;
     net_peer_open(&a, 1, NULL);
-    kvreg_subscriber *sub = NULL;
-    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
-    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000), KVREG_OK);
     net_collect c;
-    net_collect_init(&c, sub);
-    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, a.replay, NULL), KVREG_OK);
-    net_peer_wait_subscribed(&a, sub, 1);
+    kvreg_subscriber *sub = subscriber_on(&a, &c, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, (uint64_t)60000, 0u);
 
     live(&a, topic, 0, HASH_A(0));
     /* The stream started: the probe asks from seq 1 and learns A's id. */
@@ -100,12 +112,8 @@ static void live_topic_instance_detects_equal_seq(void **state) {
     snprintf(tb, sizeof tb, "%s|%s", topic, tag_b);
     net_peer a;
     net_peer_open(&a, 0, NULL);
-    kvreg_subscriber *sub = NULL;
-    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
     net_collect c;
-    net_collect_init(&c, sub);
-    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, NULL, NULL), KVREG_OK);
-    net_peer_wait_subscribed(&a, sub, 1);
+    kvreg_subscriber *sub = subscriber_on(&a, &c, 0u);
     for (uint64_t s = 0; s < 3; s++) live(&a, ta, s, HASH_A(s));
     assert_true(net_run_until(sub, &c, 3, net_now_ms() + 10000));
     live(&a, tb, 3, HASH_B(3)); /* the expected seq, from another instance */
@@ -128,12 +136,8 @@ static void foreign_equal_seq_restart_is_not_seen(void **state) {
     (void)state;
     net_peer a;
     net_peer_open(&a, 0, NULL);
-    kvreg_subscriber *sub = NULL;
-    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
     net_collect c;
-    net_collect_init(&c, sub);
-    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, NULL, NULL), KVREG_OK);
-    net_peer_wait_subscribed(&a, sub, 1);
+    kvreg_subscriber *sub = subscriber_on(&a, &c, 0u);
     for (uint64_t s = 0; s < 3; s++) live(&a, topic, s, HASH_A(s));
     live(&a, topic, 3, HASH_B(3));
     assert_true(net_run_until(sub, &c, 4, net_now_ms() + 10000));
@@ -204,13 +208,8 @@ static void replay_answered_by_new_instance(void **state) {
     snprintf(tb, sizeof tb, "%s|%s", topic, tag_b);
     net_peer a;
     net_peer_open(&a, 1, NULL);
-    kvreg_subscriber *sub = NULL;
-    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
-    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 60000), KVREG_OK);
     net_collect c;
-    net_collect_init(&c, sub);
-    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, a.replay, NULL), KVREG_OK);
-    net_peer_wait_subscribed(&a, sub, 1);
+    kvreg_subscriber *sub = subscriber_on(&a, &c, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, (uint64_t)60000, 0u);
     live(&a, ta, 0, HASH_A(0));
     assert_int_equal(net_peer_request(&a, sub), 1); /* the probe: A names itself */
     net_peer_replay_end(&a, tag_a);
@@ -248,14 +247,9 @@ static void restart_refused_by_held_bounds(void **state) {
     (void)state;
     net_peer a;
     net_peer_open(&a, 1, NULL);
-    kvreg_subscriber *sub = NULL;
-    assert_int_equal(kvreg_subscriber_new(&sub), KVREG_OK);
-    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_MAX_WAITING, 1), KVREG_OK);
-    assert_int_equal(kvreg_subscriber_set(sub, KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, 300), KVREG_OK);
     net_collect c;
-    net_collect_init(&c, sub);
-    assert_int_equal(kvreg_subscriber_add(sub, a.endpoint, a.replay, NULL), KVREG_OK);
-    net_peer_wait_subscribed(&a, sub, 1);
+    kvreg_subscriber *sub = subscriber_on(&a, &c, KVREG_SUB_OPT_MAX_WAITING, (uint64_t)1,
+                                          KVREG_SUB_OPT_REPLAY_TIMEOUT_MS, (uint64_t)300, 0u);
     for (uint64_t s = 0; s <= 4; s++) live(&a, topic, s, HASH_A(s)); /* the probe goes unanswered */
     live(&a, topic, 6, HASH_A(6));                                   /* held while it waits */
     assert_true(net_run_until(sub, &c, 5, net_now_ms() + 10000));
