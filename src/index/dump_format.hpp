@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "index/engine_map.hpp"
+#include "index/mix.hpp"
 #include "kvreg_index.h"
 
 namespace kvreg::index::dump_format {
@@ -24,11 +24,11 @@ constexpr size_t kEngineRecord = 17; // engine hash, router hash, tiers
 constexpr uint32_t kSeqKnown = 1;    // worker flag: next_seq is the seq the next batch must carry
 
 // What a group's records ascend by (none repeats): version 1, the record's key (router hash in
-// OWN mode, engine hash in ENGINE mode); since version 2 the key mixed as a mapping mixes it,
-// so that a load fills the mapping (and in OWN mode the table's shards) in slot order
+// OWN mode, engine hash in ENGINE mode); since version 2 the key mixed (mix_hash()), so that
+// a load fills the mapping (and in OWN mode the table's shards) in slot order
 // (docs/design/index.md, "Format, version 2", has the figures).
 constexpr uint64_t record_order(uint64_t key, uint32_t version) noexcept {
-    return version >= 2 ? EngineMap::mix(key) : key;
+    return version >= 2 ? mix_hash(key) : key;
 }
 
 inline void put32(unsigned char *p, uint32_t v) noexcept {

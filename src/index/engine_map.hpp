@@ -2,7 +2,7 @@
 // router hash libkvreg computed for it and the tiers it is stored in. Removes carry engine
 // hashes only, and a stored event's parent is an engine hash: both are resolved here.
 // Open addressing, linear probing, backward-shift deletion, 24 bytes an entry. An engine
-// hash's home slot is the top bits of its mixed form (mix()), so entries inserted in ascending
+// hash's home slot is the top bits of its mixed form (mix_hash()), so entries inserted in ascending
 // mixed order, as a dump (version 2) lists them, land one after another, in the lines the
 // insert before them wrote. Not thread-safe: the worker's lock guards it.
 #pragma once
@@ -17,6 +17,7 @@
 
 #include <sys/mman.h>
 
+#include "index/mix.hpp"
 #include "util/huge_pages.hpp"
 
 namespace kvreg::index {
@@ -35,11 +36,6 @@ public:
     uint64_t size() const noexcept { return size_; }
     // What it allocated itself (slots taken from a MapArena are the arena's).
     uint64_t bytes() const noexcept { return slots_.get_deleter().owned ? (mask_ ? mask_ + 1 : 0) * sizeof(Entry) : 0; }
-
-    // An engine hash mixed: a multiplication by an odd constant, a bijection, so that engine
-    // hashes that are small integers still spread over the slots. A dump orders its ENGINE
-    // records by it (index/dump.cpp).
-    static constexpr uint64_t mix(uint64_t engine) noexcept { return engine * UINT64_C(0x9E3779B97F4A7C15); }
 
     Entry *find(uint64_t engine) noexcept {
         if (!slots_) return nullptr;
@@ -103,7 +99,7 @@ public:
     }
 
 private:
-    uint64_t home(uint64_t engine) const noexcept { return mix(engine) >> shift_; }
+    uint64_t home(uint64_t engine) const noexcept { return mix_hash(engine) >> shift_; }
     // cap: a power of two >= 2, or 0 (no slots).
     void set_capacity(uint64_t cap) noexcept {
         mask_ = cap ? cap - 1 : 0;

@@ -22,6 +22,7 @@
 // because a reader may still be walking one; they add at most the live size (growth doubles).
 #pragma once
 
+#include "index/mix.hpp"
 #include "util/cpu_relax.hpp"
 #include "util/huge_array.hpp"
 #include <algorithm>
@@ -149,14 +150,14 @@ private:
         uint64_t spare_cap = 0;
     };
 
-    static uint64_t mix(uint64_t hash) noexcept { return hash * UINT64_C(0x9E3779B97F4A7C15); }
+    static uint64_t mix(uint64_t hash) noexcept { return mix_hash(hash); }
     // mix's inverse: the multiplicative inverse of the odd constant modulo 2^64 (Newton steps).
     static constexpr uint64_t kUnmix = [] {
-        uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
-        for (int i = 0; i < 6; i++) x *= 2 - UINT64_C(0x9E3779B97F4A7C15) * x;
+        uint64_t x = kMixFactor;
+        for (int i = 0; i < 6; i++) x *= 2 - kMixFactor * x;
         return x;
     }();
-    static_assert(kUnmix * UINT64_C(0x9E3779B97F4A7C15) == 1, "mix is a bijection");
+    static_assert(kUnmix * kMixFactor == 1, "mix is a bijection");
     // The shard from the top bits, the bucket from bits 16 and up: independent for any table
     // below 2^36 slots.
     Shard &shard_of(uint64_t mixed) const noexcept { return shards_[(mixed >> 52) & shard_mask_]; }

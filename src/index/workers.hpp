@@ -86,7 +86,6 @@ public:
         std::vector<uint32_t>().swap(free_);
         std::unordered_map<uint64_t, uint32_t>().swap(by_id_);
     }
-    size_t in_use() const noexcept { return by_id_.size(); }
     // Heap bytes, about (a hash-map node taken as 32 bytes).
     uint64_t bytes() const noexcept {
         return ids_.capacity() * 8 + refs_.capacity() * 8 + free_.capacity() * 4 + by_id_.size() * 32 +
