@@ -499,10 +499,13 @@ KVREG_API int kvreg_router_set_active(kvreg_router *r, uint64_t worker_id, uint3
                                       uint64_t active_blocks) KVREG_NOEXCEPT;
 
 /* Record a request in flight on a worker with its blocks (prompt, and decode so far).
- * KVREG_EEXIST: request_id is in flight already; KVREG_ENOENT: the worker is not known. */
+ * KVREG_EEXIST: request_id is in flight already; KVREG_ENOENT: the worker is not known;
+ * KVREG_EOVERFLOW: the worker's requests in flight would add up past UINT64_MAX blocks
+ * (nothing recorded). */
 KVREG_API int kvreg_router_request_add(kvreg_router *r, uint64_t request_id, uint64_t worker_id,
                                        uint32_t dp_rank, uint64_t blocks) KVREG_NOEXCEPT;
-/* The request's blocks now (it grows while it generates). KVREG_ENOENT if not in flight. */
+/* The request's blocks now (it grows while it generates). KVREG_ENOENT if not in flight;
+ * KVREG_EOVERFLOW (the request keeps its blocks) as kvreg_router_request_add. */
 KVREG_API int kvreg_router_request_update(kvreg_router *r, uint64_t request_id,
                                           uint64_t blocks) KVREG_NOEXCEPT;
 /* The request finished: its blocks leave its worker. KVREG_ENOENT if not in flight. */

@@ -157,9 +157,11 @@ KVREG_API int kvreg_router_request_add(kvreg_router *r, uint64_t request_id, uin
     std::lock_guard<std::mutex> lock(r->mu);
     const size_t pos = r->find({worker_id, dp_rank});
     if (pos == r->workers.size()) return KVREG_ENOENT;
-    if (!r->requests.emplace(request_id, Request{r->workers[pos].first, blocks}).second)
-        return KVREG_EEXIST;
-    r->workers[pos].second.tracked += blocks;
+    uint64_t &tracked = r->workers[pos].second.tracked;
+    if (r->requests.count(request_id)) return KVREG_EEXIST;
+    if (blocks > UINT64_MAX - tracked) return KVREG_EOVERFLOW; // wrapped, the worker would look idle
+    r->requests.emplace(request_id, Request{r->workers[pos].first, blocks});
+    tracked += blocks;
     return KVREG_OK;
     KVREG_GUARD_END
 }
@@ -171,7 +173,9 @@ KVREG_API int kvreg_router_request_update(kvreg_router *r, uint64_t request_id, 
     if (q == r->requests.end()) return KVREG_ENOENT;
     // a request's worker is always known: remove_worker drops its requests
     WorkerLoad &load = r->workers[r->find(q->second.worker)].second;
-    load.tracked = load.tracked - q->second.blocks + blocks;
+    const uint64_t others = load.tracked - q->second.blocks; // the worker's other requests
+    if (blocks > UINT64_MAX - others) return KVREG_EOVERFLOW;
+    load.tracked = others + blocks;
     q->second.blocks = blocks;
     return KVREG_OK;
 }

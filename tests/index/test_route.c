@@ -387,6 +387,40 @@ static void test_errors(void **state)
     kvreg_router_free(NULL);
 }
 
+/* A worker's blocks in flight add up past UINT64_MAX: refused (KVREG_EOVERFLOW), nothing
+ * recorded, rather than the sum wrapping round to a small number (which made the busiest
+ * worker look idle and chosen). At the edge the sum is exactly UINT64_MAX. */
+static void test_blocks_in_flight_overflow(void **state)
+{
+    (void)state;
+    kvreg_router *r = new_router(NULL);
+    kvreg_router_cost c[2], chosen;
+    size_t n = 0;
+    assert_int_equal(kvreg_router_add_worker(r, 1, 0), KVREG_OK);
+    assert_int_equal(kvreg_router_add_worker(r, 2, 0), KVREG_OK);
+    assert_int_equal(kvreg_router_set_active(r, 2, 0, 10), KVREG_OK);
+    assert_int_equal(kvreg_router_request_add(r, 1, 1, 0, UINT64_MAX - 2), KVREG_OK);
+    assert_int_equal(kvreg_router_request_add(r, 2, 1, 0, 2), KVREG_OK); /* UINT64_MAX: fits */
+    assert_int_equal(kvreg_router_request_add(r, 3, 1, 0, 1), KVREG_EOVERFLOW);
+    assert_int_equal(kvreg_router_request_finish(r, 3), KVREG_ENOENT); /* not recorded */
+    assert_int_equal(kvreg_router_request_update(r, 2, 3), KVREG_EOVERFLOW);
+    assert_int_equal(kvreg_router_costs(r, NULL, 0, 1.0, c, 2, &n), KVREG_OK);
+    assert_true(c[0].active_blocks > 1.8e19); /* 2^64 - 1 + 1, not wrapped */
+    assert_true(fabs(c[1].active_blocks - 11.0) < EPS);
+    assert_int_equal(kvreg_router_select(r, NULL, 0, 1.0, &chosen), KVREG_OK);
+    assert_int_equal(chosen.worker_id, 2);
+    /* The update kept the old blocks: finishing request 2 takes 2 off, then 1 more fits. */
+    assert_int_equal(kvreg_router_request_finish(r, 2), KVREG_OK);
+    assert_int_equal(kvreg_router_request_add(r, 3, 1, 0, 2), KVREG_OK);
+    assert_int_equal(kvreg_router_request_update(r, 3, 3), KVREG_EOVERFLOW);
+    assert_int_equal(kvreg_router_request_update(r, 3, 0), KVREG_OK);
+    assert_int_equal(kvreg_router_request_finish(r, 1), KVREG_OK);
+    assert_int_equal(kvreg_router_request_finish(r, 3), KVREG_OK);
+    assert_int_equal(kvreg_router_costs(r, NULL, 0, 1.0, c, 2, &n), KVREG_OK);
+    assert_true(fabs(c[0].active_blocks - 1.0) < EPS);
+    kvreg_router_free(r);
+}
+
 /* Threads adding, selecting and finishing requests on one router at once: every call
  * serializes on its lock, so when they are done the record is empty again (each worker's
  * active blocks are the prompt's alone) and no call failed. Run under TSan for the locking. */
@@ -445,7 +479,7 @@ int main(void)
         cmocka_unit_test(test_cost_default), cmocka_unit_test(test_cost_weights),
         cmocka_unit_test(test_weighted),     cmocka_unit_test(test_ties),
         cmocka_unit_test(test_softmax),      cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),      cmocka_unit_test(test_blocks_in_flight_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
