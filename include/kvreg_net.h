@@ -99,8 +99,8 @@ KVREG_API int kvreg_net_offset_endpoint(const char *endpoint, uint32_t rank, cha
  * endpoint reachable only by the consumers that need it.
  *
  * Thread-safety: configure, start, stop and free from one thread (or with your own locking);
- * kvreg_publisher_stat() and kvreg_publisher_endpoint() may be called from any thread while
- * the publisher runs. Lifetime: the registry is borrowed and must outlive the publisher. */
+ * kvreg_publisher_stat() may be called from any thread at any time before the free, and
+ * kvreg_publisher_endpoint() from any thread while the publisher runs. Lifetime: the registry is borrowed and must outlive the publisher. */
 typedef struct kvreg_publisher kvreg_publisher;
 
 /* The topic frame of the replay end markers that are not vLLM's plain one (see "replay" at

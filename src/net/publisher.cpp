@@ -213,20 +213,33 @@ int Publisher::start() {
             return rc;
         }
     }
-    // A new id per start: what lets subscribers see this process is not the one before.
-    instance_.store(new_instance(), std::memory_order_relaxed);
-    end_topic_ = instance_tag(instance_.load(std::memory_order_relaxed));
-    if (topic_instance_) {
-        std::string tagged = topic_ + kInstanceSep + end_topic_;
-        std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read topic_ now
-        topic_.swap(tagged);
-    }
-    ring_ = ReplayRing(static_cast<size_t>(buffer_steps_));
-    replay_.configure(router_, &topic_, &end_topic_, replay_max_, replay_max_bytes_);
-    kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_at_start_);
+    // From here a failure (memory, the thread) puts the configured topic back: a start
+    // retried later tags it once, with its own instance (a failed start used to leave its
+    // tag on, and the next one added a second).
+    std::string configured;
+    bool tagged = false;
     try {
+        // A new id per start: what lets subscribers see this process is not the one before.
+        instance_.store(new_instance(), std::memory_order_relaxed);
+        end_topic_ = instance_tag(instance_.load(std::memory_order_relaxed));
+        if (topic_instance_) {
+            configured = topic_;
+            std::string with_tag = topic_ + kInstanceSep + end_topic_;
+            std::lock_guard<std::mutex> lk(opts_mu_); // a getter may read topic_ now
+            topic_.swap(with_tag);
+            tagged = true;
+        }
+        ring_ = ReplayRing(static_cast<size_t>(buffer_steps_));
+        replay_.configure(router_, &topic_, &end_topic_, replay_max_, replay_max_bytes_);
+        uint64_t dropped_now = 0;
+        kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &dropped_now);
+        dropped_at_start_.store(dropped_now, std::memory_order_relaxed);
         thread_ = std::thread(&Publisher::run, this);
-    } catch (const std::system_error &) {
+    } catch (const std::exception &) { // std::bad_alloc, std::system_error (no thread)
+        if (tagged) {
+            std::lock_guard<std::mutex> lk(opts_mu_);
+            topic_.swap(configured);
+        }
         close_all();
         return KVREG_ENOMEM;
     }
@@ -258,7 +271,7 @@ void Publisher::close_all() noexcept {
     if (pub_) zmq_close(pub_);
     if (router_) zmq_close(router_);
     pub_ = router_ = nullptr;
-    if (ctx_) zmq_ctx_term(ctx_); // waits up to the PUB's linger for frames still queued
+    if (ctx_) term_context(ctx_); // waits up to the PUB's linger for frames still queued
     ctx_ = nullptr;
     replay_.reset(); // libzmq has released every batch the answers queued
     kvreg_wire_encoder_free(enc_);
@@ -274,9 +287,15 @@ int Publisher::stat(uint32_t s, uint64_t *value) const noexcept {
         return KVREG_OK;
     }
     if (s == KVREG_PUB_STAT_EVENTS_LOST) {
-        uint64_t now = dropped_at_start_;
-        if (state_ != State::fresh) kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
-        *value = now - dropped_at_start_;
+        // state_ first: start() stores dropped_at_start_ before it leaves fresh.
+        if (state_.load() == State::fresh) {
+            *value = 0;
+            return KVREG_OK;
+        }
+        const uint64_t at_start = dropped_at_start_.load(std::memory_order_relaxed);
+        uint64_t now = at_start;
+        kvreg_registry_stat(reg_, KVREG_STAT_EVENTS_DROPPED, &now);
+        *value = now - at_start;
         return KVREG_OK;
     }
     const ReplayServer::Counters &r = replay_.counters();

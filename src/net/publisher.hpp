@@ -72,7 +72,7 @@ class Publisher {
     ReplayRing ring_;
     ReplayServer replay_; // its counters are read by stat() on any thread
     uint64_t seq_ = 0;             // sender thread
-    uint64_t dropped_at_start_ = 0; // the registry's KVREG_STAT_EVENTS_DROPPED at start()
+    std::atomic<uint64_t> dropped_at_start_{0}; // the registry's KVREG_STAT_EVENTS_DROPPED at start(); read by stat()
     std::chrono::steady_clock::time_point deadline_; // written before stopping_ is set
     std::atomic<bool> stopping_{false};
     std::atomic<uint64_t> stats_[n_stats] = {};

@@ -27,7 +27,7 @@ Subscriber::~Subscriber() {
         if (e.sub) zmq_close(e.sub);
         if (e.dealer) zmq_close(e.dealer);
     }
-    if (ctx_) zmq_ctx_term(ctx_);
+    if (ctx_) term_context(ctx_);
     kvreg_wire_decoder_free(dec_);
 }
 

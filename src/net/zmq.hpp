@@ -4,6 +4,7 @@
 
 #include <zmq.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +25,14 @@ namespace kvreg::net {
 #define KVREG_NET_TSAN 1
 #endif
 #endif
+
+// Ends a context. zmq_ctx_term waits for the context's sockets to close, and a signal ends
+// that wait with EINTR: libzmq's contract is to call it again. Returning early left the I/O
+// thread running, and releasing queued replay batches into a freed publisher.
+inline void term_context(void *ctx) noexcept {
+    while (zmq_ctx_term(ctx) != 0 && errno == EINTR) {
+    }
+}
 
 // Most frames any message we read has: a replay answer on the subscriber's DEALER, ["",
 // topic, seq, payload] (live batches and replay requests have 3). Longer messages are read a
