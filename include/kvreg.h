@@ -291,7 +291,7 @@ typedef struct kvreg_config kvreg_config;
  * and touched by kvreg_registry_new, held until kvreg_registry_free. Past it, memory grows on
  * demand as without it. Not reserved: stored tokens (KVREG_OPT_KEEP_TOKENS), the POLL queue,
  * and events of more than 64 tokens a block. kvreg_config_set: KVREG_EINVAL above
- * 4096 * (2^24 - 2); kvreg_registry_new: KVREG_EINVAL if one shard's share would be more than
+ * 4096 * 16,776,960 (every shard full); kvreg_registry_new: KVREG_EINVAL if one shard's share would be more than
  * a shard holds (see kvreg_register), KVREG_ENOMEM if the memory cannot be had. */
 #define KVREG_OPT_RESERVE_BLOCKS 5u
 /* What a Register and a Remove stand for when pools on different media (tiers) hold a hash.

@@ -45,7 +45,7 @@ KVREG_API int kvreg_config_set(kvreg_config *cfg, uint32_t option, uint64_t valu
         return KVREG_OK;
     case KVREG_OPT_RESERVE_BLOCKS:
         // The most any shard count holds; kvreg_registry_new checks it against this config's.
-        if (value > uint64_t{4096} * kvreg::RecordSlab::kMaxRecords) return KVREG_EINVAL;
+        if (value > uint64_t{4096} * kvreg::RecordSlab::kCapacity) return KVREG_EINVAL;
         o.reserve_blocks = value;
         return KVREG_OK;
     case KVREG_OPT_EVENT_MODE:

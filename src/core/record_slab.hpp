@@ -29,7 +29,9 @@ class RecordSlab {
 public:
     // Indices fit the index's 24 bits, minus the values it reserves.
     static constexpr uint32_t kMaxRecords = (1u << 24) - 2;
-    static constexpr uint32_t kFull = UINT32_MAX; // allocate(): kMaxRecords in use
+    // What a slab holds: the whole chunks of 256 records below kMaxRecords (make_chunk()).
+    static constexpr uint32_t kCapacity = (kMaxRecords + 1) / 256 * 256;
+    static constexpr uint32_t kFull = UINT32_MAX; // allocate(): kCapacity in use
     static constexpr uint32_t kNoTokens = TokenStore::kNone; // one sentinel, not two
 
     explicit RecordSlab(bool with_token_refs = false) : with_tokens_(with_token_refs) {}
@@ -87,7 +89,7 @@ public:
     // on an empty slab, before other threads can see it (kvreg_registry's constructor).
     // Throws std::bad_alloc; false when the slab cannot hold that many.
     bool reserve(uint64_t records) {
-        if (records > kMaxRecords || !chunks_.empty()) return false;
+        if (records > kCapacity || !chunks_.empty()) return false; // before any chunk is made
         const uint32_t chunks = static_cast<uint32_t>((records + kChunk - 1) >> kBits);
         std::unique_ptr<Record *[]> dir(new Record *[chunks]);
         while (held_chunks_ < chunks)
@@ -156,6 +158,7 @@ private:
     static constexpr uint32_t kBits = 8;
     static constexpr uint32_t kChunk = 1u << kBits;
     static constexpr uint32_t kMask = kChunk - 1;
+    static_assert(kCapacity == (kMaxRecords + 1) / kChunk * kChunk, "kCapacity: whole chunks");
     static constexpr uint32_t kKeepChunks = 2; // never shrink below this many
 
     struct Info {
@@ -184,13 +187,13 @@ private:
     }
 
     // Make one chunk of free records (a given-back one again, else a new one) and list it on
-    // avail_. False when kMaxRecords are held; throws std::bad_alloc (nothing changed).
+    // avail_. False when kCapacity are held; throws std::bad_alloc (nothing changed).
     bool make_chunk() {
         uint32_t c;
         if (!given_back_.empty()) {
             c = given_back_.back(); // made again below; popped once that cannot fail
         } else {
-            if (capacity() + kChunk > kMaxRecords + 1) return false;
+            if (capacity() + kChunk > kCapacity) return false;
             c = static_cast<uint32_t>(chunks_.size());
             // Room first, so that no push below can throw once memory is committed.
             room_for(chunks_, c + 1);

@@ -57,7 +57,7 @@ void kvreg_registry::reserve(uint64_t blocks) {
     // registry should run out before the total does (one shard in about 10^9 would).
     const double mean = static_cast<double>(blocks) / nshards_;
     const uint64_t per = nshards_ == 1 ? blocks : static_cast<uint64_t>(mean + 6.0 * std::sqrt(mean) + 16.0);
-    if (per > kvreg::RecordSlab::kMaxRecords) throw std::length_error("reserve_blocks");
+    if (per > kvreg::RecordSlab::kCapacity) throw std::length_error("reserve_blocks"); // more than a shard holds
     for (uint32_t i = 0; i < nshards_; i++) {
         Shard &s = shards_[i];
         if (!s.slab.reserve(per)) throw std::length_error("reserve_blocks"); // pins: see prefetch_release()
