@@ -275,7 +275,9 @@ typedef struct kvreg_config kvreg_config;
 #define KVREG_DELIVERY_POLL 1u
 /* 1: the registry keeps a copy of each block's tokens (once per hash, shared by pools), so
  * kvreg_block_tokens() works and Remove events carry tokens. Default 0: tokens are not
- * stored; Register events still carry the tokens given at registration. */
+ * stored; Register events still carry the tokens given at registration. A released copy's
+ * memory is kept for the next one of its size class (exact below 512 tokens, then classes an
+ * eighth apart) until kvreg_registry_clear or kvreg_registry_free. */
 #define KVREG_OPT_KEEP_TOKENS 2u
 /* Poll queue capacity in events (default 65536, 1 .. 2^32, and at most SIZE_MAX). */
 #define KVREG_OPT_POLL_CAPACITY 3u
