@@ -79,7 +79,8 @@ KVREG_API int kvreg_nats_publisher_new(kvreg_nats_publisher **out,
 KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCEPT;
 
 /* Options (uint64_t values). KVREG_EINVAL: unknown option or value out of range; KVREG_ESTATE
- * once started. */
+ * once started. Here and in the consumer's options a duration with no upper bound given is
+ * at most INT64_MAX / 10^6 ms (INT64_MAX / 10^9 s for MAX_AGE_S): NATS counts in int64 ns. */
 #define KVREG_NATS_PUB_OPT_FORMAT 1u        /* KVREG_WIRE_VLLM (default), _VLLM_LEGACY,
                                                _DYNAMO_JSON or _DYNAMO_MSGPACK */
 #define KVREG_NATS_PUB_OPT_WORKER_ID 2u     /* worker id in subject and headers (default 0) */

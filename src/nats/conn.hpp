@@ -12,6 +12,11 @@
 
 namespace kvreg::nats {
 
+// The largest durations the options take: libnats and the server count time in int64
+// nanoseconds (and a std::chrono duration of steady_clock would overflow past them too).
+constexpr uint64_t kMaxMillis = INT64_MAX / 1000000;
+constexpr uint64_t kMaxSeconds = INT64_MAX / 1000000000;
+
 // A connection that reconnects for ever, with its JetStream context. Owned by one object.
 struct Conn {
     static constexpr int64_t kWriteDeadlineMs = 2000;

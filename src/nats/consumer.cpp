@@ -60,7 +60,7 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     };
     switch (option) {
     case KVREG_NATS_CON_OPT_FETCH_BATCH: return in(1, 65536, fetch_batch_);
-    case KVREG_NATS_CON_OPT_ACK_WAIT_MS: return in(100, UINT64_MAX / 1000000, ack_wait_ms_);
+    case KVREG_NATS_CON_OPT_ACK_WAIT_MS: return in(100, kMaxMillis, ack_wait_ms_);
     case KVREG_NATS_CON_OPT_MAX_ACK_PENDING: return in(1, INT64_MAX, max_ack_pending_);
     case KVREG_NATS_CON_OPT_REORDER_WINDOW: return in(1, UINT32_MAX, reorder_window_);
     case KVREG_NATS_CON_OPT_REORDER_MS: return in(0, 3600000, reorder_ms_);
@@ -68,13 +68,13 @@ int Consumer::set(uint32_t option, uint64_t v) noexcept {
     case KVREG_NATS_CON_OPT_RESUME: return in(0, 1, resume_);
     case KVREG_NATS_CON_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
     case KVREG_NATS_CON_OPT_SNAPSHOT_EVENTS: return in(0, UINT64_MAX, snap_events_);
-    case KVREG_NATS_CON_OPT_SNAPSHOT_MS: return in(0, UINT64_MAX / 1000000, snap_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_MS: return in(0, kMaxMillis, snap_ms_);
     case KVREG_NATS_CON_OPT_SNAPSHOT_KEEP: return in(1, 16, snap_keep_);
     case KVREG_NATS_CON_OPT_SNAPSHOT_PURGE: return in(0, 1, snap_purge_);
     case KVREG_NATS_CON_OPT_SNAPSHOT_CHUNK_BYTES: return in(256, 16u << 20, snap_chunk_);
     case KVREG_NATS_CON_OPT_RESTORE: return in(0, 1, restore_);
     case KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS: return in(10, 3600000, liveness_check_ms_);
-    case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: return in(0, UINT64_MAX / 1000000, snap_orphan_ms_);
+    case KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS: return in(0, kMaxMillis, snap_orphan_ms_);
     case KVREG_NATS_CON_OPT_MAX_HELD_BYTES: return in(1, UINT64_MAX, max_held_bytes_);
     default: return KVREG_EINVAL;
     }

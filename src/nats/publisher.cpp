@@ -71,11 +71,11 @@ int Publisher::set(uint32_t option, uint64_t v) noexcept {
         has_instance_ = true;
         return KVREG_OK;
     case KVREG_NATS_PUB_OPT_CREATE_STREAM: return in(0, 1, create_stream_);
-    case KVREG_NATS_PUB_OPT_MAX_AGE_S: return in(1, UINT64_MAX / 1000000000, max_age_s_);
-    case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: return in(1, UINT64_MAX / 1000000, dup_window_ms_);
+    case KVREG_NATS_PUB_OPT_MAX_AGE_S: return in(1, kMaxSeconds, max_age_s_);
+    case KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS: return in(1, kMaxMillis, dup_window_ms_);
     case KVREG_NATS_PUB_OPT_CONNECT_TIMEOUT_MS: return in(1, 3600000, connect_timeout_ms_);
     case KVREG_NATS_PUB_OPT_HEARTBEAT_MS: return in(10, 3600000, heartbeat_ms_);
-    case KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS: return in(100, UINT64_MAX / 1000000, liveness_ttl_ms_);
+    case KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS: return in(100, kMaxMillis, liveness_ttl_ms_);
     default: return KVREG_EINVAL;
     }
 }

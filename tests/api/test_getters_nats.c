@@ -90,6 +90,50 @@ static kvreg_registry *poll_registry(void)
     return reg;
 }
 
+/* Time options libnats takes in int64 nanoseconds: the largest value that converts is
+ * accepted, one more is KVREG_EINVAL. They used to be bounded by UINT64_MAX / 10^6 (or 10^9),
+ * and a value past INT64_MAX / 10^6 was accepted by set() and then overflowed into a negative
+ * duration the server refused at start (or, for SNAPSHOT_ORPHAN_MS, that made a writer at
+ * work look orphaned). */
+#define MAX_MS (INT64_MAX / 1000000)
+static void test_nats_time_option_bounds(void **state)
+{
+    kvreg_registry *reg = poll_registry();
+    kvreg_nats_publisher *pub = NULL;
+    kvreg_nats_consumer *con = NULL;
+    kvreg_index *idx = NULL;
+    (void)state;
+    assert_int_equal(kvreg_nats_publisher_new(&pub, reg), KVREG_OK);
+    const struct {
+        uint32_t opt;
+        uint64_t max;
+    } pub_cases[] = {{KVREG_NATS_PUB_OPT_MAX_AGE_S, INT64_MAX / 1000000000},
+                     {KVREG_NATS_PUB_OPT_DUPLICATE_WINDOW_MS, MAX_MS},
+                     {KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, MAX_MS}};
+    for (size_t i = 0; i < sizeof pub_cases / sizeof pub_cases[0]; i++) {
+        uint64_t v = 0;
+        assert_int_equal(kvreg_nats_publisher_set(pub, pub_cases[i].opt, pub_cases[i].max), KVREG_OK);
+        assert_int_equal(kvreg_nats_publisher_set(pub, pub_cases[i].opt, pub_cases[i].max + 1), KVREG_EINVAL);
+        assert_int_equal(kvreg_nats_publisher_get(pub, pub_cases[i].opt, &v), KVREG_OK);
+        assert_int_equal(v, pub_cases[i].max);
+    }
+    kvreg_nats_publisher_free(pub);
+    assert_int_equal(kvreg_index_new(&idx, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_new(&con, idx), KVREG_OK);
+    const uint32_t con_opts[] = {KVREG_NATS_CON_OPT_ACK_WAIT_MS, KVREG_NATS_CON_OPT_SNAPSHOT_MS,
+                                 KVREG_NATS_CON_OPT_SNAPSHOT_ORPHAN_MS};
+    for (size_t i = 0; i < sizeof con_opts / sizeof con_opts[0]; i++) {
+        uint64_t v = 0;
+        assert_int_equal(kvreg_nats_consumer_set(con, con_opts[i], MAX_MS), KVREG_OK);
+        assert_int_equal(kvreg_nats_consumer_set(con, con_opts[i], (uint64_t)MAX_MS + 1), KVREG_EINVAL);
+        assert_int_equal(kvreg_nats_consumer_get(con, con_opts[i], &v), KVREG_OK);
+        assert_int_equal(v, MAX_MS);
+    }
+    kvreg_nats_consumer_free(con);
+    kvreg_index_free(idx);
+    kvreg_registry_free(reg);
+}
+
 static void test_nats_publisher_options(void **state)
 {
     kvreg_registry *reg = poll_registry();
@@ -160,6 +204,7 @@ int main(void)
     const struct CMUnitTest with_nats[] = {
         cmocka_unit_test(test_nats_publisher_options),
         cmocka_unit_test(test_nats_consumer_options),
+        cmocka_unit_test(test_nats_time_option_bounds),
     };
     const struct CMUnitTest without[] = {cmocka_unit_test(test_nats_stub)};
     if (kvreg_nats_available()) return cmocka_run_group_tests(with_nats, NULL, NULL);
