@@ -415,6 +415,13 @@ static int replay(const replay_options *o, workload *w, cluster_outcome *out)
         cluster_outcome_free(&ref);
         return status;
     }
+    if (o->transport == REPLAY_TRANSPORT_NATS && o->nats.kill_router && ref.n_reqs < 3) {
+        /* a usage error the workload's size shows: no server is started for it */
+        fprintf(stderr, "kvreg-replay: --kill-router needs 3 requests or more (a replica is "
+                        "killed a third into the run and restored at two thirds)\n");
+        cluster_outcome_free(&ref);
+        return EXIT_BAD_INPUT;
+    }
     memset(&r, 0, sizeof r);
     memset(&cr, 0, sizeof cr);
     memset(&cc, 0, sizeof cc); /* by hash only, no tokens_of: see cluster_init */

@@ -287,7 +287,10 @@ def case_nats_cli():
                 ["--workers", "2", "--transport", "nats", "--routers", "0"],
                 ["--workers", "2", "--transport", "nats", "--nats-url", ""],
                 ["--workers", "2", "--transport", "nats", "--router", "kv,random"],
-                ["--workers", "2", "--transport", "nats", "--routers", "2", "--corrupt-restored"]):
+                ["--workers", "2", "--transport", "nats", "--routers", "2", "--corrupt-restored"],
+                # too few requests to kill a replica a third in and restore it at two thirds
+                ["--workers", "2", "--transport", "nats", "--routers", "2", "--kill-router",
+                 "--max-requests", "2"]):
         _, err = run(bad, expect_rc=2)
         check(err.startswith("kvreg-replay: "), f"{bad}: no error message: {err!r}")
     saved = os.environ.get("KVREG_NATS_SERVER")
