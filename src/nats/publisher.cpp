@@ -227,6 +227,10 @@ int Publisher::start() {
             enc_ = nullptr;
             return KVREG_EPROTO;
         }
+        // A bucket made by someone else (a replica makes it with 5 s) may keep keys for less
+        // than HEARTBEAT_MS: the key would lapse between two heartbeats of an idle worker, and
+        // with no reconnect to see, the worker would never resync. A third of the TTL then.
+        hb_ms_ = key_ttl_ms_ ? std::min(heartbeat_ms_, std::max<uint64_t>(10, key_ttl_ms_ / 3)) : heartbeat_ms_;
         hb_subject_ = "$KV." + liveness_bucket_ + "." + std::to_string(worker_) + "." + std::to_string(rank_);
         hb_value_ = std::to_string(instance_);
     }
@@ -622,7 +626,7 @@ int Publisher::heartbeat() noexcept {
         alive_out(now);
         if (natsConnection_PublishString(conn_.nc, hb_subject_.c_str(), hb_value_.c_str()) != NATS_OK)
             count(errors);
-        next_hb_ = now + std::chrono::milliseconds(heartbeat_ms_);
+        next_hb_ = now + std::chrono::milliseconds(hb_ms_);
     }
     return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_hb_ - now).count()) + 1;
 }
@@ -635,8 +639,8 @@ void Publisher::alive_out(Clock::time_point now) noexcept {
     // With a period at or past the TTL the key lapses between any two heartbeats anyway:
     // only reconnects count then.
     bool gap = false;
-    if (key_ttl_ms_ > heartbeat_ms_) {
-        const uint64_t margin = std::min(heartbeat_ms_, (key_ttl_ms_ - heartbeat_ms_) / 2);
+    if (key_ttl_ms_ > hb_ms_) {
+        const uint64_t margin = std::min(hb_ms_, (key_ttl_ms_ - hb_ms_) / 2);
         gap = now - last_out_ >= std::chrono::milliseconds(key_ttl_ms_ - margin);
     }
     if (out_seen_ && key_ttl_ms_ && (n != out_reconnects_ || gap)) resync_due_ = true;

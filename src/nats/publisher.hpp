@@ -108,6 +108,8 @@ class Publisher {
     std::string hb_subject_, hb_value_; // "$KV.<bucket>.<worker>.<rank>", the instance
     Clock::time_point next_hb_;         // sender thread
     uint64_t key_ttl_ms_ = 0;           // the bucket's TTL as the server keeps it (0: none)
+    uint64_t hb_ms_ = 0;                // the heartbeat period in use: HEARTBEAT_MS, at most a
+                                        // third of key_ttl_ms_ (a bucket made by another)
     Clock::time_point last_out_;        // sender thread: the last heartbeat sent while connected
     bool out_seen_ = false;             // sender thread: one was
     uint64_t out_reconnects_ = 0;       // sender thread: the connection's reconnects at that one

@@ -1430,6 +1430,48 @@ static void test_liveness_no_false_resync(void **state) {
     }
 }
 
+/* The bucket was made by someone else with a TTL shorter than this engine's heartbeat period
+ * (a replica that starts first makes it with 5 s; engine a here with 300 ms), so b's key
+ * would lapse between two of its heartbeats. b heartbeats at a third of the bucket's TTL
+ * instead: an idle b stays in the replica's index. Before, b kept its period (1 s), the key
+ * expired, the replica removed b's blocks, and b, seeing no reconnect, never resynced: its
+ * blocks were gone from the index for good while it lived. */
+static void test_liveness_bucket_ttl_shorter(void **state) {
+    (void)state;
+    engine a, b;
+    engine_open(&a, 1 << 12, 0);
+    engine_open(&b, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(a.pub, KVREG_NATS_LIVENESS_BUCKET, "LBT"), KVREG_OK);
+    assert_int_equal(kvreg_nats_publisher_set_string(b.pub, KVREG_NATS_LIVENESS_BUCKET, "LBT"), KVREG_OK);
+    engine_start(&a, "LBT", "lbt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)50,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)300, 0);
+    engine_start(&b, "LBT", "lbt.ev", KVREG_WIRE_DYNAMO_MSGPACK, 2, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)1000,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)30000, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(b.gpu, 300 + h, &blk), KVREG_OK);
+    replica r;
+    replica_prepare(&r, "LBT", "lbt-r", 1);
+    assert_int_equal(kvreg_nats_consumer_set_string(r.con, KVREG_NATS_LIVENESS_BUCKET, "LBT"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(r.con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 50), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(r.con), KVREG_OK);
+    int64_t deadline = nats_now_ms() + 10000;
+    while (!index_holds(r.idx, 309, 2)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    /* b idle for more than two of its configured periods (seven of the bucket's TTLs) */
+    const int64_t until = nats_now_ms() + 2100;
+    while (nats_now_ms() < until) assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    for (uint64_t h = 0; h < 10; h++) assert_true(index_holds(r.idx, 300 + h, 2));
+    assert_int_equal(pub_stat(&b, KVREG_NATS_PUB_STAT_RESYNCS), 0);
+    engine_finish(&a);
+    engine_finish(&b);
+    replica_close(&r);
+    engine_close(&a);
+    engine_close(&b);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -1459,6 +1501,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_frozen),
         cmocka_unit_test(test_liveness_replica_frozen),
         cmocka_unit_test(test_liveness_no_false_resync),
+        cmocka_unit_test(test_liveness_bucket_ttl_shorter),
         cmocka_unit_test(test_snapshot_timer),
         cmocka_unit_test(test_snapshot_write_fails),
         cmocka_unit_test(test_snapshot_past_stream),
