@@ -127,7 +127,7 @@ run "TSan" env KVREG_STRESS_SECONDS=2 KVREG_NET_ATTACK_TOPICS=1000 \
   shard_lock prefetch_race poll_queue_race tier_race-global tier_race-per-tier event_modes \
   index_route net-order net-restart net-replay-flood net-replay-limits nats \
   index_dump index_stats index_partition index_query_concurrent \
-  nats-liveness nats-liveness-stalled nats-liveness-cut nats-liveness-replica-frozen nats-snapshots nats-purge nats-orphans nats-kill-cycles nats-slow-consumer \
+  nats-liveness nats-liveness-stalled nats-liveness-cut nats-liveness-replica-frozen nats-liveness-server-stopped nats-liveness-bucket-ttl-shorter nats-snapshots nats-purge nats-orphans nats-kill-cycles nats-slow-consumer \
   net-attack-topics net-attack-topicsreplay net-attack-busy net-attack-foreign net-attack-rcvbytes \
   net-attack-heldcopy net-attack-heldpause net-attack-heldshared net-attack-heldfair net-attack-probehold \
   net-attack-malformed net-attack-malformedends net-attack-malformedoff net-pub-upstream net-sub-frames \

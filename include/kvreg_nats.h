@@ -363,8 +363,11 @@ KVREG_API int kvreg_nats_consumer_set_notice_cb(kvreg_nats_consumer *con, kvreg_
  * again. */
 KVREG_API int kvreg_nats_consumer_start(kvreg_nats_consumer *con) KVREG_NOEXCEPT;
 /* Fetch and apply for timeout_ms (-1: until stopped; 0: one fetch of what is ready), or until
- * kvreg_nats_consumer_stop(). Rides through disconnections (libnats reconnects). KVREG_ESTATE
- * before start; KVREG_EINVAL for timeout_ms < -1. */
+ * kvreg_nats_consumer_stop(). Rides through disconnections (libnats reconnects; while it does,
+ * run() waits for nothing of it). A snapshot that SNAPSHOT_EVENTS or SNAPSHOT_MS calls for is
+ * written inside run(), which then lasts as long as the write: with a server that stopped
+ * answering and a connection not yet known to be down, up to its flush's 2 s and requests'
+ * 5 s. KVREG_ESTATE before start; KVREG_EINVAL for timeout_ms < -1. */
 KVREG_API int kvreg_nats_consumer_run(kvreg_nats_consumer *con, int timeout_ms) KVREG_NOEXCEPT;
 /* Make the current (or next) run return within one fetch wait (<= 100 ms). Any thread. */
 KVREG_API int kvreg_nats_consumer_stop(kvreg_nats_consumer *con) KVREG_NOEXCEPT;

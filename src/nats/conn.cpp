@@ -14,7 +14,29 @@
 
 namespace kvreg::nats {
 
+namespace {
+template <class Link> void link_down(natsConnection *, void *p) noexcept {
+    static_cast<Link *>(p)->up.store(false, std::memory_order_release);
+}
+template <class Link> void link_up(natsConnection *, void *p) noexcept {
+    static_cast<Link *>(p)->up.store(true, std::memory_order_release);
+}
+template <class Link> void link_closed(natsConnection *, void *p) noexcept {
+    Link *l = static_cast<Link *>(p);
+    l->up.store(false, std::memory_order_release);
+    std::lock_guard<std::mutex> g(l->mu);
+    l->closed = true;
+    l->cv.notify_all();
+}
+} // namespace
+
 bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uint64_t ping_ms) noexcept {
+    try {
+        link_ = std::make_unique<Link>();
+    } catch (...) {
+        return false;
+    }
+    link_->up.store(true, std::memory_order_release); // before: a drop right after the connect is seen
     natsOptions *opts = nullptr;
     bool ok = natsOptions_Create(&opts) == NATS_OK &&
               (!ping_ms || (natsOptions_SetPingInterval(opts, static_cast<int64_t>(ping_ms)) == NATS_OK &&
@@ -28,6 +50,9 @@ bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uin
               natsOptions_SetAllowReconnect(opts, true) == NATS_OK &&
               natsOptions_SetMaxReconnect(opts, -1) == NATS_OK &&
               natsOptions_SetReconnectWait(opts, 50) == NATS_OK &&
+              natsOptions_SetDisconnectedCB(opts, link_down<Link>, link_.get()) == NATS_OK &&
+              natsOptions_SetReconnectedCB(opts, link_up<Link>, link_.get()) == NATS_OK &&
+              natsOptions_SetClosedCB(opts, link_closed<Link>, link_.get()) == NATS_OK &&
               natsConnection_Connect(&nc, opts) == NATS_OK;
     natsOptions_Destroy(opts);
     if (ok) ok = natsConnection_JetStream(&js, nc, jso) == NATS_OK;
@@ -43,8 +68,21 @@ void Conn::close() noexcept {
     stop(); // before the context: its publish-ack subscription is destroyed with it
     if (js) jsCtx_Destroy(js);
     js = nullptr;
+    const bool had_connection = nc != nullptr;
     if (nc) natsConnection_Destroy(nc);
     nc = nullptr;
+    if (!link_) return;
+    if (had_connection) {
+        // The closed callback is the connection's last; libnats runs it on its callback
+        // thread soon after the close. Should it not come, the Link is left to it (a few
+        // bytes) rather than freed under it.
+        std::unique_lock<std::mutex> g(link_->mu);
+        if (!link_->cv.wait_for(g, std::chrono::seconds(5), [this] { return link_->closed; })) {
+            static_cast<void>(link_.release()); // g unlocks it: the callback may take it later
+            return;
+        }
+    }
+    link_.reset();
 }
 
 uint64_t reconnects(natsConnection *nc) noexcept {

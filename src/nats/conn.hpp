@@ -2,8 +2,11 @@
 // stream check/creation, and the Kvreg-Batch header (see kvreg_nats.h for the protocol).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +40,23 @@ struct Conn {
     // through drop_subscription() while the connection stays open.
     void stop() noexcept;
     void close() noexcept; // stop(), then the context and the connection
+    // Whether the connection is up, as libnats' disconnected, reconnected and closed
+    // callbacks said last. Read without the connection's lock, which every natsConnection_*
+    // call takes (natsConnection_Status too) and libnats' reconnect thread holds through each
+    // attempt: against a server that accepts and never answers that is the whole connect
+    // timeout, and a replica's run(50) that asked for the status waited 2 s.
+    bool up() const noexcept { return link_ && link_->up.load(std::memory_order_acquire); }
+
+  private:
+    // What libnats' callbacks write (on its callback thread). Kept until the closed callback,
+    // the connection's last, has run (close() waits for it), so no callback finds it freed.
+    struct Link {
+        std::atomic<bool> up{false};
+        std::mutex mu;
+        std::condition_variable cv;
+        bool closed = false;
+    };
+    std::unique_ptr<Link> link_;
 };
 
 // How many times nc reconnected so far (libnats' count; a failed read counts none).

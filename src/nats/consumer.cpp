@@ -279,7 +279,7 @@ int Consumer::run(int timeout_ms) {
         }
         if (n_held_) check_held_timeouts();
         if (kv_ && liveness_ttl_ms_ && Clock::now() >= next_liveness_) check_liveness();
-        if (events_since_snap_ && !snap_bucket_.empty()) maybe_snapshot();
+        if (events_since_snap_ && !snap_bucket_.empty() && conn_.up()) maybe_snapshot(); // else when it is back
         if (timeout_ms == 0) break;
     }
     return KVREG_OK;
@@ -301,7 +301,7 @@ bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
         // Only connected: a request sent while the server is away waits in libnats' reconnect
         // buffer, and every one sent meanwhile was answered at once when it came back (8,000
         // messages within 250 ms of a 6 s outage).
-        if (natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) return false;
+        if (!conn_.up()) return false;
         char req[96];
         if (no_wait) // no expiry: nats-server 2.9 holds a no_wait request that has one until it expires
             std::snprintf(req, sizeof req, "{\"batch\":%" PRIu64 ",\"no_wait\":true}", fetch_batch_);
@@ -602,7 +602,7 @@ void Consumer::check_liveness() {
     const auto now = Clock::now();
     next_liveness_ = now + std::chrono::milliseconds(liveness_check_ms_);
     const auto ttl = std::chrono::milliseconds(liveness_ttl_ms_);
-    if (natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) {
+    if (!conn_.up()) {
         liveness_from_ = now + ttl; // at least: the TTL counts again from the reconnect below
         return;
     }

@@ -419,7 +419,7 @@ void Publisher::resend_failed() noexcept {
             if (f.too_big) {
                 // What the stream takes now, for the resync's batches: asked once a pass (a
                 // request: up to its 5 s timeout), and not while disconnected.
-                if (!limit_read && natsConnection_Status(conn_.nc) == NATS_CONN_STATUS_CONNECTED)
+                if (!limit_read && conn_.up())
                     stream_max_msg_size(conn_.js, stream_, stream_max_msg_);
                 limit_read = true;
                 if (f.emptied) { // refused with no events: nothing this stream can take
@@ -632,7 +632,7 @@ int Publisher::heartbeat() noexcept {
 }
 
 void Publisher::alive_out(Clock::time_point now) noexcept {
-    if (hb_subject_.empty() || natsConnection_Status(conn_.nc) != NATS_CONN_STATUS_CONNECTED) return;
+    if (hb_subject_.empty() || !conn_.up()) return;
     const uint64_t n = reconnects(conn_.nc);
     // The gap that may have let the key expire: the TTL less a margin of up to one heartbeat
     // period for the way, and always more than a period (heartbeats are a period apart).

@@ -1472,6 +1472,44 @@ static void test_liveness_bucket_ttl_shorter(void **state) {
     engine_close(&b);
 }
 
+/* The server stopped (SIGSTOP) under a replica with liveness: its client pings every check
+ * period, gives the connection up, and libnats reconnects to a server whose kernel accepts the
+ * connection while the server never answers. Each attempt holds the connection's lock for
+ * the connect timeout (2 s), and every libnats call waits for that lock: run(50) asked for the
+ * connection's status and took 2 s, twice in 3 s. The status now comes from libnats'
+ * callbacks, read without the lock: run(50) stays short, nothing expires, and the replica
+ * goes on once the server does. */
+static void test_liveness_server_stopped(void **state) {
+    (void)state;
+    engine e;
+    engine_open(&e, 1 << 12, 0);
+    assert_int_equal(kvreg_nats_publisher_set_string(e.pub, KVREG_NATS_LIVENESS_BUCKET, "LSS"), KVREG_OK);
+    engine_start(&e, "LSS", "lss.ev", KVREG_WIRE_DYNAMO_MSGPACK, 1, KVREG_NATS_PUB_OPT_HEARTBEAT_MS, (uint64_t)HB_MS,
+                 KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS, (uint64_t)TTL_MS, 0);
+    kvreg_block blk;
+    for (uint64_t h = 0; h < 10; h++) assert_int_equal(reg_hash(e.gpu, 1200 + h, &blk), KVREG_OK);
+    replica r;
+    replica_live(&r, "LSS", "lss-r", "LSS", 1209, 1);
+    assert_int_equal(kill(server.pid, SIGSTOP), 0);
+    int64_t slowest = run_timed(&r, 3000, 0);
+    assert_int_equal(kill(server.pid, SIGCONT), 0);
+    slowest = run_timed(&r, 1000, slowest);
+    fprintf(stderr, "server stopped: slowest run(50) %lld ms, expired %llu\n", (long long)slowest,
+            (unsigned long long)con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED));
+    assert_true(slowest < 1000);
+    assert_int_equal(con_stat(&r, KVREG_NATS_CON_STAT_EXPIRED), 0);
+    assert_int_equal(reg_hash(e.gpu, 1210, &blk), KVREG_OK);
+    const int64_t deadline = nats_now_ms() + 15000;
+    while (!index_holds(r.idx, 1210, 1)) {
+        assert_true(nats_now_ms() < deadline);
+        assert_int_equal(kvreg_nats_consumer_run(r.con, 50), KVREG_OK);
+    }
+    for (uint64_t h = 0; h <= 10; h++) assert_true(index_holds(r.idx, 1200 + h, 1));
+    replica_close(&r);
+    engine_finish(&e);
+    engine_close(&e);
+}
+
 int main(int argc, char **argv) {
     if (!kvreg_nats_available()) {
         const char *ci = getenv("CI");
@@ -1502,6 +1540,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_liveness_replica_frozen),
         cmocka_unit_test(test_liveness_no_false_resync),
         cmocka_unit_test(test_liveness_bucket_ttl_shorter),
+        cmocka_unit_test(test_liveness_server_stopped),
         cmocka_unit_test(test_snapshot_timer),
         cmocka_unit_test(test_snapshot_write_fails),
         cmocka_unit_test(test_snapshot_past_stream),
