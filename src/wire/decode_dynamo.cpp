@@ -134,6 +134,7 @@ private:
             reserve_more(out_.tokens_hashes, n, len_);
     }
 
+    // at: the RouterEvent, whose offset a limit failure reports (the event past the limit).
     bool begin_event(uint32_t type, const Val &at, size_t &idx) {
         if (out_.events.size() >= lim_.max_events)
             return fail(at, "more events than the decoder's max_events");
@@ -180,7 +181,7 @@ private:
 
         size_t idx;
         if (d_.is(data, "cleared")) {
-            if (!begin_event(KVREG_WIRE_CLEARED, data, idx))
+            if (!begin_event(KVREG_WIRE_CLEARED, re, idx))
                 return false;
         } else if (data.kind == Val::Map) {
             Iter it = d_.begin(data);
@@ -188,13 +189,13 @@ private:
             if (!d_.next(it, variant) || (d_.next(it, body), d_.next(it, extra)))
                 return fail(data, "KvCacheEvent.data must be a one-key object or \"cleared\"");
             if (d_.is(variant, "stored")) {
-                if (!begin_event(KVREG_WIRE_STORED, data, idx) || !stored(body, idx))
+                if (!begin_event(KVREG_WIRE_STORED, re, idx) || !stored(body, idx))
                     return false;
             } else if (d_.is(variant, "removed")) {
-                if (!begin_event(KVREG_WIRE_REMOVED, data, idx) || !removed(body))
+                if (!begin_event(KVREG_WIRE_REMOVED, re, idx) || !removed(body))
                     return false;
             } else if (d_.is(variant, "cleared")) {
-                if (!begin_event(KVREG_WIRE_CLEARED, data, idx))
+                if (!begin_event(KVREG_WIRE_CLEARED, re, idx))
                     return false;
                 lossy_ |= body.kind != Val::Nil; // a unit variant: a body would be dropped
             } else {

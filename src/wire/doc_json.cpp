@@ -162,10 +162,31 @@ size_t JsonDoc::scan_number(size_t pos, Val *out, size_t &err_off,
     }
     if (pos == digits)
         return fail(off, "not a JSON value");
+    // RFC 8259's grammar: no leading zero, digits after '.', digits in the exponent (serde_json
+    // and Python's json refuse "01" or "1."; strtod alone took them).
+    if (p_[digits] == '0' && pos > digits + 1)
+        return fail(off, "a JSON number with a leading zero");
+    const auto digits_from = [&](size_t at) {
+        size_t q = at;
+        while (q < len_ && p_[q] >= '0' && p_[q] <= '9') q++;
+        return q;
+    };
     bool is_float = false;
-    while (pos < len_ && (p_[pos] == '.' || p_[pos] == 'e' || p_[pos] == 'E' || p_[pos] == '+' ||
-                          p_[pos] == '-' || (p_[pos] >= '0' && p_[pos] <= '9')))
-        is_float = true, pos++;
+    if (pos < len_ && p_[pos] == '.') {
+        const size_t end = digits_from(pos + 1);
+        if (end == pos + 1)
+            return fail(off, "a malformed JSON number");
+        pos = end, is_float = true;
+    }
+    if (pos < len_ && (p_[pos] == 'e' || p_[pos] == 'E')) {
+        size_t at = pos + 1;
+        if (at < len_ && (p_[at] == '+' || p_[at] == '-'))
+            at++;
+        const size_t end = digits_from(at);
+        if (end == at)
+            return fail(off, "a malformed JSON number");
+        pos = end, is_float = true;
+    }
     if (is_float) {
         // strtod needs a NUL-terminated copy; a number longer than this is not one we read
         char buf[128];

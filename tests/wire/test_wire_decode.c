@@ -371,6 +371,15 @@ static void test_rejections(void **state)
     reject(KVREG_WIRE_DYNAMO_JSON, "[{\"event\":{\"data\":{\"removed\":{\"block_hashes\":[1.5]}}}}]", 46);
     reject(KVREG_WIRE_DYNAMO_JSON, "[{\"event\":{}}]", 10);
     reject(KVREG_WIRE_DYNAMO_JSON, "[18446744073709551616]", 1);
+    /* Numbers outside RFC 8259's grammar, which serde_json and Python's json refuse: a leading
+     * zero (accepted before, "-01" as worker 2^64 - 1), no digits after '.' or in the
+     * exponent. The offset is the number's. */
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":01,\"event\":{\"data\":\"cleared\"}}]", 14);
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":-01,\"event\":{\"data\":\"cleared\"}}]", 14);
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":00,\"event\":{\"data\":\"cleared\"}}]", 14);
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":1.,\"event\":{\"data\":\"cleared\"}}]", 14);
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":1e,\"event\":{\"data\":\"cleared\"}}]", 14);
+    reject(KVREG_WIRE_DYNAMO_JSON, "[{\"worker_id\":1e+,\"event\":{\"data\":\"cleared\"}}]", 14);
     reject(KVREG_WIRE_DYNAMO_MSGPACK, "91 81 a5 \"event\" 81 a4 \"data\" 05", 14);
 }
 

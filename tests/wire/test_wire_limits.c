@@ -207,7 +207,8 @@ static void test_max_events(void **state)
     assert_int_equal(decode(KVREG_WIRE_VLLM, &p, KVREG_WIRE_DEC_OPT_MAX_EVENTS, 2, &n, &off),
                      KVREG_EPROTO);
     assert_int_equal(off, at[2]);
-    /* Dynamo: three RouterEvents */
+    /* Dynamo: three RouterEvents; the offset is the third one's own (it was its "data" value's,
+     * where the vLLM decoder already gave the event's start) */
     for (int json = 0; json < 2; json++) {
         p.n = 0;
         if (json) {
@@ -215,15 +216,15 @@ static void test_max_events(void **state)
             for (int k = 0; k < 3; k++) {
                 if (k)
                     puts_(&p, ",");
-                at[k] = p.n + strlen("{\"event\":{\"data\":");
+                at[k] = p.n;
                 puts_(&p, "{\"event\":{\"data\":\"cleared\"}}");
             }
             puts_(&p, "]");
         } else {
             put1(&p, 0x93);
             for (int k = 0; k < 3; k++) {
-                put1(&p, 0x81), mstr(&p, "event"), put1(&p, 0x81), mstr(&p, "data");
                 at[k] = p.n;
+                put1(&p, 0x81), mstr(&p, "event"), put1(&p, 0x81), mstr(&p, "data");
                 mstr(&p, "cleared");
             }
         }
