@@ -138,7 +138,7 @@ KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t optio
 #define KVREG_NATS_NAMESPACE 4u      /* default "default" */
 #define KVREG_NATS_COMPONENT 5u      /* default "backend" */
 #define KVREG_NATS_SUBJECT 6u        /* the whole subject, overriding the layout (default NULL) */
-#define KVREG_NATS_LORA_NAME 7u      /* lora_name of stored events (default NULL: nil) */
+#define KVREG_NATS_LORA_NAME 7u      /* lora_name of stored events (default NULL: nil; UTF-8) */
 #define KVREG_NATS_LIVENESS_BUCKET 12u /* key-value bucket of worker heartbeats (default NULL:
                                         none); publisher and consumer (numbers 8-11 are the
                                         consumer's) */

@@ -157,7 +157,7 @@ KVREG_API int kvreg_publisher_set(kvreg_publisher *pub, uint32_t option,
 #define KVREG_PUB_REPLAY_ENDPOINT 2u /* replay ROUTER endpoint (default NULL: no replay) */
 #define KVREG_PUB_TOPIC 3u           /* first frame of every batch (default "", vLLM's); llm-d
                                         reads "kv@<pod>@<model>" */
-#define KVREG_PUB_LORA_NAME 4u       /* lora_name of stored events (default NULL: nil) */
+#define KVREG_PUB_LORA_NAME 4u       /* lora_name of stored events (default NULL: nil; UTF-8) */
 KVREG_API int kvreg_publisher_set_string(kvreg_publisher *pub, uint32_t option,
                                          const char *value) KVREG_NOEXCEPT;
 /* The value in effect of an option above (0.6; the getters' rules are in kvreg.h, "One

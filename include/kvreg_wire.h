@@ -373,7 +373,9 @@ KVREG_API int kvreg_wire_decoder_reencode(kvreg_wire_decoder *dec, const uint8_t
 /* One configuration pattern (0.6; kvreg.h and docs/config.md)                                 */
 /* ------------------------------------------------------------------------------------------ */
 /* Encoder string options. KVREG_WIRE_LORA_NAME: the LoRA adapter name written as lora_name in
- * stored events (value NULL: nil, the default); copied. _get_string: KVREG_ENOENT while nil. */
+ * stored events (value NULL: nil, the default); copied. KVREG_EINVAL if it is not UTF-8 (it is
+ * written as a msgpack str, which consumers decode as UTF-8). _get_string: KVREG_ENOENT while
+ * nil. */
 #define KVREG_WIRE_LORA_NAME 1u
 KVREG_API int kvreg_wire_encoder_set_string(kvreg_wire_encoder *enc, uint32_t option,
                                             const char *value) KVREG_NOEXCEPT;

@@ -11,6 +11,7 @@
 #include "api/string_out.hpp"
 #include "wire/decode.hpp"
 #include "wire/encode.hpp"
+#include "wire/utf8.hpp"
 #include "wire/mp_write.hpp"
 #include "wire/plan.hpp"
 #include "wire/reencode.hpp"
@@ -121,7 +122,7 @@ KVREG_API int kvreg_wire_encoder_get_string(const kvreg_wire_encoder *enc, uint3
 
 KVREG_API int kvreg_wire_encoder_set_string(kvreg_wire_encoder *enc, uint32_t option,
                                             const char *lora_name) noexcept {
-    if (!enc || option != KVREG_WIRE_LORA_NAME)
+    if (!enc || option != KVREG_WIRE_LORA_NAME || (lora_name && !kvreg::wire::valid_utf8(lora_name)))
         return KVREG_EINVAL;
     KVREG_GUARD_BEGIN
     if (lora_name) {

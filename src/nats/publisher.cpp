@@ -1,6 +1,7 @@
 // The NATS publisher's setup, sender thread and ack handling (see publisher.hpp).
 #include "nats/publisher.hpp"
 #include "core/registry.hpp"
+#include "wire/utf8.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -94,6 +95,7 @@ int Publisher::set_string(uint32_t option, const char *value) {
     case KVREG_NATS_LIVENESS_BUCKET: liveness_bucket_ = value; return KVREG_OK;
     case KVREG_NATS_SUBJECT: subject_ = value ? value : ""; return KVREG_OK;
     case KVREG_NATS_LORA_NAME:
+        if (value && !wire::valid_utf8(value)) return KVREG_EINVAL; // written as a msgpack str
         has_lora_ = value != nullptr;
         lora_ = value ? value : "";
         return KVREG_OK;

@@ -10,6 +10,7 @@
 #include "net/endpoint.hpp"
 #include "net/instance.hpp"
 #include "net/zmq.hpp"
+#include "wire/utf8.hpp"
 
 namespace kvreg::net {
 
@@ -114,6 +115,7 @@ int Publisher::set_string(uint32_t option, const char *value) {
         topic_ = value ? value : "";
         return KVREG_OK;
     case KVREG_PUB_LORA_NAME:
+        if (value && !wire::valid_utf8(value)) return KVREG_EINVAL; // written as a msgpack str
         has_lora_ = value != nullptr;
         lora_name_ = value ? value : "";
         return KVREG_OK;

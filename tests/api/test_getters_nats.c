@@ -117,6 +117,11 @@ static void test_nats_time_option_bounds(void **state)
         assert_int_equal(kvreg_nats_publisher_get(pub, pub_cases[i].opt, &v), KVREG_OK);
         assert_int_equal(v, pub_cases[i].max);
     }
+    /* A LoRA name goes out as a msgpack str: UTF-8 or KVREG_EINVAL (still nil after). */
+    char name[16];
+    size_t len = 0;
+    assert_int_equal(kvreg_nats_publisher_set_string(pub, KVREG_NATS_LORA_NAME, "lora-\xff"), KVREG_EINVAL);
+    assert_int_equal(kvreg_nats_publisher_get_string(pub, KVREG_NATS_LORA_NAME, name, sizeof name, &len), KVREG_ENOENT);
     kvreg_nats_publisher_free(pub);
     assert_int_equal(kvreg_index_new(&idx, NULL), KVREG_OK);
     assert_int_equal(kvreg_nats_consumer_new(&con, idx), KVREG_OK);

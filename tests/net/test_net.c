@@ -117,6 +117,11 @@ static void publisher_arguments(void **state) {
     assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_BUFFER_STEPS, 0), KVREG_EINVAL);
     assert_int_equal(kvreg_publisher_set(pub, KVREG_PUB_OPT_FORMAT, KVREG_WIRE_DYNAMO_JSON), KVREG_EINVAL);
     assert_int_equal(kvreg_publisher_set(pub, 999, 1), KVREG_EINVAL);
+    /* A LoRA name goes out as a msgpack str: UTF-8 or KVREG_EINVAL (still nil after). */
+    assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_LORA_NAME, "lora-\xff"), KVREG_EINVAL);
+    assert_int_equal(kvreg_publisher_get_string(pub, KVREG_PUB_LORA_NAME, buf, sizeof buf, &len), KVREG_ENOENT);
+    assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_LORA_NAME, "caf\xc3\xa9"), KVREG_OK);
+    assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_LORA_NAME, NULL), KVREG_OK);
     assert_int_equal(kvreg_publisher_endpoint(pub, KVREG_PUB_ENDPOINT, buf, sizeof buf, NULL), KVREG_ESTATE);
     /* No wildcard, not local: connect, which ZeroMQ refuses for a malformed address. */
     assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://no port"), KVREG_OK);

@@ -441,6 +441,35 @@ static void test_bad_arguments(void **state)
     kvreg_wire_encoder_free(NULL);
 }
 
+/* A LoRA name is written as a msgpack str, which is UTF-8: a name that is not (bad bytes,
+ * overlong forms, surrogates, past U+10FFFF, cut short) is KVREG_EINVAL and the old one
+ * stays, where it was taken and every batch with a stored event was then refused whole by
+ * msgspec and Python consumers. The same through both publishers' LORA_NAME. */
+static void test_lora_name_utf8(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"lora-\xff\xfe", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80",
+                                      "\xf4\x90\x80\x80", "ab\xc3", "\xe2\x82", "\x80"};
+    static const char *const good[] = {"", "sql-lora", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                       "\xf4\x8f\xbf\xbf", "\xed\x9f\xbf"};
+    kvreg_wire_encoder *enc;
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(kvreg_wire_encoder_new(&enc, KVREG_WIRE_VLLM), KVREG_OK);
+    assert_int_equal(kvreg_wire_encoder_set_string(enc, KVREG_WIRE_LORA_NAME, "kept"), KVREG_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(kvreg_wire_encoder_set_string(enc, KVREG_WIRE_LORA_NAME, bad[i]), KVREG_EINVAL);
+        assert_int_equal(kvreg_wire_encoder_get_string(enc, KVREG_WIRE_LORA_NAME, buf, sizeof buf, &len), KVREG_OK);
+        assert_string_equal(buf, "kept");
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        assert_int_equal(kvreg_wire_encoder_set_string(enc, KVREG_WIRE_LORA_NAME, good[i]), KVREG_OK);
+        assert_int_equal(kvreg_wire_encoder_get_string(enc, KVREG_WIRE_LORA_NAME, buf, sizeof buf, &len), KVREG_OK);
+        assert_string_equal(buf, good[i]);
+    }
+    kvreg_wire_encoder_free(enc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -456,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_max_events),
         cmocka_unit_test(test_tokenless_and_block_size),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_lora_name_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
