@@ -82,7 +82,7 @@ public:
             shape.map = true;
             for (size_t k = 0; k < h.count; k++) {
                 MpHead key;
-                if (!r_.head(key))
+                if (!map_key(key, 2))
                     return false;
                 if (is(key, "ts")) {
                     if (has_ts)
@@ -420,7 +420,7 @@ private:
         bool seen = false;
         for (size_t k = 0; k < m.count; k++) {
             MpHead key;
-            if (!r_.head(key))
+            if (!map_key(key, 5))
                 return false;
             if (is(key, "cache_salt")) {
                 if (seen)
@@ -523,6 +523,20 @@ private:
         return true;
     }
 
+    // A map's next key. msgpack allows any value as a key: one that is an array or a map is
+    // skipped whole here, its elements included (head() reads only a container's header, so
+    // its elements were taken for the value and every later key for the one before it: a
+    // valid payload was refused at its end). The caller then skips the value as unknown.
+    bool map_key(MpHead &key, unsigned level) {
+        if (!r_.head(key))
+            return false;
+        if (key.kind == MpKind::Array || key.kind == MpKind::Map) {
+            r_.seek(key.off);
+            return r_.skip(level);
+        }
+        return true;
+    }
+
     bool map_event(const MpHead &m) {
         size_t body = r_.pos();
         // "type" comes first from every encoder seen; otherwise find it, then read again
@@ -530,7 +544,7 @@ private:
         bool found = false;
         MpHead key, val, tag{};
         for (size_t k = 0; k < m.count && !found; k++) {
-            if (!r_.head(key))
+            if (!map_key(key, 4))
                 return false;
             if (is(key, "type")) {
                 if (!r_.head(val))
@@ -556,7 +570,7 @@ private:
         const bool stored = type == KVREG_WIRE_STORED;
         uint32_t seen = 0;
         for (size_t k = 0; k < m.count; k++) {
-            if (!r_.head(key))
+            if (!map_key(key, 4))
                 return false;
             if (key.kind != MpKind::Str) {
                 out_.parts[idx].lossy = true;

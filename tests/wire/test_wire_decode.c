@@ -242,6 +242,21 @@ static void test_map_events_tolerance(void **state)
     assert_int_equal(skipped, 2);
     assert_int_equal(events, 2);
     kvreg_wire_decoder_free(dec);
+    /* Keys that are arrays or maps (msgpack allows any key) are skipped whole, with their
+     * values: in the batch map, before and after "type" in an event, and in an event that
+     * does not start with "type". Each was refused before ("bytes after the end of the
+     * batch"): the key's elements were read as its value. */
+    ev = decode(&dec, KVREG_WIRE_VLLM,
+        "84 a2 \"ts\" 00 92 01 02 a1 \"v\" a6 \"events\" 92"
+        "  83 a4 \"type\" ac \"BlockRemoved\" ac \"block_hashes\" 91 05 92 01 02 a1 \"v\""
+        "  83 81 01 02 91 03 a4 \"type\" ac \"BlockRemoved\" ac \"block_hashes\" 91 06"
+        " 91 81 01 02 c0", &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(ev[0].type, KVREG_WIRE_REMOVED);
+    assert_true(ev[0].block_hashes[0] == 5);
+    assert_int_equal(ev[1].type, KVREG_WIRE_REMOVED);
+    assert_true(ev[1].block_hashes[0] == 6);
+    kvreg_wire_decoder_free(dec);
 }
 
 /* Positional generations: vLLM's first (tag + 5), SGLang's 7 with and without the metadata
