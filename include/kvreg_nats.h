@@ -122,8 +122,8 @@ KVREG_API void kvreg_nats_publisher_free(kvreg_nats_publisher *pub) KVREG_NOEXCE
  * replicas removed its blocks; the client then pings the server every LIVENESS_TTL_MS / 2, so
  * that a connection that hangs without closing ends within about a TTL. */
 #define KVREG_NATS_PUB_OPT_HEARTBEAT_MS 16u /* heartbeat period (default 1000, 10 .. 3600000);
-                                               shortened to a third of the bucket's TTL when
-                                               the bucket keeps keys for less (made by another) */
+                                               at most a third of the TTL the bucket really
+                                               has (it may have been made by another) */
 #define KVREG_NATS_PUB_OPT_LIVENESS_TTL_MS 17u /* the bucket's TTL when start creates it (default
                                                5000, >= 100; should be a few heartbeats) */
 KVREG_API int kvreg_nats_publisher_set(kvreg_nats_publisher *pub, uint32_t option,

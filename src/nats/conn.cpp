@@ -8,6 +8,7 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
+#include <new>
 
 #include "kvreg.h"
 #include "wire/doc.hpp"
@@ -21,21 +22,15 @@ template <class Link> void link_down(natsConnection *, void *p) noexcept {
 template <class Link> void link_up(natsConnection *, void *p) noexcept {
     static_cast<Link *>(p)->up.store(true, std::memory_order_release);
 }
-template <class Link> void link_closed(natsConnection *, void *p) noexcept {
-    Link *l = static_cast<Link *>(p);
-    l->up.store(false, std::memory_order_release);
-    std::lock_guard<std::mutex> g(l->mu);
-    l->closed = true;
-    l->cv.notify_all();
-}
 } // namespace
 
+void Conn::release(Link *l) noexcept {
+    if (l->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete l;
+}
+
 bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uint64_t ping_ms) noexcept {
-    try {
-        link_ = std::make_unique<Link>();
-    } catch (...) {
-        return false;
-    }
+    link_ = new (std::nothrow) Link;
+    if (!link_) return false;
     link_->up.store(true, std::memory_order_release); // before: a drop right after the connect is seen
     natsOptions *opts = nullptr;
     bool ok = natsOptions_Create(&opts) == NATS_OK &&
@@ -50,9 +45,13 @@ bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uin
               natsOptions_SetAllowReconnect(opts, true) == NATS_OK &&
               natsOptions_SetMaxReconnect(opts, -1) == NATS_OK &&
               natsOptions_SetReconnectWait(opts, 50) == NATS_OK &&
-              natsOptions_SetDisconnectedCB(opts, link_down<Link>, link_.get()) == NATS_OK &&
-              natsOptions_SetReconnectedCB(opts, link_up<Link>, link_.get()) == NATS_OK &&
-              natsOptions_SetClosedCB(opts, link_closed<Link>, link_.get()) == NATS_OK &&
+              natsOptions_SetDisconnectedCB(opts, link_down<Link>, link_) == NATS_OK &&
+              natsOptions_SetReconnectedCB(opts, link_up<Link>, link_) == NATS_OK &&
+              natsOptions_SetClosedCB(opts, [](natsConnection *, void *p) noexcept {
+                  Link *l = static_cast<Link *>(p);
+                  l->up.store(false, std::memory_order_release);
+                  release(l); // the callbacks' reference: this one is the last
+              }, link_) == NATS_OK &&
               natsConnection_Connect(&nc, opts) == NATS_OK;
     natsOptions_Destroy(opts);
     if (ok) ok = natsConnection_JetStream(&js, nc, jso) == NATS_OK;
@@ -72,17 +71,10 @@ void Conn::close() noexcept {
     if (nc) natsConnection_Destroy(nc);
     nc = nullptr;
     if (!link_) return;
-    if (had_connection) {
-        // The closed callback is the connection's last; libnats runs it on its callback
-        // thread soon after the close. Should it not come, the Link is left to it (a few
-        // bytes) rather than freed under it.
-        std::unique_lock<std::mutex> g(link_->mu);
-        if (!link_->cv.wait_for(g, std::chrono::seconds(5), [this] { return link_->closed; })) {
-            static_cast<void>(link_.release()); // g unlocks it: the callback may take it later
-            return;
-        }
-    }
-    link_.reset();
+    // A connection that never came up posts no callback: its reference is dropped here.
+    if (!had_connection) release(link_);
+    release(link_);
+    link_ = nullptr;
 }
 
 uint64_t reconnects(natsConnection *nc) noexcept {

@@ -3,10 +3,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,16 +45,22 @@ struct Conn {
     // timeout, and a replica's run(50) that asked for the status waited 2 s.
     bool up() const noexcept { return link_ && link_->up.load(std::memory_order_acquire); }
 
+    Conn() = default;
+    Conn(const Conn &) = delete;
+    Conn &operator=(const Conn &) = delete;
+
   private:
-    // What libnats' callbacks write (on its callback thread). Kept until the closed callback,
-    // the connection's last, has run (close() waits for it), so no callback finds it freed.
+    // What libnats' callbacks write (on its callback thread), shared with them: the closed
+    // callback, the connection's last, drops their reference, close() drops the Conn's, and
+    // the last one frees it. close() waited for that callback at first, and so stalled 5 s
+    // when it ran on libnats' callback thread itself (a free from another connection's
+    // callback), holding up every connection's callbacks meanwhile.
     struct Link {
         std::atomic<bool> up{false};
-        std::mutex mu;
-        std::condition_variable cv;
-        bool closed = false;
+        std::atomic<int> refs{2};
     };
-    std::unique_ptr<Link> link_;
+    static void release(Link *l) noexcept;
+    Link *link_ = nullptr;
 };
 
 // How many times nc reconnected so far (libnats' count; a failed read counts none).

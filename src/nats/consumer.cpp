@@ -355,7 +355,9 @@ bool Consumer::fetch(int64_t wait_ms, bool no_wait) {
 void Consumer::reply(natsMsg *m, const char *what) noexcept {
     const char *r = natsMsg_GetReply(m);
     if (!r || !*r) return;
-    natsConnection_PublishString(conn_.nc, r, what);
+    // Not while libnats reconnects (it would wait out the attempt: conn.hpp, Conn::up()): the
+    // server sends the message again after ACK_WAIT, and its seq check skips it then.
+    if (conn_.up()) natsConnection_PublishString(conn_.nc, r, what);
     handled_max_ = std::max(handled_max_, stream_seq_of(r));
 }
 

@@ -918,6 +918,121 @@ static void test_free_while_delivering(void **state) {
     engine_close(&e);
 }
 
+/* A consumer freed from a libnats connection callback (here the application's own
+ * connection's closed callback): libnats runs every connection callback of the process on
+ * one thread, so a free that waited there for its own connection's closed callback waited
+ * its whole bound (5 s), holding up every other callback meanwhile, and then leaked what the
+ * callbacks share. The free now returns at once; the callbacks' reference goes with the last
+ * one (the ASan pass checks nothing leaks). */
+static pthread_mutex_t freed_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t freed_cv = PTHREAD_COND_INITIALIZER;
+static kvreg_nats_consumer *to_free;
+static int64_t free_took = -1;
+
+static void free_on_closed(natsConnection *nc, void *user) {
+    (void)nc;
+    (void)user;
+    const int64_t t = nats_now_ms();
+    kvreg_nats_consumer_free(to_free);
+    pthread_mutex_lock(&freed_mu);
+    free_took = nats_now_ms() - t;
+    pthread_cond_broadcast(&freed_cv);
+    pthread_mutex_unlock(&freed_mu);
+}
+
+static void test_free_in_libnats_callback(void **state) {
+    (void)state;
+    jsCtx *js = NULL;
+    natsConnection *nc = NULL;
+    raw_stream(&js, &nc, "FREECB", "freecb.x");
+    kvreg_index *idx = NULL;
+    assert_int_equal(kvreg_index_new(&idx, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_new(&to_free, idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(to_free, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(to_free, KVREG_NATS_STREAM, "FREECB"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_start(to_free), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_run(to_free, 20), KVREG_OK);
+    natsOptions *o = NULL;
+    natsConnection *app = NULL;
+    assert_int_equal(natsOptions_Create(&o), NATS_OK);
+    assert_int_equal(natsOptions_SetURL(o, server.url), NATS_OK);
+    assert_int_equal(natsOptions_SetClosedCB(o, free_on_closed, NULL), NATS_OK);
+    assert_int_equal(natsConnection_Connect(&app, o), NATS_OK);
+    natsOptions_Destroy(o);
+    natsConnection_Close(app); /* its closed callback frees the consumer */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&freed_mu);
+    while (free_took < 0)
+        if (pthread_cond_timedwait(&freed_cv, &freed_mu, &until) != 0) break;
+    const int64_t took = free_took;
+    pthread_mutex_unlock(&freed_mu);
+    fprintf(stderr, "consumer freed on libnats' callback thread in %lld ms\n", (long long)took);
+    assert_true(took >= 0 && took < 1000);
+    natsConnection_Destroy(app);
+    kvreg_index_free(idx);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* Messages already in the replica's inbox when the server stops (SIGSTOP) are still judged,
+ * and each is acknowledged (here: terminated, as garbage) with a publish on the connection.
+ * While libnats reconnects, its reconnect thread holds the connection's lock through each
+ * attempt (the 2 s connect timeout against a server that accepts and never answers), and
+ * such a publish waited for it: run(50) took 2 s. The acknowledgment is left out while the
+ * connection is down (the server sends the message again after ACK_WAIT). A notice callback
+ * that takes 20 ms keeps the 300 messages coming for a while (slow work, not a wait for an
+ * event); the server is stopped after 20 of them. */
+static int64_t slow_notices;
+static void slow_notice_cb(const kvreg_nats_notice *n, void *user) {
+    (void)n;
+    (void)user;
+    slow_notices++;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void test_ack_while_reconnecting(void **state) {
+    (void)state;
+    jsCtx *js = NULL;
+    natsConnection *nc = NULL;
+    raw_stream(&js, &nc, "ACKREC", "ackrec.x");
+    for (int i = 0; i < 300; i++) assert_int_equal(js_Publish(NULL, js, "ackrec.x", "junk", 4, NULL, NULL), NATS_OK);
+    kvreg_index *idx = NULL;
+    kvreg_nats_consumer *con = NULL;
+    assert_int_equal(kvreg_index_new(&idx, NULL), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_new(&con, idx), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(con, KVREG_NATS_URL, server.url), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(con, KVREG_NATS_STREAM, "ACKREC"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_string(con, KVREG_NATS_LIVENESS_BUCKET, "ACKRECL"), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set(con, KVREG_NATS_CON_OPT_LIVENESS_CHECK_MS, 100), KVREG_OK);
+    assert_int_equal(kvreg_nats_consumer_set_notice_cb(con, slow_notice_cb, NULL, NULL), KVREG_OK);
+    slow_notices = 0;
+    assert_int_equal(kvreg_nats_consumer_start(con), KVREG_OK);
+    int64_t slowest = 0;
+    int stopped = 0;
+    for (const int64_t t0 = nats_now_ms(); nats_now_ms() - t0 < 4000;) {
+        if (!stopped && slow_notices >= 20) {
+            assert_int_equal(kill(server.pid, SIGSTOP), 0);
+            stopped = 1;
+        }
+        const int64_t t = nats_now_ms();
+        const int rc = kvreg_nats_consumer_run(con, 50);
+        if (nats_now_ms() - t > slowest) slowest = nats_now_ms() - t;
+        if (rc != KVREG_OK) break;
+    }
+    if (stopped) kill(server.pid, SIGCONT); /* before any assertion: later tests need the server */
+    fprintf(stderr, "acks while reconnecting: slowest run(50) %lld ms, %lld notices\n", (long long)slowest,
+            (long long)slow_notices);
+    assert_true(stopped);
+    assert_true(slowest < 1000);
+    kvreg_nats_consumer_free(con);
+    kvreg_index_free(idx);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
 static void test_idle_stop_and_getters(void **state) {
     (void)state;
     engine e;
@@ -954,6 +1069,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_idle_stop_and_getters),
         cmocka_unit_test(test_run_zero_does_not_wait),
         cmocka_unit_test(test_free_while_delivering),
+        cmocka_unit_test(test_free_in_libnats_callback),
+        cmocka_unit_test(test_ack_while_reconnecting),
         cmocka_unit_test(test_small_vllm),
         cmocka_unit_test(test_random_two_replicas),
         cmocka_unit_test(test_loss_resync),
