@@ -242,6 +242,8 @@ int Publisher::start() {
             std::lock_guard<std::mutex> lk(opts_mu_);
             topic_.swap(configured);
         }
+        instance_.store(0, std::memory_order_relaxed); // no instance ran (the INSTANCE stat)
+        ring_ = ReplayRing();
         close_all();
         return KVREG_ENOMEM;
     }

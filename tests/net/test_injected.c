@@ -127,8 +127,10 @@ static void failed_start_tags_topic_once(void **state) {
     size_t len = 0;
     assert_int_equal(kvreg_publisher_get_string(pub, KVREG_PUB_TOPIC, topic, sizeof topic, &len), KVREG_OK);
     assert_string_equal(topic, "kv@pod@model");
+    uint64_t instance = 1;
+    assert_int_equal(kvreg_publisher_stat(pub, KVREG_PUB_STAT_INSTANCE, &instance), KVREG_OK);
+    assert_int_equal(instance, 0); /* no instance ran */
     assert_int_equal(kvreg_publisher_start(pub), KVREG_OK);
-    uint64_t instance = 0;
     assert_int_equal(kvreg_publisher_stat(pub, KVREG_PUB_STAT_INSTANCE, &instance), KVREG_OK);
     char want[128];
     snprintf(want, sizeof want, "kv@pod@model|kvreg-instance=%016llx", (unsigned long long)instance);
