@@ -17,15 +17,21 @@ int64_t net_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+kvreg_registry *net_poll_registry(uint64_t poll_capacity) {
+    kvreg_config *cfg = NULL;
+    kvreg_registry *reg = NULL;
+    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
+    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
+    if (poll_capacity) assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, poll_capacity), KVREG_OK);
+    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
+    kvreg_config_free(cfg);
+    return reg;
+}
+
 void net_pub_open(net_pub *p, int replay, const char *connect_to, uint64_t hash_base, ...) {
     memset(p, 0, sizeof *p);
     p->next_hash = hash_base;
-    kvreg_config *cfg = NULL;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_POLL_CAPACITY, 1u << 22), KVREG_OK);
-    assert_int_equal(kvreg_registry_new(&p->reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
+    p->reg = net_poll_registry(1u << 22);
     assert_int_equal(kvreg_pool_new(&p->pool, p->reg, "gpu"), KVREG_OK);
     assert_int_equal(kvreg_publisher_new(&p->pub, p->reg), KVREG_OK);
     assert_int_equal(kvreg_publisher_set_string(p->pub, KVREG_PUB_ENDPOINT,

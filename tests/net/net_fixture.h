@@ -29,6 +29,8 @@ typedef struct net_pub {
     uint64_t next_hash; /* sequence hash of the next block register_blocks() makes */
 } net_pub;
 
+/* A POLL registry (a publisher's): capacity poll_capacity events (0: the default). */
+kvreg_registry *net_poll_registry(uint64_t poll_capacity);
 /* Opens reg + pool + publisher. replay: also a replay ROUTER. Options: pairs (opt, value)
  * ended by 0. connect_to: NULL to bind tcp://127.0.0.1:*, else the endpoint to connect to. */
 void net_pub_open(net_pub *p, int replay, const char *connect_to, uint64_t hash_base, ...);

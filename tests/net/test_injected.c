@@ -107,12 +107,7 @@ static void subscriber_free_interrupted(void **state) {
 
 static void failed_start_tags_topic_once(void **state) {
     (void)state;
-    kvreg_config *cfg = NULL;
-    assert_int_equal(kvreg_config_new(&cfg), KVREG_OK);
-    assert_int_equal(kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL), KVREG_OK);
-    kvreg_registry *reg = NULL;
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
+    kvreg_registry *reg = net_poll_registry(0);
     kvreg_publisher *pub = NULL;
     assert_int_equal(kvreg_publisher_new(&pub, reg), KVREG_OK);
     assert_int_equal(kvreg_publisher_set_string(pub, KVREG_PUB_ENDPOINT, "tcp://127.0.0.1:*"), KVREG_OK);

@@ -96,12 +96,7 @@ static void publisher_arguments(void **state) {
     net_pub_close(&p);
 
     assert_int_equal(kvreg_registry_new(&inline_reg, NULL), KVREG_OK);
-    kvreg_config *cfg = NULL;
-    kvreg_config_new(&cfg);
-    kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL);
-    kvreg_registry *reg = NULL;
-    assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-    kvreg_config_free(cfg);
+    kvreg_registry *reg = net_poll_registry(0);
     assert_int_equal(kvreg_publisher_new(&pub, reg), KVREG_OK);
     /* The publisher takes the registry's events: nobody else may poll them (each event would
      * go to one of the pollers, and a poll frees the tokens of the events another one holds),
@@ -164,12 +159,7 @@ static void *read_stats(void *p) {
 static void stat_at_any_time(void **state) {
     (void)state;
     for (int round = 0; round < 3; round++) {
-        kvreg_config *cfg = NULL;
-        kvreg_config_new(&cfg);
-        kvreg_config_set(cfg, KVREG_OPT_DELIVERY, KVREG_DELIVERY_POLL);
-        kvreg_registry *reg = NULL;
-        assert_int_equal(kvreg_registry_new(&reg, cfg), KVREG_OK);
-        kvreg_config_free(cfg);
+        kvreg_registry *reg = net_poll_registry(0);
         kvreg_pool *pool = NULL;
         assert_int_equal(kvreg_pool_new(&pool, reg, "gpu"), KVREG_OK);
         stat_reader r = {.failures = 0};
