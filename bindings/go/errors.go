@@ -5,7 +5,10 @@ package kvreg
 */
 import "C"
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Error is a libkvreg status code together with the operation that returned it.
 // Compare with the sentinels through errors.Is: errors.Is(err, kvreg.ErrStale).
@@ -64,6 +67,16 @@ func check(op string, status C.int) error {
 		return nil
 	}
 	return &Error{Code: int(status), Op: op}
+}
+
+// cString copies v for C, or refuses it (ErrInvalid) when it holds a NUL: C would read only
+// the part before it, and the call would succeed with a value the caller never gave (a URL
+// list losing its failover servers, a name losing its tail).
+func cString(op, v string) (*C.char, error) {
+	if strings.IndexByte(v, 0) >= 0 {
+		return nil, &Error{Code: int(C.KVREG_EINVAL), Op: op, detail: "invalid argument: a NUL inside a string"}
+	}
+	return C.CString(v), nil
 }
 
 // closedErr is what every method of a closed object returns. ESTALE is the code the library

@@ -53,3 +53,45 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version string %q, want %q", s, want)
 	}
 }
+
+// A string holding a NUL is refused with ErrInvalid wherever the binding hands a string to C:
+// C reads only up to the NUL, so the call used to succeed with a shorter value (a pool name,
+// a LoRA name, a URL list losing its failover servers).
+func TestStringWithNulRefused(t *testing.T) {
+	reg, err := NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, err := reg.NewPool("gpu\x00junk"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("NewPool with a NUL: %v, want ErrInvalid", err)
+	}
+	if _, err := NewEncoder(WireVLLM, &EncoderOptions{LoraName: "adapter\x00x"}); !errors.Is(err, ErrInvalid) &&
+		!errors.Is(err, ErrNotSupported) {
+		t.Fatalf("NewEncoder with a NUL in LoraName: %v, want ErrInvalid", err)
+	}
+	if !NatsAvailable() {
+		return
+	}
+	pub, err := NewNatsPublisher(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.SetString(NatsURL, "nats://10.0.0.1:4222\x00,nats://10.0.0.2:4222"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("publisher SetString with a NUL: %v, want ErrInvalid", err)
+	}
+	idx, err := NewIndex(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	con, err := NewNatsConsumer(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	if err := con.SetString(NatsStream, "EV\x00ENTS"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("consumer SetString with a NUL: %v, want ErrInvalid", err)
+	}
+}

@@ -289,7 +289,10 @@ func (p *NatsPublisher) Set(opt uint32, v uint64) error {
 
 // SetString sets a string option (NatsURL, NatsStream, NatsSubjectPrefix, ...) before Start.
 func (p *NatsPublisher) SetString(opt uint32, v string) error {
-	cs := C.CString(v)
+	cs, err := cString("kvreg_nats_publisher_set_string", v)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cs))
 	return p.call("kvreg_nats_publisher_set_string", true, func(c *C.kvreg_nats_publisher) C.int {
 		return C.kvreg_nats_publisher_set_string(c, C.uint32_t(opt), cs)
@@ -383,7 +386,10 @@ func (c *NatsConsumer) Set(opt uint32, v uint64) error {
 
 // SetString sets NatsURL, NatsStream, NatsDurable or NatsFilter before Start.
 func (c *NatsConsumer) SetString(opt uint32, v string) error {
-	cs := C.CString(v)
+	cs, err := cString("kvreg_nats_consumer_set_string", v)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cs))
 	return c.call("kvreg_nats_consumer_set_string", true, func(p *C.kvreg_nats_consumer) C.int {
 		return C.kvreg_nats_consumer_set_string(p, C.uint32_t(opt), cs)

@@ -94,10 +94,13 @@ func (r *Registry) NewPoolMedium(name string, medium Medium) (*Pool, error) {
 }
 
 func (r *Registry) newPool(op, name string, medium Medium) (*Pool, error) {
-	cname := C.CString(name)
+	cname, err := cString(op, name)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	var pool *Pool
-	err := r.with(op, func(p *C.kvreg_registry) error {
+	err = r.with(op, func(p *C.kvreg_registry) error {
 		var pp *C.kvreg_pool
 		if err := check("kvreg_pool_new_medium",
 			C.kvreg_pool_new_medium(&pp, p, cname, C.uint32_t(medium))); err != nil {

@@ -114,7 +114,10 @@ func (e *Encoder) configure(o *EncoderOptions) error {
 		return err
 	}
 	if o.LoraName != "" {
-		cs := C.CString(o.LoraName)
+		cs, err := cString("kvreg_wire_encoder_set_lora_name", o.LoraName)
+		if err != nil {
+			return err
+		}
 		defer C.free(unsafe.Pointer(cs))
 		return check("kvreg_wire_encoder_set_lora_name",
 			C.kvreg_wire_encoder_set_lora_name(e.ptr, cs))

@@ -264,13 +264,19 @@ def _u64_option(name, value):
 
 
 def _c_string(name, value):
-    """A string option for C: None (NULL) or a str/bytes without NUL (C would stop there)."""
+    """A string option for C: None (NULL) or a str/bytes without NUL (C would stop there).
+    bytes must be UTF-8: get() gives the value back as a str (bytes that were not UTF-8 made
+    it raise UnicodeDecodeError)."""
     if value is None:
         return None
     if isinstance(value, str):
         raw = value.encode("utf-8")
     elif isinstance(value, (bytes, bytearray)):
         raw = bytes(value)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise errors.InvalidArgument(_ffi.EINVAL, "%s must be UTF-8" % name) from None
     else:
         raise TypeError("%s must be a str or None, not %s" % (name, type(value).__name__))
     if b"\0" in raw:

@@ -79,7 +79,7 @@ class Pool:
         if isinstance(name, str):
             name = name.encode("utf-8")
         if b"\0" in name:
-            raise ValueError("pool name must not contain NUL")
+            raise errors.InvalidArgument(_ffi.EINVAL, "pool name must not contain NUL")
         self._registry = registry
         self._core = core = registry._core
         out = _ffi.pool_p()

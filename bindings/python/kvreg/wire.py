@@ -353,7 +353,7 @@ class Encoder(_Closable):
             if lora_name is not None:
                 raw = lora_name.encode("utf-8") if isinstance(lora_name, str) else lora_name
                 if b"\0" in raw:
-                    raise ValueError("lora_name must not contain NUL")
+                    raise errors.InvalidArgument(_ffi.EINVAL, "lora_name must not contain NUL")
                 w.kvreg_wire_encoder_set_lora_name(h.ptr, raw)
         except BaseException:
             h.close()

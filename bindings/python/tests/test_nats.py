@@ -149,6 +149,14 @@ class NatsTest(WithNatsServer):
         with kvreg.Registry("inline", callback=lambda ev: None) as inline:
             with self.assertRaises(kvreg.InvalidArgument):
                 nats.Publisher(inline)  # the publisher polls: POLL delivery only
+        # bytes that are not UTF-8 are refused: get() could not give them back as a str
+        with kvreg.Registry("poll") as reg, nats.Publisher(reg) as pub:
+            with self.assertRaises(kvreg.InvalidArgument):
+                pub.set("url", b"nats://h\xe9te:4222")
+            with self.assertRaises(kvreg.InvalidArgument):
+                pub.set("url", "nats://a\0b")
+            pub.set("url", "nats://h\u00e9te:4222".encode("utf-8"))
+            self.assertEqual(pub.get("url"), "nats://h\u00e9te:4222")
         with nats.Index() as idx:
             with self.assertRaises(kvreg.InvalidArgument):
                 nats.Consumer(idx, fetch_batch=0)

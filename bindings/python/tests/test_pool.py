@@ -23,7 +23,7 @@ class PoolAndBlock(unittest.TestCase):
         self.assertNotEqual(self.pool.id, other.id)
         self.assertTrue(1 <= self.pool.id <= kvreg.MAX_POOLS)
         self.assertIs(self.pool.registry, self.reg)
-        with self.assertRaises(ValueError):
+        with self.assertRaises(kvreg.InvalidArgument):  # a ValueError, as the library's EINVAL
             self.reg.pool("a\0b")
         other.close()
 

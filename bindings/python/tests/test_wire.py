@@ -159,6 +159,13 @@ class ExampleA(unittest.TestCase):
 
 @_NEEDS_WIRE
 class RoundTrip(unittest.TestCase):
+    def test_bad_lora_names_are_invalid_arguments(self):
+        # A NUL (C would read only up to it) and bytes that are not UTF-8 (written as a msgpack
+        # str, which consumers decode as UTF-8): kvreg.InvalidArgument, itself a ValueError.
+        for bad in ("ad\0x", b"ad\xff"):
+            with self.subTest(bad=bad), self.assertRaises(kvreg.InvalidArgument):
+                wire.Encoder("vllm", lora_name=bad)
+
     def test_vllm_formats_keep_hashes_tokens_medium_and_batch_fields(self):
         evs, blocks = _registry_events(3, medium=Medium.CPU)
         seq = [info.sequence_hash for info, _ in blocks]
