@@ -58,11 +58,7 @@ func TestVersion(t *testing.T) {
 // C reads only up to the NUL, so the call used to succeed with a shorter value (a pool name,
 // a LoRA name, a URL list losing its failover servers).
 func TestStringWithNulRefused(t *testing.T) {
-	reg, err := NewRegistry(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := newReg(t, nil)
 	if _, err := reg.NewPool("gpu\x00junk"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("NewPool with a NUL: %v, want ErrInvalid", err)
 	}
@@ -73,25 +69,11 @@ func TestStringWithNulRefused(t *testing.T) {
 	if !NatsAvailable() {
 		return
 	}
-	pub, err := NewNatsPublisher(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := newNatsPublisher(t, reg)
 	if err := pub.SetString(NatsURL, "nats://10.0.0.1:4222\x00,nats://10.0.0.2:4222"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("publisher SetString with a NUL: %v, want ErrInvalid", err)
 	}
-	idx, err := NewIndex(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
-	con, err := NewNatsConsumer(idx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer con.Close()
-	if err := con.SetString(NatsStream, "EV\x00ENTS"); !errors.Is(err, ErrInvalid) {
+	if err := newNatsConsumer(t).SetString(NatsStream, "EV\x00ENTS"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("consumer SetString with a NUL: %v, want ErrInvalid", err)
 	}
 }

@@ -60,6 +60,33 @@ func natsServer(t *testing.T) string {
 }
 
 // waitFor polls cond until it holds, bounded (no sleep stands for synchronisation).
+// newNatsPublisher makes a publisher for reg, closed when the test ends.
+func newNatsPublisher(t *testing.T, reg *Registry) *NatsPublisher {
+	t.Helper()
+	pub, err := NewNatsPublisher(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return pub
+}
+
+// newNatsConsumer makes a consumer feeding a new index, both closed when the test ends.
+func newNatsConsumer(t *testing.T) *NatsConsumer {
+	t.Helper()
+	idx, err := NewIndex(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { idx.Close() })
+	con, err := NewNatsConsumer(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { con.Close() })
+	return con
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -258,16 +285,7 @@ func TestNatsNoServer(t *testing.T) {
 		}
 		t.Skip("this libkvreg was built without NATS: only ErrNotSupported checked")
 	}
-	reg, err := NewRegistry(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	pub, err := NewNatsPublisher(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := newNatsPublisher(t, newReg(t, nil))
 	_ = pub.SetString(NatsURL, "nats://127.0.0.1:1")
 	_ = pub.Set(NatsPubConnectTimeoutMs, 200)
 	if err := pub.Start(); !errors.Is(err, ErrProto) || !strings.Contains(err.Error(), "start") {
