@@ -36,7 +36,9 @@ public:
         uint64_t room;
     };
     static constexpr uint64_t kExactWords = 512;
-    static constexpr uint32_t kClasses = kExactWords + 22 * 8 + 8 + 1; // words up to 2^32
+    // Index 0 unused, 1 .. kExactWords exact, then eight for each power of two 2^b, b = 9 .. 31,
+    // up to 2^32 words (a header word and 2^32 - 1 tokens).
+    static constexpr uint32_t kClasses = kExactWords + 1 + (31 - 9 + 1) * 8;
     static SizeClass size_class(uint64_t words) noexcept;
 
 private:

@@ -15,15 +15,6 @@
 
 namespace kvreg::nats {
 
-namespace {
-template <class Link> void link_down(natsConnection *, void *p) noexcept {
-    static_cast<Link *>(p)->up.store(false, std::memory_order_release);
-}
-template <class Link> void link_up(natsConnection *, void *p) noexcept {
-    static_cast<Link *>(p)->up.store(true, std::memory_order_release);
-}
-} // namespace
-
 void Conn::release(Link *l) noexcept {
     if (l->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete l;
 }
@@ -45,8 +36,14 @@ bool Conn::open(const std::string &url, uint64_t timeout_ms, jsOptions *jso, uin
               natsOptions_SetAllowReconnect(opts, true) == NATS_OK &&
               natsOptions_SetMaxReconnect(opts, -1) == NATS_OK &&
               natsOptions_SetReconnectWait(opts, 50) == NATS_OK &&
-              natsOptions_SetDisconnectedCB(opts, link_down<Link>, link_) == NATS_OK &&
-              natsOptions_SetReconnectedCB(opts, link_up<Link>, link_) == NATS_OK &&
+              natsOptions_SetDisconnectedCB(opts, [](natsConnection *, void *p) noexcept {
+                  static_cast<Link *>(p)->up.store(false, std::memory_order_release);
+              }, link_) == NATS_OK &&
+              natsOptions_SetReconnectedCB(opts, [](natsConnection *, void *p) noexcept {
+                  Link *l = static_cast<Link *>(p);
+                  l->reconnects.fetch_add(1, std::memory_order_relaxed); // before up: seen with it
+                  l->up.store(true, std::memory_order_release);
+              }, link_) == NATS_OK &&
               natsOptions_SetClosedCB(opts, [](natsConnection *, void *p) noexcept {
                   Link *l = static_cast<Link *>(p);
                   l->up.store(false, std::memory_order_release);
@@ -75,17 +72,6 @@ void Conn::close() noexcept {
     if (!had_connection) release(link_);
     release(link_);
     link_ = nullptr;
-}
-
-uint64_t reconnects(natsConnection *nc) noexcept {
-    natsStatistics *stats = nullptr;
-    uint64_t n = 0;
-    if (natsStatistics_Create(&stats) == NATS_OK) {
-        if (natsConnection_GetStats(nc, stats) == NATS_OK)
-            natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr, &n);
-        natsStatistics_Destroy(stats);
-    }
-    return n;
 }
 
 void drop_subscription(natsConnection *nc, natsSubscription *sub) noexcept {

@@ -44,6 +44,8 @@ struct Conn {
     // attempt: against a server that accepts and never answers that is the whole connect
     // timeout, and a replica's run(50) that asked for the status waited 2 s.
     bool up() const noexcept { return link_ && link_->up.load(std::memory_order_acquire); }
+    // How many times it reconnected so far (the reconnected callbacks), read the same way.
+    uint64_t reconnects() const noexcept { return link_ ? link_->reconnects.load(std::memory_order_acquire) : 0; }
 
     Conn() = default;
     Conn(const Conn &) = delete;
@@ -57,14 +59,12 @@ struct Conn {
     // callback), holding up every connection's callbacks meanwhile.
     struct Link {
         std::atomic<bool> up{false};
+        std::atomic<uint64_t> reconnects{0};
         std::atomic<int> refs{2};
     };
     static void release(Link *l) noexcept;
     Link *link_ = nullptr;
 };
-
-// How many times nc reconnected so far (libnats' count; a failed read counts none).
-uint64_t reconnects(natsConnection *nc) noexcept;
 
 // Destroy sub while nc stays open: unsubscribe, then a round trip (the reader thread has
 // handled every message the server sent before it), then destroy (see Conn::stop).

@@ -608,7 +608,7 @@ void Consumer::check_liveness() {
         liveness_from_ = now + ttl; // at least: the TTL counts again from the reconnect below
         return;
     }
-    const uint64_t n = reconnects(conn_.nc);
+    const uint64_t n = conn_.reconnects();
     if (n != reconnects_seen_) {
         reconnects_seen_ = n;
         liveness_from_ = now + ttl;

@@ -635,7 +635,7 @@ int Publisher::heartbeat() noexcept {
 
 void Publisher::alive_out(Clock::time_point now) noexcept {
     if (hb_subject_.empty() || !conn_.up()) return;
-    const uint64_t n = reconnects(conn_.nc);
+    const uint64_t n = conn_.reconnects();
     // The gap that may have let the key expire: the TTL less a margin of up to one heartbeat
     // period for the way, and always more than a period (heartbeats are a period apart).
     // With a period at or past the TTL the key lapses between any two heartbeats anyway:
